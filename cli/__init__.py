@@ -1,0 +1,1 @@
+"""The ``netfl`` command-line interface (installed as ``netfl.cli``)."""

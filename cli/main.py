@@ -1,0 +1,82 @@
+"""The ``netfl`` command.
+
+Every error a user can cause (bad YAML, bad field, missing data) is printed
+as one clear message and exits with code 2; a traceback means a bug in
+netfl.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from netfl.errors import NetflError
+
+EXIT_USAGE = 2
+
+
+def _fail(exc: Exception) -> None:
+    click.echo(f"error: {exc}", err=True)
+    sys.exit(EXIT_USAGE)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="netfl")
+def main() -> None:
+    """netfl: a discrete-event network simulator for federated learning."""
+
+
+@main.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+def validate(topology: Path) -> None:
+    """Check TOPOLOGY and print a one-screen summary of the scenario."""
+    from netfl.scenario import load_scenario
+    from netfl.summary import describe_scenario
+
+    try:
+        scenario = load_scenario(topology)
+    except NetflError as exc:
+        _fail(exc)
+    click.echo(f"OK {topology}")
+    click.echo(describe_scenario(scenario))
+
+
+@main.command()
+@click.argument("topology", type=click.Path(path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="results folder [default: results/<name>/]")
+@click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
+@click.option("--seed", type=int, help="override the scenario's seed")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
+def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, quiet: bool) -> None:
+    """Run the scenario in TOPOLOGY and write its results."""
+    from netfl.results.progress import Progress
+    from netfl.runner import run_scenario
+    from netfl.scenario import load_scenario
+
+    try:
+        scenario = load_scenario(topology)
+        if seed is not None:
+            scenario = scenario.model_copy(update={"seed": seed})
+        progress = Progress(max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time,
+                            enabled=None if not quiet else False)
+        outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress)
+    except NetflError as exc:
+        _fail(exc)
+    except KeyboardInterrupt:
+        click.echo("interrupted: partial results written with complete=false", err=True)
+        sys.exit(130)
+    if not quiet:
+        s = outcome.summary
+        click.echo(f"{s['scenario']}: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s "
+                   f"({s['wall_time_s']:.1f} s real)")
+        click.echo(f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, "
+                   f"best {100 * s['best_test_accuracy']:.1f}%")
+        click.echo(f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
+                   f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J")
+        click.echo(f"  results: {outcome.out_dir}/")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Errors meant for users: each carries a message that names the file, the
+field and what would be accepted. The CLI prints them and exits with code 2;
+anything else escaping is a bug in netfl."""
+
+
+class NetflError(Exception):
+    """Base of every error a user can cause and fix."""
+
+
+class ScenarioError(NetflError):
+    """The scenario file is malformed or asks for something invalid.
+
+    ``problems`` holds one ``(path, message)`` pair per problem, e.g.
+    ``("devices[1].battery.capacity", "must be > 0")``.
+    """
+
+    def __init__(self, source: str, problems: list[tuple[str, str]]):
+        self.source = source
+        self.problems = problems
+        lines = [f"{source}: {len(problems)} problem(s)"]
+        lines += [f"  {path}: {msg}" if path else f"  {msg}" for path, msg in problems]
+        super().__init__("\n".join(lines))
+
+
+class DataError(NetflError):
+    """A data set could not be found or read."""
+
+
+class PolicyError(NetflError):
+    """A policy could not be loaded or misbehaved (user scripts included)."""

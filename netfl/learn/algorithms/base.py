@@ -1,0 +1,56 @@
+"""The strategy interface every FL algorithm implements.
+
+In the spirit of Flower's ``Strategy``: a strategy decides how the server
+combines the updates that reached it (and, as algorithms need it, what a
+client optimises locally). The engine never sees a strategy: it talks to
+the learner, which calls the strategy at each aggregation with flat
+parameter vectors.
+
+Conventions (as in the papers): ``delta = y - x`` is a client's end-of-
+training vector minus the vector it started from; the client learning rate
+(``task.local.lr``, gamma) and the server learning rate (``server_lr``,
+eta) are kept apart.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar, Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from netfl.backend import RoundContext
+
+
+class StrategyParams(BaseModel):
+    """Base of every strategy's ``Params``: unknown keys are errors."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ClientUpdate:
+    client: int
+    num_samples: int
+    delta: torch.Tensor  # y - x, flat
+    start_version: int  # the global model version the client started from
+
+
+class Strategy(ABC):
+    name: ClassVar[str]
+    paper: ClassVar[str]
+    Params: ClassVar[type[StrategyParams]] = StrategyParams
+
+    def __init__(self, params: StrategyParams, client_sizes: Sequence[int]):
+        self.params = params
+        self.client_sizes = list(client_sizes)
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.client_sizes)
+
+    @abstractmethod
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        """The next global vector from the current one and the updates that arrived (possibly none)."""

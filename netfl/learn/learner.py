@@ -1,0 +1,117 @@
+"""The learner: real torch training and aggregation behind the engine's
+:class:`~netfl.backend.TrainingBackend` interface.
+
+Jobs are lazy: ``submit`` only records (client, global version); the
+training runs when ``aggregate`` needs the update. Each job's randomness
+comes from its own torch generator seeded by (scenario seed, client, job),
+so results do not depend on the order in which jobs are computed -- which
+is what lets a later version batch them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from netfl.backend import Evaluation, RoundContext
+from netfl.learn.algorithms import ClientUpdate, Strategy
+from netfl.learn.datasets import Dataset
+from netfl.learn.models import build_model, model_num_bytes, training_flops_per_sample
+from netfl.learn.params import ParamLayout
+from netfl.learn.training import evaluate, local_sgd, num_local_steps
+from netfl.rng import RandomStreams
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    steps: int | None
+    epochs: float | None
+    batch_size: int
+    lr: float
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class _Job:
+    client: int
+    version: int
+
+
+class Learner:
+    def __init__(self, *, dataset: Dataset, parts: list[np.ndarray], model_name: str, hidden: list[int],
+                 local: LocalConfig, strategy: Strategy, streams: RandomStreams,
+                 max_test_samples: int | None = None):
+        torch.manual_seed(streams.integer_seed("model_init"))
+        self.model = build_model(model_name, dataset.input_shape, dataset.num_classes, hidden=tuple(hidden))
+        self.layout = ParamLayout.of(self.model)
+        self.dataset = dataset
+        self.parts = [torch.as_tensor(p, dtype=torch.long) for p in parts]
+        self.local = local
+        self.strategy = strategy
+        self.streams = streams
+        self.num_classes = dataset.num_classes
+        limit = len(dataset.test_x) if max_test_samples is None else max_test_samples
+        self.test_x, self.test_y = dataset.test_x[:limit], dataset.test_y[:limit]
+        self.model_bytes = model_num_bytes(self.model)
+        self._flops_per_sample = training_flops_per_sample(self.model, dataset.input_shape)
+        self.global_vector = self.layout.flatten(self.model)
+        self.version = 0
+        self._snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
+        self._jobs: dict[int, _Job] = {}
+        self._next_job = 0
+
+    # ------------------------------------------------------- engine interface
+
+    def client_size(self, client: int) -> int:
+        return len(self.parts[client])
+
+    def steps_of(self, client: int) -> int:
+        return num_local_steps(self.client_size(client), self.local.batch_size, self.local.steps, self.local.epochs)
+
+    def job_flops(self, client: int) -> float:
+        samples = self.steps_of(client) * min(self.local.batch_size, self.client_size(client))
+        return float(self._flops_per_sample * samples)
+
+    def submit(self, client: int, round_index: int) -> int:
+        job = self._next_job
+        self._next_job += 1
+        self._jobs[job] = _Job(client, self.version)
+        return job
+
+    def cancel(self, job: int) -> None:
+        self._jobs.pop(job, None)
+        self._forget_unused_snapshots()
+
+    def aggregate(self, context: RoundContext) -> int:
+        updates = [self._train(job) for job in context.delivered]
+        for job in context.delivered:
+            del self._jobs[job]
+        self.global_vector = self.strategy.aggregate(self.global_vector, updates, context)
+        self.version += 1
+        self._snapshots[self.version] = self.global_vector
+        self._forget_unused_snapshots()
+        return len(updates)
+
+    def evaluate(self) -> Evaluation:
+        acc, loss, per_class = evaluate(self.model, self.layout, self.global_vector, self.test_x, self.test_y,
+                                        self.num_classes)
+        return Evaluation(acc, loss, tuple(per_class))
+
+    # -------------------------------------------------------------- internals
+
+    def _train(self, job_id: int) -> ClientUpdate:
+        job = self._jobs[job_id]
+        start = self._snapshots[job.version]
+        idx = self.parts[job.client]
+        generator = torch.Generator().manual_seed(self.streams.integer_seed("training", job.client, job_id))
+        end = local_sgd(self.model, self.layout, start, self.dataset.train_x[idx], self.dataset.train_y[idx],
+                        steps=self.steps_of(job.client), batch_size=self.local.batch_size, lr=self.local.lr,
+                        weight_decay=self.local.weight_decay, generator=generator)
+        return ClientUpdate(job.client, len(idx), end - start, job.version)
+
+    def _forget_unused_snapshots(self) -> None:
+        needed = {j.version for j in self._jobs.values()} | {self.version}
+        for version in [v for v in self._snapshots if v not in needed]:
+            del self._snapshots[version]

@@ -1,0 +1,71 @@
+"""Local training of one client: minibatch SGD from a starting vector.
+
+Functional on purpose: the model module is only a recipe
+(``functional_call``), the state is the flat parameter vector, so the
+learner can snapshot, stack and batch clients freely.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from netfl.learn.params import ParamLayout
+
+LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def num_local_steps(num_samples: int, batch_size: int, steps: int | None, epochs: float | None) -> int:
+    """Steps of one job: given directly, or ``ceil(epochs * n / b)``."""
+    if steps is not None:
+        return steps
+    return max(1, math.ceil(epochs * num_samples / batch_size))
+
+
+def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """Sample without replacement within an epoch, reshuffling at each epoch boundary."""
+    b = min(batch_size, num_samples)
+    batches, order, pos = [], torch.randperm(num_samples, generator=generator), 0
+    for _ in range(steps):
+        if pos + b > num_samples:
+            order, pos = torch.randperm(num_samples, generator=generator), 0
+        batches.append(order[pos:pos + b])
+        pos += b
+    return batches
+
+
+def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,
+              steps: int, batch_size: int, lr: float, weight_decay: float, generator: torch.Generator,
+              loss_fn: LossFn = nn.functional.cross_entropy) -> torch.Tensor:
+    """Run ``steps`` SGD steps on (x, y) from ``start``; return the final parameter vector."""
+    w = start.detach().clone()
+    for idx in minibatch_indices(len(x), batch_size, steps, generator):
+        w.requires_grad_(True)
+        loss = loss_fn(functional_call(model, layout.unflatten(w), (x[idx],)), y[idx])
+        (grad,) = torch.autograd.grad(loss, w)
+        with torch.no_grad():
+            w = w - lr * (grad + weight_decay * w)
+    return w.detach()
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, layout: ParamLayout, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
+             num_classes: int, batch_size: int = 2048) -> tuple[float, float, list[float]]:
+    """Accuracy, mean cross-entropy and per-class accuracy of ``w`` on (x, y)."""
+    params = layout.unflatten(w)
+    correct = torch.zeros(num_classes)
+    total = torch.zeros(num_classes)
+    loss_sum = 0.0
+    for start in range(0, len(x), batch_size):
+        xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+        logits = functional_call(model, params, (xb,))
+        loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
+        hit = (logits.argmax(1) == yb).float()
+        correct.index_add_(0, yb, hit)
+        total.index_add_(0, yb, torch.ones_like(hit))
+    per_class = [float(c / t) if t > 0 else float("nan") for c, t in zip(correct, total)]
+    return float(correct.sum() / total.sum()), loss_sum / len(x), per_class

@@ -1,0 +1,380 @@
+"""The scenario: a validated description of the simulated world.
+
+``load_scenario(path)`` reads a topology YAML file and returns a
+:class:`Scenario`, or raises :class:`~netfl.errors.ScenarioError` listing
+every problem with its YAML path (``devices[1].battery.capacity: must be >
+0``). Unknown keys are errors: a typo must never silently fall back to a
+default. All quantities are converted to SI base units here (seconds,
+joules, watts, bit/s), so nothing downstream parses units.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
+                      model_validator)
+
+from netfl.distributions import Distribution, parse_distribution
+from netfl.errors import ScenarioError
+from netfl.units import BitsPerSecond, Fraction, Joules, Seconds, Watts
+
+
+def _dist(unit_kind: str):
+    return BeforeValidator(lambda v: parse_distribution(v, unit_kind))
+
+
+FlopsDistribution = Annotated[Distribution, _dist("flops")]
+RateDistribution = Annotated[Distribution, _dist("rate")]
+FractionDistribution = Annotated[Distribution, _dist("fraction")]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+
+class StopSpec(Strict):
+    """Stop at whichever limit comes first."""
+
+    sim_time: Seconds | None = Field(None, gt=0, description="simulated seconds")
+    rounds: int | None = Field(None, gt=0, description="server rounds (aggregations)")
+
+    @model_validator(mode="after")
+    def _one_limit(self):
+        if self.sim_time is None and self.rounds is None:
+            raise ValueError("give sim_time, rounds, or both")
+        return self
+
+
+class PartitionSpec(Strict):
+    kind: Literal["iid", "dirichlet", "classes"] = "iid"
+    alpha: float | None = Field(None, gt=0, description="Dirichlet concentration (dirichlet)")
+    classes_per_client: int | None = Field(None, gt=0, description="labels per client (classes)")
+
+    @model_validator(mode="after")
+    def _params_match_kind(self):
+        if self.kind == "dirichlet" and self.alpha is None:
+            raise ValueError("kind dirichlet needs alpha (e.g. alpha: 0.1)")
+        if self.kind == "classes" and self.classes_per_client is None:
+            raise ValueError("kind classes needs classes_per_client (e.g. classes_per_client: 2)")
+        return self
+
+
+class DatasetSpec(Strict):
+    name: Literal["digits", "fashion-mnist", "mnist", "cifar10"]
+    data_dir: Path | None = None
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits only)")
+    partition: PartitionSpec = PartitionSpec()
+
+
+class ModelSpec(Strict):
+    name: Literal["logistic", "mlp", "lenet5", "cnn"]
+    hidden: list[Annotated[int, Field(gt=0)]] = [200]
+
+
+class LocalSpec(Strict):
+    """Local training: ``steps`` minibatch SGD steps, or ``epochs`` passes over the client's data."""
+
+    steps: int | None = Field(None, gt=0)
+    epochs: float | None = Field(None, gt=0)
+    batch_size: int = Field(16, gt=0)
+    lr: float = Field(0.05, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+
+    @model_validator(mode="after")
+    def _steps_or_epochs(self):
+        if (self.steps is None) == (self.epochs is None):
+            raise ValueError("give exactly one of steps or epochs")
+        return self
+
+
+class TaskSpec(Strict):
+    dataset: DatasetSpec
+    model: ModelSpec
+    local: LocalSpec = LocalSpec(steps=5)
+
+
+class ComputeSpec(Strict):
+    flops_per_s: FlopsDistribution = Field(description="sustained training speed, FLOP/s")
+
+    @field_validator("flops_per_s")
+    @classmethod
+    def _positive(cls, d: Distribution):
+        return _positive_distribution(d)
+
+
+class PowerSpec(Strict):
+    """Electrical power drawn in each activity (on top of idle while busy).
+
+    Defaults: 2 W while training (a phone SoC under sustained load), 0.2 W
+    while transmitting (LTE uplink at most about 0.2 W), 50 mW idle.
+    """
+
+    compute: Watts = Field(2.0, ge=0)
+    transmit: Watts = Field(0.2, ge=0)
+    idle: Watts = Field(0.05, ge=0)
+
+
+class BatterySpec(Strict):
+    """A battery; a device without one is mains powered and never empties.
+
+    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
+    """
+
+    capacity: Joules = Field(55e3, gt=0)
+    initial: FractionDistribution = Field(Distribution("constant", (1.0,)), description="initial charge, fraction of capacity")
+    min_level: Fraction = Field(0.0, ge=0, le=1, description="below this fraction the device does not take part")
+
+    @field_validator("initial")
+    @classmethod
+    def _in_unit_interval(cls, d: Distribution):
+        low = d.support_min
+        high = max(d.params) if d.kind in ("constant", "uniform", "choice") else float("inf")
+        if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
+            raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
+        return d
+
+
+class PolicySpec(Strict):
+    """``policy`` names a built-in policy; the other keys are its parameters."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    policy: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class LinkSpec(Strict):
+    """The device's link to the server (the network issue refines this into a graph)."""
+
+    uplink: RateDistribution = Field(description="bit/s")
+    downlink: RateDistribution | None = Field(None, description="bit/s; same as uplink if omitted")
+    latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
+
+    @field_validator("uplink", "downlink")
+    @classmethod
+    def _positive(cls, d: Distribution | None):
+        return None if d is None else _positive_distribution(d)
+
+
+class DeviceGroupSpec(Strict):
+    group: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    count: int = Field(gt=0)
+    compute: ComputeSpec
+    power: PowerSpec = PowerSpec()
+    battery: BatterySpec | None = None
+    availability: PolicySpec = PolicySpec(policy="always")
+    link: LinkSpec
+
+
+class AlgorithmSpec(Strict):
+    """``name`` picks the algorithm; the other keys are its parameters."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class RoundSpec(Strict):
+    participants: int | None = Field(None, gt=0, description="clients asked per round; all available if omitted")
+    deadline: Seconds = Field(float("inf"), gt=0, description="aggregate what arrived by then")
+    idle_wait: Seconds = Field(10.0, gt=0, description="wait before retrying when nobody is available")
+
+
+class ServerSpec(Strict):
+    algorithm: AlgorithmSpec = AlgorithmSpec(name="fedavg")
+    mode: Literal["sync"] = "sync"
+    round: RoundSpec = RoundSpec()
+
+
+def _every_rounds(value: object) -> object:
+    if isinstance(value, str):
+        match = re.fullmatch(r"\s*(\d+)\s*rounds?\s*", value)
+        if not match:
+            raise ValueError(f"{value!r}: write a number of rounds, e.g. 10 or '10 rounds'")
+        return int(match.group(1))
+    return value
+
+
+class EvalSpec(Strict):
+    every: Annotated[int, BeforeValidator(_every_rounds), Field(gt=0)] = 1
+    max_test_samples: int | None = Field(None, gt=0, description="evaluate on the first N test samples only")
+
+
+class OutputSpec(Strict):
+    dir: Path | None = None
+
+
+class Scenario(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    seed: int = 0
+    stop: StopSpec
+    tasks: list[TaskSpec] = Field(min_length=1)
+    devices: list[DeviceGroupSpec] = Field(min_length=1)
+    server: ServerSpec = ServerSpec()
+    eval: EvalSpec = EvalSpec()
+    output: OutputSpec = OutputSpec()
+    source: Path | None = Field(None, exclude=True, description="the file this came from (set by load_scenario)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_or_tasks(cls, data: Any):
+        if isinstance(data, dict) and "task" in data:
+            if "tasks" in data:
+                raise ValueError("give either task or tasks, not both")
+            data = {**data, "tasks": [data["task"]]}
+            del data["task"]
+        return data
+
+    @model_validator(mode="after")
+    def _unique_groups(self):
+        names = [g.group for g in self.devices]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"device group names must be unique; repeated: {', '.join(dupes)}")
+        return self
+
+    @property
+    def num_devices(self) -> int:
+        return sum(g.count for g in self.devices)
+
+    @property
+    def task(self) -> TaskSpec:
+        return self.tasks[0]
+
+
+def _positive_distribution(d: Distribution) -> Distribution:
+    if d.support_min <= 0:
+        raise ValueError(f"must be > 0 for every device; {d.describe()} can be <= 0")
+    return d
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenario:
+    """Read and validate a topology file. Raises ScenarioError with every problem found."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(source, [("", "file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(source, [("", f"cannot read: {exc}")]) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(source, [("", f"malformed YAML: {where}{problem}")]) from None
+    return scenario_from_dict(data, source=source, base_dir=path.parent, check_references=check_references)
+
+
+def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path | None = None,
+                       check_references: bool = True) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [("", f"expected a mapping of keys (name, seed, stop, task, devices, ...), got {type(data).__name__}")])
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err) for err in exc.errors()]
+        if "task" in data:  # the user wrote one `task:`; speak of it, not of tasks[0]
+            problems = [(re.sub(r"^tasks\[0\]", "task", path), msg) for path, msg in problems]
+        raise ScenarioError(source, problems) from None
+    scenario = scenario.model_copy(update={"source": Path(source) if base_dir is not None else None})
+    if check_references:
+        problems = _check_references(scenario)
+        if problems:
+            raise ScenarioError(source, problems)
+    return scenario
+
+
+def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
+    """Second pass: parameters that belong to a named policy or algorithm."""
+    from netfl.learn.algorithms import validate_algorithm
+    from netfl.policies import validate_policy
+
+    problems: list[tuple[str, str]] = []
+    for i, group in enumerate(scenario.devices):
+        problems += [(f"devices[{i}].availability{p}", m) for p, m in validate_policy(group.availability, scenario)]
+    problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
+    return problems
+
+
+def format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def describe_validation_error(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
+    """One pydantic error as (yaml path, message a user can act on)."""
+    loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        accepted = _fields_at(model, loc[:-1])
+        msg = "unknown key" + (f"; accepted: {', '.join(accepted)}" if accepted else "")
+    elif err["type"] == "missing":
+        msg = "required key is missing"
+    elif err["type"] == "literal_error":
+        msg = f"{err['input']!r} is not accepted; " + msg.replace("Input should be", "use")
+    elif err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
+        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[err["type"]]
+        limit = next(iter(err["ctx"].values()))
+        msg = f"must be {op} {limit} (got {err['input']!r})"
+    return format_loc(loc), msg
+
+
+def _describe(err: dict[str, Any]) -> tuple[str, str]:
+    return describe_validation_error(err, Scenario)
+
+
+def _is_union_tag(part: Any) -> bool:
+    return isinstance(part, str) and ("[" in part or part in ("function-after", "function-before"))
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):  # list index
+            args = typing.get_args(current)
+            current = args[0] if args else None
+            continue
+        found = _model_in(current)
+        field = found.model_fields.get(part) if found is not None else None
+        if field is None:
+            return []
+        current = field.annotation
+    current = _model_in(current)
+    if current is None:
+        return []
+    names = [n for n, f in current.model_fields.items() if not f.exclude]
+    if current is Scenario:
+        names = ["task" if n == "tasks" else n for n in names] + ["tasks"]
+    return names
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (Optional[...], list[...], Annotated[...])."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType, Annotated):
+        for arg in typing.get_args(annotation):
+            found = _model_in(arg)
+            if found is not None:
+                return found
+    return None

@@ -1,0 +1,70 @@
+"""Physical quantities in scenario files: ``"6h"``, ``"55kJ"``, ``"50mW"``,
+``"20Mbps"``, ``"5ms"`` or a bare number in the base unit (s, J, W, bit/s,
+bytes, FLOP/s). Everything inside netfl is in base SI units; parsing happens
+once, at the edge, so the engine never guesses a unit."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator
+
+_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_QUANTITY = re.compile(rf"^\s*({_NUMBER})\s*([A-Za-z/%]*)\s*$")
+
+_PREFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+# unit kind -> {suffix: factor to the base unit}
+UNITS: dict[str, dict[str, float]] = {
+    "time": {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0, "d": 86400.0},
+    "energy": {"": 1.0, **{p + "J": f for p, f in _PREFIX.items() if p in ("", "m", "k", "M")}, "Wh": 3600.0, "mWh": 3.6, "kWh": 3.6e6},
+    "power": {"": 1.0, **{p + "W": f for p, f in _PREFIX.items() if p in ("", "u", "m", "k")}},
+    "rate": {"": 1.0, **{p + "bps": f for p, f in _PREFIX.items() if p in ("", "k", "K", "M", "G")},
+             **{p + "bit/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G")}},
+    "bytes": {"": 1.0, "B": 1.0, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024.0, "MiB": 1024.0**2, "GiB": 1024.0**3},
+    "flops": {"": 1.0, **{p + "FLOPS": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")},
+              **{p + "FLOP/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")}},
+    "fraction": {"": 1.0, "%": 0.01},
+}
+
+
+def parse_quantity(value: object, kind: str) -> float:
+    """Return ``value`` in the base unit of ``kind``; raise ValueError with
+    the accepted suffixes if it is not a number or a number with a known unit."""
+    table = UNITS[kind]
+    if isinstance(value, bool):
+        raise ValueError(f"expected a {kind} quantity, got a boolean")
+    if isinstance(value, (int, float)):
+        number, factor = float(value), 1.0
+    elif isinstance(value, str):
+        match = _QUANTITY.match(value)
+        if not match or match.group(2) not in table:
+            accepted = ", ".join(s for s in table if s)
+            raise ValueError(f"{value!r} is not a {kind} quantity; write a number followed by one of: {accepted}")
+        number, factor = float(match.group(1)), table[match.group(2)]
+    else:
+        raise ValueError(f"expected a {kind} quantity (number or string such as {_example(kind)!r}), got {type(value).__name__}")
+    result = number * factor
+    if not math.isfinite(result):
+        raise ValueError(f"{value!r} is not finite")
+    return result
+
+
+def _example(kind: str) -> str:
+    return {"time": "30s", "energy": "55kJ", "power": "2W", "rate": "20Mbps", "bytes": "1MB",
+            "flops": "2GFLOPS", "fraction": "30%"}[kind]
+
+
+def _quantity(kind: str):
+    return BeforeValidator(lambda v: parse_quantity(v, kind))
+
+
+Seconds = Annotated[float, _quantity("time")]
+Joules = Annotated[float, _quantity("energy")]
+Watts = Annotated[float, _quantity("power")]
+BitsPerSecond = Annotated[float, _quantity("rate")]
+Bytes = Annotated[float, _quantity("bytes")]
+FlopsPerSecond = Annotated[float, _quantity("flops")]
+Fraction = Annotated[float, _quantity("fraction")]
