@@ -9,6 +9,7 @@ Draws come from a seeded stream, one value per device.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -75,9 +76,20 @@ def parse_distribution(value: object, unit_kind: str) -> Distribution:
     if not (isinstance(args, dict) and set(args) == set(names)):
         raise ValueError(f"{kind} takes {{{names[0]}: ..., {names[1]}: ...}}")
     first = q(args[names[0]])
-    spread = float(args[names[1]]) if kind == "lognormal" else q(args[names[1]])
+    spread = _plain_number(args[names[1]], f"{kind}: {names[1]}") if kind == "lognormal" else q(args[names[1]])
     if spread < 0:
         raise ValueError(f"{kind}: {names[1]} must be >= 0")
     if kind == "lognormal" and first <= 0:
         raise ValueError("lognormal: median must be > 0")
     return Distribution(kind, (first, spread))
+
+
+def _plain_number(value: object, what: str) -> float:
+    """A unitless finite number (lognormal's sigma is a spread in log space, not a quantity)."""
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a plain finite number (e.g. 0.5), got {value!r}")
+    return number

@@ -236,13 +236,14 @@ class Scenario(Strict):
             del data["task"]
         return data
 
-    @model_validator(mode="after")
-    def _unique_groups(self):
-        names = [g.group for g in self.devices]
+    @field_validator("devices")
+    @classmethod
+    def _unique_groups(cls, devices: list[DeviceGroupSpec]):  # a field validator, so the error names `devices`
+        names = [g.group for g in devices]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"device group names must be unique; repeated: {', '.join(dupes)}")
-        return self
+        return devices
 
     @property
     def num_devices(self) -> int:
@@ -329,6 +330,10 @@ def describe_validation_error(err: dict[str, Any], model: type[BaseModel]) -> tu
         msg = "unknown key" + (f"; accepted: {', '.join(accepted)}" if accepted else "")
     elif err["type"] == "missing":
         msg = "required key is missing"
+    elif err["type"] == "model_type":  # pydantic would name our internal class (e.g. TaskSpec)
+        accepted = _fields_at(model, loc)
+        got = "null" if err["input"] is None else type(err["input"]).__name__
+        msg = f"expected a mapping, got {got}" + (f"; accepted keys: {', '.join(accepted)}" if accepted else "")
     elif err["type"] == "literal_error":
         msg = f"{err['input']!r} is not accepted; " + msg.replace("Input should be", "use")
     elif err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):

@@ -34,21 +34,22 @@ def parse_quantity(value: object, kind: str) -> float:
     """Return ``value`` in the base unit of ``kind``; raise ValueError with
     the accepted suffixes if it is not a number or a number with a known unit."""
     table = UNITS[kind]
+    a_kind = ("an " if kind[0] in "aeiou" else "a ") + kind
+    accepted = f"write a number followed by one of: {', '.join(s for s in table if s)} (e.g. {_example(kind)!r})"
     if isinstance(value, bool):
-        raise ValueError(f"expected a {kind} quantity, got a boolean")
+        raise ValueError(f"expected {a_kind} quantity, got a boolean; {accepted}")
     if isinstance(value, (int, float)):
         number, factor = float(value), 1.0
     elif isinstance(value, str):
         match = _QUANTITY.match(value)
         if not match or match.group(2) not in table:
-            accepted = ", ".join(s for s in table if s)
-            raise ValueError(f"{value!r} is not a {kind} quantity; write a number followed by one of: {accepted}")
+            raise ValueError(f"{value!r} is not {a_kind} quantity; {accepted}")
         number, factor = float(match.group(1)), table[match.group(2)]
     else:
-        raise ValueError(f"expected a {kind} quantity (number or string such as {_example(kind)!r}), got {type(value).__name__}")
+        raise ValueError(f"expected {a_kind} quantity, got {type(value).__name__}; {accepted}")
     result = number * factor
     if not math.isfinite(result):
-        raise ValueError(f"{value!r} is not finite")
+        raise ValueError(f"{value!r} is not finite; {accepted}")
     return result
 
 
