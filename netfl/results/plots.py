@@ -1,0 +1,33 @@
+"""Plots of a run (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def time_axis(seconds: Sequence[float]) -> tuple[list[float], str]:
+    """Scale simulated seconds to the unit that reads best."""
+    top = max(seconds, default=0.0)
+    for unit, factor in (("h", 3600.0), ("min", 60.0)):
+        if top >= 2 * factor:
+            return [s / factor for s in seconds], unit
+    return list(seconds), "s"
+
+
+def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> None:
+    times, unit = time_axis([m.sim_time_s for m in metrics])
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    ax.plot(times, [100 * m.test_accuracy for m in metrics], marker="o", markersize=2.5, linewidth=1.2)
+    ax.set_xlabel(f"simulated wall-clock time ({unit})")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

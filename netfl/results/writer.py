@@ -1,0 +1,76 @@
+"""Writing a run's results so that a results folder is never half-written.
+
+Everything is written into a hidden staging folder beside the target and
+moved into place with one rename at the end; an older run in the target is
+replaced only then. A run stopped early (Ctrl-C) is still written, with
+``"complete": false`` in summary.json.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from netfl.errors import NetflError
+from netfl.results.plots import plot_accuracy_vs_time
+
+METRIC_COLUMNS = ("sim_time_s", "round", "test_accuracy", "test_loss", "participants")
+
+EVENT_SCHEMA = pa.schema([("sim_time_s", pa.float64()), ("round", pa.int64()), ("device", pa.int64()),
+                          ("kind", pa.string()), ("detail", pa.string())])
+
+
+def write_events(path: Path, columns: dict[str, list]) -> None:
+    table = pa.table({name: columns[name] for name in EVENT_SCHEMA.names}, schema=EVENT_SCHEMA)
+    # No statistics or creation metadata that could vary: the same run gives the same bytes.
+    pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=True)
+
+
+def write_metrics(path: Path, rows: Sequence[Any], num_classes: int) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow([*METRIC_COLUMNS, *(f"class_{k}_accuracy" for k in range(num_classes))])
+        for row in rows:
+            per_class = list(row.per_class_accuracy) + [math.nan] * (num_classes - len(row.per_class_accuracy))
+            writer.writerow([f"{row.sim_time_s:.6f}", row.round, f"{row.test_accuracy:.6f}", f"{row.test_loss:.6f}",
+                             row.participants, *(f"{a:.6f}" for a in per_class)])
+
+
+def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: int,
+              events: dict[str, list], title: str) -> Path:
+    """Write summary.json, metrics.csv, events.parquet and accuracy_vs_time.png into ``out_dir`` atomically."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():  # never rename a user's file out of the way
+        raise NetflError(f"{out_dir}: exists and is not a folder; choose another results folder (--out)")
+    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir()
+    except OSError as exc:
+        raise NetflError(f"{out_dir}: cannot create the results folder: {exc}") from None
+    try:
+        write_metrics(staging / "metrics.csv", metrics, num_classes)
+        write_events(staging / "events.parquet", events)
+        plot_accuracy_vs_time(staging / "accuracy_vs_time.png", metrics, title=title)
+        # summary last: its presence with complete=true is what marks a finished run
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
+        previous = out_dir.parent / f".{out_dir.name}.previous-{os.getpid()}"
+        if out_dir.exists():
+            out_dir.rename(previous)
+        staging.rename(out_dir)
+        if previous.exists():
+            shutil.rmtree(previous)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return out_dir
