@@ -27,15 +27,16 @@ def num_local_steps(num_samples: int, batch_size: int, steps: int | None, epochs
 
 
 def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """Sample without replacement within an epoch, reshuffling at each epoch boundary."""
+    """Sample without replacement within an epoch, reshuffling at each epoch boundary.
+
+    The batches are cut from a stream of independent permutations, so each
+    epoch (n consecutive draws) sees every sample exactly once and every batch
+    has ``min(batch_size, n)`` samples; a batch may straddle two epochs.
+    """
     b = min(batch_size, num_samples)
-    batches, order, pos = [], torch.randperm(num_samples, generator=generator), 0
-    for _ in range(steps):
-        if pos + b > num_samples:
-            order, pos = torch.randperm(num_samples, generator=generator), 0
-        batches.append(order[pos:pos + b])
-        pos += b
-    return batches
+    needed = steps * b
+    perms = [torch.randperm(num_samples, generator=generator) for _ in range(-(-needed // num_samples))]
+    return list(torch.cat(perms)[:needed].split(b)) if needed else []
 
 
 def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,

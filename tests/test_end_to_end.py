@@ -1,0 +1,126 @@
+"""The `netfl` command on the quickstart topology, end to end on real data (digits)."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from netfl.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "topologies" / "quickstart.yaml"
+
+SUMMARY_KEYS = {"scenario", "seed", "algorithm", "rounds", "final_test_accuracy", "best_test_accuracy",
+                "sim_time_s", "wall_time_s", "energy_j", "updates_received", "updates_applied",
+                "updates_dropped", "complete"}
+METRIC_COLUMNS = ["sim_time_s", "round", "test_accuracy", "test_loss", "participants"]
+EVENT_COLUMNS = ["sim_time_s", "device", "kind", "detail"]
+EVENT_KINDS = {"online", "offline", "train_start", "train_end", "upload_start", "upload_end", "aggregate"}
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def quickstart_run(tmp_path_factory) -> tuple[Path, object]:
+    base = tmp_path_factory.mktemp("e2e")
+    out = base / "quickstart"
+    result = CliRunner().invoke(main, ["simulate", str(QUICKSTART), "--out", str(out), "--quiet"])
+    return out, result
+
+
+def test_cli_exits_cleanly(quickstart_run) -> None:
+    out, result = quickstart_run
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert sorted(p.name for p in out.iterdir()) == ["accuracy_vs_time.png", "events.parquet", "metrics.csv",
+                                                     "summary.json"]
+    # nothing left over from the atomic write: no hidden staging or previous folder beside the output
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
+
+
+def test_summary(quickstart_run) -> None:
+    out, _ = quickstart_run
+    s = json.loads((out / "summary.json").read_text())
+    assert SUMMARY_KEYS <= s.keys()
+    spec = yaml.safe_load(QUICKSTART.read_text())
+    assert s["scenario"] == "quickstart" and s["seed"] == spec["seed"] and s["algorithm"] == "fedavg"
+    assert s["complete"] is True
+    assert s["rounds"] == spec["stop"]["rounds"] or s["stopped_by"] == "sim_time"
+    assert 0 < s["sim_time_s"] <= 2 * 3600
+    assert s["wall_time_s"] > 0
+    assert s["final_test_accuracy"] > 0.7  # 10 classes: chance is 0.1
+    assert s["best_test_accuracy"] >= s["final_test_accuracy"]
+    assert s["updates_applied"] == s["updates_received"] > 0
+    assert s["updates_dropped"] >= 0
+    assert s["energy_j"] > 0
+    if "energy_by_activity_j" in s:
+        assert sum(s["energy_by_activity_j"].values()) == pytest.approx(s["energy_j"], rel=1e-9)
+
+
+def test_metrics_csv(quickstart_run) -> None:
+    out, _ = quickstart_run
+    lines = (out / "metrics.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    assert header[:len(METRIC_COLUMNS)] == METRIC_COLUMNS
+    rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
+    assert len(rows) >= 2
+    assert int(rows[0]["round"]) == 0 and float(rows[0]["sim_time_s"]) == 0.0
+    times = [float(r["sim_time_s"]) for r in rows]
+    assert times == sorted(times)
+    assert all(0.0 <= float(r["test_accuracy"]) <= 1.0 and math.isfinite(float(r["test_loss"])) for r in rows)
+    s = json.loads((out / "summary.json").read_text())
+    assert float(rows[-1]["test_accuracy"]) == pytest.approx(s["final_test_accuracy"], abs=1e-6)
+    assert sum(int(r["participants"]) for r in rows) == s["updates_received"]
+
+
+def test_events_parquet(quickstart_run) -> None:
+    out, _ = quickstart_run
+    table = pq.read_table(out / "events.parquet")
+    assert set(EVENT_COLUMNS) <= set(table.column_names)
+    events = table.to_pydict()
+    assert EVENT_KINDS <= set(events["kind"])
+    times = events["sim_time_s"]
+    assert all(a <= b for a, b in zip(times, times[1:]))  # simulated-time order
+    s = json.loads((out / "summary.json").read_text())
+    assert events["kind"].count("aggregate") == s["rounds"]
+    assert events["kind"].count("upload_end") == s["updates_received"]
+
+
+def test_plot_is_a_png(quickstart_run) -> None:
+    out, _ = quickstart_run
+    png = out / "accuracy_vs_time.png"
+    assert png.stat().st_size > 1000
+    assert png.read_bytes()[:8] == PNG_MAGIC
+
+
+def _console_script() -> Path:
+    script = Path(sys.executable).parent / "netfl"
+    if script.exists():
+        return script
+    found = shutil.which("netfl")
+    if found is None:
+        pytest.skip("the netfl console script is not installed")
+    return Path(found)
+
+
+def test_console_script(tmp_path: Path) -> None:
+    """The installed `netfl` entry point works (on a shortened quickstart, to stay fast)."""
+    spec = yaml.safe_load(QUICKSTART.read_text())
+    spec["stop"] = {"rounds": 3}
+    topology = tmp_path / "short.yaml"
+    topology.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "results" / "short"
+    proc = subprocess.run([str(_console_script()), "simulate", str(topology), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "results:" in proc.stdout
+    s = json.loads((out / "summary.json").read_text())
+    assert s["complete"] is True and s["rounds"] == 3 and s["stopped_by"] == "rounds"
+    assert [p.name for p in out.parent.iterdir()] == ["short"]
