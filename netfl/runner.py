@@ -56,15 +56,20 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tup
         raise ScenarioError(str(scenario.source or scenario.name), [("task.dataset.partition", str(exc))]) from None
     mix = label_distribution(labels, parts, dataset.num_classes)
     groups = [g for g in scenario.devices for _ in range(g.count)]
-    policies = [build_policy(g.availability, DeviceInfo(i, g.group, len(parts[i]), mix[i]),
-                             streams.numpy("availability", i)) for i, g in enumerate(groups)]
+    base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
+    infos = [DeviceInfo(i, g.group, len(parts[i]), mix[i], scenario.seed, base_dir) for i, g in enumerate(groups)]
+    policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
+                for info, g in zip(infos, groups)]
+    chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
+                if g.battery is not None and g.battery.charging is not None else None
+                for info, g in zip(infos, groups)]
     strategy = build_strategy(scenario.server.algorithm, [len(p) for p in parts])
     local = LocalConfig(task.local.steps, task.local.epochs, task.local.batch_size, task.local.lr,
                         task.local.weight_decay)
     learner = Learner(dataset=dataset, parts=parts, model_name=task.model.name, hidden=task.model.hidden,
                       local=local, strategy=strategy, streams=streams,
                       max_test_samples=scenario.eval.max_test_samples)
-    return Simulation(scenario, learner, policies, streams), dataset
+    return Simulation(scenario, learner, policies, streams, chargers), dataset
 
 
 def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool) -> dict[str, Any]:

@@ -120,26 +120,6 @@ class PowerSpec(Strict):
     idle: Watts = Field(0.05, ge=0)
 
 
-class BatterySpec(Strict):
-    """A battery; a device without one is mains powered and never empties.
-
-    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
-    """
-
-    capacity: Joules = Field(55e3, gt=0)
-    initial: FractionDistribution = Field(Distribution("constant", (1.0,)), description="initial charge, fraction of capacity")
-    min_level: Fraction = Field(0.0, ge=0, le=1, description="below this fraction the device does not take part")
-
-    @field_validator("initial")
-    @classmethod
-    def _in_unit_interval(cls, d: Distribution):
-        low = d.support_min
-        high = max(d.params) if d.kind in ("constant", "uniform", "choice") else float("inf")
-        if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
-            raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
-        return d
-
-
 class PolicySpec(Strict):
     """``policy`` names a built-in policy; the other keys are its parameters."""
 
@@ -149,6 +129,28 @@ class PolicySpec(Strict):
     @property
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+
+class BatterySpec(Strict):
+    """A battery; a device without one is mains powered and never empties.
+
+    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
+    """
+
+    capacity: Joules = Field(55e3, gt=0)
+    initial: FractionDistribution = Field(Distribution("constant", (1.0,)), description="initial charge, fraction of capacity")
+    min_level: Fraction = Field(0.0, ge=0, le=1, description="at or below this fraction the device does not take part")
+    charging: PolicySpec | None = Field(None, description="when the charger is plugged in: a continuous-time policy")
+    charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
+
+    @field_validator("initial")
+    @classmethod
+    def _in_unit_interval(cls, d: Distribution):
+        low = d.support_min
+        high = max(d.params) if d.kind in ("constant", "uniform", "choice") else float("inf")
+        if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
+            raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
+        return d
 
 
 class LinkSpec(Strict):
@@ -310,6 +312,9 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     for i, group in enumerate(scenario.devices):
         problems += [(f"devices[{i}].availability{p}", m) for p, m in validate_policy(group.availability, scenario)]
+        if group.battery is not None and group.battery.charging is not None:
+            problems += [(f"devices[{i}].battery.charging{p}", m)
+                         for p, m in validate_policy(group.battery.charging, scenario, continuous_only=True)]
     problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
     return problems
 

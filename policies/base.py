@@ -1,41 +1,58 @@
 """The availability-policy protocol, shared by built-ins and user scripts.
 
 A policy decides when one device can take part. There is one policy object
-per device, built with the policy's validated parameters, a description of
-the device and a random generator seeded from the scenario seed (use only
-that generator, so the same seed gives the same run).
+per device, built with the policy's validated parameters (``self.params``),
+a :class:`DeviceInfo` (``self.device``) and a random generator seeded from
+the scenario seed (``self.rng``). Use only that generator (or
+``self.device.shared_rng(name)`` for a draw every device must share), so the
+same seed gives the same run.
 
 Two time bases, because the literature uses both:
 
-* ``RoundPolicy`` -- a participation indicator per server round, as in the
-  FedAU and MIFA papers (``1{device n participates in round t}``). The
+* :class:`RoundPolicy` -- a participation indicator per server round, as in
+  the FedAU and MIFA papers (``1{device n participates in round t}``). The
   server asks ``participates(t)`` once per round, in round order.
-* ``SessionPolicy`` -- continuous time: the device is online over intervals
-  of simulated seconds. The engine asks ``initially_online()`` once, then
-  ``next_change(now, online)`` for the absolute time of the next toggle
-  (``math.inf`` for never). A device that goes offline mid-task loses that
-  task's work.
+* :class:`SessionPolicy` -- continuous time: the device is online over
+  intervals of simulated seconds. The engine asks ``online(now, state)``
+  at start, at every ``next_wakeup(now)`` the policy names, and whenever the
+  device's state changes (charger plugged or unplugged, battery crossing its
+  threshold, full or empty). ``state`` is a :class:`DeviceState`. A device
+  that goes offline mid-task loses that task's work.
 
 Parameters are declared as a pydantic model named ``Params`` (unknown keys
 are rejected with the YAML path of the offending key)::
 
-    class EveryOther(RoundPolicy):
-        class Params(PolicyParams):
-            phase: int = 0
+    from netfl.policies import PolicyParams, SessionPolicy
 
-        def participates(self, round_index: int) -> bool:
-            return round_index % 2 == self.params.phase
+    class ChargingAndFull(SessionPolicy):
+        \"\"\"Online while plugged in with the battery above a level.\"\"\"
+
+        class Params(PolicyParams):
+            level: float = 0.3
+
+        def online(self, now, state):
+            return state.charging and state.battery_fraction > self.params.level
+
+        def next_wakeup(self, now):
+            return math.inf  # nothing changes by itself: only device changes matter
+
+A topology names a built-in (``policy: markov``) or a user's class
+(``policy: path/to/file.py:ClassName``, relative to the YAML file); the
+other keys of the ``availability`` mapping are its parameters.
 """
 
 from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import ClassVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
+
+from netfl.rng import RandomStreams
 
 
 class PolicyParams(BaseModel):
@@ -52,6 +69,33 @@ class DeviceInfo:
     group: str
     num_samples: int
     label_distribution: np.ndarray  # fraction of the device's samples per class
+    seed: int = 0  # the scenario seed
+    base_dir: Path = field(default_factory=Path.cwd)  # folder of the topology file: relative paths start here
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.label_distribution)
+
+    def shared_rng(self, name: str) -> np.random.Generator:
+        """A generator that gives every device the same draws (e.g. one scenario-wide Dirichlet sample)."""
+        return RandomStreams(self.seed).numpy("policy-shared", name)
+
+    def resolve(self, path: str | Path) -> Path:
+        path = Path(path)
+        return path if path.is_absolute() else self.base_dir / path
+
+
+class DeviceState(Protocol):
+    """What a session policy may read about its device while the simulation runs."""
+
+    @property
+    def charging(self) -> bool: ...
+
+    @property
+    def mains(self) -> bool: ...
+
+    @property
+    def battery_fraction(self) -> float: ...  # 1.0 on mains power
 
 
 class AvailabilityPolicy(ABC):
@@ -77,9 +121,10 @@ class RoundPolicy(AvailabilityPolicy):
 class SessionPolicy(AvailabilityPolicy):
     time_base = "continuous"
 
-    def initially_online(self) -> bool:
-        return True
+    @abstractmethod
+    def online(self, now: float, state: DeviceState) -> bool:
+        """Whether the device is online at simulated time ``now`` (seconds)."""
 
-    def next_change(self, now: float, online: bool) -> float:
-        """Absolute simulated time of the next toggle after ``now``; ``math.inf`` for never."""
+    def next_wakeup(self, now: float) -> float:
+        """Absolute time at which ``online`` may next change by itself; ``math.inf`` for never."""
         return math.inf

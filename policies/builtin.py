@@ -10,6 +10,9 @@ from netfl.policies.base import PolicyParams, RoundPolicy, SessionPolicy
 class Always(SessionPolicy):
     """Always online: a mains-powered, always-connected device (battery permitting)."""
 
+    def online(self, now, state) -> bool:
+        return True
+
 
 class Bernoulli(RoundPolicy):
     """Available in each round independently with probability ``p`` (FedAU/MIFA's Bernoulli pattern)."""

@@ -1,9 +1,12 @@
 """Energy bookkeeping for one device: a battery (or mains, capacity = inf)
-drained by the loads that are on (idle, compute, transmit, receive).
+drained by the loads that are on (idle, compute, transmit, receive) and
+refilled by a charger while plugged in.
 
 Pure arithmetic on piecewise-constant power, no SimPy: the device process
-tells it when loads switch on and off, and asks how long until empty under
-the present loads, so the empty instant is exact rather than polled.
+tells it when loads switch and the charger is plugged or unplugged, and
+asks when the level will next reach a mark (empty, full, a threshold), so
+those instants are exact rather than polled. While charging, the charger
+feeds the loads first; a full battery stays full.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ import math
 
 
 class Battery:
-    def __init__(self, capacity_j: float = math.inf, level_j: float | None = None, min_level: float = 0.0):
+    def __init__(self, capacity_j: float = math.inf, level_j: float | None = None, min_level: float = 0.0,
+                 charge_w: float = 0.0):
         self.capacity_j = capacity_j
         self.level_j = capacity_j if level_j is None else level_j
         self.min_level = min_level
+        self.charge_w = charge_w
+        self.charging = False
         self.loads: dict[str, float] = {}
         self.energy_j: dict[str, float] = {}  # consumed so far, by load name
+        self.charged_j = 0.0  # energy that went into the battery from the charger
         self._t = 0.0
 
     @property
@@ -26,10 +33,16 @@ class Battery:
 
     @property
     def power_w(self) -> float:
+        """Total power drawn by the loads."""
         return sum(self.loads.values())
 
+    @property
+    def net_drain_w(self) -> float:
+        """Rate at which the level falls (negative while the charger out-supplies the loads)."""
+        return self.power_w - (self.charge_w if self.charging else 0.0)
+
     def settle(self, now: float) -> None:
-        """Account for the energy drawn since the last call."""
+        """Account for the energy drawn and charged since the last call."""
         dt = now - self._t
         if dt < 0:
             raise ValueError(f"battery time went backwards: {self._t} -> {now}")
@@ -37,7 +50,9 @@ class Battery:
             for name, watts in self.loads.items():
                 self.energy_j[name] = self.energy_j.get(name, 0.0) + watts * dt
             if not self.mains:
-                self.level_j = max(0.0, self.level_j - self.power_w * dt)
+                before = self.level_j
+                self.level_j = min(self.capacity_j, max(0.0, self.level_j - self.net_drain_w * dt))
+                self.charged_j += max(0.0, self.level_j - before)
         self._t = now
 
     def set_load(self, now: float, name: str, watts: float) -> None:
@@ -47,20 +62,35 @@ class Battery:
         else:
             self.loads.pop(name, None)
 
-    def time_to_empty(self, now: float) -> float:
-        """Seconds from ``now`` until the level reaches zero under the present loads."""
+    def set_charging(self, now: float, charging: bool) -> None:
         self.settle(now)
-        power = self.power_w
-        if self.mains or power <= 0:
+        self.charging = charging
+
+    def time_to_level(self, now: float, level_j: float) -> float:
+        """Seconds from ``now`` until the level reaches ``level_j`` at the present rates (inf if never)."""
+        self.settle(now)
+        if self.mains:
             return math.inf
-        return self.level_j / power
+        drain = self.net_drain_w
+        gap = self.level_j - level_j
+        if gap == 0:  # already at the mark: the next crossing is computed once the level moves
+            return math.inf
+        if drain == 0 or (gap > 0) != (drain > 0):
+            return math.inf
+        return gap / drain
+
+    def time_to_empty(self, now: float) -> float:
+        return self.time_to_level(now, 0.0)
+
+    def time_to_full(self, now: float) -> float:
+        return math.inf if self.mains or self.level_j >= self.capacity_j else self.time_to_level(now, self.capacity_j)
 
     def fraction(self, now: float) -> float:
         self.settle(now)
         return 1.0 if self.mains else self.level_j / self.capacity_j
 
     def can_participate(self, now: float) -> bool:
-        return self.fraction(now) > self.min_level if not self.mains else True
+        return self.mains or self.fraction(now) > self.min_level
 
     @property
     def total_energy_j(self) -> float:

@@ -38,26 +38,37 @@ class DeviceProfile:
 
 class Device:
     def __init__(self, env: simpy.Environment, profile: DeviceProfile, battery: Battery,
-                 policy: AvailabilityPolicy, recorder: EventRecorder, current_round: Callable[[], int]):
+                 policy: AvailabilityPolicy, recorder: EventRecorder, current_round: Callable[[], int],
+                 charger: SessionPolicy | None = None):
         self.env = env
         self.profile = profile
         self.battery = battery
         self.policy = policy
+        self.charger = charger
         self.recorder = recorder
         self.current_round = current_round
         self.index = profile.index
-        self.dead = False
+        self.dead = False  # battery empty and not charging: the device is off
         self.online = False
-        self.below_min = False
+        self.online_time_s = 0.0
+        self._online_since = 0.0
         self.task: simpy.Process | None = None
         self.tasks_started = 0
         self.updates_delivered = 0
         self._power_changed: simpy.Event | None = None
+        self._state_changed: simpy.Event | None = None
         self.set_load("idle", profile.idle_w)
+        self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
+        if self.below_min:
+            self.log("below_min_level", f"level={battery.fraction(env.now):.4f}")
+        if not battery.mains and battery.level_j <= 0:
+            self._empty()
         if isinstance(policy, SessionPolicy):
             env.process(self._sessions())
         if not battery.mains:
             env.process(self._watch_battery())
+        if charger is not None:
+            env.process(self._charging())
 
     # ----------------------------------------------------------------- state
 
@@ -66,6 +77,9 @@ class Device:
 
     def set_load(self, name: str, watts: float) -> None:
         self.battery.set_load(self.env.now, name, watts)
+        self._power_change()
+
+    def _power_change(self) -> None:
         if self._power_changed is not None and not self._power_changed.triggered:
             self._power_changed.succeed()
 
@@ -73,52 +87,110 @@ class Device:
         if online == self.online:
             return
         self.online = online
+        if online:
+            self._online_since = self.env.now
+        else:
+            self.online_time_s += self.env.now - self._online_since
         self.log("online" if online else "offline", reason)
         if not online and self.task is not None:
             self.task.interrupt(reason or "offline")
 
+    def settle(self) -> None:
+        """Bring the energy and online-time bookkeeping up to the present (end of a run)."""
+        self.battery.settle(self.env.now)
+        if self.online:
+            self.online_time_s += self.env.now - self._online_since
+            self._online_since = self.env.now
+
     def eligible(self, round_index: int) -> bool:
         """Whether the device can be asked to train at the start of ``round_index``."""
-        if self.dead:
-            return False
-        if isinstance(self.policy, RoundPolicy):
+        if isinstance(self.policy, RoundPolicy) and not self.dead:
             self._set_online(self.policy.participates(round_index), "policy")
-        below = not self.battery.can_participate(self.env.now)
-        if below and not self.below_min:
-            self.log("below_min_level", f"level={self.battery.fraction(self.env.now):.4f}")
-        self.below_min = below
-        return self.online and not below and self.task is None
+        return self.online and not self.dead and not self.below_min and self.task is None
+
+    # DeviceState, as session policies see it
+    @property
+    def charging(self) -> bool:
+        return self.battery.charging
+
+    @property
+    def mains(self) -> bool:
+        return self.battery.mains
+
+    @property
+    def battery_fraction(self) -> float:
+        return self.battery.fraction(self.env.now)
+
+    def state_changed(self) -> None:
+        """Tell the availability process that something a policy may read has changed."""
+        if self._state_changed is not None and not self._state_changed.triggered:
+            self._state_changed.succeed()
 
     # ------------------------------------------------------------- processes
 
     def _sessions(self):
+        """Re-ask the session policy at its wake-ups and whenever the device's state changes."""
         policy: SessionPolicy = self.policy  # type: ignore[assignment]
-        self._set_online(policy.initially_online(), "policy")
         while True:
-            at = policy.next_change(self.env.now, self.online)
+            self._state_changed = self.env.event()
+            self._set_online(not self.dead and policy.online(self.env.now, self), "policy")
+            at = policy.next_wakeup(self.env.now)
+            events = [self._state_changed]
+            if not math.isinf(at):
+                events.append(self.env.timeout(max(0.0, at - self.env.now)))
+            yield self.env.any_of(events)
+
+    def _charging(self):
+        """Plug and unplug the charger as its schedule (a session policy) says."""
+        charger: SessionPolicy = self.charger  # type: ignore[assignment]
+        while True:
+            plugged = bool(charger.online(self.env.now, self))
+            if plugged != self.battery.charging:
+                self.battery.set_charging(self.env.now, plugged)
+                self.log("charge_start" if plugged else "charge_stop", f"level={self.battery.fraction(self.env.now):.4f}")
+                if plugged and self.dead:
+                    self._revive()
+                self._power_change()
+                self.state_changed()
+            at = charger.next_wakeup(self.env.now)
             if math.isinf(at):
                 return
             yield self.env.timeout(max(0.0, at - self.env.now))
-            if self.dead:
-                return
-            self._set_online(not self.online, "policy")
 
     def _watch_battery(self):
+        """Wake exactly when the level reaches a mark: empty, full, or the participation threshold."""
+        b = self.battery
+        threshold_j = b.min_level * b.capacity_j
         while True:
             self._power_changed = self.env.event()
-            wait = self.battery.time_to_empty(self.env.now)
+            marks = {
+                "empty": math.inf if self.dead else b.time_to_empty(self.env.now),
+                "full": b.time_to_full(self.env.now) if b.charging else math.inf,
+                "threshold": b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf,
+            }
+            mark, wait = min(marks.items(), key=lambda kv: kv[1])
             events = [self._power_changed]
             if not math.isinf(wait):
                 events.append(self.env.timeout(wait))
             fired = yield self.env.any_of(events)
-            if self._power_changed not in fired:
+            if self._power_changed in fired:
+                continue
+            b.settle(self.env.now)
+            if mark == "empty":
                 self._empty()
-                return
+            elif mark == "full":
+                b.level_j = b.capacity_j
+                self.log("battery_full")
+            else:
+                b.level_j = threshold_j  # exact, so the next crossing is computed from the mark itself
+                self.below_min = b.net_drain_w > 0
+                self.log("below_min_level" if self.below_min else "above_min_level", f"level={b.min_level:.4f}")
+                self.state_changed()
 
     def _empty(self) -> None:
-        self.battery.settle(self.env.now)
         self.battery.level_j = 0.0
         self.dead = True
+        self.below_min = self.battery.min_level > 0
         self.log("battery_empty")
         for name in list(self.battery.loads):
             self.battery.set_load(self.env.now, name, 0.0)
@@ -126,6 +198,13 @@ class Device:
         self._set_online(False, "battery_empty")  # interrupts a running task
         if not was_online and self.task is not None:
             self.task.interrupt("battery_empty")
+        self.state_changed()
+
+    def _revive(self) -> None:
+        """A phone that died comes back on when it is plugged in."""
+        self.dead = False
+        self.battery.set_load(self.env.now, "idle", self.profile.idle_w)
+        self.log("power_on", "charging")
 
     # ------------------------------------------------------------------ task
 

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 
 import simpy
 
-from netfl.policies import AvailabilityPolicy
+from netfl.policies import AvailabilityPolicy, SessionPolicy
 from netfl.rng import RandomStreams
 from netfl.scenario import Scenario
 from netfl.backend import Evaluation, TrainingBackend
@@ -81,13 +81,14 @@ def device_batteries(scenario: Scenario, streams: RandomStreams) -> list[Battery
             batteries += [Battery() for _ in range(group.count)]
             continue
         initial = spec.initial.sample(streams.numpy("devices", group.group, "battery_initial"), group.count)
-        batteries += [Battery(spec.capacity, spec.capacity * float(f), spec.min_level) for f in initial]
+        batteries += [Battery(spec.capacity, spec.capacity * float(f), spec.min_level, spec.charge_power)
+                      for f in initial]
     return batteries
 
 
 class Simulation:
     def __init__(self, scenario: Scenario, backend: TrainingBackend, policies: Sequence[AvailabilityPolicy],
-                 streams: RandomStreams):
+                 streams: RandomStreams, chargers: Sequence[SessionPolicy | None] | None = None):
         self.scenario = scenario
         self.backend = backend
         self.env = simpy.Environment()
@@ -98,14 +99,16 @@ class Simulation:
         batteries = device_batteries(scenario, streams)
         if len(policies) != len(profiles):
             raise ValueError(f"{len(policies)} policies for {len(profiles)} devices")
-        current_round = lambda: self.server.round_index  # noqa: E731  (server is built just below)
-        self.devices = [Device(self.env, p, b, pol, self.recorder, current_round)
-                        for p, b, pol in zip(profiles, batteries, policies)]
         rs = scenario.server.round
         self.server = SyncServer(
-            self.env, self.devices, backend, self.recorder, streams.numpy("selection"),
+            self.env, [], backend, self.recorder, streams.numpy("selection"),
             participants=rs.participants, deadline_s=rs.deadline, idle_wait_s=rs.idle_wait,
             max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
+        current_round = lambda: self.server.round_index  # noqa: E731
+        chargers = chargers if chargers is not None else [None] * len(profiles)
+        self.devices = [Device(self.env, p, b, pol, self.recorder, current_round, charger)
+                        for p, b, pol, charger in zip(profiles, batteries, policies, chargers)]
+        self.server.devices = self.devices
         self.progress: Callable[[float, int, float | None], None] | None = None
 
     def _round_ended(self, round_index: int) -> None:
@@ -140,7 +143,7 @@ class Simulation:
 
     def _result(self, stopped_by: str) -> SimulationResult:
         for device in self.devices:
-            device.battery.settle(self.env.now)
+            device.settle()
         return SimulationResult(
             rounds=self.server.rounds_done, sim_time_s=self.env.now, metrics=self.metrics,
             recorder=self.recorder, devices=self.devices, updates_received=self.server.updates_received,

@@ -1,0 +1,121 @@
+"""Policies written by users: ``policy: path/to/file.py:ClassName``.
+
+The file is imported as a module of its own (relative paths start at the
+topology file's folder). Whatever goes wrong in the user's code -- a syntax
+error, an exception at import, an exception or a nonsensical answer while
+the simulation runs -- becomes a :class:`~netfl.errors.PolicyError` naming
+the file and line, so the run stops with a message instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import math
+import sys
+import traceback
+import zlib
+from pathlib import Path
+
+from netfl.errors import PolicyError
+from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
+
+
+def is_user_reference(name: str) -> bool:
+    return ":" in name and name.rsplit(":", 1)[0].endswith(".py")
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """``file:line`` of the deepest frame of the traceback that lies in the user's file."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
+    return f"{path}:{frames[-1].lineno}" if frames else str(path)
+
+
+_loaded: dict[tuple[str, float], type[AvailabilityPolicy]] = {}
+
+
+def load_user_policy(reference: str, base_dir: Path) -> type[AvailabilityPolicy]:
+    file_part, class_name = reference.rsplit(":", 1)
+    path = Path(file_part)
+    path = path if path.is_absolute() else base_dir / path
+    if not path.is_file():
+        raise PolicyError(f"policy {reference!r}: file not found: {path}")
+    key = (str(path.resolve()), path.stat().st_mtime)
+    if key in _loaded:
+        return _wrap_class(_loaded[key], class_name, path)
+    module_name = f"netfl_user_policy_{zlib.crc32(key[0].encode()):08x}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pydantic look their module up here
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise PolicyError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
+    except Exception as exc:  # the user's import-time code failed
+        raise PolicyError(f"{_where(exc, path)}: {type(exc).__name__} while importing: {exc}") from None
+    cls = getattr(module, class_name, None)
+    if cls is None:
+        defined = [n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module_name]
+        raise PolicyError(f"{path}: no class {class_name!r}; classes defined there: {', '.join(defined) or 'none'}")
+    if not (inspect.isclass(cls) and issubclass(cls, (RoundPolicy, SessionPolicy))):
+        raise PolicyError(f"{path}: {class_name} must subclass netfl.policies.RoundPolicy or SessionPolicy")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise PolicyError(f"{path}: {class_name} does not define {missing}")
+    _loaded[key] = cls
+    return _wrap_class(cls, class_name, path)
+
+
+def _wrap_class(cls: type[AvailabilityPolicy], class_name: str, path: Path) -> type[AvailabilityPolicy]:
+    """A factory-compatible subclass whose calls into user code are guarded."""
+    guard = _GuardedRound if issubclass(cls, RoundPolicy) else _GuardedSession
+
+    class Guarded(guard):  # type: ignore[misc, valid-type]
+        Params = cls.Params
+
+        def __init__(self, params, device, rng):
+            self._path, self._name = path, class_name
+            self.params, self.device, self.rng = params, device, rng
+            self._inner = self._call("__init__", cls, params, device, rng)
+
+    Guarded.__name__ = Guarded.__qualname__ = f"Guarded[{class_name}]"
+    return Guarded
+
+
+class _Guard:
+    _path: Path
+    _name: str
+
+    def _call(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except PolicyError:
+            raise
+        except Exception as exc:
+            raise PolicyError(f"{_where(exc, self._path)}: {type(exc).__name__} in {self._name}.{what}: {exc}") from None
+
+
+class _GuardedRound(_Guard, RoundPolicy):
+    def participates(self, round_index: int) -> bool:
+        answer = self._call("participates", self._inner.participates, round_index)
+        if not isinstance(answer, (bool, int)) and type(answer).__name__ != "bool_":
+            raise PolicyError(f"{self._path}: {self._name}.participates returned {answer!r}; expected True or False")
+        return bool(answer)
+
+
+class _GuardedSession(_Guard, SessionPolicy):
+    def online(self, now: float, state) -> bool:
+        answer = self._call("online", self._inner.online, now, state)
+        if not isinstance(answer, (bool, int)) and type(answer).__name__ != "bool_":
+            raise PolicyError(f"{self._path}: {self._name}.online returned {answer!r}; expected True or False")
+        return bool(answer)
+
+    def next_wakeup(self, now: float) -> float:
+        at = self._call("next_wakeup", self._inner.next_wakeup, now)
+        try:
+            at = float(at)
+        except (TypeError, ValueError):
+            raise PolicyError(f"{self._path}: {self._name}.next_wakeup returned {at!r}; expected a time in seconds") from None
+        if math.isnan(at) or at <= now:
+            raise PolicyError(f"{self._path}: {self._name}.next_wakeup({now:g}) returned {at:g}, which is not after now")
+        return at
