@@ -57,6 +57,7 @@ class Device:
         self.updates_delivered = 0
         self._power_changed: simpy.Event | None = None
         self._state_changed: simpy.Event | None = None
+        self._full = battery.level_j >= battery.capacity_j
         self.set_load("idle", profile.idle_w)
         self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
         if self.below_min:
@@ -163,28 +164,41 @@ class Device:
         threshold_j = b.min_level * b.capacity_j
         while True:
             self._power_changed = self.env.event()
-            marks = {
-                "empty": math.inf if self.dead else b.time_to_empty(self.env.now),
-                "full": b.time_to_full(self.env.now) if b.charging else math.inf,
-                "threshold": b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf,
-            }
-            mark, wait = min(marks.items(), key=lambda kv: kv[1])
+            self._check_level(threshold_j)
+            marks = [  # (level, seconds until it is reached)
+                (0.0, math.inf if self.dead else b.time_to_empty(self.env.now)),
+                (b.capacity_j, b.time_to_full(self.env.now) if b.charging else math.inf),
+                (threshold_j, b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf),
+            ]
+            mark, wait = min(marks, key=lambda m: m[1])
             events = [self._power_changed]
             if not math.isinf(wait):
                 events.append(self.env.timeout(wait))
             fired = yield self.env.any_of(events)
-            if self._power_changed in fired:
-                continue
             b.settle(self.env.now)
-            if mark == "empty":
-                self._empty()
-            elif mark == "full":
-                b.level_j = b.capacity_j
-                self.log("battery_full")
-            else:
-                b.level_j = threshold_j  # exact, so the next crossing is computed from the mark itself
-                self.below_min = b.net_drain_w > 0
-                self.log("below_min_level" if self.below_min else "above_min_level", f"level={b.min_level:.4f}")
+            if self._power_changed not in fired:
+                b.level_j = mark  # exact: rounding must not push the level past the mark it reached
+
+    def _check_level(self, threshold_j: float) -> None:
+        """Log and act on the level's position: empty, full, above or below the threshold.
+
+        Works from the level itself rather than from which timer fired, so a
+        mark reached at the same instant as a load change is not missed.
+        """
+        b = self.battery
+        draining = b.net_drain_w > 0
+        if not self.dead and b.level_j <= 0 and draining:
+            self._empty()
+            return
+        full = b.level_j >= b.capacity_j
+        if full and not self._full and b.charging:
+            self.log("battery_full")
+        self._full = full
+        if threshold_j > 0 and not self.dead:
+            below = b.level_j < threshold_j or (b.level_j == threshold_j and draining)
+            if below != self.below_min:
+                self.below_min = below
+                self.log("below_min_level" if below else "above_min_level", f"level={b.min_level:.4f}")
                 self.state_changed()
 
     def _empty(self) -> None:

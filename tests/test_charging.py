@@ -1,0 +1,115 @@
+"""Charging, threshold crossings and power-on after empty, against hand computation.
+
+The charger follows a continuous-time policy; here a tiny "plugged in from
+time T on" policy so every instant is computed by hand.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from netfl.policies import PolicyParams, SessionPolicy
+from netfl.rng import RandomStreams
+from netfl.sim.battery import Battery
+from netfl.sim.simulation import Simulation
+from test_engine import AlwaysRound, FakeBackend, NeverRound, approx, group, info, scenario
+
+
+class PluggedBetween(SessionPolicy):
+    """Charger plugged in over [start, end)."""
+
+    class Params(PolicyParams):
+        start: float = 0.0
+        end: float = math.inf
+
+    def online(self, now, state) -> bool:
+        return self.params.start <= now < self.params.end
+
+    def next_wakeup(self, now: float) -> float:
+        return next((t for t in (self.params.start, self.params.end) if t > now), math.inf)
+
+
+def run(sc, charger_params: dict, policy=NeverRound, backend=None):
+    streams = RandomStreams(sc.seed)
+    n = sc.num_devices
+    policies = [policy(policy.Params(), info(i), streams.numpy("availability", i)) for i in range(n)]
+    chargers = [PluggedBetween(PluggedBetween.Params(**charger_params), info(i), streams.numpy("charging", i))
+                for i in range(n)]
+    sim = Simulation(sc, backend or FakeBackend(), policies, streams, chargers)
+    return sim, sim.run()
+
+
+def events(sim, kind):
+    rec = sim.recorder
+    return [(t, d) for t, d, k in zip(rec.times, rec.details, rec.kinds) if k == kind]
+
+
+def test_battery_charges_net_of_loads_and_stays_full():
+    b = Battery(100.0, 20.0, charge_w=11.0)
+    b.set_load(0.0, "idle", 1.0)
+    assert b.time_to_full(0.0) == math.inf  # not plugged in
+    b.set_charging(10.0, True)  # 10 s at 1 W: 10 J left
+    assert b.level_j == pytest.approx(10.0)
+    assert b.time_to_full(10.0) == pytest.approx(9.0)  # 90 J at a net 10 W
+    assert b.time_to_level(10.0, 50.0) == pytest.approx(4.0)
+    assert b.time_to_empty(10.0) == math.inf
+    b.settle(30.0)
+    assert b.level_j == 100.0 and b.charged_j == pytest.approx(90.0)
+    assert b.energy_j["idle"] == pytest.approx(30.0)  # loads are counted whoever pays for them
+
+
+def test_charging_back_to_a_level_logs_exact_marks():
+    # 100 J at 20 %, idle 1 W, min level 50 %; plugged in at t=10 with 11 W: net +10 W from 10 J.
+    sc = scenario([group("g", 1, power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
+                         battery={"capacity": 100.0, "initial": 0.2, "min_level": 0.5, "charge_power": 11.0})],
+                  stop={"sim_time": 40.0}, round={"idle_wait": 100.0})
+    sim, result = run(sc, {"start": 10.0})
+    assert events(sim, "charge_start")[0][0] == approx(10.0)
+    assert events(sim, "above_min_level")[0][0] == approx(14.0)  # 10 J -> 50 J at 10 W
+    assert events(sim, "battery_full")[0][0] == approx(19.0)  # 10 J -> 100 J at 10 W
+    device = sim.devices[0]
+    assert device.battery.level_j == approx(100.0) and not device.below_min
+    assert result.energy_j == approx(40.0)  # idle 1 W for 40 s
+
+
+def test_unplugging_drains_back_below_the_threshold():
+    # full 100 J, idle 5 W, min 50 %: crosses 50 J at t=10 going down; plugged [12, 12.5) at 15 W nets
+    # +10 W: 40 J -> 45 J, still below; then empty at 12.5 + 45/5 = 21.5.
+    sc = scenario([group("g", 1, power={"compute": 0.0, "transmit": 0.0, "idle": 5.0},
+                         battery={"capacity": 100.0, "min_level": 0.5, "charge_power": 15.0})],
+                  stop={"sim_time": 30.0}, round={"idle_wait": 100.0})
+    sim, _ = run(sc, {"start": 12.0, "end": 12.5})
+    assert [t for t, _ in events(sim, "below_min_level")] == [approx(10.0)]
+    assert events(sim, "above_min_level") == []
+    assert [t for t, _ in events(sim, "charge_stop")] == [approx(12.5)]
+    assert [t for t, _ in events(sim, "battery_empty")] == [approx(21.5)]
+
+
+def test_empty_phone_powers_on_when_plugged_in_and_trains_again():
+    # 5 J, idle 1 W: empty at 5 s; plugged at 8 s with 3 W (net +2 W from 0 J).
+    sc = scenario([group("g", 1, flops=1e9, up=1e6, power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
+                         battery={"capacity": 100.0, "initial": 0.05, "charge_power": 3.0})],
+                  stop={"sim_time": 20.0}, round={"idle_wait": 1.0})
+    backend = FakeBackend(model_bytes=125_000, flops=1e9)  # 1 s down, 1 s train, 1 s up
+    sim, result = run(sc, {"start": 8.0}, policy=AlwaysRound, backend=backend)
+    assert events(sim, "battery_empty")[0][0] == approx(5.0)
+    assert events(sim, "power_on")[0][0] == approx(8.0)
+    rec = sim.recorder
+    dropouts = [(t, d) for t, d, k in zip(rec.times, rec.details, rec.kinds) if k == "dropout"]
+    assert dropouts and "battery_empty" in dropouts[0][1] and dropouts[0][0] == approx(5.0)
+    # rounds: [0,3] delivered; [3,5] empties mid-train; idle rounds until power-on at 8; trains again after
+    uploads = [t for t, k in zip(rec.times, rec.kinds) if k == "upload_end"]
+    assert uploads[0] == approx(3.0) and any(t > 8.0 for t in uploads)
+
+
+def test_device_starting_empty_is_off_until_charged():
+    sc = scenario([group("g", 1, power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
+                         battery={"capacity": 10.0, "initial": 0.0, "charge_power": 2.0})],
+                  stop={"sim_time": 5.0}, round={"idle_wait": 1.0})
+    sim, _ = run(sc, {"start": 2.0}, policy=AlwaysRound)
+    assert events(sim, "battery_empty")[0][0] == 0.0
+    assert events(sim, "power_on")[0][0] == approx(2.0)
+    assert sim.devices[0].battery.level_j == approx(3.0)  # net +1 W for 3 s
