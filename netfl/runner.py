@@ -97,7 +97,9 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
         "num_devices": len(result.devices),
         "events": len(result.recorder),
         "devices": [{"device": d.index, "group": d.profile.group, "tasks_started": d.tasks_started,
-                     "updates_delivered": d.updates_delivered, "energy_j": d.battery.total_energy_j,
+                     "updates_delivered": d.updates_delivered,
+                     "online_fraction": d.online_time_s / result.sim_time_s if result.sim_time_s > 0 else 0.0,
+                     "energy_j": d.battery.total_energy_j, "charged_j": d.battery.charged_j,
                      "battery_fraction": None if d.battery.mains else d.battery.level_j / d.battery.capacity_j,
                      "battery_empty": d.dead} for d in result.devices],
     }
