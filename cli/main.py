@@ -78,5 +78,30 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
         click.echo(f"  results: {outcome.out_dir}/")
 
 
+@main.group()
+def trace() -> None:
+    """Availability traces."""
+
+
+@trace.command("convert")
+@click.argument("pickle_file", type=click.Path(path_type=Path))
+@click.argument("csv_file", type=click.Path(path_type=Path))
+@click.option("--devices", type=click.IntRange(min=1), help="write only the first N clients")
+def trace_convert(pickle_file: Path, csv_file: Path, devices: int | None) -> None:
+    """Convert a FedScale device-behaviour trace (pickle) to netfl's CSV intervals.
+
+    Unpickling runs code stored in the file: convert only traces you trust,
+    once, and point topologies at the CSV (policy: trace_csv).
+    """
+    from netfl.policies.traces import fedscale_to_csv
+
+    try:
+        period = fedscale_to_csv(pickle_file, csv_file, num_devices=devices)
+    except NetflError as exc:
+        _fail(exc)
+    click.echo(f"wrote {csv_file}; the trace repeats every {period:g} s: "
+               f"use availability: {{policy: trace_csv, file: {csv_file}, period: {period:g}}}")
+
+
 if __name__ == "__main__":
     main()

@@ -191,6 +191,7 @@ class RoundSpec(Strict):
     participants: int | None = Field(None, gt=0, description="clients asked per round; all available if omitted")
     deadline: Seconds = Field(float("inf"), gt=0, description="aggregate what arrived by then")
     idle_wait: Seconds = Field(10.0, gt=0, description="wait before retrying when nobody is available")
+    interval: Seconds = Field(0.0, ge=0, description="minimum time from one round's start to the next (pace steering)")
 
 
 class ServerSpec(Strict):

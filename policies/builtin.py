@@ -1,10 +1,16 @@
-"""Built-in availability policies (the availability issue extends this family)."""
+"""Built-in availability policies: the registry a topology's ``policy:`` names.
+
+Per-round patterns live in :mod:`~netfl.policies.rounds`, continuous-time
+ones in :mod:`~netfl.policies.sessions` and trace replay in
+:mod:`~netfl.policies.traces`.
+"""
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from netfl.policies.base import PolicyParams, RoundPolicy, SessionPolicy
+from netfl.policies.base import AvailabilityPolicy, SessionPolicy
+from netfl.policies.rounds import Bernoulli, Cyclic, Markov
+from netfl.policies.sessions import Daily, Diurnal, Eligible, OnOff
+from netfl.policies.traces import FedScaleTrace, IntervalTrace
 
 
 class Always(SessionPolicy):
@@ -14,14 +20,18 @@ class Always(SessionPolicy):
         return True
 
 
-class Bernoulli(RoundPolicy):
-    """Available in each round independently with probability ``p`` (FedAU/MIFA's Bernoulli pattern)."""
+BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {
+    "always": Always,
+    "bernoulli": Bernoulli,
+    "markov": Markov,
+    "cyclic": Cyclic,
+    "sessions": OnOff,
+    "daily": Daily,
+    "diurnal": Diurnal,
+    "eligible": Eligible,
+    "fedscale_trace": FedScaleTrace,
+    "trace_csv": IntervalTrace,
+}
 
-    class Params(PolicyParams):
-        p: float = Field(gt=0, le=1, description="per-round participation probability")
-
-    def participates(self, round_index: int) -> bool:
-        return bool(self.rng.random() < self.params.p)
-
-
-BUILTIN_POLICIES = {"always": Always, "bernoulli": Bernoulli}
+__all__ = ["Always", "Bernoulli", "Markov", "Cyclic", "OnOff", "Daily", "Diurnal", "Eligible", "FedScaleTrace",
+           "IntervalTrace", "BUILTIN_POLICIES"]

@@ -124,3 +124,35 @@ def test_console_script(tmp_path: Path) -> None:
     s = json.loads((out / "summary.json").read_text())
     assert s["complete"] is True and s["rounds"] == 3 and s["stopped_by"] == "rounds"
     assert [p.name for p in out.parent.iterdir()] == ["short"]
+
+
+def test_custom_policy_example_runs_from_the_cli(tmp_path: Path) -> None:
+    """examples/custom_policy.yaml: a user-scripted policy, charging schedule, min level, 24 simulated hours."""
+    out = tmp_path / "custom"
+    result = CliRunner().invoke(main, ["simulate", str(ROOT / "examples" / "custom_policy.yaml"), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["sim_time_s"] == 86400.0
+    assert summary["final_test_accuracy"] > 0.7
+    events = pq.read_table(out / "events.parquet").to_pandas()
+    kinds = set(events.kind)
+    assert {"charge_start", "charge_stop", "online", "offline", "upload_end"} <= kinds
+    # trains only at night (22:00-07:00), and only while plugged in
+    hours = (events[events.kind == "train_start"].sim_time_s % 86400) / 3600
+    assert ((hours >= 22) | (hours < 7)).all()
+
+
+def test_trace_convert_cli_writes_a_csv_the_trace_policy_reads(tmp_path: Path) -> None:
+    import pickle
+
+    trace = {7: {"duration": 100, "active": [0.0, 50.0], "inactive": [10.0, 60.0], "finish_time": 100.0, "model": "x"},
+             9: {"duration": 100, "active": [20.0], "inactive": [30.0], "finish_time": 100.0, "model": "x"}}
+    src = tmp_path / "trace.pkl"
+    src.write_bytes(pickle.dumps(trace))
+    result = CliRunner().invoke(main, ["trace", "convert", str(src), str(tmp_path / "trace.csv")])
+    assert result.exit_code == 0, result.output
+    assert "period: 100" in result.output
+    rows = (tmp_path / "trace.csv").read_text().split()
+    assert rows[0] == "device,start_s,end_s" and rows[1:] == ["0,0.0,10.0", "0,50.0,60.0", "1,20.0,30.0"]
+    missing = CliRunner().invoke(main, ["trace", "convert", str(tmp_path / "nope.pkl"), str(tmp_path / "x.csv")])
+    assert missing.exit_code == 2 and "Traceback" not in missing.output

@@ -6,7 +6,9 @@ tasks, wait until all have replied or the deadline passes, stop the
 stragglers (their work is lost), aggregate what arrived, and start the next
 round. A round in which nobody is available still counts (the per-round
 policies and algorithms such as FedAU see it as a round everybody missed);
-the server then waits ``idle_wait`` seconds before trying again.
+the server then waits ``idle_wait`` seconds before trying again. With an
+``interval``, rounds start at most that often (production FL paces rounds
+so as not to exhaust the devices that are eligible at a time).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from netfl.sim.recorder import SERVER, EventRecorder
 class SyncServer:
     def __init__(self, env: simpy.Environment, devices: Sequence[Device], backend: TrainingBackend,
                  recorder: EventRecorder, rng: np.random.Generator, *, participants: int | None,
-                 deadline_s: float, idle_wait_s: float, max_rounds: int | None,
+                 deadline_s: float, idle_wait_s: float, max_rounds: int | None, interval_s: float = 0.0,
                  on_round_end: Callable[[int], None]):
         self.env = env
         self.devices = devices
@@ -35,6 +37,7 @@ class SyncServer:
         self.participants = participants
         self.deadline_s = deadline_s
         self.idle_wait_s = idle_wait_s
+        self.interval_s = interval_s
         self.max_rounds = max_rounds
         self.on_round_end = on_round_end
         self.round_index = 0  # the round in progress (or next to start)
@@ -48,7 +51,10 @@ class SyncServer:
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
+            started = self.env.now
             yield from self._round()
+            if self.env.now - started < self.interval_s:
+                yield self.env.timeout(started + self.interval_s - self.env.now)
             self.rounds_done += 1
             self.on_round_end(self.round_index)
             self.round_index += 1

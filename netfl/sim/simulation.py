@@ -103,7 +103,7 @@ class Simulation:
         self.server = SyncServer(
             self.env, [], backend, self.recorder, streams.numpy("selection"),
             participants=rs.participants, deadline_s=rs.deadline, idle_wait_s=rs.idle_wait,
-            max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
+            interval_s=rs.interval, max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
         current_round = lambda: self.server.round_index  # noqa: E731
         chargers = chargers if chargers is not None else [None] * len(profiles)
         self.devices = [Device(self.env, p, b, pol, self.recorder, current_round, charger)

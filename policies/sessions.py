@@ -1,0 +1,444 @@
+"""Continuous-time availability: sessions, daily windows, diurnal profiles, eligibility.
+
+All policies here are *lazy by time*: each keeps a small state machine that
+draws the next duration only when simulated time reaches the end of the
+current one, so the intervals depend on the seed alone and not on how often
+or when the engine asks (it asks at start, at every wake-up and at every
+device state change, possibly several times at one instant). Time is assumed
+never to go backwards; time 0 is the start of the simulation and, for the
+clock-based policies, midnight of day 0 (offset 0).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from netfl.errors import PolicyError
+from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
+from netfl.policies.participation import nested_validation_error
+from netfl.units import Seconds, parse_quantity
+
+__all__ = ["DurationDistribution", "Duration", "parse_duration", "ClockTime", "OnOff", "Daily", "Diurnal",
+           "Eligible", "NestedPolicy", "PRODUCTION_PROFILE"]
+
+HOUR = 3600.0
+DAY = 24 * HOUR
+
+
+# --------------------------------------------------------------- durations
+
+@dataclass(frozen=True)
+class DurationDistribution:
+    """Distribution of a session length, drawn afresh for every session.
+
+    Unlike :class:`netfl.distributions.Distribution` (one value per device,
+    drawn once), this is sampled repeatedly; it adds the exponential
+    (memoryless sessions) and the Weibull (heavy-tailed for shape < 1, as
+    measured mobile session lengths often are) and knows its mean, which
+    sets the stationary online probability of :class:`OnOff`.
+    """
+
+    kind: str  # constant | exponential | lognormal | weibull | uniform
+    params: tuple[float, ...]  # (value,) (mean,) (median, sigma) (shape, scale) (low, high)
+
+    def sample(self, rng: np.random.Generator) -> float:
+        k, p = self.kind, self.params
+        if k == "constant":
+            return p[0]
+        if k == "exponential":
+            return float(rng.exponential(p[0]))
+        if k == "lognormal":
+            return p[0] * math.exp(p[1] * float(rng.standard_normal()))
+        if k == "weibull":
+            return p[1] * float(rng.weibull(p[0]))
+        return float(rng.uniform(p[0], p[1]))
+
+    @property
+    def mean(self) -> float:
+        k, p = self.kind, self.params
+        if k in ("constant", "exponential"):
+            return p[0]
+        if k == "lognormal":
+            return p[0] * math.exp(p[1] ** 2 / 2)  # E[median * e^(sigma Z)] = median * e^(sigma^2 / 2)
+        if k == "weibull":
+            return p[1] * math.gamma(1 + 1 / p[0])
+        return (p[0] + p[1]) / 2
+
+    def describe(self) -> str:
+        if self.kind == "constant":
+            return f"{self.params[0]:g}s"
+        return f"{self.kind}({', '.join(f'{x:g}' for x in self.params)})"
+
+
+_DURATION_FORMS = ("a duration ('45min'), {exponential: {mean: 30min}}, {lognormal: {median: 20min, sigma: 1.0}}, "
+                   "{weibull: {shape: 0.8, scale: 1h}} or {uniform: [10min, 1h]}")
+
+
+def _number(value: object, what: str) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not math.isfinite(number):
+        raise ValueError(f"{what} must be a plain finite number, got {value!r}")
+    return number
+
+
+def _keys(args: object, kind: str, names: tuple[str, str]) -> tuple[object, object]:
+    if not (isinstance(args, Mapping) and set(args) == set(names)):
+        raise ValueError(f"{kind} takes {{{names[0]}: ..., {names[1]}: ...}}")
+    return args[names[0]], args[names[1]]
+
+
+def parse_duration(value: object) -> DurationDistribution:
+    """A session-length distribution from a scenario value (ValueError says what is accepted)."""
+    if isinstance(value, DurationDistribution):
+        return value
+    t = lambda v: parse_quantity(v, "time")  # noqa: E731
+    if not isinstance(value, Mapping):
+        d = t(value)
+        if d <= 0:
+            raise ValueError(f"a constant duration must be > 0, got {value!r}")
+        return DurationDistribution("constant", (d,))
+    kinds = ("exponential", "lognormal", "weibull", "uniform")
+    if len(value) != 1 or next(iter(value)) not in kinds:
+        raise ValueError(f"expected {_DURATION_FORMS}; got keys {sorted(map(str, value))}")
+    kind, args = next(iter(value.items()))
+    if kind == "exponential":
+        if isinstance(args, Mapping) and set(args) != {"mean"}:
+            raise ValueError("exponential takes {mean: ...}")
+        mean = t(args["mean"] if isinstance(args, Mapping) else args)
+        if mean <= 0:
+            raise ValueError("exponential: mean must be > 0")
+        return DurationDistribution(kind, (mean,))
+    if kind == "lognormal":
+        median, sigma = _keys(args, kind, ("median", "sigma"))
+        median, sigma = t(median), _number(sigma, "lognormal: sigma")
+        if median <= 0 or sigma < 0:
+            raise ValueError("lognormal: median must be > 0 and sigma >= 0")
+        return DurationDistribution(kind, (median, sigma))
+    if kind == "weibull":
+        shape, scale = _keys(args, kind, ("shape", "scale"))
+        shape, scale = _number(shape, "weibull: shape"), t(scale)
+        if shape <= 0 or scale <= 0:
+            raise ValueError("weibull: shape and scale must be > 0")
+        return DurationDistribution(kind, (shape, scale))
+    if not (isinstance(args, list) and len(args) == 2):
+        raise ValueError("uniform takes [low, high]")
+    low, high = t(args[0]), t(args[1])
+    if not 0 <= low <= high or high <= 0:
+        raise ValueError(f"uniform: need 0 <= low <= high and high > 0, got [{low:g}, {high:g}]")
+    return DurationDistribution(kind, (low, high))
+
+
+Duration = Annotated[DurationDistribution, PlainValidator(parse_duration)]
+
+
+class _Alternating:
+    """Alternating on/off intervals whose lengths are drawn in time order as time passes."""
+
+    def __init__(self, online: bool, end: float, draw: Callable[[bool], float]):
+        self.state, self.end, self._draw = online, end, draw
+
+    def at(self, now: float) -> bool:
+        while now >= self.end:
+            self.state = not self.state
+            self.end += self._draw(self.state)
+        return self.state
+
+
+class OnOff(SessionPolicy):
+    """Online and offline sessions alternate, their lengths drawn from ``on`` and ``off``.
+
+    An alternating renewal process: the standard model of device churn in
+    P2P and mobile measurement studies, with exponential (memoryless),
+    lognormal or Weibull session lengths. The long-run online fraction is
+    ``mean(on) / (mean(on) + mean(off))``.
+
+    Start: online with that probability, then a fresh full duration of the
+    drawn state. This is exact for exponential durations (memoryless); for
+    others the exact stationary start would draw the *residual* of a
+    length-biased session, so the first session is slightly off (shorter on
+    average for heavy tails) -- a transient that lasts one session.
+    """
+
+    class Params(PolicyParams):
+        on: Duration = Field(description="length of an online session")
+        off: Duration = Field(description="length of an offline gap")
+
+    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
+        super().__init__(params, device, rng)
+        on, off = params.on, params.off
+        self.stationary = on.mean / (on.mean + off.mean)
+        online = bool(rng.random() < self.stationary)
+        first = (on if online else off).sample(rng)
+        self._chain = _Alternating(online, first, lambda state: (on if state else off).sample(rng))
+
+    def online(self, now: float, state: DeviceState) -> bool:
+        return self._chain.at(now)
+
+    def next_wakeup(self, now: float) -> float:
+        self._chain.at(now)
+        return self._chain.end
+
+
+# ------------------------------------------------------------ time of day
+
+_CLOCK = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?\s*$")
+
+
+def _parse_clock(value: object) -> float:
+    """Seconds after midnight from "HH:MM", "HH:MM:SS" or a duration with a unit ("22h")."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        raise ValueError(f"write the time of day in quotes, e.g. \"22:00\" (YAML reads an unquoted 22:00 as the "
+                         f"number 1320); got {value!r}")
+    if isinstance(value, str):
+        match = _CLOCK.match(value)
+        if match:
+            h, m, s = int(match.group(1)), int(match.group(2)), float(match.group(3) or 0)
+            if m >= 60 or s >= 60 or h > 24 or (h == 24 and (m or s)):
+                raise ValueError(f"{value!r} is not a time of day (00:00 to 24:00)")
+            return (h * HOUR + m * 60 + s) % DAY
+        try:
+            seconds = parse_quantity(value, "time")
+        except ValueError:
+            seconds = math.nan
+        if 0 <= seconds <= DAY:
+            return seconds % DAY
+    raise ValueError(f"expected a time of day such as \"22:00\" or \"07:30:00\", got {value!r}")
+
+
+ClockTime = Annotated[float, PlainValidator(_parse_clock)]
+"""Seconds after midnight, written "HH:MM" (quoted in YAML)."""
+
+
+class Daily(SessionPolicy):
+    """Online inside a daily window ``[start, end)`` that may wrap past midnight.
+
+    For availability ("only in the evening") and for charging schedules
+    (phones charge overnight: ``start: "22:00", end: "07:00"``). With
+    ``jitter`` each day's start and end move by independent uniform draws
+    in ``[-jitter, +jitter]``, drawn day by day in order (start, then end).
+    Jitter must stay below half the window and half the gap so that days
+    never overlap.
+    """
+
+    class Params(PolicyParams):
+        start: ClockTime = Field(description='window opens, "HH:MM"')
+        end: ClockTime = Field(description='window closes, "HH:MM"; before start means the next day')
+        jitter: Seconds = Field(0.0, ge=0, description="uniform +- shift of each day's start and end")
+
+        @model_validator(mode="after")
+        def _window_fits(self):
+            length = (self.end - self.start) % DAY
+            if length == 0:
+                raise ValueError("start and end are the same time of day; for a device that is always "
+                                 "online use policy: always")
+            if 2 * self.jitter >= min(length, DAY - length):
+                raise ValueError(f"jitter ({self.jitter:g}s) must be less than half the window "
+                                 f"({length:g}s) and half the gap ({DAY - length:g}s)")
+            return self
+
+    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
+        super().__init__(params, device, rng)
+        self._length = (params.end - params.start) % DAY
+        self._day = -1  # yesterday's window may still be open at time 0
+        self._window = self._draw_window(self._day)
+
+    def _draw_window(self, day: int) -> tuple[float, float]:
+        j = self.params.jitter
+        shift_start = float(self.rng.uniform(-j, j)) if j > 0 else 0.0
+        shift_end = float(self.rng.uniform(-j, j)) if j > 0 else 0.0
+        opens = day * DAY + self.params.start
+        return opens + shift_start, opens + self._length + shift_end
+
+    def _advance(self, now: float) -> None:
+        while now >= self._window[1]:
+            self._day += 1
+            self._window = self._draw_window(self._day)
+
+    def online(self, now: float, state: DeviceState) -> bool:
+        self._advance(now)
+        return self._window[0] <= now
+
+    def next_wakeup(self, now: float) -> float:
+        self._advance(now)
+        return self._window[0] if now < self._window[0] else self._window[1]
+
+
+# --------------------------------------------------------- diurnal profile
+
+# Availability by hour of day for the "production" preset: a smooth cosine
+# between 0.40 at 03:00 and 0.10 at 15:00 (local time), evaluated at each
+# hour's midpoint -- about a 4x swing between the night peak and the daytime
+# trough. Production FL counts devices that are idle, charging and on Wi-Fi,
+# which peak at night (Bonawitz et al., "Towards Federated Learning at Scale:
+# System Design", MLSys 2019, device availability over the day; Yang et al.
+# 2018, Gboard). The levels are illustrative, not a fit to a trace.
+PRODUCTION_PROFILE: tuple[float, ...] = tuple(
+    round(0.25 + 0.15 * math.cos(2 * math.pi * (h + 0.5 - 3) / 24), 3) for h in range(24))
+
+Probability = Annotated[float, Field(ge=0, le=1)]
+
+
+class Diurnal(SessionPolicy):
+    """Availability that follows a 24-hour profile: ``P(online during hour h) = profile[h]``.
+
+    A continuous-time two-state Markov chain whose rates are constant within
+    each hour: ``lambda_on(h) = profile[h] / mixing``, ``lambda_off(h) =
+    (1 - profile[h]) / mixing``. Its stationary probability within hour h is
+    ``profile[h]`` and it forgets its state in about ``mixing`` (the mean time
+    between redraws), so short mixing follows the profile closely while
+    sessions stay realistic. Simulated exactly: an exponential holding time
+    is drawn at the current hour's rate; if it crosses the hour boundary it
+    is discarded and redrawn from the boundary at the next hour's rate
+    (memorylessness makes this exact). The start state is drawn from the
+    first hour's profile. ``time_zone_offset`` shifts local time: local =
+    simulated + offset, so groups in different zones peak at different times.
+    Without ``profile`` the ``production`` preset applies.
+    """
+
+    class Params(PolicyParams):
+        profile: Annotated[list[Probability], Field(min_length=24, max_length=24)] | None = Field(
+            None, description="24 probabilities, hour 0 (00:00-01:00 local) first")
+        preset: Literal["production"] | None = Field(
+            None, description="a built-in profile instead of profile; production when neither is given")
+        mixing: Seconds = Field(600.0, gt=0, description="mean time between state redraws")
+        time_zone_offset: Seconds = Field(0.0, description="local time minus simulated time")
+
+        @model_validator(mode="after")
+        def _one_profile(self):
+            if self.profile is not None and self.preset is not None:
+                raise ValueError("give either profile or preset, not both")
+            return self
+
+        def hourly(self) -> tuple[float, ...]:
+            return tuple(self.profile) if self.profile is not None else PRODUCTION_PROFILE
+
+    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
+        super().__init__(params, device, rng)
+        self.profile = np.asarray(params.hourly(), dtype=float)
+        self._offset = params.time_zone_offset
+        hour = math.floor(self._offset / HOUR)  # local hours since midnight of day 0, at time 0
+        self._state = bool(rng.random() < self.profile[hour % 24])
+        self._change, self._change_hour = self._next_change(0.0, hour, self._state)
+
+    def _next_change(self, t: float, hour: int, online: bool) -> tuple[float, int]:
+        """When (and in which local hour) the chain next leaves state ``online``, starting at ``t`` in ``hour``."""
+        leave = (1.0 - self.profile) if online else self.profile
+        if not leave.any():
+            return math.inf, hour
+        mixing = self.params.mixing
+        while True:
+            boundary = (hour + 1) * HOUR - self._offset
+            rate = leave[hour % 24] / mixing
+            if rate > 0:
+                at = t + float(self.rng.exponential(1.0 / rate))
+                if at < boundary:
+                    return at, hour
+            t, hour = boundary, hour + 1
+
+    def _advance(self, now: float) -> None:
+        while now >= self._change:
+            self._state = not self._state
+            self._change, self._change_hour = self._next_change(self._change, self._change_hour, self._state)
+
+    def online(self, now: float, state: DeviceState) -> bool:
+        self._advance(now)
+        return self._state
+
+    def next_wakeup(self, now: float) -> float:
+        self._advance(now)
+        return self._change
+
+
+# ------------------------------------------------------------- eligibility
+
+class NestedPolicy(BaseModel):
+    """A component policy inside another's parameters: ``{policy: daily, start: ..., end: ...}``.
+
+    Built-ins are checked here, so errors carry their full path (e.g.
+    ``devices[0].availability.wifi.on``). A user's class
+    (``path/to/file.py:Class``) is checked when the device is built, because
+    its path is relative to the topology file, unknown during validation.
+    """
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    policy: str
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+    @model_validator(mode="after")
+    def _check(self):
+        from netfl.policies.builtin import BUILTIN_POLICIES  # the registry imports this module
+        from netfl.policies.user_script import is_user_reference
+
+        if is_user_reference(self.policy):
+            return self
+        cls = BUILTIN_POLICIES.get(self.policy)
+        continuous = [n for n, c in BUILTIN_POLICIES.items() if issubclass(c, SessionPolicy)]
+        problem = (f"unknown policy {self.policy!r}; continuous-time built-ins: {', '.join(continuous)}; "
+                   f"or a class of yours as path/to/file.py:ClassName" if cls is None else
+                   f"{self.policy!r} is a per-round policy; a component must be continuous-time "
+                   f"({', '.join(continuous)})" if not issubclass(cls, SessionPolicy) else None)
+        if problem is not None:
+            raise ValidationError.from_exception_data("NestedPolicy", [
+                {"type": PydanticCustomError("policy", problem), "loc": ("policy",), "input": self.policy}])
+        try:
+            cls.Params.model_validate(self.params)
+        except ValidationError as exc:
+            raise nested_validation_error(exc, cls.Params, "NestedPolicy") from None
+        return self
+
+
+class Eligible(SessionPolicy):
+    """Production FL's eligibility rule: idle, charging and on unmetered Wi-Fi.
+
+    Devices train only when all three hold (Bonawitz et al., MLSys 2019,
+    section 2; Yang et al. 2018, Gboard), which is why production
+    availability peaks at night. ``charging`` reads the device's battery
+    state (set by ``battery.charging``; ``charging: false`` ignores it, e.g.
+    for mains-powered devices); ``idle`` and ``wifi`` are component session
+    policies, e.g. ``{policy: sessions, on: ..., off: ...}``, ``{policy:
+    daily, ...}`` or ``{policy: diurnal, ...}``, omitted meaning always.
+    Each component draws from its own child generator, so one never shifts
+    another's draws. Do not use this as a charging schedule: it reads the
+    charger state itself.
+    """
+
+    class Params(PolicyParams):
+        charging: bool = Field(True, description="require the charger to be plugged in")
+        idle: NestedPolicy | None = Field(None, description="when the user leaves the device idle")
+        wifi: NestedPolicy | None = Field(None, description="when the device is on unmetered Wi-Fi")
+
+    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
+        super().__init__(params, device, rng)
+        from netfl.policies import build_policy  # the registry imports this module
+
+        self.components: dict[str, SessionPolicy] = {}
+        for name, child_rng in zip(("idle", "wifi"), rng.spawn(2)):
+            spec = getattr(params, name)
+            if spec is None:
+                continue
+            component = build_policy(spec, device, child_rng)
+            if not isinstance(component, SessionPolicy):
+                raise PolicyError(f"eligible.{name}: {spec.policy!r} is a per-round policy; "
+                                  "a component must be continuous-time")
+            self.components[name] = component
+
+    def online(self, now: float, state: DeviceState) -> bool:
+        answers = [c.online(now, state) for c in self.components.values()]  # ask all: each keeps its own clock
+        return (state.charging or not self.params.charging) and all(answers)
+
+    def next_wakeup(self, now: float) -> float:
+        return min((c.next_wakeup(now) for c in self.components.values()), default=math.inf)
