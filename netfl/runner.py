@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from netfl.learn.algorithms import build_strategy
+from netfl.learn.algorithms import ClientInfo, build_strategy
 from netfl.learn.datasets import Dataset, load_dataset
 from netfl.learn.learner import Learner, LocalConfig
 from netfl.learn.partition import label_distribution, partition_indices
@@ -63,7 +63,9 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tup
     chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
                 if g.battery is not None and g.battery.charging is not None else None
                 for info, g in zip(infos, groups)]
-    strategy = build_strategy(scenario.server.algorithm, [len(p) for p in parts])
+    participation = tuple(getattr(p, "p", None) for p in policies)
+    strategy = build_strategy(scenario.server.algorithm,
+                              ClientInfo(tuple(len(p) for p in parts), task.local.lr, participation))
     local = LocalConfig(task.local.steps, task.local.epochs, task.local.batch_size, task.local.lr,
                         task.local.weight_decay)
     learner = Learner(dataset=dataset, parts=parts, model_name=task.model.name, hidden=task.model.hidden,

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms import ClientUpdate, build_strategy
+from netfl.learn.algorithms import ClientInfo, ClientUpdate, build_strategy
 from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.datasets import Dataset
 from netfl.learn.learner import Learner, LocalConfig
@@ -28,7 +28,7 @@ UPDATES = [
 
 
 def fedavg(**params) -> FedAvg:
-    return FedAvg(FedAvg.Params(**params), client_sizes=[1, 3])
+    return FedAvg(FedAvg.Params(**params), ClientInfo((1, 3), local_lr=0.1))
 
 
 # ------------------------------------------------------------------- FedAvg
@@ -61,7 +61,7 @@ def test_fedavg_three_clients_float64() -> None:
               torch.tensor([1.2, -0.3], dtype=torch.float64)]
     sizes = [2, 5, 13]
     updates = [ClientUpdate(i, n, d, 0) for i, (n, d) in enumerate(zip(sizes, deltas))]
-    out = FedAvg(FedAvg.Params(server_lr=0.7), sizes).aggregate(x, updates, CTX)
+    out = FedAvg(FedAvg.Params(server_lr=0.7), ClientInfo(tuple(sizes), local_lr=0.1)).aggregate(x, updates, CTX)
     total = sum(sizes)
     expected = [x[j].item() + 0.7 * sum(n / total * d[j].item() for n, d in zip(sizes, deltas)) for j in range(2)]
     assert out.tolist() == pytest.approx(expected, rel=1e-12)
@@ -76,7 +76,7 @@ def test_fedavg_without_updates_keeps_the_model(weighting: str) -> None:
 
 def test_build_strategy_from_spec() -> None:
     spec = AlgorithmSpec(name="fedavg", server_lr=0.25, weighting="uniform")
-    strategy = build_strategy(spec, [4, 4])
+    strategy = build_strategy(spec, ClientInfo((4, 4), local_lr=0.1))
     assert isinstance(strategy, FedAvg)
     assert strategy.params.server_lr == 0.25 and strategy.params.weighting == "uniform"
 
@@ -176,7 +176,7 @@ def _dataset() -> Dataset:
 
 
 def _learner(weighting: str, parts: list[np.ndarray]) -> Learner:
-    strategy = FedAvg(FedAvg.Params(weighting=weighting), [len(p) for p in parts])
+    strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
     return Learner(dataset=_dataset(), parts=parts, model_name="logistic", hidden=[],
                    local=LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.2), strategy=strategy,
                    streams=RandomStreams(9))

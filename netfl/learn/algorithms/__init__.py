@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams
+from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
 from netfl.learn.algorithms.fedavg import FedAvg
 
 ALGORITHMS: dict[str, type[Strategy]] = {cls.name: cls for cls in (FedAvg,)}
 
-__all__ = ["ALGORITHMS", "ClientUpdate", "Strategy", "StrategyParams", "build_strategy", "validate_algorithm"]
+__all__ = ["ALGORITHMS", "ClientInfo", "ClientUpdate", "Strategy", "StrategyParams", "build_strategy", "validate_algorithm"]
 
 
 def validate_algorithm(spec: Any, scenario: Any = None) -> list[tuple[str, str]]:
@@ -33,6 +33,6 @@ def validate_algorithm(spec: Any, scenario: Any = None) -> list[tuple[str, str]]
     return problems
 
 
-def build_strategy(spec: Any, client_sizes: list[int]) -> Strategy:
+def build_strategy(spec: Any, clients: ClientInfo) -> Strategy:
     cls = ALGORITHMS[spec.name]
-    return cls(cls.Params.model_validate(spec.params), client_sizes)
+    return cls(cls.Params.model_validate(spec.params), clients)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict
@@ -28,6 +28,17 @@ class StrategyParams(BaseModel):
     """Base of every strategy's ``Params``: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+@dataclass(frozen=True)
+class ClientInfo:
+    """What the server may know about the clients when the strategy is built."""
+
+    sizes: tuple[int, ...]  # local data set sizes n_i
+    local_lr: float  # the client learning rate gamma (task.local.lr)
+    # p_i of each client's availability policy where it has one (FedAU's "known statistics", MIFA's
+    # unbiased variants); None where the policy has no such parameter.
+    participation: tuple[float | None, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -43,13 +54,17 @@ class Strategy(ABC):
     paper: ClassVar[str]
     Params: ClassVar[type[StrategyParams]] = StrategyParams
 
-    def __init__(self, params: StrategyParams, client_sizes: Sequence[int]):
+    def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params
-        self.client_sizes = list(client_sizes)
+        self.clients = clients
+
+    @property
+    def client_sizes(self) -> tuple[int, ...]:
+        return self.clients.sizes
 
     @property
     def num_clients(self) -> int:
-        return len(self.client_sizes)
+        return len(self.clients.sizes)
 
     @abstractmethod
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
