@@ -35,10 +35,10 @@ class TrainingBackend(Protocol):
     def model_bytes(self) -> int:
         """Size of the model (and of an update) on the wire."""
 
-    def job_flops(self, client: int) -> float:
-        """Floating-point operations of one local-training job of ``client``."""
+    def job_flops(self, client: int, steps: int | None = None) -> float:
+        """Floating-point operations of one local-training job of ``client`` (``steps`` local steps, or the task's)."""
 
-    def submit(self, client: int, round_index: int) -> int:
+    def submit(self, client: int, round_index: int, steps: int | None = None) -> int:
         """A job: ``client`` trains from the current global model. Returns its id; may be computed lazily."""
 
     def cancel(self, job: int) -> None:

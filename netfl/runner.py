@@ -96,6 +96,13 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
         "updates_dropped": result.updates_dropped,
         "stopped_by": result.stopped_by,
         "complete": complete,
+        "bytes_up": result.network.bytes_up,
+        "bytes_down": result.network.bytes_down,
+        "airtime_s": result.network.airtime_s,
+        "collisions": result.network.collisions,
+        "retransmissions": result.network.retransmissions,
+        "relays": result.relays,
+        "staleness": _staleness_summary(result.staleness),
         "num_devices": len(result.devices),
         "events": len(result.recorder),
         "devices": [{"device": d.index, "group": d.profile.group, "tasks_started": d.tasks_started,
@@ -105,6 +112,14 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
                      "battery_fraction": None if d.battery.mains else d.battery.level_j / d.battery.capacity_j,
                      "battery_empty": d.dead} for d in result.devices],
     }
+
+
+def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
+    if not staleness:
+        return {"mean": None, "max": None, "histogram": {}}
+    values, counts = np.unique(staleness, return_counts=True)
+    return {"mean": float(np.mean(staleness)), "max": int(values[-1]),
+            "histogram": {str(int(v)): int(c) for v, c in zip(values, counts)}}
 
 
 def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
@@ -124,7 +139,7 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
             progress.close()
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
     out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
-                    num_classes=dataset.num_classes, events=result.recorder.columns(),
+                    num_classes=dataset.num_classes, events=result.recorder.columns(), staleness=result.staleness,
                     title=f"{scenario.name}: {scenario.server.algorithm.name}")
     if not complete:
         raise KeyboardInterrupt

@@ -22,7 +22,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
 
 from netfl.distributions import Distribution, parse_distribution
 from netfl.errors import ScenarioError
-from netfl.units import BitsPerSecond, Fraction, Joules, Seconds, Watts
+from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts
 
 
 def _dist(unit_kind: str):
@@ -32,6 +32,7 @@ def _dist(unit_kind: str):
 FlopsDistribution = Annotated[Distribution, _dist("flops")]
 RateDistribution = Annotated[Distribution, _dist("rate")]
 FractionDistribution = Annotated[Distribution, _dist("fraction")]
+DistanceDistribution = Annotated[Distribution, _dist("distance")]
 
 
 class Strict(BaseModel):
@@ -85,6 +86,8 @@ class LocalSpec(Strict):
     batch_size: int = Field(16, gt=0)
     lr: float = Field(0.05, gt=0)
     weight_decay: float = Field(0.0, ge=0)
+    lr_schedule: Literal["constant", "inverse_round"] = Field(
+        "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)")
 
     @model_validator(mode="after")
     def _steps_or_epochs(self):
@@ -153,17 +156,61 @@ class BatterySpec(Strict):
         return d
 
 
-class LinkSpec(Strict):
-    """The device's link to the server (the network issue refines this into a graph)."""
+class ChannelSpec(Strict):
+    """A wireless uplink from the device to its access point (see netfl/sim/channel.py).
 
-    uplink: RateDistribution = Field(description="bit/s")
+    Defaults: 0.2 W (23 dBm) transmit power, the maximum of an LTE handset;
+    noise figure 7 dB; path loss 128.1 + 37.6 log10(d km) dB (3GPP TR 36.814).
+    """
+
+    kind: Literal["awgn", "rayleigh", "rician"] = "rayleigh"
+    distance_m: DistanceDistribution = Field(description="metres to the access point")
+    tx_power: Watts = Field(0.2, gt=0, description="radiated power")
+    shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")
+    rician_k: float | None = Field(None, ge=0, description="Rician K factor (kind rician)")
+    coherence: Seconds = Field(0.1, gt=0, description="block-fading coherence time")
+    noise_figure_db: float = Field(7.0, ge=0)
+    rate: BitsPerSecond | None = Field(None, gt=0, description="fixed transmission rate (outage => retransmit); "
+                                                             "adaptive Shannon rate if omitted")
+    packet_size: Bytes = Field(1500, gt=0)
+
+    @field_validator("distance_m")
+    @classmethod
+    def _positive(cls, d: Distribution):
+        return _positive_distribution(d)
+
+    @model_validator(mode="after")
+    def _k_for_rician(self):
+        if self.kind == "rician" and self.rician_k is None:
+            raise ValueError("kind rician needs rician_k (e.g. rician_k: 3)")
+        if self.kind != "rician" and self.rician_k is not None:
+            raise ValueError(f"rician_k applies to kind rician only (kind is {self.kind})")
+        return self
+
+
+class LinkSpec(Strict):
+    """The device's link: straight to the server (``uplink``/``downlink``), or to a node of ``network``."""
+
+    to: str | None = Field(None, description="an access point or relay of network.nodes; the server if omitted")
+    uplink: RateDistribution | None = Field(None, description="bit/s of a fixed-rate (wired-like) link")
     downlink: RateDistribution | None = Field(None, description="bit/s; same as uplink if omitted")
     latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
+    channel: ChannelSpec | None = None
 
     @field_validator("uplink", "downlink")
     @classmethod
     def _positive(cls, d: Distribution | None):
         return None if d is None else _positive_distribution(d)
+
+    @model_validator(mode="after")
+    def _rate_or_channel(self):
+        if self.uplink is None and self.channel is None:
+            raise ValueError("give uplink (a fixed rate) or channel (a wireless link to an access point)")
+        if self.uplink is not None and self.channel is not None:
+            raise ValueError("give either uplink or channel, not both")
+        if self.channel is not None and self.to is None:
+            raise ValueError("a wireless channel needs `to: <access point>` (a node of network.nodes)")
+        return self
 
 
 class DeviceGroupSpec(Strict):
@@ -194,10 +241,73 @@ class RoundSpec(Strict):
     interval: Seconds = Field(0.0, ge=0, description="minimum time from one round's start to the next (pace steering)")
 
 
+class AsyncSpec(Strict):
+    """Anarchic / asynchronous arrivals: workers train whenever they are available."""
+
+    buffer: int = Field(10, gt=0, description="m: the server aggregates whenever m updates have arrived")
+    local_steps: Annotated[Distribution, _dist("count")] | None = Field(
+        None, description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; others rounded, >= 1; "
+                          "task.local otherwise")
+    pause: Seconds = Field(0.0, ge=0, description="mean of an exponential pause before a worker pulls again")
+
+
 class ServerSpec(Strict):
     algorithm: AlgorithmSpec = AlgorithmSpec(name="fedavg")
-    mode: Literal["sync"] = "sync"
+    mode: Literal["sync", "async"] = "sync"
     round: RoundSpec = RoundSpec()
+    async_: AsyncSpec = Field(AsyncSpec(), alias="async")
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class MediumSpec(Strict):
+    """How the devices attached to a node share its uplink (see netfl/sim/medium.py)."""
+
+    kind: Literal["dedicated", "fdma", "tdma", "slotted_aloha"] = "dedicated"
+    bandwidth: Hertz = Field(10e6, gt=0, description="uplink bandwidth of the access point")
+    rate: BitsPerSecond | None = Field(None, gt=0, description="slotted_aloha: rate of every packet")
+    q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
+
+    @model_validator(mode="after")
+    def _aloha_rate(self):
+        if self.kind == "slotted_aloha" and self.rate is None:
+            raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
+        return self
+
+
+class RamSpec(Strict):
+    """The Random Access Model relay: one update passes per round."""
+
+    mode: Literal["abstract", "first"] = "abstract"
+    rho: list[Annotated[float, Field(ge=0)]] | Literal["channel_quality", "uniform"] = "uniform"
+
+
+class NodeSpec(Strict):
+    kind: Literal["access_point", "relay"]
+    medium: MediumSpec = MediumSpec()
+    downlink: BitsPerSecond | None = Field(None, gt=0, description="broadcast rate to the attached devices")
+    ram: RamSpec | None = Field(None, description="relays only: pass one update per round (RAM)")
+
+    @model_validator(mode="after")
+    def _ram_on_relays(self):
+        if self.ram is not None and self.kind != "relay":
+            raise ValueError("ram belongs to a node of kind relay")
+        return self
+
+
+class WiredLinkSpec(Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    source: str = Field(alias="from")
+    to: str
+    rate: BitsPerSecond = Field(gt=0)
+    latency: Seconds = Field(0.0, ge=0)
+
+
+class NetworkSpec(Strict):
+    """Access points, relays and the wired links between them and the server (node ``server``)."""
+
+    nodes: dict[str, NodeSpec] = {}
+    links: list[WiredLinkSpec] = []
 
 
 def _every_rounds(value: object) -> object:
@@ -224,6 +334,7 @@ class Scenario(Strict):
     stop: StopSpec
     tasks: list[TaskSpec] = Field(min_length=1)
     devices: list[DeviceGroupSpec] = Field(min_length=1)
+    network: NetworkSpec = NetworkSpec()
     server: ServerSpec = ServerSpec()
     eval: EvalSpec = EvalSpec()
     output: OutputSpec = OutputSpec()
@@ -290,6 +401,7 @@ def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path 
                        check_references: bool = True) -> Scenario:
     if not isinstance(data, dict):
         raise ScenarioError(source, [("", f"expected a mapping of keys (name, seed, stop, task, devices, ...), got {type(data).__name__}")])
+    data = _yaml11_on_off_keys(data)
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -305,6 +417,16 @@ def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path 
     return scenario
 
 
+def _yaml11_on_off_keys(value: Any) -> Any:
+    """YAML 1.1 reads the keys ``on:`` / ``off:`` (session lengths) as booleans; no netfl key is a boolean."""
+    if isinstance(value, dict):
+        return {({True: "on", False: "off"}[k] if isinstance(k, bool) else k): _yaml11_on_off_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_yaml11_on_off_keys(v) for v in value]
+    return value
+
+
 def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     """Second pass: parameters that belong to a named policy or algorithm."""
     from netfl.learn.algorithms import validate_algorithm
@@ -317,6 +439,61 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
             problems += [(f"devices[{i}].battery.charging{p}", m)
                          for p, m in validate_policy(group.battery.charging, scenario, continuous_only=True)]
     problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
+    problems += _check_network(scenario)
+    if scenario.server.mode == "async":
+        from netfl.policies import RoundPolicy, policy_class
+
+        for i, group in enumerate(scenario.devices):
+            try:
+                per_round = issubclass(policy_class(group.availability.policy, _source_dir(scenario)), RoundPolicy)
+            except Exception:  # already reported above
+                continue
+            if per_round:
+                problems.append((f"devices[{i}].availability.policy",
+                                 f"{group.availability.policy!r} is per-round, but server.mode async has no rounds "
+                                 "for devices: use a continuous-time policy (always, sessions, daily, diurnal, ...)"))
+        if any(n.ram is not None for n in scenario.network.nodes.values()):
+            problems.append(("server.mode", "a RAM relay passes one update per synchronous round; use mode: sync"))
+    return problems
+
+
+def _source_dir(scenario: Scenario) -> Path | None:
+    return scenario.source.parent if scenario.source is not None else None
+
+
+def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
+    """Node names, link endpoints, and a route from every node to the server."""
+    import networkx as nx
+
+    nodes = scenario.network.nodes
+    problems: list[tuple[str, str]] = []
+    if "server" in nodes:
+        problems.append(("network.nodes.server", "`server` is the name of the server itself; rename this node"))
+    known = set(nodes) | {"server"}
+    graph = nx.Graph()
+    graph.add_nodes_from(known)
+    for k, link in enumerate(scenario.network.links):
+        for end, name in (("from", link.source), ("to", link.to)):
+            if name not in known:
+                problems.append((f"network.links[{k}].{end}", f"unknown node {name!r}; nodes: {', '.join(sorted(known))}"))
+        graph.add_edge(link.source, link.to, latency=link.latency)
+    for name in nodes:
+        if name in graph and not nx.has_path(graph, name, "server"):
+            problems.append((f"network.nodes.{name}", "no route to the server: add a link in network.links"))
+    for i, group in enumerate(scenario.devices):
+        to = group.link.to
+        if to is not None and to not in nodes:
+            problems.append((f"devices[{i}].link.to", f"unknown node {to!r}; network.nodes: {', '.join(nodes) or 'none'}"))
+    for name, node in nodes.items():
+        if node.ram is not None and isinstance(node.ram.rho, list):
+            behind = sum(g.count for g in scenario.devices if g.link.to is not None and g.link.to in graph
+                         and nx.has_path(graph, g.link.to, "server")
+                         and name in nx.shortest_path(graph, g.link.to, "server", weight="latency"))
+            if len(node.ram.rho) != behind:
+                problems.append((f"network.nodes.{name}.ram.rho",
+                                 f"gives {len(node.ram.rho)} weights for the {behind} devices behind this relay"))
+            elif sum(node.ram.rho) <= 0:
+                problems.append((f"network.nodes.{name}.ram.rho", "weights must not all be zero"))
     return problems
 
 

@@ -27,6 +27,9 @@ UNITS: dict[str, dict[str, float]] = {
     "flops": {"": 1.0, **{p + "FLOPS": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")},
               **{p + "FLOP/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")}},
     "fraction": {"": 1.0, "%": 0.01},
+    "frequency": {"": 1.0, "Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9},
+    "distance": {"": 1.0, "m": 1.0, "km": 1e3},
+    "count": {"": 1.0},
 }
 
 
@@ -55,7 +58,7 @@ def parse_quantity(value: object, kind: str) -> float:
 
 def _example(kind: str) -> str:
     return {"time": "30s", "energy": "55kJ", "power": "2W", "rate": "20Mbps", "bytes": "1MB",
-            "flops": "2GFLOPS", "fraction": "30%"}[kind]
+            "flops": "2GFLOPS", "fraction": "30%", "frequency": "10MHz", "distance": "100m", "count": "10"}[kind]
 
 
 def _quantity(kind: str):
@@ -69,3 +72,5 @@ BitsPerSecond = Annotated[float, _quantity("rate")]
 Bytes = Annotated[float, _quantity("bytes")]
 FlopsPerSecond = Annotated[float, _quantity("flops")]
 Fraction = Annotated[float, _quantity("fraction")]
+Hertz = Annotated[float, _quantity("frequency")]
+Meters = Annotated[float, _quantity("distance")]

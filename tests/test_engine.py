@@ -46,10 +46,10 @@ class FakeBackend:
     def model_bytes(self) -> int:
         return self._model_bytes
 
-    def job_flops(self, client: int) -> float:
+    def job_flops(self, client: int, steps: int | None = None) -> float:
         return self.flops
 
-    def submit(self, client: int, round_index: int) -> int:
+    def submit(self, client: int, round_index: int, steps: int | None = None) -> int:
         job = len(self.submitted)
         self.submitted.append((job, client, round_index))
         return job

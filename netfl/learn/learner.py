@@ -20,7 +20,7 @@ from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import build_model, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
-from netfl.learn.training import evaluate, local_sgd, num_local_steps
+from netfl.learn.training import evaluate, local_sgd, num_local_steps, scheduled_lr
 from netfl.rng import RandomStreams
 
 
@@ -31,12 +31,15 @@ class LocalConfig:
     batch_size: int
     lr: float
     weight_decay: float = 0.0
+    lr_schedule: str = "constant"  # "constant" or "inverse_round" (lr / (round + 1))
 
 
 @dataclass(frozen=True)
 class _Job:
     client: int
     version: int
+    steps: int
+    round_index: int = 0
 
 
 class Learner:
@@ -70,14 +73,16 @@ class Learner:
     def steps_of(self, client: int) -> int:
         return num_local_steps(self.client_size(client), self.local.batch_size, self.local.steps, self.local.epochs)
 
-    def job_flops(self, client: int) -> float:
-        samples = self.steps_of(client) * min(self.local.batch_size, self.client_size(client))
+    def job_flops(self, client: int, steps: int | None = None) -> float:
+        samples = (self.steps_of(client) if steps is None else steps) * min(self.local.batch_size,
+                                                                             self.client_size(client))
         return float(self._flops_per_sample * samples)
 
-    def submit(self, client: int, round_index: int) -> int:
+    def submit(self, client: int, round_index: int, steps: int | None = None) -> int:
         job = self._next_job
         self._next_job += 1
-        self._jobs[job] = _Job(client, self.version)
+        self._jobs[job] = _Job(client, self.version, self.steps_of(client) if steps is None else steps,
+                               round_index=round_index)
         return job
 
     def cancel(self, job: int) -> None:
@@ -106,10 +111,11 @@ class Learner:
         start = self._snapshots[job.version]
         idx = self.parts[job.client]
         generator = torch.Generator().manual_seed(self.streams.integer_seed("training", job.client, job_id))
+        lr = scheduled_lr(self.local.lr, self.local.lr_schedule, job.round_index)
         end = local_sgd(self.model, self.layout, start, self.dataset.train_x[idx], self.dataset.train_y[idx],
-                        steps=self.steps_of(job.client), batch_size=self.local.batch_size, lr=self.local.lr,
+                        steps=job.steps, batch_size=self.local.batch_size, lr=lr,
                         weight_decay=self.local.weight_decay, generator=generator)
-        return ClientUpdate(job.client, len(idx), end - start, job.version)
+        return ClientUpdate(job.client, len(idx), end - start, job.version, lr)
 
     def _forget_unused_snapshots(self) -> None:
         needed = {j.version for j in self._jobs.values()} | {self.version}

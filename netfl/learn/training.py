@@ -19,6 +19,22 @@ from netfl.learn.params import ParamLayout
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
+LR_SCHEDULES = ("constant", "inverse_round")
+
+
+def scheduled_lr(lr: float, schedule: str, round_index: int) -> float:
+    """The client learning rate of a job started in round ``round_index`` (rounds count from 0).
+
+    ``constant``: ``lr``. ``inverse_round``: ``lr / (t + 1)``, the MIFA reference code's decay
+    (its ``inverse_prop_decay_learning_rate``).
+    """
+    if schedule == "constant":
+        return lr
+    if schedule == "inverse_round":
+        return lr / (round_index + 1)
+    raise ValueError(f"unknown lr_schedule {schedule!r}; accepted: {', '.join(LR_SCHEDULES)}")
+
+
 def num_local_steps(num_samples: int, batch_size: int, steps: int | None, epochs: float | None) -> int:
     """Steps of one job: given directly, or ``ceil(epochs * n / b)``."""
     if steps is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,6 +29,22 @@ def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> 
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def plot_staleness(path: Path, staleness: Sequence[int], *, title: str) -> None:
+    """Histogram of how many rounds old each applied update was (asynchronous runs)."""
+    top = max(staleness)
+    tally = Counter(staleness)
+    counts = [tally.get(v, 0) for v in range(top + 1)]
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    ax.bar(range(top + 1), counts, width=0.8)
+    ax.set_xlabel("staleness (global model versions behind)")
+    ax.set_ylabel("updates applied")
+    ax.set_title(title)
+    ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -9,6 +9,7 @@ replaced only then. A run stopped early (Ctrl-C) is still written, with
 from __future__ import annotations
 
 import csv
+from collections import Counter
 import json
 import math
 import os
@@ -20,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from netfl.errors import NetflError
-from netfl.results.plots import plot_accuracy_vs_time
+from netfl.results.plots import plot_accuracy_vs_time, plot_staleness
 
 METRIC_COLUMNS = ("sim_time_s", "round", "test_accuracy", "test_loss", "participants")
 
@@ -44,8 +45,17 @@ def write_metrics(path: Path, rows: Sequence[Any], num_classes: int) -> None:
                              row.participants, *(f"{a:.6f}" for a in per_class)])
 
 
+def write_staleness(path: Path, staleness: Sequence[int]) -> None:
+    counts = Counter(staleness)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["staleness", "updates"])
+        for value in range(max(staleness) + 1):
+            writer.writerow([value, counts.get(value, 0)])
+
+
 def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: int,
-              events: dict[str, list], title: str) -> Path:
+              events: dict[str, list], title: str, staleness: Sequence[int] = ()) -> Path:
     """Write summary.json, metrics.csv, events.parquet and accuracy_vs_time.png into ``out_dir`` atomically."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():  # never rename a user's file out of the way
@@ -62,6 +72,9 @@ def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any],
         write_metrics(staging / "metrics.csv", metrics, num_classes)
         write_events(staging / "events.parquet", events)
         plot_accuracy_vs_time(staging / "accuracy_vs_time.png", metrics, title=title)
+        if staleness and max(staleness) > 0:  # asynchronous runs: how old the applied updates were
+            write_staleness(staging / "staleness.csv", staleness)
+            plot_staleness(staging / "staleness.png", staleness, title=title)
         # summary last: its presence with complete=true is what marks a finished run
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, allow_nan=False) + "\n")
         previous = out_dir.parent / f".{out_dir.name}.previous-{os.getpid()}"

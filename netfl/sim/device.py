@@ -17,6 +17,7 @@ import simpy
 
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
 from netfl.sim.battery import Battery
+from netfl.sim.network import Network, Radio
 from netfl.sim.recorder import EventRecorder
 
 
@@ -27,9 +28,6 @@ class DeviceProfile:
     index: int
     group: str
     flops_per_s: float
-    uplink_bps: float
-    downlink_bps: float
-    latency_s: float
     compute_w: float
     transmit_w: float
     receive_w: float
@@ -39,12 +37,14 @@ class DeviceProfile:
 class Device:
     def __init__(self, env: simpy.Environment, profile: DeviceProfile, battery: Battery,
                  policy: AvailabilityPolicy, recorder: EventRecorder, current_round: Callable[[], int],
-                 charger: SessionPolicy | None = None):
+                 network: Network, charger: SessionPolicy | None = None):
         self.env = env
         self.profile = profile
         self.battery = battery
         self.policy = policy
         self.charger = charger
+        self.network = network
+        self._waiters: list[simpy.Event] = []
         self.recorder = recorder
         self.current_round = current_round
         self.index = profile.index
@@ -77,6 +77,8 @@ class Device:
         self.recorder.log(self.env.now, self.current_round(), self.index, kind, detail)
 
     def set_load(self, name: str, watts: float) -> None:
+        if self.dead and watts:
+            return  # a dead device draws nothing (a radio switched on by a medium after the battery emptied)
         self.battery.set_load(self.env.now, name, watts)
         self._power_change()
 
@@ -95,6 +97,7 @@ class Device:
         self.log("online" if online else "offline", reason)
         if not online and self.task is not None:
             self.task.interrupt(reason or "offline")
+        self._wake_waiters()
 
     def settle(self) -> None:
         """Bring the energy and online-time bookkeeping up to the present (end of a run)."""
@@ -126,6 +129,18 @@ class Device:
         """Tell the availability process that something a policy may read has changed."""
         if self._state_changed is not None and not self._state_changed.triggered:
             self._state_changed.succeed()
+        self._wake_waiters()
+
+    def changed(self) -> simpy.Event:
+        """An event that fires at the next change of online state, battery state or task (async workers wait on it)."""
+        event = self.env.event()
+        self._waiters.append(event)
+        return event
+
+    def _wake_waiters(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for event in waiters:
+            event.succeed()
 
     # ------------------------------------------------------------- processes
 
@@ -222,44 +237,42 @@ class Device:
 
     # ------------------------------------------------------------------ task
 
-    def start_task(self, job: int, model_bytes: int, flops: float, deliver: Callable[[int], None]) -> simpy.Process:
+    def start_task(self, job: int, model_bytes: int, flops: float, uploaded: Callable[[int], None],
+                   lost: Callable[[int], None]) -> simpy.Process:
+        """Download, train, upload. ``uploaded(job)`` once the update has left the device; ``lost(job)`` if not."""
         self.tasks_started += 1
-        self.task = self.env.process(self._task(job, model_bytes, flops, deliver))
+        self.task = self.env.process(self._task(job, model_bytes, flops, uploaded, lost))
         return self.task
 
-    def _task(self, job: int, model_bytes: int, flops: float, deliver: Callable[[int], None]):
+    def _task(self, job: int, model_bytes: int, flops: float, uploaded: Callable[[int], None],
+              lost: Callable[[int], None]):
         p = self.profile
         bits = 8.0 * model_bytes
-        load = ""
         try:
             self.log("download_start", f"job={job} bytes={model_bytes}")
-            yield self.env.timeout(p.latency_s)
-            load = "receive"
-            self.set_load(load, p.receive_w)
-            yield self.env.timeout(bits / p.downlink_bps)
-            self.set_load(load, 0.0)
+            yield from self.network.download(self.index, bits, Radio(self.set_load, "receive", p.receive_w))
             self.log("download_end", f"job={job}")
 
             self.log("train_start", f"job={job} flops={flops:.6g}")
-            load = "compute"
-            self.set_load(load, p.compute_w)
-            yield self.env.timeout(flops / p.flops_per_s)
-            self.set_load(load, 0.0)
+            self.set_load("compute", p.compute_w)
+            try:
+                yield self.env.timeout(flops / p.flops_per_s)
+            finally:
+                self.set_load("compute", 0.0)
             self.log("train_end", f"job={job}")
 
             self.log("upload_start", f"job={job} bytes={model_bytes}")
-            load = "transmit"
-            self.set_load(load, p.transmit_w)
-            yield self.env.timeout(bits / p.uplink_bps)
-            self.set_load(load, 0.0)
-            load = ""
-            yield self.env.timeout(p.latency_s)
+            sent = yield from self.network.upload_first_hop(self.index, bits,
+                                                            Radio(self.set_load, "transmit", p.transmit_w))
+            if not sent:
+                self.log("dropout", f"job={job} cause=transmission_failed")
+                lost(job)
+                return
             self.log("upload_end", f"job={job}")
             self.updates_delivered += 1
-            deliver(job)
+            uploaded(job)
         except simpy.Interrupt as interrupt:
-            if load and not self.dead:
-                self.set_load(load, 0.0)
             self.log("dropout", f"job={job} cause={interrupt.cause}")
+            lost(job)
         finally:
             self.task = None

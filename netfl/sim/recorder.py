@@ -13,7 +13,9 @@ SERVER = -1
 
 EVENT_KINDS = (
     "round_start", "online", "offline", "selected", "download_start", "download_end", "train_start",
-    "train_end", "upload_start", "upload_end", "dropout", "aggregate", "battery_empty", "below_min_level",
+    "train_end", "upload_start", "upload_end", "dropout", "aggregate", "battery_empty", "battery_full",
+    "below_min_level", "above_min_level", "charge_start", "charge_stop", "power_on", "late", "pull",
+    "tx_start", "tx_end", "collision", "retransmission", "relay_arrive", "relay_pass", "relay_drop",
 )
 
 

@@ -1,14 +1,22 @@
-"""The server's schedule for synchronous rounds.
+"""The server's schedule: synchronous rounds, or anarchic asynchronous arrivals.
 
-Each round: ask every device whether it is eligible (policy, battery),
-select up to ``participants`` of them uniformly at random, start their
-tasks, wait until all have replied or the deadline passes, stop the
-stragglers (their work is lost), aggregate what arrived, and start the next
-round. A round in which nobody is available still counts (the per-round
-policies and algorithms such as FedAU see it as a round everybody missed);
-the server then waits ``idle_wait`` seconds before trying again. With an
-``interval``, rounds start at most that often (production FL paces rounds
-so as not to exhaust the devices that are eligible at a time).
+Synchronous (``SyncServer``): each round, ask every device whether it is
+eligible (policy, battery), select up to ``participants`` of them uniformly
+at random, start their tasks, wait until every update has arrived (at the
+server, or at a RAM relay on its route) or was lost, or until the deadline;
+stop the stragglers (their work is lost), let each relay pass its one
+update, aggregate what arrived, and start the next round. A round in which
+nobody is available still counts (per-round policies and algorithms such as
+FedAU see it as a round everybody missed); the server then waits
+``idle_wait``. With an ``interval``, rounds start at most that often
+(production FL paces rounds so as not to exhaust the eligible devices).
+
+Asynchronous (``AsyncServer``, Anarchic FL, seed 002): every device is a
+worker that, whenever it is available, pulls the current model, trains its
+own number of local steps and sends the update back; the server aggregates
+whenever ``buffer`` updates have arrived, each tagged with the model version
+it started from. Staleness (current version minus start version) is not
+drawn: it comes out of the simulated devices, availability and network.
 """
 
 from __future__ import annotations
@@ -21,33 +29,60 @@ import simpy
 
 from netfl.backend import RoundContext, TrainingBackend
 from netfl.sim.device import Device
+from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
+from netfl.sim.relay import RamRelay
 
 
-class SyncServer:
+class _ServerBase:
     def __init__(self, env: simpy.Environment, devices: Sequence[Device], backend: TrainingBackend,
-                 recorder: EventRecorder, rng: np.random.Generator, *, participants: int | None,
-                 deadline_s: float, idle_wait_s: float, max_rounds: int | None, interval_s: float = 0.0,
+                 recorder: EventRecorder, network: Network, *, max_rounds: int | None,
                  on_round_end: Callable[[int], None]):
         self.env = env
         self.devices = devices
         self.backend = backend
         self.recorder = recorder
+        self.network = network
+        self.max_rounds = max_rounds
+        self.on_round_end = on_round_end
+        self.round_index = 0  # the round in progress (or next to start); = the global model version
+        self.rounds_done = 0
+        self.updates_received = 0
+        self.updates_applied = 0
+        self.updates_dropped = 0
+        self.staleness: list[int] = []  # one entry per applied update
+
+    def log(self, kind: str, detail: str = "") -> None:
+        self.recorder.log(self.env.now, self.round_index, SERVER, kind, detail)
+
+    def _aggregate(self, available, selected, delivered: list[int], dropped: int,
+                   versions: dict[int, int]) -> None:
+        context = RoundContext(round_index=self.round_index, sim_time_s=self.env.now, available=tuple(available),
+                               selected=tuple(selected), delivered=tuple(delivered))
+        applied = self.backend.aggregate(context)
+        stale = [self.round_index - versions[job] for job in delivered]
+        self.staleness += stale
+        self.updates_received += len(delivered)
+        self.updates_applied += applied
+        self.updates_dropped += dropped
+        detail = f"received={len(delivered)} applied={applied} dropped={dropped}"
+        if stale and max(stale) > 0:
+            detail += " staleness=" + ",".join(map(str, stale))
+        self.log("aggregate", detail)
+
+
+class SyncServer(_ServerBase):
+    def __init__(self, env, devices, backend, recorder, network, rng: np.random.Generator, *,
+                 participants: int | None, deadline_s: float, idle_wait_s: float, max_rounds: int | None,
+                 on_round_end: Callable[[int], None], interval_s: float = 0.0,
+                 relays: dict[str, RamRelay] | None = None):
+        super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
         self.rng = rng
         self.participants = participants
         self.deadline_s = deadline_s
         self.idle_wait_s = idle_wait_s
         self.interval_s = interval_s
-        self.max_rounds = max_rounds
-        self.on_round_end = on_round_end
-        self.round_index = 0  # the round in progress (or next to start)
-        self.rounds_done = 0
-        self.updates_received = 0
-        self.updates_applied = 0
-        self.updates_dropped = 0
-
-    def log(self, kind: str, detail: str = "") -> None:
-        self.recorder.log(self.env.now, self.round_index, SERVER, kind, detail)
+        self.relays = relays or {}
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
@@ -64,40 +99,139 @@ class SyncServer:
         available = [d for d in self.devices if d.eligible(r)]
         self.log("round_start", f"available={len(available)}")
         k = len(available) if self.participants is None else min(self.participants, len(available))
-        chosen_idx = np.sort(self.rng.choice(len(available), size=k, replace=False)) if k else []
-        chosen = [available[i] for i in chosen_idx]
+        chosen = [available[i] for i in np.sort(self.rng.choice(len(available), size=k, replace=False))] if k else []
+        if not chosen:
+            yield self.env.timeout(self.idle_wait_s)
+            self._aggregate(available=[], selected=[], delivered=[], dropped=0, versions={})
+            return
 
-        delivered: list[int] = []
+        state = _RoundState()
         jobs: dict[int, Device] = {}
-        tasks = []
         for device in chosen:
             job = self.backend.submit(device.index, r)
             jobs[job] = device
+            state.done[job] = self.env.event()
             device.log("selected", f"job={job}")
-            tasks.append(device.start_task(job, self.backend.model_bytes, self.backend.job_flops(device.index),
-                                           delivered.append))
-        if tasks:
-            everyone = self.env.all_of(tasks)
-            if math.isinf(self.deadline_s):
-                yield everyone
-            else:
-                yield everyone | self.env.timeout(self.deadline_s)
-            stragglers = [t for t in tasks if t.is_alive]
-            for task in stragglers:
-                task.interrupt("deadline")
-            if stragglers:
-                yield self.env.all_of(stragglers)
+            device.start_task(job, self.backend.model_bytes, self.backend.job_flops(device.index),
+                              uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
+                              lost=lambda j: _settle(state.done[j], False))
+        everyone = self.env.all_of(list(state.done.values()))
+        if math.isinf(self.deadline_s):
+            yield everyone
         else:
-            yield self.env.timeout(self.idle_wait_s)
-
-        for job in jobs:
-            if job not in delivered:
+            yield everyone | self.env.timeout(self.deadline_s)
+        state.open = False
+        stragglers = [d.task for d in jobs.values() if d.task is not None and d.task.is_alive]
+        for task in stragglers:
+            task.interrupt("deadline")
+        if stragglers:
+            yield self.env.all_of(stragglers)
+        for relay_name, relay in self.relays.items():  # each relay passes its one update of the round
+            job = relay.release()
+            if job is not None:
+                yield from self.network.forward(self.network.route_up(relay_name), 8.0 * self.backend.model_bytes)
+                state.delivered.append(job)
+        for job, device in jobs.items():
+            if job not in state.delivered:
                 self.backend.cancel(job)
-        context = RoundContext(round_index=r, sim_time_s=self.env.now,
-                               available=tuple(d.index for d in available),
-                               selected=tuple(d.index for d in chosen), delivered=tuple(delivered))
-        applied = self.backend.aggregate(context)
-        self.updates_received += len(delivered)
-        self.updates_applied += applied
-        self.updates_dropped += len(jobs) - len(delivered)
-        self.log("aggregate", f"received={len(delivered)} applied={applied} dropped={len(jobs) - len(delivered)}")
+        self._aggregate(available=[d.index for d in available], selected=[d.index for d in chosen],
+                        delivered=state.delivered, dropped=len(jobs) - len(state.delivered),
+                        versions={job: r for job in jobs})
+
+    def _carry(self, job: int, device: Device, state: "_RoundState"):
+        """An update that left its device, over the wired hops to the server or to a RAM relay."""
+        node = self.network.attachments[device.index].node
+        hops = [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
+        yield from self.network.forward(hops, 8.0 * self.backend.model_bytes)
+        stop = hops[-1].target if hops else node
+        if not state.open:
+            device.log("late", f"job={job}")
+        elif stop in self.relays:
+            self.relays[stop].hold(job, device.index)
+        else:
+            state.delivered.append(job)
+        _settle(state.done[job], True)
+
+
+class _RoundState:
+    def __init__(self):
+        self.done: dict[int, simpy.Event] = {}
+        self.delivered: list[int] = []
+        self.open = True
+
+
+def _settle(event: simpy.Event, value: bool) -> None:
+    if not event.triggered:
+        event.succeed(value)
+
+
+class AsyncServer(_ServerBase):
+    def __init__(self, env, devices, backend, recorder, network, rng: np.random.Generator, *, buffer: int,
+                 local_steps, pause_s: float, max_rounds: int | None, on_round_end: Callable[[int], None]):
+        super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
+        self.rng = rng
+        self.buffer = buffer
+        self.local_steps = local_steps  # a Distribution or None (the task's own)
+        self.pause_s = pause_s
+        self._arrived: list[int] = []
+        self._versions: dict[int, int] = {}
+        self._lost = 0
+        self._full: simpy.Event = env.event()
+
+    def run(self):
+        for device in self.devices:
+            self.env.process(self._worker(device, np.random.default_rng(self.rng.integers(2**63))))
+        while self.max_rounds is None or self.rounds_done < self.max_rounds:
+            self.log("round_start", "waiting for updates")
+            while len(self._arrived) < self.buffer:
+                self._full = self.env.event()
+                yield self._full
+            batch, self._arrived = self._arrived[:self.buffer], self._arrived[self.buffer:]
+            versions = {job: self._versions.pop(job) for job in batch}
+            self._aggregate(available=[], selected=[], delivered=batch, dropped=self._lost, versions=versions)
+            self._lost = 0
+            self.rounds_done += 1
+            self.on_round_end(self.round_index)
+            self.round_index += 1
+
+    def _worker(self, device: Device, rng: np.random.Generator):
+        """A device acting on its own: whenever available, pull, train its own K steps, push."""
+        while True:
+            if self.pause_s > 0:
+                yield self.env.timeout(rng.exponential(self.pause_s))
+            while not device.eligible(self.round_index):
+                yield device.changed()
+            steps = self._draw_steps(rng)
+            job = self.backend.submit(device.index, self.round_index, steps=steps)
+            self._versions[job] = self.round_index
+            device.log("pull", f"job={job} version={self.round_index} steps={steps or 'task'}")
+            done = self.env.event()
+            device.start_task(job, self.backend.model_bytes, self.backend.job_flops(device.index, steps=steps),
+                              uploaded=lambda j, d=device, e=done: self.env.process(self._carry(j, d, e)),
+                              lost=lambda j, e=done: self._lose(j, e))
+            yield done
+
+    def _draw_steps(self, rng: np.random.Generator) -> int | None:
+        """A worker's own K for this job: uniform [a, b] means U{a..b}; other distributions are rounded."""
+        dist = self.local_steps
+        if dist is None:
+            return None
+        if dist.kind == "uniform":
+            return int(rng.integers(max(1, math.ceil(dist.params[0])), max(1, math.floor(dist.params[1])) + 1))
+        return max(1, int(round(float(dist.sample(rng, 1)[0]))))
+
+    def _lose(self, job: int, done: simpy.Event) -> None:
+        self._versions.pop(job, None)
+        self.backend.cancel(job)
+        self._lost += 1
+        _settle(done, False)
+
+    def _carry(self, job: int, device: Device, done: simpy.Event):
+        hops = self.network.route_up(self.network.attachments[device.index].node)
+        if hops:
+            _settle(done, True)  # the device is free once its update has left it
+            yield from self.network.forward(hops, 8.0 * self.backend.model_bytes)
+        self._arrived.append(job)
+        if len(self._arrived) >= self.buffer and not self._full.triggered:
+            self._full.succeed()  # scheduled before the worker wakes: a same-instant pull sees the new model
+        _settle(done, True)

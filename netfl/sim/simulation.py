@@ -19,7 +19,9 @@ from netfl.backend import Evaluation, TrainingBackend
 from netfl.sim.battery import Battery
 from netfl.sim.device import Device, DeviceProfile
 from netfl.sim.recorder import EventRecorder
-from netfl.sim.server import SyncServer
+from netfl.sim.network import Counters, Network, build_attachments, ram_weights
+from netfl.sim.relay import RamRelay
+from netfl.sim.server import AsyncServer, SyncServer
 
 # Radio receive power when the scenario gives none: about half the uplink
 # transmit power (receive chains draw less than the power amplifier).
@@ -47,7 +49,9 @@ class SimulationResult:
     updates_applied: int
     updates_dropped: int
     stopped_by: str  # "rounds", "sim_time" or "interrupted"
-    extra: dict = field(default_factory=dict)
+    network: Counters = field(default_factory=Counters)
+    staleness: list[int] = field(default_factory=list)  # of each applied update, in rounds
+    relays: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def energy_j(self) -> float:
@@ -62,15 +66,27 @@ def device_profiles(scenario: Scenario, streams: RandomStreams) -> list[DevicePr
             return dist.sample(streams.numpy("devices", group.group, name), group.count)
 
         speed = draw("flops_per_s", group.compute.flops_per_s)
-        up = draw("uplink", group.link.uplink)
-        down = draw("downlink", group.link.downlink) if group.link.downlink is not None else up
         for j in range(group.count):
             profiles.append(DeviceProfile(
                 index=len(profiles), group=group.group, flops_per_s=float(speed[j]),
-                uplink_bps=float(up[j]), downlink_bps=float(down[j]), latency_s=group.link.latency,
                 compute_w=group.power.compute, transmit_w=group.power.transmit,
                 receive_w=group.power.transmit * RECEIVE_TO_TRANSMIT_POWER, idle_w=group.power.idle))
     return profiles
+
+
+def device_link_rates(scenario: Scenario, streams: RandomStreams) -> tuple[list[float | None], list[float | None]]:
+    """Fixed uplink and downlink rates per device (None where a wireless channel or the node decides)."""
+    ups: list[float | None] = []
+    downs: list[float | None] = []
+    for group in scenario.devices:
+        link = group.link
+        draw = lambda name, dist: dist.sample(streams.numpy("devices", group.group, name), group.count)  # noqa: E731
+        up = draw("uplink", link.uplink) if link.uplink is not None else [None] * group.count
+        down = draw("downlink", link.downlink) if link.downlink is not None else (
+            up if link.to is None else [None] * group.count)
+        ups += [None if u is None else float(u) for u in up]
+        downs += [None if d is None else float(d) for d in down]
+    return ups, downs
 
 
 def device_batteries(scenario: Scenario, streams: RandomStreams) -> list[Battery]:
@@ -99,17 +115,40 @@ class Simulation:
         batteries = device_batteries(scenario, streams)
         if len(policies) != len(profiles):
             raise ValueError(f"{len(policies)} policies for {len(profiles)} devices")
-        rs = scenario.server.round
-        self.server = SyncServer(
-            self.env, [], backend, self.recorder, streams.numpy("selection"),
-            participants=rs.participants, deadline_s=rs.deadline, idle_wait_s=rs.idle_wait,
-            interval_s=rs.interval, max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
-        current_round = lambda: self.server.round_index  # noqa: E731
+        self.server: SyncServer | AsyncServer | None = None  # built below, after the devices it schedules
+        current_round = lambda: self.server.round_index if self.server is not None else 0  # noqa: E731
+        log = lambda device, kind, detail="": self.recorder.log(self.env.now, current_round(), device, kind, detail)  # noqa: E731
+        ups, downs = device_link_rates(scenario, streams)
+        attachments = build_attachments(scenario, streams, ups, downs)
+        self.network = Network(self.env, scenario, attachments, streams, log)
         chargers = chargers if chargers is not None else [None] * len(profiles)
-        self.devices = [Device(self.env, p, b, pol, self.recorder, current_round, charger)
+        self.devices = [Device(self.env, p, b, pol, self.recorder, current_round, self.network, charger)
                         for p, b, pol, charger in zip(profiles, batteries, policies, chargers)]
-        self.server.devices = self.devices
+        self.relays = self._build_relays(streams, log)
+        server = scenario.server
+        common = dict(max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
+        if server.mode == "async":
+            a = server.async_
+            self.server = AsyncServer(self.env, self.devices, backend, self.recorder, self.network,
+                                      streams.numpy("workers"), buffer=a.buffer, local_steps=a.local_steps,
+                                      pause_s=a.pause, **common)
+        else:
+            rs = server.round
+            self.server = SyncServer(
+                self.env, self.devices, backend, self.recorder, self.network, streams.numpy("selection"),
+                participants=rs.participants, deadline_s=rs.deadline, idle_wait_s=rs.idle_wait,
+                interval_s=rs.interval, relays=self.relays, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
+
+    def _build_relays(self, streams: RandomStreams, log) -> dict[str, RamRelay]:
+        relays = {}
+        for name, node in self.scenario.network.nodes.items():
+            if node.ram is None:
+                continue
+            behind = [i for i, att in enumerate(self.network.attachments) if name in self.network.path_nodes(att.node)]
+            weights = ram_weights(node.ram.rho, [self.network.attachments[i].channel for i in behind])
+            relays[name] = RamRelay(name, node.ram.mode, dict(zip(behind, weights)), streams.numpy("relay", name), log)
+        return relays
 
     def _round_ended(self, round_index: int) -> None:
         if (round_index + 1) % self.scenario.eval.every == 0:
@@ -148,4 +187,5 @@ class Simulation:
             rounds=self.server.rounds_done, sim_time_s=self.env.now, metrics=self.metrics,
             recorder=self.recorder, devices=self.devices, updates_received=self.server.updates_received,
             updates_applied=self.server.updates_applied, updates_dropped=self.server.updates_dropped,
-            stopped_by=stopped_by)
+            stopped_by=stopped_by, network=self.network.counters, staleness=list(self.server.staleness),
+            relays={name: {"passed": r.passed, "dropped": r.dropped} for name, r in self.relays.items()})

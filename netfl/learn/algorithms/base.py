@@ -9,7 +9,14 @@ parameter vectors.
 Conventions (as in the papers): ``delta = y - x`` is a client's end-of-
 training vector minus the vector it started from; the client learning rate
 (``task.local.lr``, gamma) and the server learning rate (``server_lr``,
-eta) are kept apart.
+eta) are kept apart. Algorithms written in the MIFA notes' convention use
+the gradient-like ``Delta = (x - y) / gamma = -delta / gamma`` and step
+``x <- x - eta * G``; each strategy's docstring says which one it uses.
+
+Every strategy class carries ``name`` (the key in ``server.algorithm``),
+``summary`` (one line for ``netfl algorithms``), ``paper`` (the citation) and
+``Params`` (a pydantic model: its fields, defaults and descriptions are the
+algorithm's documented parameters; unknown keys are rejected).
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import torch
 from pydantic import BaseModel, ConfigDict
 
 from netfl.backend import RoundContext
+from netfl.learn.training import scheduled_lr
 
 
 class StrategyParams(BaseModel):
@@ -39,6 +47,13 @@ class ClientInfo:
     # p_i of each client's availability policy where it has one (FedAU's "known statistics", MIFA's
     # unbiased variants); None where the policy has no such parameter.
     participation: tuple[float | None, ...] | None = None
+    # how the client learning rate evolves over rounds (task.local.lr_schedule): "constant" or
+    # "inverse_round" (gamma_t = gamma / (t + 1), the MIFA reference code's schedule)
+    lr_schedule: str = "constant"
+
+    def client_lr(self, round_index: int) -> float:
+        """gamma_t: the client learning rate of jobs started in round ``round_index``."""
+        return scheduled_lr(self.local_lr, self.lr_schedule, round_index)
 
 
 @dataclass(frozen=True)
@@ -47,16 +62,22 @@ class ClientUpdate:
     num_samples: int
     delta: torch.Tensor  # y - x, flat
     start_version: int  # the global model version the client started from
+    lr: float | None = None  # the client learning rate this job trained with (None: ClientInfo.local_lr)
 
 
 class Strategy(ABC):
     name: ClassVar[str]
+    summary: ClassVar[str]  # one line, for `netfl algorithms`
     paper: ClassVar[str]
     Params: ClassVar[type[StrategyParams]] = StrategyParams
+    # True where the rule divides by each client's participation probability p_i (ClientInfo.participation)
+    needs_participation: ClassVar[bool] = False
 
     def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params
         self.clients = clients
+        if self.needs_participation:
+            self.probabilities = participation_probabilities(self.name, clients)
 
     @property
     def client_sizes(self) -> tuple[int, ...]:
@@ -66,6 +87,30 @@ class Strategy(ABC):
     def num_clients(self) -> int:
         return len(self.clients.sizes)
 
+    def update_lr(self, update: ClientUpdate) -> float:
+        """gamma of one job: the lr it trained with, else the constant client lr."""
+        return self.clients.local_lr if update.lr is None else update.lr
+
     @abstractmethod
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         """The next global vector from the current one and the updates that arrived (possibly none)."""
+
+
+def participation_probabilities(algorithm: str, clients: ClientInfo) -> tuple[float, ...]:
+    """Every client's p_i, or a ValueError that says which clients lack one and what would do."""
+    probs = clients.participation
+    if probs is None:
+        probs = (None,) * len(clients.sizes)
+    missing = [i for i, p in enumerate(probs) if p is None]
+    if missing:
+        shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+        raise ValueError(
+            f"algorithm {algorithm!r} divides each update by its client's participation probability p, "
+            f"but {len(missing)} of {len(probs)} clients have an availability policy without one "
+            f"(clients {shown}); give every device group a per-round policy with a `p` "
+            f"(bernoulli, markov or cyclic), or pick an algorithm that needs no p (fedau, mifa, fedavg)")
+    bad = [i for i, p in enumerate(probs) if not 0 < p <= 1]
+    if bad:
+        raise ValueError(f"algorithm {algorithm!r} needs participation probabilities in (0, 1]; "
+                         f"client {bad[0]} has p = {probs[bad[0]]}")
+    return tuple(float(p) for p in probs)

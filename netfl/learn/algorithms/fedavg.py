@@ -1,9 +1,23 @@
-"""FedAvg (McMahan et al., 2017) with a separate server learning rate.
+"""The FedAvg family: plain FedAvg and the fixed-weight baselines of FedAU and MIFA.
 
-x <- x + eta * sum_k w_k delta_k over the updates that arrived, with
-w_k = n_k / sum_j n_j ("samples", the original) or 1 / |arrived|
-("uniform", FedAU's "average participating" baseline). With no update the
-model stays as it is.
+All of them combine only the updates that arrived this round and keep no
+state. With ``delta_k = y_k - x`` (client end vector minus start vector),
+``gamma`` the client learning rate (``task.local.lr``, or the job's
+scheduled lr) and ``eta`` the server learning rate (``server_lr``):
+
+- ``fedavg``:          x += eta * sum_k w_k delta_k, w_k = n_k / sum_j n_j or 1 / |arrived|
+- ``fedavg_all``:      x += eta * (1/N) * sum_k delta_k             (N = all clients)
+- ``fedavg_known``:    x += eta * (1/N) * sum_k delta_k / p_k
+- ``fedavg_unbiased``: G = (1/N) * sum_k Delta_k / p_k with Delta_k = -delta_k / gamma_k; x -= eta * G
+
+``fedavg_known`` (FedAU's "known participation statistics") and
+``fedavg_unbiased`` (the MIFA notes' "FedAvg unbiased / importance
+sampling") are the same rule written in two learning-rate conventions:
+``fedavg_unbiased`` with server lr ``eta`` equals ``fedavg_known`` with server
+lr ``eta / gamma``. They are kept as two names so that each paper's
+hyper-parameters can be typed in as published (FedAU: eta = 1 means "add the
+weighted mean delta"; MIFA: eta is a step size on gradient-like updates, by
+default the client lr itself, which again means "add the weighted mean delta").
 """
 
 from __future__ import annotations
@@ -16,9 +30,25 @@ from pydantic import Field
 from netfl.backend import RoundContext
 from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams
 
+FEDAU_PAPER = ("Wang & Ji, A Lightweight Method for Tackling Unknown Participation Statistics in Federated "
+               "Averaging, ICLR 2024 (reference code IBM/fedau)")
+MIFA_NOTES = ("Federated Learning with Partial Client Participation (notes, July 2021: FedAvg unbiased, MIFA, "
+              "U-MIFA, MIFAm, U-MIFAm); MIFA: Gu, Huang, Zhang & Huang, Fast Federated Learning in the "
+              "Presence of Arbitrary Device Unavailability, NeurIPS 2021 (code hmgxr128/MIFA_code)")
+
 
 class FedAvg(Strategy):
+    """FedAvg over the updates that arrived.
+
+    Rule: ``x <- x + eta * sum_k w_k delta_k`` with ``w_k = n_k / sum_j n_j``
+    (``weighting: samples``, the original) or ``w_k = 1 / |arrived|``
+    (``uniform``, FedAU's "average participating" baseline). With no update
+    the model stays as it is. Learning rates: gamma = ``task.local.lr`` on the
+    clients, eta = ``server_lr`` on the server (eta = 1: plain averaging).
+    """
+
     name = "fedavg"
+    summary = "FedAvg: weighted mean of the updates that arrived (by data size or uniform)"
     paper = "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017"
 
     class Params(StrategyParams):
@@ -29,9 +59,98 @@ class FedAvg(Strategy):
         if not updates:
             return x
         if self.params.weighting == "samples":
-            weights = torch.tensor([u.num_samples for u in updates], dtype=x.dtype)
+            weights = torch.tensor([u.num_samples for u in updates], dtype=x.dtype, device=x.device)
         else:
-            weights = torch.ones(len(updates), dtype=x.dtype)
+            weights = torch.ones(len(updates), dtype=x.dtype, device=x.device)
         weights = weights / weights.sum()
         deltas = torch.stack([u.delta for u in updates])
         return x + self.params.server_lr * (weights @ deltas)
+
+
+def _weighted_sum(x: torch.Tensor, updates: list[ClientUpdate], weights: list[float]) -> torch.Tensor:
+    w = torch.tensor(weights, dtype=x.dtype, device=x.device)
+    return w @ torch.stack([u.delta.to(dtype=x.dtype) for u in updates])
+
+
+class FedAvgAll(Strategy):
+    """FedAU's "average all" baseline: the arrived updates summed and divided by all N clients.
+
+    Rule: ``x <- x + eta * (1/N) * sum_{k arrived} delta_k`` (a client that
+    did not take part counts as a zero update). Learning rates: gamma =
+    ``task.local.lr``, eta = ``server_lr`` (FedAU's CIFAR-10 setting: gamma 0.1,
+    eta 10).
+    """
+
+    name = "fedavg_all"
+    summary = "average all: sum of the arrived updates divided by the number of all clients"
+    paper = FEDAU_PAPER + ', baseline "average all"'
+
+    class Params(StrategyParams):
+        server_lr: float = Field(1.0, gt=0, description="eta: scales the averaged update")
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        n = self.num_clients
+        return x + self.params.server_lr * _weighted_sum(x, updates, [1.0 / n] * len(updates))
+
+
+class FedAvgKnown(Strategy):
+    """FedAU's "known participation statistics" baseline: inverse-probability weights.
+
+    Rule: ``x <- x + eta * (1/N) * sum_{k arrived} delta_k / p_k`` with p_k the
+    long-run participation probability of client k's availability policy
+    (``ClientInfo.participation``: the ``p`` of bernoulli, markov and cyclic).
+    Building it fails (ValueError) when a client's policy has no ``p``.
+    Learning rates: gamma = ``task.local.lr``, eta = ``server_lr``. The same
+    rule as ``fedavg_unbiased`` with eta_known = eta_unbiased / gamma.
+
+    p_k is the policy's probability of being *available*; when the server
+    selects only some of the available clients, or deadlines drop updates,
+    the probability of an update arriving is smaller and the weights no
+    longer cancel the participation bias exactly.
+    """
+
+    name = "fedavg_known"
+    summary = "known participation statistics: arrived updates weighted 1/p_i, divided by all N"
+    paper = FEDAU_PAPER + ', baseline "known participation statistics"'
+    needs_participation = True
+
+    class Params(StrategyParams):
+        server_lr: float = Field(1.0, gt=0, description="eta: scales the weighted update")
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        n = self.num_clients
+        weights = [1.0 / (n * self.probabilities[u.client]) for u in updates]
+        return x + self.params.server_lr * _weighted_sum(x, updates, weights)
+
+
+class FedAvgUnbiased(FedAvgKnown):
+    """The MIFA notes' "FedAvg (unbiased)", in their learning-rate convention.
+
+    Rule: ``Delta_k = (x - y_k) / gamma_k = -delta_k / gamma_k`` (gamma_k the
+    client lr the job trained with), ``G = (1/N) * sum_{k arrived} Delta_k / p_k``,
+    ``x <- x - eta * G`` with eta = ``server_lr``, or the round's client lr
+    gamma_t when ``server_lr`` is omitted (then, with a constant client lr,
+    ``x <- x + (1/N) sum delta_k / p_k``). Equal to ``fedavg_known`` with
+    eta_known = eta / gamma. Needs every client's ``p`` like ``fedavg_known``.
+    """
+
+    name = "fedavg_unbiased"
+    summary = "FedAvg unbiased (MIFA notes): G = mean over all N of Delta_i/p_i for arrived i; x -= eta G"
+    paper = MIFA_NOTES + ', "FedAvg (unbiased)"'
+
+    class Params(StrategyParams):
+        server_lr: float | None = Field(None, gt=0, description="eta on the gradient-like G; "
+                                                                "omitted: the round's client lr gamma_t")
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        n = self.num_clients
+        eta = self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
+        # x - eta * (1/N) sum (-delta/gamma)/p  =  x + sum (eta / (N gamma p)) delta
+        weights = [eta / (n * self.update_lr(u) * self.probabilities[u.client]) for u in updates]
+        return x + _weighted_sum(x, updates, weights)

@@ -1,0 +1,206 @@
+"""The network between devices and the server, as a networkx graph.
+
+Nodes are the server, access points and relays; wired links carry a rate
+and a latency. A device attaches either straight to the server (a fixed-rate
+link, the simplest model) or to a node, over a fixed-rate link or a wireless
+channel shared with the other devices of that node through its medium
+(dedicated, FDMA, TDMA or slotted ALOHA; netfl/sim/medium.py).
+
+Transfer time is physics, hop by hop, store-and-forward: the device's own
+hop (its radio is on while it transmits: energy), then each wired hop on the
+route (bits / rate + latency). Once an update has left the device it is in
+the network: the device going offline no longer loses it. Downloads are the
+reverse path; the last hop is the access point's broadcast at its downlink
+rate (one broadcast serves every device, so it is not divided among them).
+Wired links are not contended (backbones are much faster than radio links).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import networkx as nx
+import numpy as np
+import simpy
+
+from netfl.rng import RandomStreams
+from netfl.scenario import Scenario
+from netfl.sim.channel import Channel, ChannelParams
+from netfl.sim.medium import MEDIA, Medium
+
+SERVER = "server"
+DEFAULT_BROADCAST_BPS = 50e6  # an access point's downlink when none is given (LTE/Wi-Fi class)
+
+
+@dataclass(frozen=True)
+class Hop:
+    source: str
+    target: str
+    rate_bps: float
+    latency_s: float
+
+    def time(self, bits: float) -> float:
+        return bits / self.rate_bps + self.latency_s
+
+
+@dataclass
+class Attachment:
+    """How one device reaches the network."""
+
+    node: str  # SERVER for a direct link
+    uplink_bps: float | None  # fixed-rate link; None when a wireless channel is used
+    downlink_bps: float
+    latency_s: float
+    channel: Channel | None = None
+
+
+@dataclass
+class Counters:
+    bytes_up: float = 0.0
+    bytes_down: float = 0.0
+    airtime_s: float = 0.0
+    collisions: int = 0
+    retransmissions: int = 0
+    by_device: dict[int, float] = field(default_factory=dict)  # airtime per device
+
+
+class Radio:
+    """Switches one of a device's radio loads on and off (the medium calls it)."""
+
+    def __init__(self, set_load: Callable[[str, float], None], load: str, watts: float):
+        self._set, self._load, self._watts = set_load, load, watts
+
+    def on(self) -> None:
+        self._set(self._load, self._watts)
+
+    def off(self) -> None:
+        self._set(self._load, 0.0)
+
+
+class Network:
+    def __init__(self, env: simpy.Environment, scenario: Scenario, attachments: list[Attachment],
+                 streams: RandomStreams, log: Callable[[int, str, str], None]):
+        self.env = env
+        self.attachments = attachments
+        self.log = log
+        self.counters = Counters()
+        spec = scenario.network
+        self.graph = nx.Graph()
+        self.graph.add_node(SERVER, kind="server")
+        for name, node in spec.nodes.items():
+            self.graph.add_node(name, kind=node.kind, spec=node)
+        for link in spec.links:
+            self.graph.add_edge(link.source, link.to, rate=link.rate, latency=link.latency)
+        self.media: dict[str, Medium] = {}
+        for name, node in spec.nodes.items():
+            m = node.medium
+            params = {"rate_bps": m.rate, "q": m.q} if m.kind == "slotted_aloha" else {}
+            self.media[name] = MEDIA[m.kind](env, bandwidth_hz=m.bandwidth, log=log,
+                                             rng=streams.numpy("medium", name), **params)
+        self._routes: dict[str, list[Hop]] = {}
+
+    # ---------------------------------------------------------------- routes
+
+    def route_up(self, node: str, stop_at: Callable[[str], bool] = lambda n: False) -> list[Hop]:
+        """Wired hops from ``node`` towards the server, ending early at the first node where ``stop_at``."""
+        if node == SERVER:
+            return []
+        path = nx.shortest_path(self.graph, node, SERVER, weight="latency")
+        hops = []
+        for a, b in zip(path, path[1:]):
+            edge = self.graph.edges[a, b]
+            hops.append(Hop(a, b, edge["rate"], edge["latency"]))
+            if stop_at(b):
+                break
+        return hops
+
+    def path_nodes(self, node: str) -> list[str]:
+        return [node] if node == SERVER else nx.shortest_path(self.graph, node, SERVER, weight="latency")
+
+    # ------------------------------------------------------------- transfers
+
+    def download(self, device: int, bits: float, receive: Radio):
+        """Server -> device: wired hops, then the device's own hop (its receiver on)."""
+        att = self.attachments[device]
+        for hop in reversed(self.route_up(att.node)):
+            yield self.env.timeout(hop.time(bits))
+        yield self.env.timeout(att.latency_s)
+        receive.on()
+        try:
+            yield self.env.timeout(bits / att.downlink_bps)
+        finally:
+            receive.off()
+        self.counters.bytes_down += bits / 8
+
+    def upload_first_hop(self, device: int, bits: float, transmit: Radio):
+        """The device's own hop to its node (or to the server on a direct link)."""
+        att = self.attachments[device]
+        if att.channel is None:
+            transmit.on()
+            try:
+                yield self.env.timeout(bits / att.uplink_bps)
+            finally:
+                transmit.off()
+            airtime = bits / att.uplink_bps
+            yield self.env.timeout(att.latency_s)
+        else:
+            report = yield from self.media[att.node].transmit(device, att.channel, bits, transmit)
+            airtime = report.airtime_s
+            self.counters.collisions += report.collisions
+            self.counters.retransmissions += report.retransmissions
+            if not report.success:
+                return False
+            yield self.env.timeout(att.latency_s)
+        self.counters.airtime_s += airtime
+        self.counters.by_device[device] = self.counters.by_device.get(device, 0.0) + airtime
+        self.counters.bytes_up += bits / 8
+        return True
+
+    def forward(self, hops: list[Hop], bits: float):
+        """Carry an update over wired hops (store-and-forward)."""
+        for hop in hops:
+            yield self.env.timeout(hop.time(bits))
+
+
+def build_attachments(scenario: Scenario, streams: RandomStreams,
+                      uplinks: list[float | None], downlinks: list[float | None]) -> list[Attachment]:
+    """Each device's attachment: node, fixed rates or a wireless channel drawn from the scenario seed."""
+    out: list[Attachment] = []
+    index = 0
+    for group in scenario.devices:
+        link = group.link
+        node = link.to or SERVER
+        distances = (link.channel.distance_m.sample(streams.numpy("devices", group.group, "distance"), group.count)
+                     if link.channel is not None else None)
+        for j in range(group.count):
+            channel = None
+            if link.channel is not None:
+                c = link.channel
+                medium = scenario.network.nodes[node].medium
+                channel = Channel(ChannelParams(
+                    kind=c.kind, distance_m=float(distances[j]), tx_power_w=c.tx_power,
+                    bandwidth_hz=medium.bandwidth, noise_figure_db=c.noise_figure_db,
+                    shadowing_db_std=c.shadowing_db, rician_k=c.rician_k, coherence_s=c.coherence,
+                    rate_bps=c.rate, packet_bits=8 * c.packet_size),
+                    streams.seed_sequence("channel", index))
+            down = downlinks[index]
+            if down is None:
+                node_spec = scenario.network.nodes.get(node)
+                down = (node_spec.downlink if node_spec is not None and node_spec.downlink else None) \
+                    or uplinks[index] or DEFAULT_BROADCAST_BPS
+            out.append(Attachment(node, uplinks[index], down, link.latency, channel))
+            index += 1
+    return out
+
+
+def ram_weights(rho, channels: list[Channel | None]) -> np.ndarray:
+    """The relay's pass probabilities over its devices: explicit, uniform, or proportional to mean SNR."""
+    n = len(channels)
+    if rho == "uniform":
+        w = np.ones(n)
+    elif rho == "channel_quality":
+        w = np.array([c.mean_snr() if c is not None else 1.0 for c in channels])
+    else:
+        w = np.asarray(rho, dtype=float)
+    return w / w.sum()
