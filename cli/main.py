@@ -78,6 +78,22 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
         click.echo(f"  results: {outcome.out_dir}/")
 
 
+@main.command()
+def algorithms() -> None:
+    """List the FL algorithms, their parameters and the papers they come from."""
+    from netfl.learn.algorithms import describe_algorithms
+
+    for algo in describe_algorithms():
+        needs = "  (needs each client's participation probability p: bernoulli, markov or cyclic)" \
+            if algo["needs_participation"] else ""
+        click.echo(f"{algo['name']}: {algo['summary']}{needs}")
+        for param in algo["params"]:
+            default = "required" if param["required"] else f"default {param['default']}"
+            click.echo(f"    {param['name']} ({param['type']}, {default}): {param['description'] or ''}".rstrip(": "))
+        click.echo(f"    paper: {algo['paper']}")
+        click.echo()
+
+
 @main.group()
 def trace() -> None:
     """Availability traces."""

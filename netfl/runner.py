@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
 from netfl.learn.datasets import Dataset, load_dataset
 from netfl.learn.learner import Learner, LocalConfig
@@ -52,7 +53,6 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tup
         parts = partition_indices(labels, scenario.num_devices, part.kind, streams.numpy("partition"),
                                   alpha=part.alpha, classes_per_client=part.classes_per_client)
     except ValueError as exc:
-        from netfl.errors import ScenarioError
         raise ScenarioError(str(scenario.source or scenario.name), [("task.dataset.partition", str(exc))]) from None
     mix = label_distribution(labels, parts, dataset.num_classes)
     groups = [g for g in scenario.devices for _ in range(g.count)]
@@ -64,10 +64,14 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tup
                 if g.battery is not None and g.battery.charging is not None else None
                 for info, g in zip(infos, groups)]
     participation = tuple(getattr(p, "p", None) for p in policies)
-    strategy = build_strategy(scenario.server.algorithm,
-                              ClientInfo(tuple(len(p) for p in parts), task.local.lr, participation))
+    try:
+        strategy = build_strategy(scenario.server.algorithm,
+                                  ClientInfo(tuple(len(p) for p in parts), task.local.lr, participation,
+                                             lr_schedule=task.local.lr_schedule))
+    except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
+        raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
     local = LocalConfig(task.local.steps, task.local.epochs, task.local.batch_size, task.local.lr,
-                        task.local.weight_decay)
+                        task.local.weight_decay, task.local.lr_schedule)
     learner = Learner(dataset=dataset, parts=parts, model_name=task.model.name, hidden=task.model.hidden,
                       local=local, strategy=strategy, streams=streams,
                       max_test_samples=scenario.eval.max_test_samples)
