@@ -156,3 +156,31 @@ def test_trace_convert_cli_writes_a_csv_the_trace_policy_reads(tmp_path: Path) -
     assert rows[0] == "device,start_s,end_s" and rows[1:] == ["0,0.0,10.0", "0,50.0,60.0", "1,20.0,30.0"]
     missing = CliRunner().invoke(main, ["trace", "convert", str(tmp_path / "nope.pkl"), str(tmp_path / "x.csv")])
     assert missing.exit_code == 2 and "Traceback" not in missing.output
+
+
+@pytest.mark.parametrize("name", ["campus-wifi", "cellular", "ram-relay", "anarchic", "fashion-mnist"])
+def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
+    """Each feature's scenario file runs from the CLI (cut to a few rounds to keep the suite fast)."""
+    data = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
+    data["stop"] = {"rounds": 3}
+    data["eval"] = {"every": 1, "max_test_samples": 500}
+    if name == "fashion-mnist":
+        if not Path("/usr/share/datasets/fashion-mnist").is_dir():
+            pytest.skip("dataset-fashion-mnist is not installed")
+        data["devices"] = [{**g, "count": 2} for g in data["devices"]]
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["simulate", str(path), "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] and summary["rounds"] == 3
+    kinds = set(pq.read_table(out / "events.parquet").column("kind").to_pylist())
+    if name in ("campus-wifi", "cellular"):
+        assert {"tx_start", "tx_end"} <= kinds and summary["airtime_s"] > 0
+    if name == "campus-wifi":
+        assert "collision" in kinds and summary["collisions"] > 0
+    if name == "ram-relay":
+        assert summary["relays"]["relay"]["passed"] == 3 and "relay_drop" in kinds
+    if name == "anarchic":
+        assert "pull" in kinds and summary["staleness"]["mean"] is not None
