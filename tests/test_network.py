@@ -135,3 +135,13 @@ def test_wireless_link_needs_an_access_point():
                 "link": {"channel": {"distance_m": 100}}}]
     with pytest.raises(ScenarioError, match="needs `to: <access point>`"):
         make(devices)
+
+
+def test_async_run_with_no_live_workers_stops_as_stalled():
+    # one worker whose 1 J battery empties 0.5 s into training (2 W) before any update arrives
+    sc = make([{"group": "g", "count": 1, "compute": {"flops_per_s": 1e9}, "link": {"uplink": 1e9},
+                "power": {"compute": 2.0, "transmit": 0.0, "idle": 0.0}, "battery": {"capacity": 1.0}}],
+              server={"mode": "async", "async": {"buffer": 1}}, stop={"rounds": 5})
+    sim, result = run(sc, FakeBackend(model_bytes=1, flops=1e9), policy_cls=None)
+    assert result.stopped_by == "stalled" and result.rounds == 0
+    assert kinds(sim, "battery_empty")[0][0] == approx(8e-9 + 0.5)  # 8-bit download at 1 Gbit/s, then 1 J at 2 W

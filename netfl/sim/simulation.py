@@ -48,7 +48,7 @@ class SimulationResult:
     updates_received: int
     updates_applied: int
     updates_dropped: int
-    stopped_by: str  # "rounds", "sim_time" or "interrupted"
+    stopped_by: str  # "rounds", "sim_time", "stalled" (nothing left to happen) or "interrupted"
     network: Counters = field(default_factory=Counters)
     staleness: list[int] = field(default_factory=list)  # of each applied update, in rounds
     relays: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -170,8 +170,13 @@ class Simulation:
         server = self.env.process(self.server.run())
         limit = self.scenario.stop.sim_time
         until = server if limit is None else self.env.any_of([server, self.env.timeout(limit)])
-        self.env.run(until=until)
-        stopped_by = "rounds" if not server.is_alive else "sim_time"
+        try:
+            self.env.run(until=until)
+            stopped_by = "rounds" if not server.is_alive else "sim_time"
+        except RuntimeError as exc:  # nothing left to happen: e.g. every async worker is dead for good
+            if "No scheduled events left" not in str(exc):
+                raise
+            stopped_by = "stalled"
         if self.metrics[-1].round != self.server.rounds_done:  # the model changed since the last evaluation
             self._evaluate(self.server.rounds_done)
         return self._result(stopped_by)
