@@ -123,15 +123,21 @@ class PowerSpec(Strict):
     idle: Watts = Field(0.05, ge=0)
 
 
-class PolicySpec(Strict):
-    """``policy`` names a built-in policy; the other keys are its parameters."""
+class WithParams(BaseModel):
+    """A mapping whose one named key picks a component and whose other keys are that component's parameters
+    (validated by the component itself, in a second pass that knows which component it is)."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    policy: str
 
     @property
     def params(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+
+class PolicySpec(WithParams):
+    """``policy`` names a built-in policy or ``path/to/file.py:ClassName``."""
+
+    policy: str
 
 
 class BatterySpec(Strict):
@@ -223,15 +229,10 @@ class DeviceGroupSpec(Strict):
     link: LinkSpec
 
 
-class AlgorithmSpec(Strict):
-    """``name`` picks the algorithm; the other keys are its parameters."""
+class AlgorithmSpec(WithParams):
+    """``name`` picks the algorithm (``netfl algorithms`` lists them)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
     name: str
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
 
 
 class RoundSpec(Strict):

@@ -17,6 +17,8 @@ import traceback
 import zlib
 from pathlib import Path
 
+import numpy as np
+
 from netfl.errors import PolicyError
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
 
@@ -95,20 +97,20 @@ class _Guard:
             raise PolicyError(f"{_where(exc, self._path)}: {type(exc).__name__} in {self._name}.{what}: {exc}") from None
 
 
+    def _yes_no(self, what: str, answer) -> bool:
+        if not isinstance(answer, (bool, int, np.bool_)):
+            raise PolicyError(f"{self._path}: {self._name}.{what} returned {answer!r}; expected True or False")
+        return bool(answer)
+
+
 class _GuardedRound(_Guard, RoundPolicy):
     def participates(self, round_index: int) -> bool:
-        answer = self._call("participates", self._inner.participates, round_index)
-        if not isinstance(answer, (bool, int)) and type(answer).__name__ != "bool_":
-            raise PolicyError(f"{self._path}: {self._name}.participates returned {answer!r}; expected True or False")
-        return bool(answer)
+        return self._yes_no("participates", self._call("participates", self._inner.participates, round_index))
 
 
 class _GuardedSession(_Guard, SessionPolicy):
     def online(self, now: float, state) -> bool:
-        answer = self._call("online", self._inner.online, now, state)
-        if not isinstance(answer, (bool, int)) and type(answer).__name__ != "bool_":
-            raise PolicyError(f"{self._path}: {self._name}.online returned {answer!r}; expected True or False")
-        return bool(answer)
+        return self._yes_no("online", self._call("online", self._inner.online, now, state))
 
     def next_wakeup(self, now: float) -> float:
         at = self._call("next_wakeup", self._inner.next_wakeup, now)
