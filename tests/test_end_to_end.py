@@ -158,7 +158,8 @@ def test_trace_convert_cli_writes_a_csv_the_trace_policy_reads(tmp_path: Path) -
     assert missing.exit_code == 2 and "Traceback" not in missing.output
 
 
-@pytest.mark.parametrize("name", ["campus-wifi", "cellular", "ram-relay", "anarchic", "fashion-mnist"])
+@pytest.mark.parametrize("name", ["campus-wifi", "cellular", "ram-relay", "ram-relay-physical", "anarchic",
+                                  "fashion-mnist"])
 def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
     """Each feature's scenario file runs from the CLI (cut to a few rounds to keep the suite fast)."""
     data = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
@@ -180,7 +181,7 @@ def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
         assert {"tx_start", "tx_end"} <= kinds and summary["airtime_s"] > 0
     if name == "campus-wifi":
         assert "collision" in kinds and summary["collisions"] > 0
-    if name == "ram-relay":
+    if name.startswith("ram-relay"):
         assert summary["relays"]["relay"]["passed"] == 3 and "relay_drop" in kinds
     if name == "anarchic":
         assert "pull" in kinds and summary["staleness"]["mean"] is not None
