@@ -53,7 +53,7 @@ class StopSpec(Strict):
 
 
 class PartitionSpec(Strict):
-    kind: Literal["iid", "dirichlet", "classes"] = "iid"
+    kind: Literal["iid", "dirichlet", "classes", "by_label"] = "iid"
     alpha: float | None = Field(None, gt=0, description="Dirichlet concentration (dirichlet)")
     classes_per_client: int | None = Field(None, gt=0, description="labels per client (classes)")
 
@@ -67,14 +67,14 @@ class PartitionSpec(Strict):
 
 
 class DatasetSpec(Strict):
-    name: Literal["digits", "fashion-mnist", "mnist", "cifar10"]
+    name: Literal["digits", "fashion-mnist", "mnist", "cifar10", "blobs3"]
     data_dir: Path | None = None
-    test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits only)")
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits, blobs3)")
     partition: PartitionSpec = PartitionSpec()
 
 
 class ModelSpec(Strict):
-    name: Literal["logistic", "mlp", "lenet5", "cnn"]
+    name: Literal["logistic", "mlp", "lenet5", "cnn", "mlp_softmax"]
     hidden: list[Annotated[int, Field(gt=0)]] = [200]
 
 

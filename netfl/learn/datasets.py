@@ -22,7 +22,7 @@ from netfl.learn.idx import read_idx
 
 __all__ = ["DATASET_NAMES", "Dataset", "load_dataset", "FASHION_MNIST_DIR"]
 
-DATASET_NAMES: tuple[str, ...] = ("digits", "fashion-mnist", "mnist", "cifar10")
+DATASET_NAMES: tuple[str, ...] = ("digits", "fashion-mnist", "mnist", "cifar10", "blobs3")
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the IDX files.
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -71,7 +71,12 @@ def load_dataset(
       ``cifar-10-batches-py`` folder or its parent). These are pickles, and
       unpickling can execute arbitrary code: only load files you trust.
 
-    ``test_fraction`` and ``seed`` only affect ``"digits"``. Raises
+    - ``"blobs3"``: Fed-CVaR-Avg's 2-D toy (seed 004), generated: scikit-learn
+      ``make_blobs`` with 1000 points per class around (1, 1), (2, 3) and
+      (2.3, 1.5), std 0.1, ``random_state=11``; inputs are the raw coordinates
+      shaped N×1×1×2 (use ``logistic`` or ``mlp``), stratified test split like digits.
+
+    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"``. Raises
     :class:`DataError` for unknown names and missing or malformed files.
     """
     loader = _LOADERS.get(name)
@@ -114,6 +119,24 @@ def _stratified_split(
     train_mask = np.ones(len(y), dtype=bool)
     train_mask[test_idx] = False
     return np.flatnonzero(train_mask), test_idx
+
+
+# --------------------------------------------------------------------------- blobs3
+
+BLOBS3_CENTERS = ((1.0, 1.0), (2.0, 3.0), (2.3, 1.5))
+
+
+def _load_blobs3(_data_dir: Path | None, test_fraction: float, seed: int) -> Dataset:
+    if not 0.0 < test_fraction < 1.0:
+        raise DataError(f"blobs3: test_fraction must be in (0, 1), got {test_fraction}")
+    from sklearn.datasets import make_blobs  # deferred: sklearn import is slow
+
+    x, y = make_blobs(n_samples=[1000] * len(BLOBS3_CENTERS), centers=[list(c) for c in BLOBS3_CENTERS],
+                      cluster_std=0.1, random_state=11)
+    x = np.asarray(x, dtype=np.float32).reshape(-1, 1, 1, 2)
+    y = np.asarray(y, dtype=np.int64)
+    train_idx, test_idx = _stratified_split(y, test_fraction, np.random.default_rng(seed))
+    return _make("blobs3", x[train_idx], y[train_idx], x[test_idx], y[test_idx], len(BLOBS3_CENTERS))
 
 
 # ------------------------------------------------------------------- IDX (MNIST-like)
@@ -262,4 +285,5 @@ _LOADERS: dict[str, Callable[[Path | None, float, int], Dataset]] = {
     "fashion-mnist": _load_fashion_mnist,
     "mnist": _load_mnist,
     "cifar10": _load_cifar10,
+    "blobs3": _load_blobs3,
 }

@@ -2,7 +2,11 @@
 :class:`~netfl.backend.TrainingBackend` interface.
 
 Jobs are lazy: ``submit`` only records (client, global version); the
-training runs when ``aggregate`` needs the update. Each job's randomness
+training runs when ``aggregate`` needs the update. A strategy with
+``extra_params > 0`` (Fed-CVaR-Avg's threshold t) gets those scalars
+appended to the flat vector: clients train them with the strategy's
+``local_loss``, the strategy aggregates the extended vectors, and evaluation
+uses the model part only. Each job's randomness
 comes from its own torch generator seeded by (scenario seed, client, job),
 so results do not depend on the order in which jobs are computed -- which
 is what lets a later version batch them.
@@ -20,7 +24,7 @@ from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import build_model, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
-from netfl.learn.training import evaluate, local_sgd, num_local_steps, scheduled_lr
+from netfl.learn.training import evaluate, local_sgd, local_sgd_extended, num_local_steps, scheduled_lr
 from netfl.rng import RandomStreams
 
 
@@ -57,9 +61,16 @@ class Learner:
         self.num_classes = dataset.num_classes
         limit = len(dataset.test_x) if max_test_samples is None else max_test_samples
         self.test_x, self.test_y = dataset.test_x[:limit], dataset.test_y[:limit]
-        self.model_bytes = model_num_bytes(self.model)
+        self.extra = int(strategy.extra_params)
+        self.model_bytes = model_num_bytes(self.model) + 4 * self.extra  # the extras travel with the model
         self._flops_per_sample = training_flops_per_sample(self.model, dataset.input_shape)
         self.global_vector = self.layout.flatten(self.model)
+        if self.extra:
+            initial = strategy.initial_extra().to(self.global_vector.dtype).reshape(-1)
+            if initial.numel() != self.extra:
+                raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
+                                 f"extra_params is {self.extra}")
+            self.global_vector = torch.cat([self.global_vector, initial])
         self.version = 0
         self._snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
         self._jobs: dict[int, _Job] = {}
@@ -100,9 +111,19 @@ class Learner:
         return len(updates)
 
     def evaluate(self) -> Evaluation:
-        acc, loss, per_class = evaluate(self.model, self.layout, self.global_vector, self.test_x, self.test_y,
+        acc, loss, per_class = evaluate(self.model, self.layout, self.model_vector, self.test_x, self.test_y,
                                         self.num_classes)
         return Evaluation(acc, loss, tuple(per_class))
+
+    @property
+    def model_vector(self) -> torch.Tensor:
+        """The global model's parameters (the global vector without any strategy extras)."""
+        return self.global_vector[:self.layout.size] if self.extra else self.global_vector
+
+    @property
+    def extra_vector(self) -> torch.Tensor:
+        """The strategy's extra scalars in the global vector (empty for most strategies)."""
+        return self.global_vector[self.layout.size:]
 
     # -------------------------------------------------------------- internals
 
@@ -112,10 +133,16 @@ class Learner:
         idx = self.parts[job.client]
         generator = torch.Generator().manual_seed(self.streams.integer_seed("training", job.client, job_id))
         lr = scheduled_lr(self.local.lr, self.local.lr_schedule, job.round_index)
-        end = local_sgd(self.model, self.layout, start, self.dataset.train_x[idx], self.dataset.train_y[idx],
-                        steps=job.steps, batch_size=self.local.batch_size, lr=lr,
-                        weight_decay=self.local.weight_decay, generator=generator)
-        return ClientUpdate(job.client, len(idx), end - start, job.version, lr)
+        if self.extra:
+            end = local_sgd_extended(self.model, self.layout, start, self.dataset.train_x[idx],
+                                     self.dataset.train_y[idx], steps=job.steps, batch_size=self.local.batch_size,
+                                     lr=lr, extra_lr=self.strategy.extra_lr(lr), weight_decay=self.local.weight_decay,
+                                     generator=generator, loss_fn=self.strategy.local_loss)
+        else:
+            end = local_sgd(self.model, self.layout, start, self.dataset.train_x[idx], self.dataset.train_y[idx],
+                            steps=job.steps, batch_size=self.local.batch_size, lr=lr,
+                            weight_decay=self.local.weight_decay, generator=generator)
+        return ClientUpdate(job.client, len(idx), end - start, job.version, lr, job.steps)
 
     def _forget_unused_snapshots(self) -> None:
         needed = {j.version for j in self._jobs.values()} | {self.version}

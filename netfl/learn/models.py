@@ -22,7 +22,7 @@ __all__ = [
     "model_num_bytes",
 ]
 
-MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn")
+MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn", "mlp_softmax")
 
 
 def build_model(
@@ -36,6 +36,13 @@ def build_model(
 
     - ``"logistic"``: Flatten + Linear (multinomial logistic regression).
     - ``"mlp"``: Flatten, then Linear + ReLU per size in ``hidden``, then Linear.
+    - ``"mlp_softmax"``: ``mlp`` followed by a Softmax, as in the Fed-CVaR-Avg
+      reference code's toy model (PeriklisTheodoropoulos/risk-aware-FL). Its
+      outputs are probabilities that the training loss (cross-entropy on
+      logits) softmaxes a second time: the loss cannot fall below
+      ``log(1 + (C - 1)/e)`` and its gradient never vanishes, so training on
+      one class keeps pushing the others away. Kept to reproduce that
+      paper's toy; use ``mlp`` otherwise.
     - ``"lenet5"``: LeNet-5 as used in FL papers: conv5×5-6 (pad 2), ReLU,
       maxpool 2, conv5×5-16, ReLU, maxpool 2, FC120, ReLU, FC84, ReLU, FC.
       On inputs too small for an unpadded second conv (e.g. 8×8 digits) the
@@ -49,13 +56,15 @@ def build_model(
     c, h, w = (int(v) for v in input_shape)
     if name == "logistic":
         return nn.Sequential(nn.Flatten(), nn.Linear(c * h * w, num_classes))
-    if name == "mlp":
+    if name in ("mlp", "mlp_softmax"):
         layers: list[nn.Module] = [nn.Flatten()]
         width = c * h * w
         for size in hidden:
             layers += [nn.Linear(width, int(size)), nn.ReLU()]
             width = int(size)
         layers.append(nn.Linear(width, num_classes))
+        if name == "mlp_softmax":
+            layers.append(nn.Softmax(dim=1))
         return nn.Sequential(*layers)
     if name == "lenet5":
         pad2 = 0 if min(h, w) // 2 >= 5 else 2

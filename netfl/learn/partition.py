@@ -12,7 +12,7 @@ import numpy as np
 
 __all__ = ["PARTITION_KINDS", "partition_indices", "label_distribution"]
 
-PARTITION_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes")
+PARTITION_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes", "by_label")
 
 #: Dirichlet draws retried before falling back to moving samples around.
 _DIRICHLET_TRIES = 100
@@ -43,6 +43,11 @@ def partition_indices(
       when ``num_clients * classes_per_client >= num_classes``); each label's
       samples are split evenly among the clients holding it. Samples of a
       label no client holds are left out.
+    - ``"by_label"``: client i holds the samples of label ``i mod C`` (C the
+      number of labels present), in order and without randomness in the
+      assignment: Fed-CVaR-Avg's toy, where user i holds class i. Clients
+      sharing a label split its shuffled samples evenly; labels >= the
+      number of clients are left out.
 
     No index appears twice; ``"iid"`` and ``"dirichlet"`` use every sample.
     Raises ValueError for invalid arguments.
@@ -68,6 +73,8 @@ def partition_indices(
         if classes_per_client is None:
             raise ValueError("partition kind 'classes' needs classes_per_client (>= 1)")
         parts = _classes(labels, num_clients, int(classes_per_client), rng)
+    elif kind == "by_label":
+        parts = _by_label(labels, num_clients, rng)
     else:
         raise ValueError(
             f"unknown partition kind {kind!r} (accepted: {', '.join(PARTITION_KINDS)})"
@@ -124,6 +131,23 @@ def _classes(
         for client, chunk in zip(owners, np.array_split(idx, len(owners))):
             buckets[client].append(chunk)
     return [np.concatenate(b) for b in buckets]
+
+
+def _by_label(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    classes = np.unique(labels)
+    owners: dict[int, list[int]] = {}
+    for client in range(num_clients):
+        owners.setdefault(int(classes[client % len(classes)]), []).append(client)
+    parts: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * num_clients
+    for c, clients in owners.items():
+        idx = np.flatnonzero(labels == c)
+        if len(clients) > 1:
+            idx = rng.permutation(idx)
+        for client, chunk in zip(clients, np.array_split(idx, len(clients))):
+            if len(chunk) == 0:
+                raise ValueError(f"by_label: label {c} has {len(idx)} samples for {len(clients)} clients")
+            parts[client] = chunk
+    return parts
 
 
 def label_distribution(

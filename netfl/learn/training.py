@@ -69,6 +69,37 @@ def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: tor
     return w.detach()
 
 
+ExtraLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def local_sgd_extended(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor,
+                       y: torch.Tensor, *, steps: int, batch_size: int, lr: float, extra_lr: float,
+                       weight_decay: float, generator: torch.Generator, loss_fn: ExtraLossFn) -> torch.Tensor:
+    """``local_sgd`` on a vector ``[theta, extra]``: the model's parameters followed by extra scalars.
+
+    Each minibatch: ``loss = loss_fn(model(theta)(x_b), y_b, extra)``; theta steps at ``lr`` (with
+    ``weight_decay`` on theta), the extras at ``extra_lr`` (no decay). Minibatches are drawn exactly
+    as in :func:`local_sgd`, so a job sees the same batches whichever function trains it.
+    """
+    n = layout.size
+    theta = start[:n].detach().clone()
+    extra = start[n:].detach().clone()
+    for idx in minibatch_indices(len(x), batch_size, steps, generator):
+        theta.requires_grad_(True)
+        extra.requires_grad_(True)
+        logits = functional_call(model, layout.unflatten(theta), (x[idx],))
+        grad_theta, grad_extra = torch.autograd.grad(loss_fn(logits, y[idx], extra), (theta, extra),
+                                                     allow_unused=True)
+        with torch.no_grad():
+            if grad_theta is not None:
+                theta = theta - lr * (grad_theta + weight_decay * theta)
+            elif weight_decay:
+                theta = theta - lr * weight_decay * theta
+            if grad_extra is not None:
+                extra = extra - extra_lr * grad_extra
+    return torch.cat([theta.detach(), extra.detach()])
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, layout: ParamLayout, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
              num_classes: int, batch_size: int = 2048) -> tuple[float, float, list[float]]:

@@ -6,13 +6,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from netfl.learn.algorithms.anarchic import AFACD, AFACS
 from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
 from netfl.learn.algorithms.fedau import FedAU, IntervalWeights
 from netfl.learn.algorithms.fedavg import FedAvg, FedAvgAll, FedAvgKnown, FedAvgUnbiased
+from netfl.learn.algorithms.fedcvar import FedCVaR
 from netfl.learn.algorithms.mifa import MIFA, UMIFA, MIFAm, UMIFAm
 
 ALGORITHMS: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (FedAvg, FedAvgAll, FedAvgKnown, FedAvgUnbiased, FedAU, MIFA, UMIFA, MIFAm, UMIFAm)}
+    cls.name: cls for cls in (FedAvg, FedAvgAll, FedAvgKnown, FedAvgUnbiased, FedAU, MIFA, UMIFA, MIFAm, UMIFAm,
+                              AFACD, AFACS, FedCVaR)}
 
 __all__ = ["ALGORITHMS", "ClientInfo", "ClientUpdate", "IntervalWeights", "Strategy", "StrategyParams",
            "build_strategy", "describe_algorithms", "validate_algorithm"]

@@ -63,6 +63,7 @@ class ClientUpdate:
     delta: torch.Tensor  # y - x, flat
     start_version: int  # the global model version the client started from
     lr: float | None = None  # the client learning rate this job trained with (None: ClientInfo.local_lr)
+    steps: int | None = None  # K: the local SGD steps this job ran (None: unknown)
 
 
 class Strategy(ABC):
@@ -72,6 +73,11 @@ class Strategy(ABC):
     Params: ClassVar[type[StrategyParams]] = StrategyParams
     # True where the rule divides by each client's participation probability p_i (ClientInfo.participation)
     needs_participation: ClassVar[bool] = False
+    # Extra trainable scalars a client optimises besides the model (Fed-CVaR-Avg's threshold t). The learner
+    # appends them to the flat parameter vector (model first, extras last), trains them with
+    # ``local_loss`` and lr ``extra_lr(job lr)``, evaluates the model part only, and hands strategies the
+    # extended vectors. 0 (the default): plain cross-entropy SGD on the model, the learner's fast path.
+    extra_params: ClassVar[int] = 0
 
     def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params
@@ -90,6 +96,27 @@ class Strategy(ABC):
     def update_lr(self, update: ClientUpdate) -> float:
         """gamma of one job: the lr it trained with, else the constant client lr."""
         return self.clients.local_lr if update.lr is None else update.lr
+
+    def update_steps(self, update: ClientUpdate) -> int:
+        """K of one job: the local steps it ran (a ValueError if the learner did not say)."""
+        if update.steps is None or update.steps < 1:
+            raise ValueError(f"{self.name} needs each update's number of local steps K; client "
+                             f"{update.client}'s update has steps={update.steps!r}")
+        return int(update.steps)
+
+    # ---- client objective hooks (used only when ``extra_params > 0``)
+
+    def initial_extra(self) -> torch.Tensor:
+        """Starting values of the extra scalars (float32, length ``extra_params``); zeros by default."""
+        return torch.zeros(self.extra_params, dtype=torch.float32)
+
+    def extra_lr(self, lr: float) -> float:
+        """SGD step size of the extra scalars in a job that trains the model at ``lr``."""
+        return lr
+
+    def local_loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        """A client's minibatch objective from the model's logits, the labels and the extra scalars."""
+        return torch.nn.functional.cross_entropy(logits, y)
 
     @abstractmethod
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
