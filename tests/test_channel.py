@@ -87,6 +87,17 @@ def test_rayleigh_outage_monte_carlo():
     assert abs(measured - p) < tol, (measured, p, tol)
 
 
+def test_rician_outage_monte_carlo():
+    # non-central chi-square CDF against sampled blocks; K = 0 must equal the Rayleigh closed form
+    ch = Channel(ChannelParams(kind="rician", rician_k=3.0, distance_m=500.0, rate_bps=1e6), 5)
+    p = ch.outage_probability()
+    n = 20_000
+    measured = np.mean([ch.outage(t) for t in block_times(ch, n)])
+    assert abs(measured - p) < 4 * math.sqrt(p * (1 - p) / n), (measured, p)
+    k0 = Channel(ChannelParams(kind="rician", rician_k=0.0, distance_m=600.0, rate_bps=1e6), 11)
+    assert k0.outage_probability() == pytest.approx(rayleigh_outage_probability(1e6, 1e6, k0.mean_snr()), rel=1e-9)
+
+
 def test_fading_gain_means():
     n = 20_000
     ray = Channel(ChannelParams(kind="rayleigh"), 3)

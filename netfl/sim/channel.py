@@ -217,7 +217,9 @@ class Channel:
         return self.capacity(t, bandwidth_hz) < rate
 
     def outage_probability(self, bandwidth_hz: float | None = None, rate_bps: float | None = None) -> float:
-        """Closed-form outage probability of this link (AWGN: 0 or 1; Rayleigh: exact; Rician: not closed)."""
+        """Outage probability of this link: AWGN 0 or 1; Rayleigh 1 - exp(-x); Rician the non-central
+        chi-square CDF (2(K+1)|h|^2 ~ chi'^2 with 2 degrees of freedom and non-centrality 2K), x being the
+        fading power below which capacity falls short of the rate."""
         rate = self.params.rate_bps if rate_bps is None else rate_bps
         if rate is None:
             raise ValueError("outage_probability needs a fixed rate")
@@ -226,7 +228,11 @@ class Channel:
             return float(shannon_rate(b, self.mean_snr(b)) < rate)
         if self.params.kind == "rayleigh":
             return rayleigh_outage_probability(rate, b, self.mean_snr(b))
-        raise NotImplementedError("Rician outage needs the Marcum Q function; estimate it by sampling blocks")
+        from scipy.stats import ncx2  # scipy comes with scikit-learn
+
+        k = self.params.rician_k
+        threshold = (2.0 ** (rate / b) - 1.0) / self.mean_snr(b)
+        return float(ncx2.cdf(2.0 * (k + 1.0) * threshold, 2, 2.0 * k))
 
 
 # ----------------------------------------------------------- dedicated link
