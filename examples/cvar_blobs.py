@@ -72,9 +72,9 @@ def run(data: dict) -> dict:
     """One simulation (in a worker process): curves, final t and the final model's parameters."""
     torch.set_num_threads(1)  # a tiny model: threads only add overhead
     started = time.perf_counter()
-    sim, dataset = build_simulation(scenario_from_dict(copy.deepcopy(data)))
+    sim, learner = build_simulation(scenario_from_dict(copy.deepcopy(data)))
     result = sim.run()
-    learner = sim.backend
+    dataset = learner.tasks[0].dataset
     m = result.metrics
     return {"rounds": np.array([r.round for r in m]),
             "acc": np.array([r.test_accuracy for r in m]),

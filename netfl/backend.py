@@ -1,15 +1,57 @@
 """The narrow interface between the engine and the learner.
 
 The engine decides *when* things happen; the learner decides *what* the
-models become. The engine only ever hands over job ids and client indices,
-so batching many jobs together (lazy, vmapped training) is the learner's
-business alone.
+models become and -- through its strategy -- *what the server asks*. Each
+round the engine hands over the eligible clients and receives a
+:class:`RoundPlan`: a list of :class:`Work` items, each a job id with the
+bytes to download, the FLOPs to compute and the bytes to upload. The engine
+times them with physics and reports which job ids arrived; it never sees a
+tensor. So batching many jobs together (lazy, vmapped training) and
+training several models at once are the learner's business alone.
+
+A plan may be a *probe*: small reports asked of clients before the server
+decides who trains what (MMFL's optimal sampling needs every client's update
+norm). The engine runs the probe work like any other, then asks
+:meth:`TrainingBackend.plan_after_probe` for the round's real work.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Protocol, Sequence
+
+import numpy as np
+
+#: Bytes of one number in a report or a control message (float32 on the wire).
+BYTES_PER_VALUE = 4
+
+
+@dataclass(frozen=True)
+class Work:
+    """One client's share of a round, as the engine times it.
+
+    The device downloads ``download_bytes`` (skipped when 0), computes
+    ``flops`` (skipped when 0) and uploads ``upload_bytes``; ``job`` is what
+    the engine reports back when the upload arrives. ``note`` goes into the
+    event log (``task=2``, ``probe``); ``report``: the upload is a small
+    report, not a model update.
+    """
+
+    client: int
+    job: int
+    download_bytes: float
+    flops: float
+    upload_bytes: float
+    note: str = ""
+    report: bool = False
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The work of one round; ``probe``: the work yields reports, and the real work comes after them."""
+
+    work: tuple[Work, ...] = ()
+    probe: bool = False
 
 
 @dataclass(frozen=True)
@@ -25,27 +67,37 @@ class RoundContext:
 
 @dataclass(frozen=True)
 class Evaluation:
+    """Test results of the global model; with several models, their mean and each model's own in ``tasks``."""
+
     accuracy: float
     loss: float
     per_class_accuracy: tuple[float, ...] = ()
+    tasks: tuple["Evaluation", ...] = ()
+
+
+def sample_uniform(available: Sequence[int], participants: int | None, rng: np.random.Generator) -> list[int]:
+    """``participants`` of the ``available`` clients uniformly without replacement (all if None), in order."""
+    k = len(available) if participants is None else min(participants, len(available))
+    if not k:
+        return []
+    return [available[i] for i in np.sort(rng.choice(len(available), size=k, replace=False))]
 
 
 class TrainingBackend(Protocol):
-    @property
-    def model_bytes(self) -> int:
-        """Size of the model (and of an update) on the wire."""
+    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
+        """The work of a synchronous round, given the clients eligible at its start (sorted)."""
 
-    def job_flops(self, client: int, steps: int | None = None) -> float:
-        """Floating-point operations of one local-training job of ``client`` (``steps`` local steps, or the task's)."""
+    def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
+        """The round's work once the probe jobs ``reported`` have arrived (the others were lost)."""
 
-    def submit(self, client: int, round_index: int, steps: int | None = None) -> int:
-        """A job: ``client`` trains from the current global model. Returns its id; may be computed lazily."""
+    def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
+        """A job a client starts on its own (asynchronous workers): ``steps`` local steps, or the task's."""
 
     def cancel(self, job: int) -> None:
-        """The job's update never reached the server (dropout, deadline)."""
+        """The job's upload never reached the server (dropout, deadline, relay)."""
 
     def aggregate(self, context: RoundContext) -> int:
-        """Combine the delivered jobs' updates into the next global model; return how many were applied."""
+        """Combine the delivered jobs' updates into the next global model(s); return how many were applied."""
 
     def evaluate(self) -> Evaluation:
-        """Test the current global model."""
+        """Test the current global model(s)."""

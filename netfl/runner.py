@@ -11,8 +11,8 @@ import numpy as np
 
 from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
-from netfl.learn.datasets import Dataset, load_dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.datasets import load_dataset
+from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.learn.partition import label_distribution, partition_indices
 from netfl.policies import DeviceInfo, build_policy
 from netfl.results.progress import Progress
@@ -32,50 +32,65 @@ def default_out_dir(scenario: Scenario) -> Path:
     return scenario.output.dir or Path("results") / scenario.name
 
 
-def resolve_data_dir(scenario: Scenario, override: Path | None) -> Path | None:
+def resolve_data_dir(scenario: Scenario, override: Path | None, task: int = 0) -> Path | None:
     """--data-dir wins; a data_dir in the YAML is relative to the YAML file."""
     if override is not None:
         return override
-    data_dir = scenario.task.dataset.data_dir
+    data_dir = scenario.tasks[task].dataset.data_dir
     if data_dir is not None and not data_dir.is_absolute() and scenario.source is not None:
         return scenario.source.parent / data_dir
     return data_dir
 
 
-def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tuple[Simulation, Dataset]:
-    streams = RandomStreams(scenario.seed)
-    task = scenario.task
-    dataset = load_dataset(task.dataset.name, data_dir=resolve_data_dir(scenario, data_dir),
-                           test_fraction=task.dataset.test_fraction, seed=streams.integer_seed("test_split"))
-    labels = dataset.train_y.numpy()
-    part = task.dataset.partition
+def _stream_keys(task: int) -> tuple[int, ...]:
+    """Task 0 keeps the stream names single-task scenarios always had; task s > 0 adds its index."""
+    return (task,) if task else ()
+
+
+def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: Path | None) -> TaskSetup:
+    """Load task ``task``'s data set and split it over the devices."""
+    spec = scenario.tasks[task]
+    keys = _stream_keys(task)
+    dataset = load_dataset(spec.dataset.name, data_dir=resolve_data_dir(scenario, data_dir, task),
+                           test_fraction=spec.dataset.test_fraction, seed=streams.integer_seed("test_split", *keys))
+    part = spec.dataset.partition
     try:
-        parts = partition_indices(labels, scenario.num_devices, part.kind, streams.numpy("partition"),
-                                  alpha=part.alpha, classes_per_client=part.classes_per_client)
+        parts = partition_indices(dataset.train_y.numpy(), scenario.num_devices, part.kind,
+                                  streams.numpy("partition", *keys), alpha=part.alpha,
+                                  classes_per_client=part.classes_per_client)
     except ValueError as exc:
-        raise ScenarioError(str(scenario.source or scenario.name), [("task.dataset.partition", str(exc))]) from None
-    mix = label_distribution(labels, parts, dataset.num_classes)
+        where = "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
+        raise ScenarioError(str(scenario.source or scenario.name), [(f"{where}.dataset.partition", str(exc))]) from None
+    local = LocalConfig(spec.local.steps, spec.local.epochs, spec.local.batch_size, spec.local.lr,
+                        spec.local.weight_decay, spec.local.lr_schedule)
+    return TaskSetup(dataset, parts, spec.model.name, spec.model.hidden, local)
+
+
+def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tuple[Simulation, Learner]:
+    streams = RandomStreams(scenario.seed)
+    tasks = [build_task(scenario, s, streams, data_dir) for s in range(len(scenario.tasks))]
+    first = tasks[0]
+    mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
     groups = [g for g in scenario.devices for _ in range(g.count)]
     base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos = [DeviceInfo(i, g.group, len(parts[i]), mix[i], scenario.seed, base_dir) for i, g in enumerate(groups)]
+    infos = [DeviceInfo(i, g.group, len(first.parts[i]), mix[i], scenario.seed, base_dir) for i, g in enumerate(groups)]
     policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
                 for info, g in zip(infos, groups)]
     chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
                 if g.battery is not None and g.battery.charging is not None else None
                 for info, g in zip(infos, groups)]
     participation = tuple(getattr(p, "p", None) for p in policies)
+    sizes = tuple(tuple(len(p) for p in t.parts) for t in tasks)
+    local = scenario.task.local
     try:
         strategy = build_strategy(scenario.server.algorithm,
-                                  ClientInfo(tuple(len(p) for p in parts), task.local.lr, participation,
-                                             lr_schedule=task.local.lr_schedule))
+                                  ClientInfo(sizes[0], local.lr, participation, lr_schedule=local.lr_schedule,
+                                             task_sizes=sizes))
     except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
         raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
-    local = LocalConfig(task.local.steps, task.local.epochs, task.local.batch_size, task.local.lr,
-                        task.local.weight_decay, task.local.lr_schedule)
-    learner = Learner(dataset=dataset, parts=parts, model_name=task.model.name, hidden=task.model.hidden,
-                      local=local, strategy=strategy, streams=streams,
+    learner = Learner(tasks, strategy=strategy, streams=streams, participants=scenario.server.round.participants,
                       max_test_samples=scenario.eval.max_test_samples)
-    return Simulation(scenario, learner, policies, streams, chargers), dataset
+    return Simulation(scenario, learner, policies, streams, chargers), learner
 
 
 def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool) -> dict[str, Any]:
@@ -107,6 +122,7 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
         "retransmissions": result.network.retransmissions,
         "relays": result.relays,
         "staleness": _staleness_summary(result.staleness),
+        "tasks": _task_summaries(scenario, result),
         "num_devices": len(result.devices),
         "events": len(result.recorder),
         "devices": [{"device": d.index, "group": d.profile.group, "tasks_started": d.tasks_started,
@@ -116,6 +132,16 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
                      "battery_fraction": None if d.battery.mains else d.battery.level_j / d.battery.capacity_j,
                      "battery_empty": d.dead} for d in result.devices],
     }
+
+
+def _task_summaries(scenario: Scenario, result: SimulationResult) -> list[dict[str, Any]]:
+    """Each model's data set, architecture and accuracies (the run's own when it trains one model)."""
+    out = []
+    for s, task in enumerate(scenario.tasks):
+        acc = [m.tasks[s].accuracy if m.tasks else m.test_accuracy for m in result.metrics]
+        out.append({"dataset": task.dataset.name, "model": task.model.name,
+                    "final_test_accuracy": acc[-1] if acc else None, "best_test_accuracy": max(acc) if acc else None})
+    return out
 
 
 def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
@@ -129,7 +155,7 @@ def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
 def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
                  progress: Progress | None = None) -> RunOutcome:
     started = time.perf_counter()
-    simulation, dataset = build_simulation(scenario, data_dir=data_dir)
+    simulation, learner = build_simulation(scenario, data_dir=data_dir)
     if progress is not None:
         simulation.progress = progress.update
     complete = True
@@ -143,7 +169,7 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
             progress.close()
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
     out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
-                    num_classes=dataset.num_classes, events=result.recorder.columns(), staleness=result.staleness,
+                    num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(), staleness=result.staleness,
                     title=f"{scenario.name}: {scenario.server.algorithm.name}")
     if not complete:
         raise KeyboardInterrupt

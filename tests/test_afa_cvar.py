@@ -13,7 +13,7 @@ from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.fedcvar import cvar_objective
 from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.learn.partition import partition_indices
 from netfl.rng import RandomStreams
 from netfl.scenario import scenario_from_dict
@@ -159,8 +159,8 @@ def test_fed_cvar_params_and_t_lr_schedule() -> None:
 
 
 def _blobs_learner(strategy, parts, *, lr: float = 0.05, steps: int = 6) -> Learner:
-    return Learner(dataset=load_dataset("blobs3", seed=3), parts=parts, model_name="mlp", hidden=[16],
-                   local=LocalConfig(steps=steps, epochs=None, batch_size=20, lr=lr), strategy=strategy,
+    return Learner([TaskSetup(load_dataset("blobs3", seed=3), parts, "mlp", [16],
+                             LocalConfig(steps=steps, epochs=None, batch_size=20, lr=lr))], strategy=strategy,
                    streams=RandomStreams(5))
 
 
@@ -168,7 +168,7 @@ def _run_relay_rounds(learner: Learner, picks: list[int]) -> list[torch.Tensor]:
     """Each round: every user starts a job, the relay passes user picks[r]; the model after each round."""
     out = []
     for r, user in enumerate(picks):
-        jobs = [learner.submit(c, r) for c in range(3)]
+        jobs = [learner.submit(c, r).job for c in range(3)]
         for c, job in enumerate(jobs):
             if c != user:
                 learner.cancel(job)
@@ -222,7 +222,7 @@ def test_learner_reports_steps_and_keeps_the_plain_vector_for_other_strategies()
     learner = _blobs_learner(strategy, parts)
     assert learner.extra == 0 and learner.global_vector.numel() == learner.layout.size
     assert learner.model_vector is learner.global_vector and learner.extra_vector.numel() == 0
-    jobs = (learner.submit(0, 0, steps=7), learner.submit(2, 0))
+    jobs = (learner.submit(0, 0, steps=7).job, learner.submit(2, 0).job)
     learner.aggregate(RoundContext(0, 0.0, (0, 2), (0, 2), jobs))
     assert [(u.client, u.steps, u.lr) for u in seen] == [(0, 7, 0.05), (2, 6, 0.05)]
 

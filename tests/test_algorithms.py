@@ -50,7 +50,7 @@ def run_rounds(strategy, x: torch.Tensor, rounds: list[list[ClientUpdate]]) -> l
 
 def test_registry_names_and_metadata() -> None:
     assert set(ALGORITHMS) == {"fedavg", "fedavg_all", "fedavg_known", "fedavg_unbiased", "fedau", "mifa", "umifa",
-                               "mifam", "umifam", "afa_cd", "afa_cs", "fed_cvar"}
+                               "mifam", "umifam", "afa_cd", "afa_cs", "fed_cvar", "mmfl"}
     listing = {d["name"]: d for d in describe_algorithms()}
     assert set(listing) == set(ALGORITHMS)
     for name, cls in ALGORITHMS.items():
@@ -324,7 +324,7 @@ def test_lr_schedule() -> None:
 
 def test_learner_passes_the_scheduled_lr() -> None:
     from netfl.learn.datasets import Dataset
-    from netfl.learn.learner import Learner, LocalConfig
+    from netfl.learn.learner import Learner, LocalConfig, TaskSetup
     from netfl.rng import RandomStreams
 
     seen: list[ClientUpdate] = []
@@ -338,10 +338,10 @@ def test_learner_passes_the_scheduled_lr() -> None:
     data = Dataset("toy", torch.rand(8, 1, 2, 2, generator=g), torch.arange(8) % 2,
                    torch.rand(4, 1, 2, 2, generator=g), torch.arange(4) % 2, 2, (1, 2, 2))
     parts = [np.arange(0, 4), np.arange(4, 8)]
-    learner = Learner(dataset=data, parts=parts, model_name="logistic", hidden=[],
-                      local=LocalConfig(steps=1, epochs=None, batch_size=2, lr=0.4, lr_schedule="inverse_round"),
+    learner = Learner([TaskSetup(data, parts, "logistic", [],
+                                 LocalConfig(steps=1, epochs=None, batch_size=2, lr=0.4, lr_schedule="inverse_round"))],
                       strategy=Recorder(Recorder.Params(), ClientInfo((4, 4), 0.4)), streams=RandomStreams(1))
-    jobs = (learner.submit(0, 0), learner.submit(1, 3))
+    jobs = (learner.submit(0, 0).job, learner.submit(1, 3).job)
     learner.aggregate(RoundContext(3, 0.0, (0, 1), (0, 1), jobs))
     assert [u.lr for u in seen] == [0.4, 0.1]
 

@@ -251,7 +251,7 @@ def fake_run(out: Path) -> Path:
     events = {"sim_time_s": [0.0, 10.0], "round": [0, 1], "device": [0, 1], "kind": ["start", "upload"],
               "detail": ["", ""]}
     return writer.write_run(out, summary={"scenario": "fake", "complete": True}, metrics=metrics,
-                            num_classes=2, events=events, title="fake")
+                            num_classes=[2], events=events, title="fake")
 
 
 def test_write_run_failing_midway_leaves_previous_folder_untouched(tmp_path: Path,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from netfl.backend import Evaluation, RoundContext
+from netfl.backend import Evaluation, RoundContext, RoundPlan, Work, sample_uniform
 from netfl.policies import DeviceInfo, RoundPolicy, build_policy
 from netfl.rng import RandomStreams
 from netfl.scenario import scenario_from_dict
@@ -32,27 +32,33 @@ def approx(value: float) -> object:
 
 
 class FakeBackend:
-    """Implements netfl.backend.TrainingBackend; records every call."""
+    """Implements netfl.backend.TrainingBackend; records every call.
 
-    def __init__(self, model_bytes: int = 250_000, flops: float = 2.5e9):
-        self._model_bytes = model_bytes
+    Rounds select ``participants`` of the available clients uniformly (all if None; ``simulate`` sets it from
+    the scenario), each job downloading and uploading ``model_bytes`` and computing ``flops``.
+    """
+
+    def __init__(self, model_bytes: int = 250_000, flops: float = 2.5e9, participants: int | None = None):
+        self.model_bytes = model_bytes
         self.flops = flops
+        self.participants = participants
+        self.rng = np.random.default_rng(0)
         self.submitted: list[tuple[int, int, int]] = []  # (job, client, round)
         self.cancelled: list[int] = []
         self.contexts: list[RoundContext] = []
         self.evaluations = 0
 
-    @property
-    def model_bytes(self) -> int:
-        return self._model_bytes
+    def plan_round(self, round_index: int, available) -> RoundPlan:
+        return RoundPlan(tuple(self.submit(c, round_index) for c in sample_uniform(available, self.participants,
+                                                                                   self.rng)))
 
-    def job_flops(self, client: int, steps: int | None = None) -> float:
-        return self.flops
+    def plan_after_probe(self, round_index: int, reported) -> RoundPlan:
+        raise AssertionError("FakeBackend never probes")
 
-    def submit(self, client: int, round_index: int, steps: int | None = None) -> int:
+    def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
         job = len(self.submitted)
         self.submitted.append((job, client, round_index))
-        return job
+        return Work(client, job, self.model_bytes, self.flops, self.model_bytes)
 
     def cancel(self, job: int) -> None:
         self.cancelled.append(job)
@@ -124,6 +130,7 @@ def simulate(sc, backend: FakeBackend, policy_cls: type[RoundPolicy] | None = Al
     else:
         policies = [policy_cls(policy_cls.Params(), info(i, g.group), streams.numpy("availability", i))
                     for i, g in enumerate(groups)]
+    backend.participants = sc.server.round.participants
     sim = Simulation(sc, backend, policies, streams)
     return sim, sim.run()
 

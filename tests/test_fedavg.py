@@ -11,7 +11,7 @@ from netfl.backend import RoundContext
 from netfl.learn.algorithms import ClientInfo, ClientUpdate, build_strategy
 from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.learn.models import build_model
 from netfl.learn.params import ParamLayout
 from netfl.learn.training import local_sgd, minibatch_indices, num_local_steps
@@ -177,8 +177,8 @@ def _dataset() -> Dataset:
 
 def _learner(weighting: str, parts: list[np.ndarray]) -> Learner:
     strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
-    return Learner(dataset=_dataset(), parts=parts, model_name="logistic", hidden=[],
-                   local=LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.2), strategy=strategy,
+    return Learner([TaskSetup(_dataset(), parts, "logistic", [],
+                             LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.2))], strategy=strategy,
                    streams=RandomStreams(9))
 
 
@@ -193,8 +193,8 @@ def test_learner_result_does_not_depend_on_delivery_order() -> None:
     start = a.global_vector.clone()
     assert torch.equal(start, b.global_vector)  # same seed, same start
     for r in range(2):
-        jobs_a = [a.submit(c, r) for c in (0, 1)]
-        jobs_b = [b.submit(c, r) for c in (0, 1)]
+        jobs_a = [a.submit(c, r).job for c in (0, 1)]
+        jobs_b = [b.submit(c, r).job for c in (0, 1)]
         assert jobs_a == jobs_b
         # two updates at weight 1/2 each: the sum is exact in either order
         assert a.aggregate(_context(r, tuple(jobs_a))) == 2
@@ -207,16 +207,16 @@ def test_learner_jobs_are_independent_of_each_other() -> None:
     # three clients, sample weighting: order changes only the float rounding of the sum
     parts = [np.arange(0, 10), np.arange(10, 30), np.arange(30, 48)]
     a, b = _learner("samples", parts), _learner("samples", parts)
-    jobs_a = [a.submit(c, 0) for c in range(3)]
-    jobs_b = [b.submit(c, 0) for c in range(3)]
+    jobs_a = [a.submit(c, 0).job for c in range(3)]
+    jobs_b = [b.submit(c, 0).job for c in range(3)]
     a.aggregate(_context(0, (jobs_a[0], jobs_a[1], jobs_a[2])))
     b.aggregate(_context(0, (jobs_b[2], jobs_b[0], jobs_b[1])))
     torch.testing.assert_close(a.global_vector, b.global_vector, rtol=1e-6, atol=1e-7)
 
     # a cancelled job changes nothing for the others: jobs are trained from their own seeds
     c, d = _learner("samples", parts), _learner("samples", parts)
-    jobs_c = [c.submit(k, 0) for k in range(3)]
-    jobs_d = [d.submit(k, 0) for k in range(3)]
+    jobs_c = [c.submit(k, 0).job for k in range(3)]
+    jobs_d = [d.submit(k, 0).job for k in range(3)]
     c.cancel(jobs_c[1])
     c.aggregate(_context(0, (jobs_c[0], jobs_c[2])))
     d.cancel(jobs_d[1])
@@ -229,7 +229,7 @@ def test_learner_with_no_delivered_jobs_keeps_the_model() -> None:
     parts = [np.arange(0, 24), np.arange(24, 48)]
     learner = _learner("samples", parts)
     before = learner.global_vector.clone()
-    job = learner.submit(0, 0)
+    job = learner.submit(0, 0).job
     learner.cancel(job)
     assert learner.aggregate(_context(0, ())) == 0
     assert torch.equal(learner.global_vector, before)

@@ -1,28 +1,43 @@
 """The learner: real torch training and aggregation behind the engine's
 :class:`~netfl.backend.TrainingBackend` interface.
 
-Jobs are lazy: ``submit`` only records (client, global version); the
-training runs when ``aggregate`` needs the update. A strategy with
-``extra_params > 0`` (Fed-CVaR-Avg's threshold t) gets those scalars
-appended to the flat vector: clients train them with the strategy's
-``local_loss``, the strategy aggregates the extended vectors, and evaluation
-uses the model part only. Each job's randomness
-comes from its own torch generator seeded by (scenario seed, client, job),
-so results do not depend on the order in which jobs are computed -- which
-is what lets a later version batch them.
+It trains one model per task (``tasks:`` in the scenario; one for almost
+every algorithm, several for MMFL). Each round the strategy says which
+(client, task) pairs train; the learner turns them into
+:class:`~netfl.backend.Work` (bytes down, FLOPs, bytes up) for the engine
+to time, and into jobs for itself.
+
+Jobs are lazy: a job only records (client, task, global version, steps);
+the training runs when ``aggregate`` (or a probe's report) needs the update.
+Each job's randomness comes from its own torch generator seeded by
+(scenario seed, client, job), so results do not depend on the order in
+which jobs are computed -- which is what lets a later version batch them.
+
+A strategy with ``extra_params > 0`` (Fed-CVaR-Avg's threshold t) gets those
+scalars appended to each flat vector: clients train them with the
+strategy's ``local_loss``, the strategy aggregates the extended vectors, and
+evaluation uses the model part only.
+
+Probes (``strategy.probe``): every eligible client downloads every task's
+model and reports one number per task -- the norm of the update it trains
+from it, divided by the lr (``update_norm``: it trains every model, and the
+update the strategy then picks is uploaded without training again), or
+the model's mean loss on its local data (``loss``: forward passes only; the
+picked client then trains the one model it is assigned).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from netfl.backend import Evaluation, RoundContext
+from netfl.backend import BYTES_PER_VALUE, Evaluation, RoundContext, RoundPlan, Work
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
-from netfl.learn.models import build_model, model_num_bytes, training_flops_per_sample
+from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
 from netfl.learn.training import evaluate, local_sgd, local_sgd_extended, num_local_steps, scheduled_lr
 from netfl.rng import RandomStreams
@@ -39,44 +54,39 @@ class LocalConfig:
 
 
 @dataclass(frozen=True)
-class _Job:
-    client: int
-    version: int
-    steps: int
-    round_index: int = 0
+class TaskSetup:
+    """What one task is made of: its data, how it is split over the clients, its model and local recipe."""
+
+    dataset: Dataset
+    parts: list[np.ndarray]
+    model_name: str
+    hidden: Sequence[int]
+    local: LocalConfig
 
 
-class Learner:
-    def __init__(self, *, dataset: Dataset, parts: list[np.ndarray], model_name: str, hidden: list[int],
-                 local: LocalConfig, strategy: Strategy, streams: RandomStreams,
-                 max_test_samples: int | None = None):
-        torch.manual_seed(streams.integer_seed("model_init"))
-        self.model = build_model(model_name, dataset.input_shape, dataset.num_classes, hidden=tuple(hidden))
+class TaskModel:
+    """One model the federation trains: its global vector, its snapshots and its analytic costs."""
+
+    def __init__(self, setup: TaskSetup, *, init_seed: int, extra_init: torch.Tensor,
+                 max_test_samples: int | None):
+        torch.manual_seed(init_seed)
+        dataset = setup.dataset
+        self.model = build_model(setup.model_name, dataset.input_shape, dataset.num_classes,
+                                 hidden=tuple(setup.hidden))
         self.layout = ParamLayout.of(self.model)
         self.dataset = dataset
-        self.parts = [torch.as_tensor(p, dtype=torch.long) for p in parts]
-        self.local = local
-        self.strategy = strategy
-        self.streams = streams
+        self.parts = [torch.as_tensor(p, dtype=torch.long) for p in setup.parts]
+        self.local = setup.local
         self.num_classes = dataset.num_classes
         limit = len(dataset.test_x) if max_test_samples is None else max_test_samples
         self.test_x, self.test_y = dataset.test_x[:limit], dataset.test_y[:limit]
-        self.extra = int(strategy.extra_params)
-        self.model_bytes = model_num_bytes(self.model) + 4 * self.extra  # the extras travel with the model
-        self._flops_per_sample = training_flops_per_sample(self.model, dataset.input_shape)
-        self.global_vector = self.layout.flatten(self.model)
-        if self.extra:
-            initial = strategy.initial_extra().to(self.global_vector.dtype).reshape(-1)
-            if initial.numel() != self.extra:
-                raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
-                                 f"extra_params is {self.extra}")
-            self.global_vector = torch.cat([self.global_vector, initial])
-        self.version = 0
-        self._snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
-        self._jobs: dict[int, _Job] = {}
-        self._next_job = 0
-
-    # ------------------------------------------------------- engine interface
+        self.extra = int(extra_init.numel())
+        self.model_bytes = model_num_bytes(self.model) + BYTES_PER_VALUE * self.extra  # extras travel too
+        self._train_flops = training_flops_per_sample(self.model, dataset.input_shape)
+        self._forward_flops = forward_flops_per_sample(self.model, dataset.input_shape)
+        vector = self.layout.flatten(self.model)
+        self.global_vector = torch.cat([vector, extra_init.to(vector.dtype)]) if self.extra else vector
+        self.snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
 
     def client_size(self, client: int) -> int:
         return len(self.parts[client])
@@ -84,67 +94,224 @@ class Learner:
     def steps_of(self, client: int) -> int:
         return num_local_steps(self.client_size(client), self.local.batch_size, self.local.steps, self.local.epochs)
 
-    def job_flops(self, client: int, steps: int | None = None) -> float:
-        samples = (self.steps_of(client) if steps is None else steps) * min(self.local.batch_size,
-                                                                             self.client_size(client))
-        return float(self._flops_per_sample * samples)
+    def job_flops(self, client: int, steps: int) -> float:
+        return float(self._train_flops * steps * min(self.local.batch_size, self.client_size(client)))
 
-    def submit(self, client: int, round_index: int, steps: int | None = None) -> int:
-        job = self._next_job
-        self._next_job += 1
-        self._jobs[job] = _Job(client, self.version, self.steps_of(client) if steps is None else steps,
-                               round_index=round_index)
-        return job
+    def loss_flops(self, client: int) -> float:
+        """A forward pass over the client's whole local data (a ``loss`` probe)."""
+        return float(self._forward_flops * self.client_size(client))
+
+    def model_part(self, vector: torch.Tensor) -> torch.Tensor:
+        return vector[:self.layout.size] if self.extra else vector
+
+    def client_data(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
+        idx = self.parts[client]
+        return self.dataset.train_x[idx], self.dataset.train_y[idx]
+
+    def local_loss(self, client: int) -> float:
+        """Mean cross-entropy of the global model on the client's local data."""
+        x, y = self.client_data(client)
+        return evaluate(self.model, self.layout, self.model_part(self.global_vector), x, y, self.num_classes)[1]
+
+    def evaluate(self) -> Evaluation:
+        acc, loss, per_class = evaluate(self.model, self.layout, self.model_part(self.global_vector), self.test_x,
+                                        self.test_y, self.num_classes)
+        return Evaluation(acc, loss, tuple(per_class))
+
+
+@dataclass
+class _Job:
+    client: int
+    task: int
+    version: int
+    steps: int
+    round_index: int = 0
+    delta: torch.Tensor | None = None  # trained already (for a probe's report)
+    lr: float = 0.0
+
+
+@dataclass
+class _Probe:
+    client: int
+    jobs: tuple[int, ...] = field(default_factory=tuple)  # update_norm: one training job per task
+
+
+class Learner:
+    def __init__(self, tasks: Sequence[TaskSetup], *, strategy: Strategy, streams: RandomStreams,
+                 participants: int | None = None, max_test_samples: int | None = None):
+        if not tasks:
+            raise ValueError("a learner needs at least one task")
+        self.strategy = strategy
+        self.streams = streams
+        self.participants = participants
+        initial = strategy.initial_extra().to(torch.float32).reshape(-1)
+        if initial.numel() != int(strategy.extra_params):
+            raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
+                             f"extra_params is {strategy.extra_params}")
+        # task 0 keeps the stream name it always had, so single-task runs are unchanged
+        self.tasks = [TaskModel(setup, init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
+                                extra_init=initial, max_test_samples=max_test_samples)
+                      for s, setup in enumerate(tasks)]
+        self.version = 0
+        self._selection = streams.numpy("selection")
+        self._jobs: dict[int, _Job] = {}
+        self._probes: dict[int, _Probe] = {}
+        self._next_job = 0
+
+    # ----------------------------------------------- the first task's model (the only one for most algorithms)
+
+    @property
+    def layout(self) -> ParamLayout:
+        return self.tasks[0].layout
+
+    @property
+    def extra(self) -> int:
+        return self.tasks[0].extra
+
+    @property
+    def global_vector(self) -> torch.Tensor:
+        return self.tasks[0].global_vector
+
+    @property
+    def model_vector(self) -> torch.Tensor:
+        """The first task's global model parameters (its global vector without any strategy extras)."""
+        return self.tasks[0].model_part(self.tasks[0].global_vector)
+
+    @property
+    def extra_vector(self) -> torch.Tensor:
+        """The strategy's extra scalars in the first task's global vector (empty for most strategies)."""
+        return self.tasks[0].global_vector[self.tasks[0].layout.size:]
+
+    # ------------------------------------------------------- engine interface
+
+    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
+        if self.strategy.probe is None:
+            pairs = self.strategy.select(round_index, available, self.participants, self._selection)
+            return RoundPlan(tuple(self._train_work(c, s, round_index) for c, s in pairs))
+        return RoundPlan(tuple(self._probe_work(c, round_index) for c in available), probe=True)
+
+    def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
+        probes, self._probes = self._probes, {}
+        by_client = {probes[p].client: probes[p] for p in reported}
+        reports = {client: self._report(probe) for client, probe in by_client.items()}
+        pairs = self.strategy.assign(round_index, reports, self.participants, self._selection)
+        decision_bytes = BYTES_PER_VALUE * len(self.tasks)  # the client's row of probabilities
+        work = []
+        for client, task in pairs:
+            if self.strategy.probe == "update_norm":  # trained during the probe: upload only
+                job = by_client[client].jobs[task]
+                work.append(Work(client, job, decision_bytes, 0.0, self.tasks[task].model_bytes, self._note(task)))
+            else:
+                trained = self._train_work(client, task, round_index)
+                work.append(Work(client, trained.job, decision_bytes, trained.flops, trained.upload_bytes,
+                                 trained.note))
+        kept = {w.job for w in work}
+        for probe in probes.values():
+            for job in probe.jobs:
+                if job not in kept:
+                    self._jobs.pop(job, None)
+        self._forget_unused_snapshots()
+        return RoundPlan(tuple(work))
+
+    def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
+        """A job of the first task started by the client itself (asynchronous workers)."""
+        return self._train_work(client, 0, round_index, steps)
 
     def cancel(self, job: int) -> None:
         self._jobs.pop(job, None)
         self._forget_unused_snapshots()
 
     def aggregate(self, context: RoundContext) -> int:
-        updates = [self._train(job) for job in context.delivered]
+        updates = [self._update(job) for job in context.delivered]
         for job in context.delivered:
             del self._jobs[job]
-        self.global_vector = self.strategy.aggregate(self.global_vector, updates, context)
         self.version += 1
-        self._snapshots[self.version] = self.global_vector
+        for s, task in enumerate(self.tasks):
+            mine = [u for u in updates if u.task == s]
+            task.global_vector = self.strategy.aggregate(task.global_vector, mine, context)
+            task.snapshots[self.version] = task.global_vector
         self._forget_unused_snapshots()
         return len(updates)
 
     def evaluate(self) -> Evaluation:
-        acc, loss, per_class = evaluate(self.model, self.layout, self.model_vector, self.test_x, self.test_y,
-                                        self.num_classes)
-        return Evaluation(acc, loss, tuple(per_class))
-
-    @property
-    def model_vector(self) -> torch.Tensor:
-        """The global model's parameters (the global vector without any strategy extras)."""
-        return self.global_vector[:self.layout.size] if self.extra else self.global_vector
-
-    @property
-    def extra_vector(self) -> torch.Tensor:
-        """The strategy's extra scalars in the global vector (empty for most strategies)."""
-        return self.global_vector[self.layout.size:]
+        results = [task.evaluate() for task in self.tasks]
+        if len(results) == 1:
+            return results[0]
+        return Evaluation(float(np.mean([r.accuracy for r in results])), float(np.mean([r.loss for r in results])),
+                          tasks=tuple(results))
 
     # -------------------------------------------------------------- internals
 
-    def _train(self, job_id: int) -> ClientUpdate:
-        job = self._jobs[job_id]
-        start = self._snapshots[job.version]
-        idx = self.parts[job.client]
-        generator = torch.Generator().manual_seed(self.streams.integer_seed("training", job.client, job_id))
-        lr = scheduled_lr(self.local.lr, self.local.lr_schedule, job.round_index)
-        if self.extra:
-            end = local_sgd_extended(self.model, self.layout, start, self.dataset.train_x[idx],
-                                     self.dataset.train_y[idx], steps=job.steps, batch_size=self.local.batch_size,
-                                     lr=lr, extra_lr=self.strategy.extra_lr(lr), weight_decay=self.local.weight_decay,
-                                     generator=generator, loss_fn=self.strategy.local_loss)
+    def _note(self, task: int) -> str:
+        return f"task={task}" if len(self.tasks) > 1 else ""
+
+    def _new_job(self, client: int, task: int, round_index: int, steps: int | None = None) -> int:
+        job = self._next_job
+        self._next_job += 1
+        model = self.tasks[task]
+        self._jobs[job] = _Job(client, task, self.version, model.steps_of(client) if steps is None else steps,
+                               round_index, lr=scheduled_lr(model.local.lr, model.local.lr_schedule, round_index))
+        return job
+
+    def _train_work(self, client: int, task: int, round_index: int, steps: int | None = None) -> Work:
+        job = self._new_job(client, task, round_index, steps)
+        model = self.tasks[task]
+        return Work(client, job, model.model_bytes, model.job_flops(client, self._jobs[job].steps), model.model_bytes,
+                    self._note(task))
+
+    def _probe_work(self, client: int, round_index: int) -> Work:
+        probe_id = self._next_job
+        self._next_job += 1
+        if self.strategy.probe == "update_norm":
+            jobs = tuple(self._new_job(client, s, round_index) for s in range(len(self.tasks)))
+            flops = sum(self.tasks[self._jobs[j].task].job_flops(client, self._jobs[j].steps) for j in jobs)
+        elif self.strategy.probe == "loss":
+            jobs = ()
+            flops = sum(model.loss_flops(client) for model in self.tasks)
         else:
-            end = local_sgd(self.model, self.layout, start, self.dataset.train_x[idx], self.dataset.train_y[idx],
-                            steps=job.steps, batch_size=self.local.batch_size, lr=lr,
-                            weight_decay=self.local.weight_decay, generator=generator)
-        return ClientUpdate(job.client, len(idx), end - start, job.version, lr, job.steps)
+            raise ValueError(f"{self.strategy.name}: unknown probe {self.strategy.probe!r}; "
+                             "accepted: update_norm, loss")
+        self._probes[probe_id] = _Probe(client, jobs)
+        return Work(client, probe_id, sum(m.model_bytes for m in self.tasks), flops,
+                    BYTES_PER_VALUE * len(self.tasks), "probe", report=True)
+
+    def _report(self, probe: _Probe) -> np.ndarray:
+        """One value per task: ||update|| / lr (update_norm) or the global model's local loss (loss)."""
+        if self.strategy.probe == "update_norm":
+            values = []
+            for job_id in probe.jobs:
+                job = self._jobs[job_id]
+                job.delta = self._train(job_id)
+                values.append(float(torch.linalg.vector_norm(job.delta)) / job.lr)
+            return np.asarray(values)
+        return np.asarray([m.local_loss(probe.client) for m in self.tasks])
+
+    def _update(self, job_id: int) -> ClientUpdate:
+        job = self._jobs[job_id]
+        delta = job.delta if job.delta is not None else self._train(job_id)
+        return ClientUpdate(job.client, self.tasks[job.task].client_size(job.client), delta, job.version, job.lr,
+                            job.steps, task=job.task)
+
+    def _train(self, job_id: int) -> torch.Tensor:
+        """The job's update y - x (computed now)."""
+        job = self._jobs[job_id]
+        model = self.tasks[job.task]
+        start = model.snapshots[job.version]
+        x, y = model.client_data(job.client)
+        generator = torch.Generator().manual_seed(self.streams.integer_seed("training", job.client, job_id))
+        local = model.local
+        if model.extra:
+            end = local_sgd_extended(model.model, model.layout, start, x, y, steps=job.steps,
+                                     batch_size=local.batch_size, lr=job.lr, extra_lr=self.strategy.extra_lr(job.lr),
+                                     weight_decay=local.weight_decay, generator=generator,
+                                     loss_fn=self.strategy.local_loss)
+        else:
+            end = local_sgd(model.model, model.layout, start, x, y, steps=job.steps, batch_size=local.batch_size,
+                            lr=job.lr, weight_decay=local.weight_decay, generator=generator)
+        return end - start
 
     def _forget_unused_snapshots(self) -> None:
-        needed = {j.version for j in self._jobs.values()} | {self.version}
-        for version in [v for v in self._snapshots if v not in needed]:
-            del self._snapshots[version]
+        needed = {j.version for j in self._jobs.values() if j.delta is None} | {self.version}
+        for task in self.tasks:
+            for version in [v for v in task.snapshots if v not in needed]:
+                del task.snapshots[version]

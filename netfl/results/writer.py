@@ -35,14 +35,32 @@ def write_events(path: Path, columns: dict[str, list]) -> None:
     pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=True)
 
 
-def write_metrics(path: Path, rows: Sequence[Any], num_classes: int) -> None:
+def _padded(values: Sequence[float], n: int) -> list[str]:
+    return [f"{a:.6f}" for a in list(values) + [math.nan] * (n - len(values))]
+
+
+def write_metrics(path: Path, rows: Sequence[Any], num_classes: Sequence[int]) -> None:
+    """One row per evaluation. One task: ``class_<k>_accuracy`` columns; several (``num_classes`` per task):
+    ``test_accuracy``/``test_loss`` are their means, then ``task<s>_accuracy``, ``task<s>_loss`` and
+    ``task<s>_class_<k>_accuracy`` for each."""
+    header = list(METRIC_COLUMNS)
+    if len(num_classes) == 1:
+        header += [f"class_{k}_accuracy" for k in range(num_classes[0])]
+    else:
+        for s, classes in enumerate(num_classes):
+            header += [f"task{s}_accuracy", f"task{s}_loss", *(f"task{s}_class_{k}_accuracy" for k in range(classes))]
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*METRIC_COLUMNS, *(f"class_{k}_accuracy" for k in range(num_classes))])
+        writer.writerow(header)
         for row in rows:
-            per_class = list(row.per_class_accuracy) + [math.nan] * (num_classes - len(row.per_class_accuracy))
-            writer.writerow([f"{row.sim_time_s:.6f}", row.round, f"{row.test_accuracy:.6f}", f"{row.test_loss:.6f}",
-                             row.participants, *(f"{a:.6f}" for a in per_class)])
+            cells = [f"{row.sim_time_s:.6f}", row.round, f"{row.test_accuracy:.6f}", f"{row.test_loss:.6f}",
+                     row.participants]
+            if len(num_classes) == 1:
+                cells += _padded(row.per_class_accuracy, num_classes[0])
+            else:
+                for task, classes in zip(row.tasks, num_classes):
+                    cells += [f"{task.accuracy:.6f}", f"{task.loss:.6f}", *_padded(task.per_class_accuracy, classes)]
+            writer.writerow(cells)
 
 
 def write_staleness(path: Path, staleness: Sequence[int]) -> None:
@@ -54,7 +72,7 @@ def write_staleness(path: Path, staleness: Sequence[int]) -> None:
             writer.writerow([value, counts.get(value, 0)])
 
 
-def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: int,
+def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: Sequence[int],
               events: dict[str, list], title: str, staleness: Sequence[int] = ()) -> Path:
     """Write summary.json, metrics.csv, events.parquet and accuracy_vs_time.png into ``out_dir`` atomically."""
     out_dir = Path(out_dir)

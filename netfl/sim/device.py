@@ -15,6 +15,7 @@ from typing import Callable
 
 import simpy
 
+from netfl.backend import Work
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
 from netfl.sim.battery import Battery
 from netfl.sim.network import Network, Radio
@@ -111,6 +112,10 @@ class Device:
         if isinstance(self.policy, RoundPolicy) and not self.dead:
             self._set_online(self.policy.participates(round_index), "policy")
         return self.online and not self.dead and not self.below_min and self.task is None
+
+    def can_start(self) -> bool:
+        """Whether work handed out later in a round (after a probe) can still start: on, online and idle."""
+        return self.online and not self.dead and self.task is None
 
     # DeviceState, as session policies see it
     @property
@@ -237,39 +242,41 @@ class Device:
 
     # ------------------------------------------------------------------ task
 
-    def start_task(self, job: int, model_bytes: int, flops: float, uploaded: Callable[[int], None],
-                   lost: Callable[[int], None]) -> simpy.Process:
-        """Download, train, upload. ``uploaded(job)`` once the update has left the device; ``lost(job)`` if not."""
+    def start_task(self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None]) -> simpy.Process:
+        """Download, compute, upload ``work``. ``uploaded(job)`` once the upload has left the device; ``lost(job)`` if not."""
         self.tasks_started += 1
-        self.task = self.env.process(self._task(job, model_bytes, flops, uploaded, lost))
+        self.task = self.env.process(self._task(work, uploaded, lost))
         return self.task
 
-    def _task(self, job: int, model_bytes: int, flops: float, uploaded: Callable[[int], None],
-              lost: Callable[[int], None]):
+    def _task(self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None]):
         p = self.profile
-        bits = 8.0 * model_bytes
+        job = work.job
         try:
-            self.log("download_start", f"job={job} bytes={model_bytes}")
-            yield from self.network.download(self.index, bits, Radio(self.set_load, "receive", p.receive_w))
-            self.log("download_end", f"job={job}")
+            if work.download_bytes > 0:
+                self.log("download_start", f"job={job} bytes={work.download_bytes:.0f}")
+                yield from self.network.download(self.index, 8.0 * work.download_bytes,
+                                                 Radio(self.set_load, "receive", p.receive_w))
+                self.log("download_end", f"job={job}")
 
-            self.log("train_start", f"job={job} flops={flops:.6g}")
-            self.set_load("compute", p.compute_w)
-            try:
-                yield self.env.timeout(flops / p.flops_per_s)
-            finally:
-                self.set_load("compute", 0.0)
-            self.log("train_end", f"job={job}")
+            if work.flops > 0:
+                self.log("train_start", f"job={job} flops={work.flops:.6g}")
+                self.set_load("compute", p.compute_w)
+                try:
+                    yield self.env.timeout(work.flops / p.flops_per_s)
+                finally:
+                    self.set_load("compute", 0.0)
+                self.log("train_end", f"job={job}")
 
-            self.log("upload_start", f"job={job} bytes={model_bytes}")
-            sent = yield from self.network.upload_first_hop(self.index, bits,
+            self.log("upload_start", f"job={job} bytes={work.upload_bytes:.0f}")
+            sent = yield from self.network.upload_first_hop(self.index, 8.0 * work.upload_bytes,
                                                             Radio(self.set_load, "transmit", p.transmit_w))
             if not sent:
                 self.log("dropout", f"job={job} cause=transmission_failed")
                 lost(job)
                 return
             self.log("upload_end", f"job={job}")
-            self.updates_delivered += 1
+            if not work.report:
+                self.updates_delivered += 1
             uploaded(job)
         except simpy.Interrupt as interrupt:
             self.log("dropout", f"job={job} cause={interrupt.cause}")

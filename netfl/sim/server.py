@@ -27,7 +27,7 @@ from typing import Callable, Sequence
 import numpy as np
 import simpy
 
-from netfl.backend import RoundContext, TrainingBackend
+from netfl.backend import RoundContext, TrainingBackend, Work
 from netfl.sim.device import Device
 from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
@@ -98,51 +98,63 @@ class SyncServer(_ServerBase):
         r = self.round_index
         available = [d for d in self.devices if d.eligible(r)]
         self.log("round_start", f"available={len(available)}")
-        k = len(available) if self.participants is None else min(self.participants, len(available))
-        chosen = [available[i] for i in np.sort(self.rng.choice(len(available), size=k, replace=False))] if k else []
-        if not chosen:
+        plan = self.backend.plan_round(r, [d.index for d in available])
+        if not plan.work:
             yield self.env.timeout(self.idle_wait_s)
             self._aggregate(available=[], selected=[], delivered=[], dropped=0, versions={})
             return
+        deadline = None if math.isinf(self.deadline_s) else self.env.timeout(self.deadline_s)
+        selected = sorted({w.client for w in plan.work})
+        if plan.probe:
+            probes = yield from self._run(plan.work, deadline)
+            plan = self.backend.plan_after_probe(r, probes.delivered)
+            selected = sorted(set(selected) | {w.client for w in plan.work})
+        state = yield from self._run(plan.work, deadline)
+        for relay_name, relay in self.relays.items():  # each relay passes its one update of the round
+            job = relay.release()
+            if job is not None:
+                yield from self.network.forward(self.network.route_up(relay_name), 8.0 * state.work[job].upload_bytes)
+                state.delivered.append(job)
+        for job in state.work:
+            if job not in state.delivered:
+                self.backend.cancel(job)
+        self._aggregate(available=[d.index for d in available], selected=selected, delivered=state.delivered,
+                        dropped=len(state.work) - len(state.delivered), versions={job: r for job in state.work})
 
-        state = _RoundState()
-        jobs: dict[int, Device] = {}
-        for device in chosen:
-            job = self.backend.submit(device.index, r)
-            jobs[job] = device
-            state.done[job] = self.env.event()
-            device.log("selected", f"job={job}")
-            device.start_task(job, self.backend.model_bytes, self.backend.job_flops(device.index),
-                              uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
+    def _run(self, work: Sequence[Work], deadline: simpy.Event | None):
+        """Start every item of ``work`` and wait until all arrived or were lost, or the deadline.
+
+        Stragglers are stopped at the deadline (their work is lost); work
+        whose device went away since the round started, or that would start
+        after the deadline, is lost without starting.
+        """
+        state = _RoundState({w.job: w for w in work})
+        for w in work:
+            device = self.devices[w.client]
+            state.done[w.job] = self.env.event()
+            device.log("selected", f"job={w.job}" + (f" {w.note}" if w.note else ""))
+            if (deadline is not None and deadline.processed) or not device.can_start():
+                device.log("dropout", f"job={w.job} cause={'deadline' if device.can_start() else 'unavailable'}")
+                _settle(state.done[w.job], False)
+                continue
+            device.start_task(w, uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
                               lost=lambda j: _settle(state.done[j], False))
         everyone = self.env.all_of(list(state.done.values()))
-        if math.isinf(self.deadline_s):
-            yield everyone
-        else:
-            yield everyone | self.env.timeout(self.deadline_s)
+        yield everyone if deadline is None else everyone | deadline
         state.open = False
-        stragglers = [d.task for d in jobs.values() if d.task is not None and d.task.is_alive]
+        stragglers = [self.devices[w.client].task for w in work]
+        stragglers = [t for t in stragglers if t is not None and t.is_alive]
         for task in stragglers:
             task.interrupt("deadline")
         if stragglers:
             yield self.env.all_of(stragglers)
-        for relay_name, relay in self.relays.items():  # each relay passes its one update of the round
-            job = relay.release()
-            if job is not None:
-                yield from self.network.forward(self.network.route_up(relay_name), 8.0 * self.backend.model_bytes)
-                state.delivered.append(job)
-        for job, device in jobs.items():
-            if job not in state.delivered:
-                self.backend.cancel(job)
-        self._aggregate(available=[d.index for d in available], selected=[d.index for d in chosen],
-                        delivered=state.delivered, dropped=len(jobs) - len(state.delivered),
-                        versions={job: r for job in jobs})
+        return state
 
     def _carry(self, job: int, device: Device, state: "_RoundState"):
-        """An update that left its device, over the wired hops to the server or to a RAM relay."""
+        """An upload that left its device, over the wired hops to the server or to a RAM relay."""
         node = self.network.attachments[device.index].node
         hops = [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
-        yield from self.network.forward(hops, 8.0 * self.backend.model_bytes)
+        yield from self.network.forward(hops, 8.0 * state.work[job].upload_bytes)
         stop = hops[-1].target if hops else node
         if not state.open:
             device.log("late", f"job={job}")
@@ -154,7 +166,8 @@ class SyncServer(_ServerBase):
 
 
 class _RoundState:
-    def __init__(self):
+    def __init__(self, work: dict[int, Work]):
+        self.work = work
         self.done: dict[int, simpy.Event] = {}
         self.delivered: list[int] = []
         self.open = True
@@ -202,12 +215,11 @@ class AsyncServer(_ServerBase):
             while not device.eligible(self.round_index):
                 yield device.changed()
             steps = self._draw_steps(rng)
-            job = self.backend.submit(device.index, self.round_index, steps=steps)
-            self._versions[job] = self.round_index
-            device.log("pull", f"job={job} version={self.round_index} steps={steps or 'task'}")
+            work = self.backend.submit(device.index, self.round_index, steps=steps)
+            self._versions[work.job] = self.round_index
+            device.log("pull", f"job={work.job} version={self.round_index} steps={steps or 'task'}")
             done = self.env.event()
-            device.start_task(job, self.backend.model_bytes, self.backend.job_flops(device.index, steps=steps),
-                              uploaded=lambda j, d=device, e=done: self.env.process(self._carry(j, d, e)),
+            device.start_task(work, uploaded=lambda j, d=device, e=done, w=work: self.env.process(self._carry(w, d, e)),
                               lost=lambda j, e=done: self._lose(j, e))
             yield done
 
@@ -226,12 +238,12 @@ class AsyncServer(_ServerBase):
         self._lost += 1
         _settle(done, False)
 
-    def _carry(self, job: int, device: Device, done: simpy.Event):
+    def _carry(self, work: Work, device: Device, done: simpy.Event):
         hops = self.network.route_up(self.network.attachments[device.index].node)
         if hops:
             _settle(done, True)  # the device is free once its update has left it
-            yield from self.network.forward(hops, 8.0 * self.backend.model_bytes)
-        self._arrived.append(job)
+            yield from self.network.forward(hops, 8.0 * work.upload_bytes)
+        self._arrived.append(work.job)
         if len(self._arrived) >= self.buffer and not self._full.triggered:
             self._full.succeed()  # scheduled before the worker wakes: a same-instant pull sees the new model
         _settle(done, True)

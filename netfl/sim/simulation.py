@@ -1,7 +1,7 @@
 """Build the simulated world from a scenario and run it.
 
 ``Simulation`` owns the SimPy environment, the devices and the server; the
-learner is reached only through :class:`~netfl.sim.backend.TrainingBackend`.
+learner is reached only through :class:`~netfl.backend.TrainingBackend`.
 This module does not import torch.
 """
 
@@ -36,6 +36,7 @@ class MetricRow:
     test_loss: float
     participants: int
     per_class_accuracy: tuple[float, ...] = ()
+    tasks: tuple[Evaluation, ...] = ()  # each model's own results when several are trained (test_* is their mean)
 
 
 @dataclass
@@ -161,7 +162,7 @@ class Simulation:
         result: Evaluation = self.backend.evaluate()
         received = self.server.updates_received
         self.metrics.append(MetricRow(self.env.now, rounds_done, result.accuracy, result.loss,
-                                      received - self._last_participants, result.per_class_accuracy))
+                                      received - self._last_participants, result.per_class_accuracy, result.tasks))
         self._last_participants = received
 
     def run(self) -> SimulationResult:

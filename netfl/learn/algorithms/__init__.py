@@ -12,10 +12,11 @@ from netfl.learn.algorithms.fedau import FedAU, IntervalWeights
 from netfl.learn.algorithms.fedavg import FedAvg, FedAvgAll, FedAvgKnown, FedAvgUnbiased
 from netfl.learn.algorithms.fedcvar import FedCVaR
 from netfl.learn.algorithms.mifa import MIFA, UMIFA, MIFAm, UMIFAm
+from netfl.learn.algorithms.mmfl import MMFL
 
 ALGORITHMS: dict[str, type[Strategy]] = {
     cls.name: cls for cls in (FedAvg, FedAvgAll, FedAvgKnown, FedAvgUnbiased, FedAU, MIFA, UMIFA, MIFAm, UMIFAm,
-                              AFACD, AFACS, FedCVaR)}
+                              AFACD, AFACS, FedCVaR, MMFL)}
 
 __all__ = ["ALGORITHMS", "ClientInfo", "ClientUpdate", "IntervalWeights", "Strategy", "StrategyParams",
            "build_strategy", "describe_algorithms", "validate_algorithm"]
@@ -78,9 +79,23 @@ def validate_algorithm(spec: Any, scenario: Any = None) -> list[tuple[str, str]]
             problems.append(("." + path if path else "", msg))
     if scenario is not None and cls.needs_participation:
         problems += _participation_problems(spec.name, scenario)
-    if scenario is not None and len(scenario.tasks) > 1:
-        problems.append(("", f"{spec.name} trains one model, but the scenario lists {len(scenario.tasks)} tasks"))
+    if scenario is not None:
+        problems += _mode_problems(spec.name, cls, scenario)
     return problems
+
+
+def _mode_problems(name: str, cls: type[Strategy], scenario: Any) -> list[tuple[str, str]]:
+    """An algorithm that cannot run with the scenario's tasks or server mode."""
+    if len(scenario.tasks) > 1 and not cls.multi_task:
+        multi = ", ".join(n for n, c in ALGORITHMS.items() if c.multi_task)
+        return [("", f"{name} trains one model, but the scenario lists {len(scenario.tasks)} tasks; "
+                     f"algorithms that train several: {multi}")]
+    if cls.multi_task and scenario.server.mode == "async":
+        return [("", f"{name} plans synchronous rounds (who trains which model); use server.mode: sync")]
+    if cls.multi_task and any(n.ram is not None for n in scenario.network.nodes.values()):
+        return [("", f"{name} needs every selected update (and the clients' reports), but a RAM relay passes "
+                     "only one per round; remove network.nodes.*.ram or use a single-model algorithm")]
+    return []
 
 
 def build_strategy(spec: Any, clients: ClientInfo) -> Strategy:

@@ -13,6 +13,16 @@ eta) are kept apart. Algorithms written in the MIFA notes' convention use
 the gradient-like ``Delta = (x - y) / gamma = -delta / gamma`` and step
 ``x <- x - eta * G``; each strategy's docstring says which one it uses.
 
+What the server asks: ``select`` picks the (client, task) pairs that train
+in a synchronous round among the eligible clients (by default
+``round.participants`` of them uniformly at random, all on task 0). A
+strategy that needs information from the clients first sets ``probe``
+(``"update_norm"`` or ``"loss"``): the server then asks every eligible
+client for one number per task, and ``assign`` decides from the reports.
+A strategy with ``multi_task = True`` trains several models (``tasks:`` in
+the scenario); the learner calls ``aggregate`` once per task per round,
+with that task's updates (``ClientUpdate.task``).
+
 Every strategy class carries ``name`` (the key in ``server.algorithm``),
 ``summary`` (one line for ``netfl algorithms``), ``paper`` (the citation) and
 ``Params`` (a pydantic model: its fields, defaults and descriptions are the
@@ -23,12 +33,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Sequence
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
-from netfl.backend import RoundContext
+from netfl.backend import RoundContext, sample_uniform
 from netfl.learn.training import scheduled_lr
 
 
@@ -50,6 +61,12 @@ class ClientInfo:
     # how the client learning rate evolves over rounds (task.local.lr_schedule): "constant" or
     # "inverse_round" (gamma_t = gamma / (t + 1), the MIFA reference code's schedule)
     lr_schedule: str = "constant"
+    # n_{i,s}: local data set sizes per task (tasks x clients); empty means one task with ``sizes``
+    task_sizes: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def sizes_by_task(self) -> tuple[tuple[int, ...], ...]:
+        return self.task_sizes or (self.sizes,)
 
     def client_lr(self, round_index: int) -> float:
         """gamma_t: the client learning rate of jobs started in round ``round_index``."""
@@ -64,6 +81,7 @@ class ClientUpdate:
     start_version: int  # the global model version the client started from
     lr: float | None = None  # the client learning rate this job trained with (None: ClientInfo.local_lr)
     steps: int | None = None  # K: the local SGD steps this job ran (None: unknown)
+    task: int = 0  # which model (of ``tasks:``) this update belongs to
 
 
 class Strategy(ABC):
@@ -78,12 +96,29 @@ class Strategy(ABC):
     # ``local_loss`` and lr ``extra_lr(job lr)``, evaluates the model part only, and hands strategies the
     # extended vectors. 0 (the default): plain cross-entropy SGD on the model, the learner's fast path.
     extra_params: ClassVar[int] = 0
+    # True where the strategy trains several models at once (one per entry of the scenario's ``tasks``)
+    multi_task: ClassVar[bool] = False
 
     def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params
         self.clients = clients
+        # what the server asks every eligible client before assigning work: None, "update_norm" or "loss"
+        self.probe: str | None = None
         if self.needs_participation:
             self.probabilities = participation_probabilities(self.name, clients)
+
+    # ---- what the server asks
+
+    def select(self, round_index: int, available: Sequence[int], participants: int | None,
+               rng: np.random.Generator) -> list[tuple[int, int]]:
+        """The (client, task) pairs that train in round ``round_index``: by default ``participants`` of the
+        ``available`` clients uniformly without replacement (all if None), each on task 0."""
+        return [(client, 0) for client in sample_uniform(available, participants, rng)]
+
+    def assign(self, round_index: int, reports: dict[int, np.ndarray], participants: int | None,
+               rng: np.random.Generator) -> list[tuple[int, int]]:
+        """After a probe: the (client, task) pairs that train, from each reporting client's values (one per task)."""
+        raise TypeError(f"{self.name} sets probe={self.probe!r} but does not define assign()")
 
     @property
     def client_sizes(self) -> tuple[int, ...]:
