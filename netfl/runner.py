@@ -57,7 +57,8 @@ def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: 
     try:
         parts = partition_indices(dataset.train_y.numpy(), scenario.num_devices, part.kind,
                                   streams.numpy("partition", *keys), alpha=part.alpha,
-                                  classes_per_client=part.classes_per_client)
+                                  classes_per_client=part.classes_per_client, exclusive=part.exclusive,
+                                  quantity_skew=part.quantity_skew)
     except ValueError as exc:
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
         raise ScenarioError(str(scenario.source or scenario.name), [(f"{where}.dataset.partition", str(exc))]) from None

@@ -166,20 +166,21 @@ def test_one_local_sgd_step_is_a_gradient_step(weight_decay: float) -> None:
 # ------------------------------------------------------------------ learner
 
 
-def _dataset() -> Dataset:
+def _dataset(side: int = 2) -> Dataset:
     g = torch.Generator().manual_seed(0)
-    train_x = torch.rand(48, 1, 2, 2, generator=g)
+    train_x = torch.rand(48, 1, side, side, generator=g)
     train_y = torch.arange(48) % 3
-    test_x = torch.rand(12, 1, 2, 2, generator=g)
+    test_x = torch.rand(12, 1, side, side, generator=g)
     test_y = torch.arange(12) % 3
-    return Dataset("toy", train_x, train_y, test_x, test_y, 3, (1, 2, 2))
+    return Dataset("toy", train_x, train_y, test_x, test_y, 3, (1, side, side))
 
 
-def _learner(weighting: str, parts: list[np.ndarray]) -> Learner:
+def _learner(weighting: str, parts: list[np.ndarray], *, model: str = "logistic", batched: bool = True,
+             weight_decay: float = 0.0) -> Learner:
     strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
-    return Learner([TaskSetup(_dataset(), parts, "logistic", [],
-                             LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.2))], strategy=strategy,
-                   streams=RandomStreams(9))
+    return Learner([TaskSetup(_dataset(8 if model == "lenet5" else 2), parts, model, [8],
+                             LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.2, weight_decay=weight_decay))],
+                   strategy=strategy, streams=RandomStreams(9), batched=batched)
 
 
 def _context(r: int, delivered: tuple[int, ...]) -> RoundContext:
@@ -223,6 +224,24 @@ def test_learner_jobs_are_independent_of_each_other() -> None:
     d.aggregate(_context(0, (jobs_d[2], jobs_d[0])))
     torch.testing.assert_close(c.global_vector, d.global_vector, rtol=1e-6, atol=1e-7)
     assert not torch.allclose(c.global_vector, a.global_vector)
+
+
+@pytest.mark.parametrize("model", ["logistic", "mlp", "lenet5"])
+def test_batched_training_equals_one_job_at_a_time(model: str) -> None:
+    """Jobs trained together (one vmapped call per step) give what each trained alone gives, up to rounding.
+
+    Clients 0-2 share (version, steps, batch 4) and form one vmapped group; client 3 holds 3 samples
+    (batch 3), so it forms a group of its own and trains alone.
+    """
+    parts = [np.arange(0, 12), np.arange(12, 24), np.arange(24, 45), np.arange(45, 48)]
+    together = _learner("samples", parts, model=model, weight_decay=1e-3)
+    alone = _learner("samples", parts, model=model, weight_decay=1e-3, batched=False)
+    for r in range(3):
+        jobs = [learner.submit(c, r).job for learner in (together, alone) for c in range(4)]
+        together.aggregate(_context(r, tuple(jobs[:4])))
+        alone.aggregate(_context(r, tuple(jobs[4:])))
+        torch.testing.assert_close(together.global_vector, alone.global_vector, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(together.global_vector, _learner("samples", parts, model=model).tasks[0].snapshots[0])
 
 
 def test_learner_with_no_delivered_jobs_keeps_the_model() -> None:

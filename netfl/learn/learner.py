@@ -8,10 +8,15 @@ every algorithm, several for MMFL). Each round the strategy says which
 to time, and into jobs for itself.
 
 Jobs are lazy: a job only records (client, task, global version, steps);
-the training runs when ``aggregate`` (or a probe's report) needs the update.
-Each job's randomness comes from its own torch generator seeded by
-(scenario seed, client, job), so results do not depend on the order in
-which jobs are computed -- which is what lets a later version batch them.
+the training runs when ``aggregate`` (or a probe's report) needs the
+updates, all of them at once: jobs that start from the same global model
+with the same number of steps, batch size and lr are stacked and trained
+together, one ``torch.func.vmap`` call per SGD step (DESIGN.md's lazy,
+batched training), which on a CPU removes the per-client Python overhead
+and on a GPU fills the device. Each job's minibatches come from its own
+torch generator seeded by (scenario seed, client, job), so a job trains on
+the same samples however jobs are grouped or ordered; batched and one-by-one
+results agree up to float rounding.
 
 A strategy with ``extra_params > 0`` (Fed-CVaR-Avg's threshold t) gets those
 scalars appended to each flat vector: clients train them with the
@@ -28,6 +33,7 @@ picked client then trains the one model it is assigned).
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -39,7 +45,8 @@ from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
-from netfl.learn.training import evaluate, local_sgd, local_sgd_extended, num_local_steps, scheduled_lr
+from netfl.learn.training import (evaluate, local_sgd, local_sgd_batched, local_sgd_extended, minibatch_indices,
+                                  num_local_steps, scheduled_lr)
 from netfl.rng import RandomStreams
 
 
@@ -137,13 +144,17 @@ class _Probe:
 
 
 class Learner:
+    #: Most parameter floats (jobs x model size) trained in one vmapped call; larger groups are split.
+    BATCH_FLOATS = 50_000_000
+
     def __init__(self, tasks: Sequence[TaskSetup], *, strategy: Strategy, streams: RandomStreams,
-                 participants: int | None = None, max_test_samples: int | None = None):
+                 participants: int | None = None, max_test_samples: int | None = None, batched: bool = True):
         if not tasks:
             raise ValueError("a learner needs at least one task")
         self.strategy = strategy
         self.streams = streams
         self.participants = participants
+        self.batched = batched  # False: train jobs one by one (reference path for tests and benchmarks)
         initial = strategy.initial_extra().to(torch.float32).reshape(-1)
         if initial.numel() != int(strategy.extra_params):
             raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
@@ -193,6 +204,7 @@ class Learner:
     def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
         probes, self._probes = self._probes, {}
         by_client = {probes[p].client: probes[p] for p in reported}
+        self._train([job for probe in by_client.values() for job in probe.jobs])
         reports = {client: self._report(probe) for client, probe in by_client.items()}
         pairs = self.strategy.assign(round_index, reports, self.participants, self._selection)
         decision_bytes = BYTES_PER_VALUE * len(self.tasks)  # the client's row of probabilities
@@ -222,6 +234,7 @@ class Learner:
         self._forget_unused_snapshots()
 
     def aggregate(self, context: RoundContext) -> int:
+        self._train(context.delivered)
         updates = [self._update(job) for job in context.delivered]
         for job in context.delivered:
             del self._jobs[job]
@@ -278,27 +291,57 @@ class Learner:
     def _report(self, probe: _Probe) -> np.ndarray:
         """One value per task: ||update|| / lr (update_norm) or the global model's local loss (loss)."""
         if self.strategy.probe == "update_norm":
-            values = []
-            for job_id in probe.jobs:
-                job = self._jobs[job_id]
-                job.delta = self._train(job_id)
-                values.append(float(torch.linalg.vector_norm(job.delta)) / job.lr)
-            return np.asarray(values)
+            return np.asarray([float(torch.linalg.vector_norm(self._jobs[j].delta)) / self._jobs[j].lr
+                               for j in probe.jobs])
         return np.asarray([m.local_loss(probe.client) for m in self.tasks])
 
     def _update(self, job_id: int) -> ClientUpdate:
         job = self._jobs[job_id]
-        delta = job.delta if job.delta is not None else self._train(job_id)
-        return ClientUpdate(job.client, self.tasks[job.task].client_size(job.client), delta, job.version, job.lr,
+        return ClientUpdate(job.client, self.tasks[job.task].client_size(job.client), job.delta, job.version, job.lr,
                             job.steps, task=job.task)
 
-    def _train(self, job_id: int) -> torch.Tensor:
-        """The job's update y - x (computed now)."""
+    def _train(self, job_ids: Sequence[int]) -> None:
+        """Compute the updates y - x of the jobs not trained yet, in groups that can share a vmapped call."""
+        groups: dict[tuple, list[int]] = defaultdict(list)
+        for job_id in sorted(set(job_ids)):
+            job = self._jobs[job_id]
+            if job.delta is None:
+                model = self.tasks[job.task]
+                batch = min(model.local.batch_size, model.client_size(job.client))
+                groups[(job.task, job.version, job.steps, batch, job.lr)].append(job_id)
+        for (task, version, steps, batch, lr), members in groups.items():
+            model = self.tasks[task]
+            if not self.batched or model.extra or len(members) == 1:
+                for job_id in members:
+                    self._jobs[job_id].delta = self._train_one(job_id)
+                continue
+            chunk = max(1, self.BATCH_FLOATS // model.global_vector.numel())
+            for first in range(0, len(members), chunk):
+                self._train_together(members[first:first + chunk], model, version, steps, batch, lr)
+
+    def _generator(self, job_id: int) -> torch.Generator:
+        return torch.Generator().manual_seed(self.streams.integer_seed("training", self._jobs[job_id].client, job_id))
+
+    def _train_together(self, members: list[int], model: TaskModel, version: int, steps: int, batch: int,
+                        lr: float) -> None:
+        start = model.snapshots[version]
+        rows = []
+        for job_id in members:  # each job's minibatches, as global sample indices
+            part = model.parts[self._jobs[job_id].client]
+            local = minibatch_indices(len(part), batch, steps, self._generator(job_id))
+            rows.append(part[torch.stack(local)] if local else torch.empty(0, batch, dtype=torch.long))
+        ends = local_sgd_batched(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
+                                 torch.stack(rows), lr=lr, weight_decay=model.local.weight_decay)
+        for job_id, end in zip(members, ends):
+            self._jobs[job_id].delta = end - start
+
+    def _train_one(self, job_id: int) -> torch.Tensor:
+        """One job's update y - x, trained on its own."""
         job = self._jobs[job_id]
         model = self.tasks[job.task]
         start = model.snapshots[job.version]
         x, y = model.client_data(job.client)
-        generator = torch.Generator().manual_seed(self.streams.integer_seed("training", job.client, job_id))
+        generator = self._generator(job_id)
         local = model.local
         if model.extra:
             end = local_sgd_extended(model.model, model.layout, start, x, y, steps=job.steps,
