@@ -176,10 +176,10 @@ def _dataset(side: int = 2) -> Dataset:
 
 
 def _learner(weighting: str, parts: list[np.ndarray], *, model: str = "logistic", batched: bool = True,
-             weight_decay: float = 0.0) -> Learner:
+             weight_decay: float = 0.0, epochs: float | None = None) -> Learner:
     strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
-    return Learner([TaskSetup(_dataset(8 if model == "lenet5" else 2), parts, model, [8],
-                             LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.2, weight_decay=weight_decay))],
+    local = LocalConfig(steps=None if epochs else 3, epochs=epochs, batch_size=4, lr=0.2, weight_decay=weight_decay)
+    return Learner([TaskSetup(_dataset(8 if model == "lenet5" else 2), parts, model, [8], local)],
                    strategy=strategy, streams=RandomStreams(9), batched=batched)
 
 
@@ -226,16 +226,16 @@ def test_learner_jobs_are_independent_of_each_other() -> None:
     assert not torch.allclose(c.global_vector, a.global_vector)
 
 
-@pytest.mark.parametrize("model", ["logistic", "mlp", "lenet5"])
-def test_batched_training_equals_one_job_at_a_time(model: str) -> None:
+@pytest.mark.parametrize("model,epochs", [("logistic", None), ("mlp", None), ("lenet5", None), ("mlp", 1.0)])
+def test_batched_training_equals_one_job_at_a_time(model: str, epochs: float | None) -> None:
     """Jobs trained together (one vmapped call per step) give what each trained alone gives, up to rounding.
 
-    Clients 0-2 share (version, steps, batch 4) and form one vmapped group; client 3 holds 3 samples
-    (batch 3), so it forms a group of its own and trains alone.
+    3 steps each: clients 0-2 (batch 4) train together, client 3 (3 samples, batch 3) alone. One epoch:
+    steps 4, 5, 3 and 1 -- clients 0 and 1 train together (client 0 padded from 4 to 5 steps).
     """
-    parts = [np.arange(0, 12), np.arange(12, 24), np.arange(24, 45), np.arange(45, 48)]
-    together = _learner("samples", parts, model=model, weight_decay=1e-3)
-    alone = _learner("samples", parts, model=model, weight_decay=1e-3, batched=False)
+    parts = [np.arange(0, 16), np.arange(16, 36), np.arange(36, 45), np.arange(45, 48)]
+    together = _learner("samples", parts, model=model, weight_decay=1e-3, epochs=epochs)
+    alone = _learner("samples", parts, model=model, weight_decay=1e-3, batched=False, epochs=epochs)
     for r in range(3):
         jobs = [learner.submit(c, r).job for learner in (together, alone) for c in range(4)]
         together.aggregate(_context(r, tuple(jobs[:4])))

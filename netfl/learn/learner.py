@@ -146,6 +146,8 @@ class _Probe:
 class Learner:
     #: Most parameter floats (jobs x model size) trained in one vmapped call; larger groups are split.
     BATCH_FLOATS = 50_000_000
+    #: Jobs train together when the longest runs at most this many times the shortest one's steps.
+    STEP_SLACK = 1.25
 
     def __init__(self, tasks: Sequence[TaskSetup], *, strategy: Strategy, streams: RandomStreams,
                  participants: int | None = None, max_test_samples: int | None = None, batched: bool = True):
@@ -301,37 +303,51 @@ class Learner:
                             job.steps, task=job.task)
 
     def _train(self, job_ids: Sequence[int]) -> None:
-        """Compute the updates y - x of the jobs not trained yet, in groups that can share a vmapped call."""
+        """Compute the updates y - x of the jobs not trained yet, in groups that can share a vmapped call.
+
+        A group shares the task, the start version, the minibatch size and the lr; within it, jobs of
+        similar length (at most ``STEP_SLACK`` times the shortest one's steps) train together, the
+        shorter ones padded, and no call holds more than ``BATCH_FLOATS`` parameters.
+        """
         groups: dict[tuple, list[int]] = defaultdict(list)
         for job_id in sorted(set(job_ids)):
             job = self._jobs[job_id]
             if job.delta is None:
                 model = self.tasks[job.task]
                 batch = min(model.local.batch_size, model.client_size(job.client))
-                groups[(job.task, job.version, job.steps, batch, job.lr)].append(job_id)
-        for (task, version, steps, batch, lr), members in groups.items():
+                groups[(job.task, job.version, batch, job.lr)].append(job_id)
+        for (task, version, batch, lr), members in groups.items():
             model = self.tasks[task]
-            if not self.batched or model.extra or len(members) == 1:
+            if not self.batched or model.extra:
                 for job_id in members:
                     self._jobs[job_id].delta = self._train_one(job_id)
                 continue
-            chunk = max(1, self.BATCH_FLOATS // model.global_vector.numel())
-            for first in range(0, len(members), chunk):
-                self._train_together(members[first:first + chunk], model, version, steps, batch, lr)
+            most = max(1, self.BATCH_FLOATS // model.global_vector.numel())
+            members.sort(key=lambda j: (self._jobs[j].steps, j))
+            bucket: list[int] = []
+            for job_id in members + [-1]:  # -1 closes the last bucket
+                if bucket and (job_id < 0 or len(bucket) == most or
+                               self._jobs[job_id].steps > self.STEP_SLACK * self._jobs[bucket[0]].steps):
+                    if len(bucket) == 1:
+                        self._jobs[bucket[0]].delta = self._train_one(bucket[0])
+                    else:
+                        self._train_together(bucket, model, version, batch, lr)
+                    bucket = []
+                bucket.append(job_id)
 
     def _generator(self, job_id: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.streams.integer_seed("training", self._jobs[job_id].client, job_id))
 
-    def _train_together(self, members: list[int], model: TaskModel, version: int, steps: int, batch: int,
-                        lr: float) -> None:
+    def _train_together(self, members: list[int], model: TaskModel, version: int, batch: int, lr: float) -> None:
         start = model.snapshots[version]
+        steps = [self._jobs[j].steps for j in members]
         rows = []
-        for job_id in members:  # each job's minibatches, as global sample indices
+        for job_id, n in zip(members, steps):  # each job's minibatches as global sample indices, padded to the longest
             part = model.parts[self._jobs[job_id].client]
-            local = minibatch_indices(len(part), batch, steps, self._generator(job_id))
-            rows.append(part[torch.stack(local)] if local else torch.empty(0, batch, dtype=torch.long))
+            local = torch.stack(minibatch_indices(len(part), batch, n, self._generator(job_id)))
+            rows.append(part[torch.cat([local, local[:1].expand(max(steps) - n, -1)])])
         ends = local_sgd_batched(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
-                                 torch.stack(rows), lr=lr, weight_decay=model.local.weight_decay)
+                                 torch.stack(rows), torch.tensor(steps), lr=lr, weight_decay=model.local.weight_decay)
         for job_id, end in zip(members, ends):
             self._jobs[job_id].delta = end - start
 

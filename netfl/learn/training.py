@@ -70,11 +70,12 @@ def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: tor
 
 
 def local_sgd_batched(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                      batches: torch.Tensor, *, lr: float, weight_decay: float) -> torch.Tensor:
+                      batches: torch.Tensor, steps: torch.Tensor, *, lr: float, weight_decay: float) -> torch.Tensor:
     """``local_sgd`` for J jobs that start from the same vector, all J advanced by one vmapped call per step.
 
-    ``batches`` (J x steps x b) holds each job's minibatches as indices into (x, y). Returns the J final
-    vectors (J x dim). Equal to J separate ``local_sgd`` runs on the same minibatches up to float rounding
+    ``batches`` (J x T x b) holds each job's minibatches as indices into (x, y); job j runs ``steps[j]``
+    <= T of them (its later rows are padding: computed, not applied). Returns the J final vectors
+    (J x dim). Equal to J separate ``local_sgd`` runs on the same minibatches up to float rounding
     (the batched kernels sum in another order).
     """
     def loss(w: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
@@ -84,7 +85,8 @@ def local_sgd_batched(model: nn.Module, layout: ParamLayout, start: torch.Tensor
     w = start.detach().expand(batches.shape[0], -1).clone()
     for step in range(batches.shape[1]):
         idx = batches[:, step]
-        w = w - lr * (step_gradients(w, x[idx], y[idx]) + weight_decay * w)
+        moved = w - lr * (step_gradients(w, x[idx], y[idx]) + weight_decay * w)
+        w = torch.where((steps > step)[:, None], moved, w)
     return w
 
 
