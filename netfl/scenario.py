@@ -52,10 +52,37 @@ class StopSpec(Strict):
         return self
 
 
+class ExclusiveGroupSpec(Strict):
+    """Clients (0-based device indices, in device order) that alone hold some labels; shared iid among them."""
+
+    clients: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, description="device indices, e.g. [27, 28, 29]")
+    labels: list[Annotated[int, Field(ge=0)]] = Field(min_length=1, description="labels they alone hold, e.g. [8, 9]")
+
+
+class QuantitySkewSpec(Strict):
+    """A fraction of the clients (drawn with the partition's generator) hold a given share of the samples."""
+
+    clients: Fraction = Field(gt=0, lt=1, description="fraction of the clients that are heavy, e.g. 10%")
+    share: Fraction = Field(gt=0, lt=1, description="fraction of the samples they hold together, e.g. 52.6%")
+
+
 class PartitionSpec(Strict):
+    """How the training samples are split among the devices (netfl.learn.partition.partition_indices).
+
+    ``exclusive: [{clients: [27, 28, 29], labels: [8, 9]}]``: those clients alone hold those labels
+    (shared iid among them); every other client gets its share of the remaining labels by ``kind``.
+    ``quantity_skew: {clients: 10%, share: 52.6%}``: that fraction of the clients holds that share of
+    the samples (kinds iid and classes).
+    """
+
     kind: Literal["iid", "dirichlet", "classes", "by_label"] = "iid"
     alpha: float | None = Field(None, gt=0, description="Dirichlet concentration (dirichlet)")
     classes_per_client: int | None = Field(None, gt=0, description="labels per client (classes)")
+    exclusive: list[ExclusiveGroupSpec] | None = Field(
+        None, min_length=1, description="groups of clients that alone hold some labels; the other clients "
+                                        "split the remaining labels by kind")
+    quantity_skew: QuantitySkewSpec | None = Field(
+        None, description="a fraction of the clients holds a share of the samples (kinds iid, classes)")
 
     @model_validator(mode="after")
     def _params_match_kind(self):
@@ -63,6 +90,22 @@ class PartitionSpec(Strict):
             raise ValueError("kind dirichlet needs alpha (e.g. alpha: 0.1)")
         if self.kind == "classes" and self.classes_per_client is None:
             raise ValueError("kind classes needs classes_per_client (e.g. classes_per_client: 2)")
+        seen_clients: dict[int, int] = {}
+        seen_labels: dict[int, int] = {}
+        for g, group in enumerate(self.exclusive or []):
+            for field, values, seen in (("clients", group.clients, seen_clients),
+                                        ("labels", group.labels, seen_labels)):
+                for v in values:
+                    if v in seen:
+                        where = "given twice in this group" if seen[v] == g else f"also given in exclusive[{seen[v]}]"
+                        raise ValueError(f"exclusive[{g}].{field}: {field[:-1]} {v} is {where}; "
+                                         f"each {field[:-1]} belongs to at most one group")
+                    seen[v] = g
+        if self.quantity_skew is not None:
+            if self.kind not in ("iid", "classes"):
+                raise ValueError(f"quantity_skew works with kind iid or classes, not {self.kind}")
+            if self.exclusive:
+                raise ValueError("quantity_skew cannot be combined with exclusive: give one of them")
         return self
 
 
@@ -70,6 +113,8 @@ class DatasetSpec(Strict):
     name: Literal["digits", "fashion-mnist", "mnist", "cifar10", "blobs3"]
     data_dir: Path | None = None
     test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits, blobs3)")
+    max_train_samples: int | None = Field(None, gt=0, description="train on a seeded random subset of this many "
+                                                                  "samples (CPU-scale studies)")
     partition: PartitionSpec = PartitionSpec()
 
 

@@ -8,14 +8,27 @@ reproducibility: the same generator state gives the same partition.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import numpy as np
 
-__all__ = ["PARTITION_KINDS", "partition_indices", "label_distribution"]
+__all__ = ["PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "partition_indices", "label_distribution"]
 
 PARTITION_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes", "by_label")
 
+#: The kinds that accept ``quantity_skew``.
+QUANTITY_SKEW_KINDS: tuple[str, ...] = ("iid", "classes")
+
 #: Dirichlet draws retried before falling back to moving samples around.
 _DIRICHLET_TRIES = 100
+
+#: Rescaling rounds of the quantity-skew fit of kind "classes".
+_FIT_ITERATIONS = 5000
+
+#: How far (absolute) the heavy clients' share may fall from the asked one.
+_SHARE_TOLERANCE = 0.01
 
 
 def partition_indices(
@@ -26,6 +39,8 @@ def partition_indices(
     *,
     alpha: float | None = None,
     classes_per_client: int | None = None,
+    exclusive: Sequence[Any] | None = None,
+    quantity_skew: Any | None = None,
 ) -> list[np.ndarray]:
     """Return one sorted int64 array of sample indices per client.
 
@@ -49,6 +64,47 @@ def partition_indices(
       sharing a label split its shuffled samples evenly; labels >= the
       number of clients are left out.
 
+    Options (both absent: the kinds above, unchanged draw for draw):
+
+    - ``exclusive``: groups of clients that hold some labels exclusively, a
+      sequence of ``(clients, labels)`` pairs (or mappings / objects with
+      ``clients`` and ``labels``). Group by group, in the order given, all
+      samples of the group's labels are shuffled and dealt out evenly
+      (sizes differ by ≤ 1) to the group's clients, in the order listed.
+      Every other client then gets a share of the remaining labels' samples
+      by ``kind``, exactly as if those were the whole data set and those
+      clients all the clients (for ``"iid"``: an iid share; for
+      ``"classes"``, ``classes_per_client`` counts remaining labels; for
+      ``"by_label"``, C is the number of remaining labels). Fed-CVaR-Avg's
+      Fashion-MNIST setup (K = 30, the three rarest users hold labels 8
+      and 9): ``kind="iid", exclusive=[([27, 28, 29], [8, 9])]``. Refused: a
+      client index outside 0..num_clients-1, a label not present in
+      ``labels``, a client or a label given twice, an empty group, a group
+      with more clients than samples, all clients in groups while some
+      labels remain, or no label left for the other clients.
+    - ``quantity_skew``: a ``(clients, share)`` pair (or a mapping / object
+      with those fields), both fractions in (0, 1): ``round(clients *
+      num_clients)`` clients (at least 1, at most num_clients - 1), drawn
+      uniformly without replacement from ``rng`` before anything else, hold
+      together ``share`` of the samples; the heavy clients have equal
+      weights ``share / m``, the others ``(1 - share) / (num_clients - m)``.
+      ``"iid"``: the shuffled samples are cut into exactly those sizes
+      (largest-remainder rounding; ties go to the lower client index), so
+      the heavy clients hold ``round(share * n)`` samples up to one sample
+      each. ``"classes"``: labels are assigned as without the option, then
+      each label's shuffled samples are cut among its holders (same
+      rounding) in proportion to per-client factors, fitted (iterative
+      proportional fitting, no randomness) so that every client's total is
+      its weight times the held samples; a client's samples are spread
+      over its labels in proportion to those labels' sizes. Whether such
+      factors exist depends on the label assignment (with 10 clients of 3
+      labels, one heavy client can hold at most its 3 labels, 30 %): if the
+      heavy clients' share ends up more than 1 percentage point (plus one
+      sample per cut) from ``share``, ValueError. MMFL's "10 % of the
+      clients hold 52.6 % of the data": ``(0.1, 0.526)``. Refused for
+      ``"dirichlet"`` and ``"by_label"``, together with ``exclusive``, or
+      when a client would end up with no sample.
+
     No index appears twice; ``"iid"`` and ``"dirichlet"`` use every sample.
     Raises ValueError for invalid arguments.
     """
@@ -60,26 +116,193 @@ def partition_indices(
         raise ValueError(f"num_clients must be >= 1, got {num_clients}")
     if num_clients > n:
         raise ValueError(f"num_clients ({num_clients}) exceeds the number of samples ({n})")
+    if kind not in PARTITION_KINDS:
+        raise ValueError(
+            f"unknown partition kind {kind!r} (accepted: {', '.join(PARTITION_KINDS)})"
+        )
+    if exclusive is not None and len(exclusive) > 0:
+        if quantity_skew is not None:
+            raise ValueError("quantity_skew cannot be combined with exclusive: give one of them")
+        return _with_exclusive(labels, num_clients, kind, rng, alpha, classes_per_client, exclusive)
+    if quantity_skew is None:
+        parts = _split(labels, num_clients, kind, rng, alpha, classes_per_client, None)
+    else:
+        share, heavy, weights = _skew_weights(num_clients, kind, rng, quantity_skew)
+        parts = _split(labels, num_clients, kind, rng, alpha, classes_per_client, weights)
+        _check_skew(labels, parts, kind, share, heavy)
+    return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
 
+
+def _split(labels: np.ndarray, num_clients: int, kind: str, rng: np.random.Generator, alpha: float | None,
+           classes_per_client: int | None, weights: np.ndarray | None) -> list[np.ndarray]:
+    """The kinds themselves, on positions 0..len(labels)-1 (unsorted parts)."""
+    n = len(labels)
     if kind == "iid":
-        parts = np.array_split(rng.permutation(n), num_clients)
-    elif kind == "dirichlet":
+        if weights is None:
+            return np.array_split(rng.permutation(n), num_clients)
+        return np.split(rng.permutation(n), np.cumsum(_apportion(n, weights))[:-1])
+    if kind == "dirichlet":
         if alpha is None:
             raise ValueError("partition kind 'dirichlet' needs alpha (> 0)")
         if not alpha > 0:
             raise ValueError(f"dirichlet alpha must be > 0, got {alpha}")
-        parts = _dirichlet(labels, num_clients, float(alpha), rng)
-    elif kind == "classes":
+        return _dirichlet(labels, num_clients, float(alpha), rng)
+    if kind == "classes":
         if classes_per_client is None:
             raise ValueError("partition kind 'classes' needs classes_per_client (>= 1)")
-        parts = _classes(labels, num_clients, int(classes_per_client), rng)
-    elif kind == "by_label":
-        parts = _by_label(labels, num_clients, rng)
+        return _classes(labels, num_clients, int(classes_per_client), rng, weights)
+    return _by_label(labels, num_clients, rng)
+
+
+def _field(obj: Any, name: str, position: int, what: str) -> Any:
+    """``obj.name``, ``obj[name]`` or ``obj[position]``: the options come as pairs, mappings or specs."""
+    if isinstance(obj, Mapping):
+        if name not in obj:
+            raise ValueError(f"{what}: missing {name!r}")
+        return obj[name]
+    if hasattr(obj, name):
+        return getattr(obj, name)
+    if isinstance(obj, Sequence) and not isinstance(obj, str) and len(obj) == 2:
+        return obj[position]
+    raise ValueError(f"{what}: expected a pair or something with {name!r}, got {obj!r}")
+
+
+def _int_list(values: Any, what: str) -> list[int]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise ValueError(f"{what} must be a list of integers, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise ValueError(f"{what} must be a list of integers, got {v!r} in it")
+        out.append(int(v))
+    if not out:
+        raise ValueError(f"{what} is empty")
+    return out
+
+
+def _with_exclusive(labels: np.ndarray, num_clients: int, kind: str, rng: np.random.Generator,
+                    alpha: float | None, classes_per_client: int | None,
+                    exclusive: Sequence[Any]) -> list[np.ndarray]:
+    present = np.unique(labels)
+    present_set = {int(c) for c in present}
+    groups: list[tuple[list[int], list[int]]] = []
+    client_group: dict[int, int] = {}
+    label_group: dict[int, int] = {}
+    for g, group in enumerate(exclusive):
+        what = f"exclusive[{g}]"
+        clients = _int_list(_field(group, "clients", 0, what), f"{what}.clients")
+        group_labels = _int_list(_field(group, "labels", 1, what), f"{what}.labels")
+        for c in clients:
+            if not 0 <= c < num_clients:
+                raise ValueError(f"{what}.clients: client {c} is out of range: there are {num_clients} "
+                                 f"clients, numbered 0..{num_clients - 1}")
+            if c in client_group:
+                where = ("given twice in this group" if client_group[c] == g
+                         else f"also given in exclusive[{client_group[c]}]")
+                raise ValueError(f"{what}.clients: client {c} is {where}; a client is in at most one group")
+            client_group[c] = g
+        for c in group_labels:
+            if c not in present_set:
+                raise ValueError(f"{what}.labels: label {c} is not in the data set (labels present: "
+                                 f"{_describe_ints(present)})")
+            if c in label_group:
+                where = ("given twice in this group" if label_group[c] == g
+                         else f"also given in exclusive[{label_group[c]}]")
+                raise ValueError(f"{what}.labels: label {c} is {where}; a label belongs to at most one group")
+            label_group[c] = g
+        groups.append((clients, group_labels))
+
+    parts: list[np.ndarray] = [np.empty(0, dtype=np.int64)] * num_clients
+    for g, (clients, group_labels) in enumerate(groups):
+        idx = np.flatnonzero(np.isin(labels, group_labels))
+        if len(idx) < len(clients):
+            raise ValueError(f"exclusive[{g}]: labels {group_labels} have {len(idx)} samples for "
+                             f"{len(clients)} clients; every client needs at least one")
+        for client, chunk in zip(clients, np.array_split(rng.permutation(idx), len(clients))):
+            parts[client] = chunk
+
+    rest_clients = [c for c in range(num_clients) if c not in client_group]
+    rest_labels = [c for c in present.tolist() if c not in label_group]
+    if not rest_clients:
+        if rest_labels:
+            raise ValueError(f"exclusive: every client is in a group, so labels {rest_labels} would be held by "
+                             f"nobody; leave some clients out of the groups or give those labels to a group")
     else:
-        raise ValueError(
-            f"unknown partition kind {kind!r} (accepted: {', '.join(PARTITION_KINDS)})"
-        )
+        if not rest_labels:
+            raise ValueError(f"exclusive: the groups take every label, so clients {_describe_ints(rest_clients)} "
+                             f"would hold nothing; put them in a group or give fewer labels to the groups")
+        rest_idx = np.flatnonzero(np.isin(labels, rest_labels))
+        if len(rest_clients) > len(rest_idx):
+            raise ValueError(f"exclusive: {len(rest_clients)} clients outside the groups but only "
+                             f"{len(rest_idx)} samples of the remaining labels")
+        try:
+            sub = _split(labels[rest_idx], len(rest_clients), kind, rng, alpha, classes_per_client, None)
+        except ValueError as exc:
+            raise ValueError(f"{exc} (among the {len(rest_clients)} clients and {len(rest_labels)} labels "
+                             f"outside the exclusive groups)") from None
+        for client, p in zip(rest_clients, sub):
+            parts[client] = rest_idx[np.asarray(p, dtype=np.int64)]
     return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
+
+
+def _describe_ints(values: Any) -> str:
+    """Sorted integers with runs of three or more shortened: ``0, 2..29``."""
+    values = sorted(int(v) for v in values)
+    runs: list[list[int]] = []
+    for v in values:
+        if runs and v == runs[-1][-1] + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def _skew_weights(num_clients: int, kind: str, rng: np.random.Generator,
+                  quantity_skew: Any) -> tuple[float, np.ndarray, np.ndarray]:
+    """(share, sorted heavy client indices, per-client weights summing to 1)."""
+    if kind not in QUANTITY_SKEW_KINDS:
+        raise ValueError(f"quantity_skew is supported for kinds {', '.join(QUANTITY_SKEW_KINDS)}, not {kind!r}"
+                         + (" (its client sizes already vary with alpha)" if kind == "dirichlet" else ""))
+    fraction = float(_field(quantity_skew, "clients", 0, "quantity_skew"))
+    share = float(_field(quantity_skew, "share", 1, "quantity_skew"))
+    if not 0 < fraction < 1:
+        raise ValueError(f"quantity_skew.clients must be a fraction of the clients in (0, 1), got {fraction:g}")
+    if not 0 < share < 1:
+        raise ValueError(f"quantity_skew.share must be a fraction of the samples in (0, 1), got {share:g}")
+    m = math.floor(fraction * num_clients + 0.5)
+    if not 1 <= m <= num_clients - 1:
+        raise ValueError(f"quantity_skew.clients: {fraction:.3g} of {num_clients} clients rounds to {m} "
+                         f"client(s); it must give between 1 and {num_clients - 1}")
+    heavy = rng.choice(num_clients, size=m, replace=False)
+    weights = np.full(num_clients, (1.0 - share) / (num_clients - m))
+    weights[heavy] = share / m
+    return share, np.sort(heavy), weights
+
+
+def _check_skew(labels: np.ndarray, parts: list[np.ndarray], kind: str, share: float, heavy: np.ndarray) -> None:
+    sizes = np.array([len(p) for p in parts])
+    empty = np.flatnonzero(sizes == 0).tolist()
+    if empty:
+        raise ValueError(f"quantity_skew leaves client(s) {_describe_ints(empty)} with no sample; use fewer "
+                         f"clients, a share closer to their fraction of the clients, or more data")
+    got = sizes[heavy].sum() / sizes.sum()
+    chunks = len(heavy) * (len(np.unique(labels)) if kind == "classes" else 1)  # each rounds by < 1 sample
+    if abs(got - share) > _SHARE_TOLERANCE + chunks / sizes.sum():
+        raise ValueError(f"quantity_skew: the labels dealt to the clients (with this seed) do not let the heavy "
+                         f"clients hold {share:.1%} of the samples; the closest fit gives them {got:.1%} (a label's "
+                         f"samples go only to the clients holding it); use more clients, more classes_per_client, "
+                         f"or kind iid")
+
+
+def _apportion(total: int, weights: np.ndarray) -> np.ndarray:
+    """Integer sizes summing to ``total`` in proportion to ``weights`` (largest remainder; ties: lower index)."""
+    exact = np.asarray(weights, dtype=np.float64) / float(np.sum(weights)) * total
+    sizes = np.floor(exact).astype(np.int64)
+    short = total - int(sizes.sum())
+    if short > 0:
+        order = np.argsort(-(exact - sizes), kind="stable")
+        sizes[order[:short]] += 1
+    return sizes
 
 
 def _dirichlet(
@@ -108,7 +331,8 @@ def _dirichlet(
 
 
 def _classes(
-    labels: np.ndarray, num_clients: int, k: int, rng: np.random.Generator
+    labels: np.ndarray, num_clients: int, k: int, rng: np.random.Generator,
+    weights: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     classes = np.unique(labels)
     if not 1 <= k <= len(classes):
@@ -123,14 +347,47 @@ def _classes(
     for client, cs in enumerate(held):
         for c in cs:
             holders[int(c)].append(client)
+    share = None
+    if weights is not None:  # quantity skew: each label's cut follows the clients' fitted factors
+        share = _fit_shares(labels, num_clients, holders, weights)
     buckets: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
     for c, owners in holders.items():
         if not owners:
             continue
         idx = rng.permutation(np.flatnonzero(labels == c))
-        for client, chunk in zip(owners, np.array_split(idx, len(owners))):
+        if share is None:
+            chunks = np.array_split(idx, len(owners))
+        else:
+            chunks = np.split(idx, np.cumsum(_apportion(len(idx), share[owners, c]))[:-1])
+        for client, chunk in zip(owners, chunks):
             buckets[client].append(chunk)
     return [np.concatenate(b) for b in buckets]
+
+
+def _fit_shares(labels: np.ndarray, num_clients: int, holders: dict[int, list[int]],
+                weights: np.ndarray) -> np.ndarray:
+    """Real-valued samples per (client, label), zero where the client does not hold the label, with
+    every label's total its sample count and every client's total ``weights[i]`` times the held samples:
+    iterative proportional fitting (alternately rescale clients and labels) from the even split, so
+    a label is cut among its holders in proportion to per-client factors. Returns a
+    num_clients × (max label + 1) array; if the label assignment cannot give those totals, the
+    closest fit (``partition_indices`` checks the heavy clients' share afterwards)."""
+    size = int(max(holders)) + 1
+    counts = np.zeros(size)
+    held = np.zeros((num_clients, size), dtype=bool)
+    for c, owners in holders.items():
+        if owners:
+            counts[c] = np.count_nonzero(labels == c)
+            held[owners, c] = True
+    target = np.asarray(weights, dtype=np.float64) / float(np.sum(weights)) * counts.sum()
+    fit = held * (counts / np.maximum(held.sum(axis=0), 1))[None, :]
+    for _ in range(_FIT_ITERATIONS):
+        fit *= (target / fit.sum(axis=1))[:, None]
+        col = fit.sum(axis=0)
+        fit *= np.divide(counts, col, out=np.zeros_like(counts), where=col > 0)[None, :]
+        if np.max(np.abs(fit.sum(axis=1) - target) / target) < 1e-9:
+            break
+    return fit
 
 
 def _by_label(labels: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
