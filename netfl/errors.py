@@ -21,6 +21,9 @@ class ScenarioError(NetflError):
         lines += [f"  {path}: {msg}" if path else f"  {msg}" for path, msg in problems]
         super().__init__("\n".join(lines))
 
+    def __reduce__(self):  # picklable, so that a run in a worker process reports it like any other
+        return type(self), (self.source, self.problems)
+
 
 class DataError(NetflError):
     """A data set could not be found or read."""

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from netfl.errors import ScenarioError
+from netfl.errors import NetflError, ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
 from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner, LocalConfig, TaskSetup, torch_device
 from netfl.learn.partition import label_distribution, partition_indices
 from netfl.policies import DeviceInfo, build_policy
 from netfl.results.progress import Progress
@@ -53,6 +53,10 @@ def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: 
     keys = _stream_keys(task)
     dataset = load_dataset(spec.dataset.name, data_dir=resolve_data_dir(scenario, data_dir, task),
                            test_fraction=spec.dataset.test_fraction, seed=streams.integer_seed("test_split", *keys))
+    if spec.dataset.max_train_samples is not None and spec.dataset.max_train_samples < len(dataset.train_y):
+        keep = np.sort(streams.numpy("train_subset", *keys).choice(len(dataset.train_y), spec.dataset.max_train_samples,
+                                                                    replace=False))
+        dataset = replace(dataset, train_x=dataset.train_x[keep], train_y=dataset.train_y[keep])
     part = spec.dataset.partition
     try:
         parts = partition_indices(dataset.train_y.numpy(), scenario.num_devices, part.kind,
@@ -67,7 +71,13 @@ def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: 
     return TaskSetup(dataset, parts, spec.model.name, spec.model.hidden, local)
 
 
-def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tuple[Simulation, Learner]:
+def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
+                     device: str = "cpu") -> tuple[Simulation, Learner]:
+    """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``)."""
+    try:
+        torch_device(device)  # before loading any data
+    except ValueError as exc:
+        raise NetflError(f"device {exc}") from None
     streams = RandomStreams(scenario.seed)
     tasks = [build_task(scenario, s, streams, data_dir) for s in range(len(scenario.tasks))]
     first = tasks[0]
@@ -90,7 +100,7 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None) -> tup
     except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
         raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
     learner = Learner(tasks, strategy=strategy, streams=streams, participants=scenario.server.round.participants,
-                      max_test_samples=scenario.eval.max_test_samples)
+                      max_test_samples=scenario.eval.max_test_samples, device=device)
     return Simulation(scenario, learner, policies, streams, chargers), learner
 
 
@@ -154,9 +164,9 @@ def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
 
 
 def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
-                 progress: Progress | None = None) -> RunOutcome:
+                 progress: Progress | None = None, device: str = "cpu") -> RunOutcome:
     started = time.perf_counter()
-    simulation, learner = build_simulation(scenario, data_dir=data_dir)
+    simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device)
     if progress is not None:
         simulation.progress = progress.update
     complete = True

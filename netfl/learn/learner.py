@@ -34,7 +34,7 @@ picked client then trains the one model it is assigned).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
@@ -48,6 +48,23 @@ from netfl.learn.params import ParamLayout
 from netfl.learn.training import (evaluate, local_sgd, local_sgd_batched, local_sgd_extended, minibatch_indices,
                                   num_local_steps, scheduled_lr)
 from netfl.rng import RandomStreams
+
+
+def torch_device(name: str | torch.device) -> torch.device:
+    """The torch device to train on, or a ValueError that says what this torch build offers."""
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"{name!r} is not a torch device ({exc}); use cpu, cuda or cuda:<index>") from None
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"{name!r}: this torch ({torch.__version__}) cannot use a CUDA GPU here; install a "
+                             "CUDA build of torch (README, GPU) on a machine with an NVIDIA GPU, or use cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"{name!r}: there are {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type != "cpu":
+        raise ValueError(f"{name!r}: netfl trains on cpu or cuda")
+    return device
 
 
 @dataclass(frozen=True)
@@ -75,12 +92,15 @@ class TaskModel:
     """One model the federation trains: its global vector, its snapshots and its analytic costs."""
 
     def __init__(self, setup: TaskSetup, *, init_seed: int, extra_init: torch.Tensor,
-                 max_test_samples: int | None):
-        torch.manual_seed(init_seed)
+                 max_test_samples: int | None, device: torch.device):
+        torch.manual_seed(init_seed)  # initialised on the CPU, so every device starts from the same model
         dataset = setup.dataset
         self.model = build_model(setup.model_name, dataset.input_shape, dataset.num_classes,
-                                 hidden=tuple(setup.hidden))
+                                 hidden=tuple(setup.hidden)).to(device)
         self.layout = ParamLayout.of(self.model)
+        if device.type != "cpu":
+            dataset = replace(dataset, train_x=dataset.train_x.to(device), train_y=dataset.train_y.to(device),
+                              test_x=dataset.test_x.to(device), test_y=dataset.test_y.to(device))
         self.dataset = dataset
         self.parts = [torch.as_tensor(p, dtype=torch.long) for p in setup.parts]
         self.local = setup.local
@@ -92,7 +112,7 @@ class TaskModel:
         self._train_flops = training_flops_per_sample(self.model, dataset.input_shape)
         self._forward_flops = forward_flops_per_sample(self.model, dataset.input_shape)
         vector = self.layout.flatten(self.model)
-        self.global_vector = torch.cat([vector, extra_init.to(vector.dtype)]) if self.extra else vector
+        self.global_vector = torch.cat([vector, extra_init.to(vector)]) if self.extra else vector
         self.snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
 
     def client_size(self, client: int) -> int:
@@ -150,7 +170,8 @@ class Learner:
     STEP_SLACK = 1.25
 
     def __init__(self, tasks: Sequence[TaskSetup], *, strategy: Strategy, streams: RandomStreams,
-                 participants: int | None = None, max_test_samples: int | None = None, batched: bool = True):
+                 participants: int | None = None, max_test_samples: int | None = None, batched: bool = True,
+                 device: str | torch.device = "cpu"):
         if not tasks:
             raise ValueError("a learner needs at least one task")
         self.strategy = strategy
@@ -162,8 +183,9 @@ class Learner:
             raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
                              f"extra_params is {strategy.extra_params}")
         # task 0 keeps the stream name it always had, so single-task runs are unchanged
+        self.device = torch_device(device)
         self.tasks = [TaskModel(setup, init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
-                                extra_init=initial, max_test_samples=max_test_samples)
+                                extra_init=initial, max_test_samples=max_test_samples, device=self.device)
                       for s, setup in enumerate(tasks)]
         self.version = 0
         self._selection = streams.numpy("selection")

@@ -126,8 +126,8 @@ def evaluate(model: nn.Module, layout: ParamLayout, w: torch.Tensor, x: torch.Te
              num_classes: int, batch_size: int = 2048) -> tuple[float, float, list[float]]:
     """Accuracy, mean cross-entropy and per-class accuracy of ``w`` on (x, y)."""
     params = layout.unflatten(w)
-    correct = torch.zeros(num_classes)
-    total = torch.zeros(num_classes)
+    correct = torch.zeros(num_classes, device=w.device)
+    total = torch.zeros(num_classes, device=w.device)
     loss_sum = 0.0
     for start in range(0, len(x), batch_size):
         xb, yb = x[start:start + batch_size], y[start:start + batch_size]
