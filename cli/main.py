@@ -17,9 +17,24 @@ from netfl.errors import NetflError
 EXIT_USAGE = 2
 
 
-def _fail(exc: Exception) -> None:
+def _fail(exc: Exception | str) -> None:
     click.echo(f"error: {exc}", err=True)
     sys.exit(EXIT_USAGE)
+
+
+def _check_out_dir(out: Path) -> None:
+    """Refuse a results folder whose replacement would destroy something that is not a netfl run.
+
+    A run replaces its folder as a whole, so ``--out .`` or ``--out ~/thesis``
+    would delete the user's files: only an empty folder or an earlier run
+    (one holding summary.json) may be replaced.
+    """
+    target = out.resolve()
+    if target == Path.cwd().resolve() or target in Path.cwd().resolve().parents:
+        _fail(f"{out}: is the current folder or one of its parents; name a results folder of its own (--out DIR)")
+    if target.is_dir() and any(target.iterdir()) and not (target / "summary.json").is_file():
+        _fail(f"{out}: exists and holds files that are not a netfl run (no summary.json); a run replaces its "
+              "results folder as a whole, so choose a new or empty folder (--out DIR)")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,20 +60,22 @@ def validate(topology: Path) -> None:
 
 @main.command()
 @click.argument("topology", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), help="results folder [default: results/<name>/]")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="results folder: new, empty, or an earlier run it replaces [default: results/<name>/]")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
-@click.option("--seed", type=int, help="override the scenario's seed")
+@click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed (an integer >= 0)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, quiet: bool) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
     from netfl.results.progress import Progress
-    from netfl.runner import run_scenario
+    from netfl.runner import default_out_dir, run_scenario
     from netfl.scenario import load_scenario
 
     try:
         scenario = load_scenario(topology)
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
+        _check_out_dir(out_dir or default_out_dir(scenario))
         progress = Progress(max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time,
                             enabled=None if not quiet else False)
         outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress)

@@ -2,8 +2,10 @@
 
 A scenario can give a device group one compute speed for all (``2e9``,
 ``"2GFLOPS"``) or draw one per device: ``{uniform: [1e9, 4e9]}``,
-``{normal: {mean: .., std: ..}}`` (clipped at the lower bound of the field),
-``{lognormal: {median: .., sigma: ..}}`` or ``{choice: [a, b, c]}``.
+``{normal: {mean: .., std: ..}}``, ``{lognormal: {median: .., sigma: ..}}``
+or ``{choice: [a, b, c]}``. Draws are not clipped: a field that must stay
+positive (speeds, rates, distances) or in [0, 1] rejects a distribution
+whose support leaves that range, so the normal is refused there.
 Draws come from a seeded stream, one value per device.
 """
 

@@ -1,18 +1,105 @@
-"""A one-screen, human-readable description of a scenario (``netfl validate``)."""
+"""A one-screen, human-readable description of a scenario (``netfl validate``).
+
+It reads a validated :class:`~netfl.scenario.Scenario`, in which every
+optional part may be absent (a wireless link has no ``uplink``, a network
+may have no nodes), so each line is built from what is there.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from netfl.scenario import Scenario
+from netfl.distributions import Distribution
 from netfl.results.progress import format_duration
+from netfl.scenario import DeviceGroupSpec, LinkSpec, NodeSpec, Scenario
+
+_MAX_VALUE_CHARS = 80  # a 24-value profile or a long rho list is cut, not allowed to wrap the screen
 
 
 def _si(value: float, unit: str) -> str:
     for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= factor:
             return f"{value / factor:g} {prefix}{unit}"
-    return f"{value:g} {unit}"
+    return f"{value:g} {unit}".rstrip()
+
+
+def _dist(d: Distribution, unit: str) -> str:
+    """A per-device value: a constant, or its distribution with the unit on each bound."""
+    if d.kind == "constant":
+        return _si(d.params[0], unit)
+    if d.kind == "normal":
+        return f"normal(mean {_si(d.params[0], unit)}, std {_si(d.params[1], unit)})"
+    if d.kind == "lognormal":
+        return f"lognormal(median {_si(d.params[0], unit)}, sigma {d.params[1]:g})"
+    return f"{d.kind}({', '.join(_si(x, unit) for x in d.params)})"
+
+
+def _flow(value: Any) -> str:
+    """A parameter as the user wrote it, in YAML flow style (``{exponential: {mean: 5min}}``)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_flow(v) for v in value) + "]"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _call(name: str, params: dict[str, Any]) -> str:
+    args = ", ".join(f"{k}={_flow(v)}" for k, v in params.items())
+    if len(args) > _MAX_VALUE_CHARS:
+        args = args[:_MAX_VALUE_CHARS - 3] + "..."
+    return f"{name}({args})" if args else name
+
+
+def _link(link: LinkSpec) -> str:
+    where = f"to {link.to}" if link.to else "to the server"
+    latency = f", latency {format_duration(link.latency)}" if link.latency else ""
+    if link.channel is not None:
+        c = link.channel
+        rate = f"fixed {_si(c.rate, 'bit/s')}" if c.rate is not None else "adaptive (Shannon) rate"
+        return f"{where} by {'an' if c.kind[0] in 'aeiou' else 'a'} {c.kind} channel at {_dist(c.distance_m, 'm')}, {rate}{latency}"
+    down = _dist(link.downlink, "bit/s") if link.downlink is not None else (
+        "the node's broadcast" if link.to else "= uplink")
+    up = _dist(link.uplink, "bit/s") if link.uplink is not None else "none"
+    return f"{where}: uplink {up}, downlink {down}{latency}"
+
+
+def _group(g: DeviceGroupSpec) -> str:
+    b = g.battery
+    if b is None:
+        battery = "mains"
+    else:
+        battery = f"battery {_si(b.capacity, 'J')} (min {b.min_level:.0%})"
+        if b.charging is not None:
+            battery += f", charging {_call(b.charging.policy, b.charging.params)}"
+    return (f"  {g.group:<10} x{g.count}: compute {_dist(g.compute.flops_per_s, 'FLOP/s')}; {battery}\n"
+            f"  {'':<10} availability {_call(g.availability.policy, g.availability.params)}; link {_link(g.link)}")
+
+
+def _node(name: str, n: NodeSpec) -> str:
+    m = n.medium
+    medium = f", {m.kind} ({_si(m.bandwidth, 'Hz')}"  # how wireless devices share the node's band
+    medium += f", {_si(m.rate, 'bit/s')}, q={m.q:g})" if m.kind == "slotted_aloha" else ")"
+    down = f", downlink {_si(n.downlink, 'bit/s')}" if n.downlink else ""
+    ram = ""
+    if n.ram is not None:
+        rho = f"{len(n.ram.rho)} weights" if isinstance(n.ram.rho, list) else n.ram.rho
+        ram = f"; RAM {n.ram.mode}" + (f" (rho: {rho})" if n.ram.mode == "abstract" else "")
+    return f"  {name:<10} {n.kind.replace('_', ' ')}{medium}{down}{ram}"
+
+
+def _server(s: Scenario) -> str:
+    server = s.server
+    algo = _call(server.algorithm.name, server.algorithm.params)
+    if server.mode == "async":
+        a = server.async_
+        steps = _dist(a.local_steps, "") if a.local_steps is not None else "the task's"
+        pause = f"; pause {format_duration(a.pause)}" if a.pause else ""
+        return f"server     {algo}, async: aggregate every {a.buffer} updates; local steps {steps}{pause}"
+    r = server.round
+    deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
+    return (f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round; "
+            f"deadline {deadline}")
 
 
 def describe_scenario(s: Scenario) -> str:
@@ -21,7 +108,8 @@ def describe_scenario(s: Scenario) -> str:
         stop.append(f"{s.stop.rounds} rounds")
     if s.stop.sim_time:
         stop.append(f"{format_duration(s.stop.sim_time)} simulated")
-    lines = [f"scenario   {s.name} (seed {s.seed}); stop after {' or '.join(stop)}, whichever comes first"]
+    first = ", whichever comes first" if len(stop) > 1 else ""
+    lines = [f"scenario   {s.name} (seed {s.seed}); stop after {' or '.join(stop)}{first}"]
     for i, t in enumerate(s.tasks):
         p = t.dataset.partition
         part = p.kind + (f"(alpha={p.alpha:g})" if p.kind == "dirichlet" else "") + \
@@ -30,17 +118,13 @@ def describe_scenario(s: Scenario) -> str:
         lines.append(f"task {i}     {t.dataset.name}, {part} partition; model {t.model.name}; "
                      f"local {work} of batch {t.local.batch_size} at lr {t.local.lr:g}")
     lines.append(f"devices    {s.num_devices} in {len(s.devices)} group(s)")
-    for g in s.devices:
-        battery = "mains" if g.battery is None else f"battery {_si(g.battery.capacity, 'J')} (min {g.battery.min_level:.0%})"
-        params = ", ".join(f"{k}={v}" for k, v in g.availability.params.items())
-        down = g.link.downlink.describe() if g.link.downlink else "= uplink"
-        lines.append(f"  {g.group:<10} x{g.count}: compute {g.compute.flops_per_s.describe()} FLOP/s; {battery}; "
-                     f"availability {g.availability.policy}{f'({params})' if params else ''}; "
-                     f"uplink {g.link.uplink.describe()} bit/s, downlink {down}")
-    r = s.server.round
-    deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
-    algo = ", ".join(f"{k}={v}" for k, v in s.server.algorithm.params.items())
-    lines.append(f"server     {s.server.algorithm.name}{f'({algo})' if algo else ''}, {s.server.mode} rounds; "
-                 f"{r.participants or 'all available'} participants per round; deadline {deadline}")
+    lines += [_group(g) for g in s.devices]
+    nodes = s.network.nodes
+    if nodes or s.network.links:
+        lines.append(f"network    {len(nodes)} node(s), {len(s.network.links)} wired link(s)")
+        lines += [_node(name, n) for name, n in nodes.items()]
+        lines += [f"  {w.source} -> {w.to}: {_si(w.rate, 'bit/s')}"
+                  + (f", latency {format_duration(w.latency)}" if w.latency else "") for w in s.network.links]
+    lines.append(_server(s))
     lines.append(f"eval       every {s.eval.every} round(s)")
     return "\n".join(lines)

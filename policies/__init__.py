@@ -22,7 +22,7 @@ from netfl.policies.builtin import BUILTIN_POLICIES
 from netfl.policies.user_script import is_user_reference, load_user_policy
 
 __all__ = ["AvailabilityPolicy", "DeviceInfo", "DeviceState", "PolicyParams", "RoundPolicy", "SessionPolicy",
-           "BUILTIN_POLICIES", "policy_class", "validate_policy", "build_policy"]
+           "BUILTIN_POLICIES", "policy_class", "validate_policy", "check_spec", "build_policy"]
 
 
 def policy_class(name: str, base_dir: Path | None = None) -> type[AvailabilityPolicy]:
@@ -43,26 +43,36 @@ def _base_dir(scenario: Any) -> Path | None:
 
 def validate_policy(spec: Any, scenario: Any = None, *, continuous_only: bool = False) -> list[tuple[str, str]]:
     """Problems with a PolicySpec as (sub-path, message) pairs; empty when valid."""
+    return check_spec(spec, _base_dir(scenario), continuous_only=continuous_only)
+
+
+def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = False) -> list[tuple[str, str]]:
+    """Name, parameters and the policy's own :meth:`~AvailabilityPolicy.check` (files, nested user policies)."""
     from netfl.scenario import describe_validation_error
 
     try:
-        cls = policy_class(spec.policy, _base_dir(scenario))
+        cls = policy_class(spec.policy, base_dir)
     except PolicyError as exc:
         return [(".policy", str(exc))]
     if continuous_only and not issubclass(cls, SessionPolicy):
         return [(".policy", f"{spec.policy!r} is a per-round policy; this needs a continuous-time one "
                             f"(e.g. daily, sessions, diurnal, trace_csv)")]
     try:
-        cls.Params.model_validate(spec.params)
+        params = cls.Params.model_validate(spec.params)
     except ValidationError as exc:
         out = []
         for err in exc.errors():
             path, msg = describe_validation_error(err, cls.Params)
             out.append(("." + path if path else "", msg))
         return out
-    return []
+    return cls.check(params, base_dir or Path.cwd())
 
 
 def build_policy(spec: Any, device: DeviceInfo, rng: np.random.Generator) -> AvailabilityPolicy:
     cls = policy_class(spec.policy, device.base_dir)
-    return cls(cls.Params.model_validate(spec.params), device, rng)
+    try:
+        params = cls.Params.model_validate(spec.params)
+    except ValidationError as exc:  # validation checks this first; a direct caller gets a message, not a traceback
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors())
+        raise PolicyError(f"policy {spec.policy!r}: {problems}") from None
+    return cls(params, device, rng)

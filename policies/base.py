@@ -109,6 +109,12 @@ class AvailabilityPolicy(ABC):
         self.device = device
         self.rng = rng
 
+    @classmethod
+    def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:
+        """Problems that valid parameters can still have once the topology's folder is known (a missing
+        trace file), as (sub-path, message) pairs, so ``netfl validate`` finds them before a run starts."""
+        return []
+
 
 class RoundPolicy(AvailabilityPolicy):
     time_base = "round"

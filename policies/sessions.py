@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -367,8 +368,8 @@ class NestedPolicy(BaseModel):
 
     Built-ins are checked here, so errors carry their full path (e.g.
     ``devices[0].availability.wifi.on``). A user's class
-    (``path/to/file.py:Class``) is checked when the device is built, because
-    its path is relative to the topology file, unknown during validation.
+    (``path/to/file.py:Class``) is checked by :meth:`Eligible.check`, because
+    its path is relative to the topology file, unknown to this model.
     """
 
     model_config = ConfigDict(extra="allow", frozen=True)
@@ -435,6 +436,14 @@ class Eligible(SessionPolicy):
                 raise PolicyError(f"eligible.{name}: {spec.policy!r} is a per-round policy; "
                                   "a component must be continuous-time")
             self.components[name] = component
+
+    @classmethod
+    def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:
+        """The components in full: a user's class is only loadable once the topology's folder is known."""
+        from netfl.policies import check_spec  # the registry imports this module
+
+        return [(f".{name}{path}", msg) for name in ("idle", "wifi") if getattr(params, name) is not None
+                for path, msg in check_spec(getattr(params, name), base_dir, continuous_only=True)]
 
     def online(self, now: float, state: DeviceState) -> bool:
         answers = [c.online(now, state) for c in self.components.values()]  # ask all: each keeps its own clock

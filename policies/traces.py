@@ -88,6 +88,13 @@ class _Intervals:
 class _TracePolicy(SessionPolicy):
     _trace: _Intervals
 
+    @classmethod
+    def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:
+        path = params.file if params.file.is_absolute() else base_dir / params.file
+        if not path.is_file():
+            return [(".file", f"{path}: file not found (a relative path starts at the topology file's folder)")]
+        return []
+
     def online(self, now: float, state: DeviceState) -> bool:
         return self._trace.online(now)
 
@@ -202,18 +209,21 @@ def fedscale_to_csv(pickle_path: str | Path, csv_path: str | Path, num_devices: 
         raise ValueError(f"num_devices must be >= 1, got {num_devices}")
     clients = [trace.client(trace.keys[n % len(trace.keys)]) for n in range(count)]
     period = max(finish for _, finish in clients)
-    with open(csv_path, "w", newline="") as fh:
-        out = csv.writer(fh)
-        out.writerow(["device", "start_s", "end_s"])
-        for n, (intervals, finish) in enumerate(clients):
-            rows = set()
-            for r in range(math.ceil(period / finish)):
-                for start, end in intervals:
-                    start, end = r * finish + start, min(r * finish + end, period)
-                    if start < end:
-                        rows.add((start, end))
-            for start, end in _Intervals(rows).intervals:
-                out.writerow([n, repr(start), repr(end)])
+    try:
+        with open(csv_path, "w", newline="") as fh:
+            out = csv.writer(fh)
+            out.writerow(["device", "start_s", "end_s"])
+            for n, (intervals, finish) in enumerate(clients):
+                rows = set()
+                for r in range(math.ceil(period / finish)):
+                    for start, end in intervals:
+                        start, end = r * finish + start, min(r * finish + end, period)
+                        if start < end:
+                            rows.add((start, end))
+                for start, end in _Intervals(rows).intervals:
+                    out.writerow([n, repr(start), repr(end)])
+    except OSError as exc:
+        raise PolicyError(f"{csv_path}: cannot write the CSV: {exc.strerror or exc}") from None
     return period
 
 
@@ -230,8 +240,20 @@ def _load_csv(path: Path) -> dict[int, list[tuple[float, float, int]]]:
     key = (str(path.resolve()), path.stat().st_mtime_ns)
     if key in _csv_cache:
         return _csv_cache[key]
+    try:
+        rows = _read_csv(path)
+    except UnicodeDecodeError as exc:
+        raise PolicyError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); "
+                          "write the trace as CSV text") from None
+    except (OSError, csv.Error) as exc:
+        raise PolicyError(f"{path}: cannot read the interval trace: {exc}") from None
+    _csv_cache[key] = rows
+    return rows
+
+
+def _read_csv(path: Path) -> dict[int, list[tuple[float, float, int]]]:
     rows: dict[int, list[tuple[float, float, int]]] = {}
-    with open(path, newline="") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:  # -sig: spreadsheets start with a byte-order mark
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None or [h.strip() for h in header] != _HEADER:
@@ -257,7 +279,6 @@ def _load_csv(path: Path) -> dict[int, list[tuple[float, float, int]]]:
             if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
                 raise PolicyError(f"{path}:{line}: need 0 <= start_s < end_s, got {row[1]!r}, {row[2]!r}")
             rows.setdefault(device, []).append((start, end, line))
-    _csv_cache[key] = rows
     return rows
 
 

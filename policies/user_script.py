@@ -52,8 +52,10 @@ def load_user_policy(reference: str, base_dir: Path) -> type[AvailabilityPolicy]
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
         raise PolicyError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
-    except Exception as exc:  # the user's import-time code failed
+    except (Exception, SystemExit) as exc:  # the user's import-time code failed
+        sys.modules.pop(module_name, None)
         raise PolicyError(f"{_where(exc, path)}: {type(exc).__name__} while importing: {exc}") from None
     cls = getattr(module, class_name, None)
     if cls is None:
@@ -93,31 +95,41 @@ class _Guard:
             return fn(*args)
         except PolicyError:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # sys.exit() in a policy must not end netfl with the user's code
             raise PolicyError(f"{_where(exc, self._path)}: {type(exc).__name__} in {self._name}.{what}: {exc}") from None
 
+    def _defined_at(self, fn) -> str:
+        """``file:line`` of the user's method, for answers that are wrong without raising."""
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        return f"{self._path}:{code.co_firstlineno}" if code is not None else str(self._path)
 
-    def _yes_no(self, what: str, answer) -> bool:
+    def _yes_no(self, fn, what: str, answer) -> bool:
         if not isinstance(answer, (bool, int, np.bool_)):
-            raise PolicyError(f"{self._path}: {self._name}.{what} returned {answer!r}; expected True or False")
+            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.{what} returned {answer!r}; "
+                              "expected True or False")
         return bool(answer)
 
 
 class _GuardedRound(_Guard, RoundPolicy):
     def participates(self, round_index: int) -> bool:
-        return self._yes_no("participates", self._call("participates", self._inner.participates, round_index))
+        fn = self._inner.participates
+        return self._yes_no(fn, "participates", self._call("participates", fn, round_index))
 
 
 class _GuardedSession(_Guard, SessionPolicy):
     def online(self, now: float, state) -> bool:
-        return self._yes_no("online", self._call("online", self._inner.online, now, state))
+        fn = self._inner.online
+        return self._yes_no(fn, "online", self._call("online", fn, now, state))
 
     def next_wakeup(self, now: float) -> float:
-        at = self._call("next_wakeup", self._inner.next_wakeup, now)
+        fn = self._inner.next_wakeup
+        at = self._call("next_wakeup", fn, now)
         try:
             at = float(at)
         except (TypeError, ValueError):
-            raise PolicyError(f"{self._path}: {self._name}.next_wakeup returned {at!r}; expected a time in seconds") from None
+            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.next_wakeup returned {at!r}; "
+                              "expected a time in seconds") from None
         if math.isnan(at) or at <= now:
-            raise PolicyError(f"{self._path}: {self._name}.next_wakeup({now:g}) returned {at:g}, which is not after now")
+            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.next_wakeup({now:g}) returned {at:g}, "
+                              "which is not after now (math.inf: never)")
         return at

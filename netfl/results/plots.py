@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 
 def time_axis(seconds: Sequence[float]) -> tuple[list[float], str]:
@@ -41,6 +42,8 @@ def plot_staleness(path: Path, staleness: Sequence[int], *, title: str) -> None:
     counts = [tally.get(v, 0) for v in range(top + 1)]
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
     ax.bar(range(top + 1), counts, width=0.8)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # versions behind are whole numbers
+    ax.set_xlim(-0.6, top + 0.6)
     ax.set_xlabel("staleness (global model versions behind)")
     ax.set_ylabel("updates applied")
     ax.set_title(title)

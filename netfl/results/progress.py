@@ -7,6 +7,9 @@ from typing import TextIO
 
 
 def format_duration(seconds: float) -> str:
+    """``1h02m03s``, ``4m05s``, ``12s``; below 10 s with a fraction ``0.5s`` (a 500 ms deadline is not ``0s``)."""
+    if seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.3g}s"
     seconds = int(round(seconds))
     h, rest = divmod(seconds, 3600)
     m, s = divmod(rest, 60)

@@ -169,7 +169,7 @@ class Device:
             if plugged != self.battery.charging:
                 self.battery.set_charging(self.env.now, plugged)
                 self.log("charge_start" if plugged else "charge_stop", f"level={self.battery.fraction(self.env.now):.4f}")
-                if plugged and self.dead:
+                if plugged and self._can_boot():
                     self._revive()
                 self._power_change()
                 self.state_changed()
@@ -232,7 +232,14 @@ class Device:
         self._set_online(False, "battery_empty")  # interrupts a running task
         if not was_online and self.task is not None:
             self.task.interrupt("battery_empty")
+        if self._can_boot():  # emptied while plugged in (its loads out-drew the charger): it reboots on the charger
+            self._revive()
         self.state_changed()
+
+    def _can_boot(self) -> bool:
+        """A dead phone powers on while plugged into a charger that out-supplies its idle load (else it would
+        empty again at once); too weak a charger only charges it, switched off."""
+        return self.dead and self.battery.charging and self.battery.charge_w > self.profile.idle_w
 
     def _revive(self) -> None:
         """A phone that died comes back on when it is plugged in."""

@@ -73,6 +73,9 @@ class Medium(ABC):
         self.bandwidth_hz = bandwidth_hz
         self._log = log
         self.rng = rng
+        # totals of what the log lines report, aborted transmissions included (their reports are never returned)
+        self.collisions = 0
+        self.retransmissions = 0
 
     @abstractmethod
     def transmit(self, sender: int, channel: Channel, bits: float,
@@ -88,14 +91,26 @@ class Medium(ABC):
     def _log_start(self, sender: int, bits: float) -> None:
         self.log(sender, "tx_start", f"medium={self.kind} bytes={bits / 8:.0f}")
 
-    def _log_end(self, sender: int, bits: float, r: TxReport) -> None:
-        if r.retransmissions:
-            self.log(sender, "retransmission", f"count={r.retransmissions}")
-        self.log(sender, "tx_end", f"bytes={bits / 8:.0f} airtime={r.airtime_s:.6g} attempts={r.attempts} "
-                                   f"collisions={r.collisions} success={int(r.success)}")
+    def _log_retransmissions(self, sender: int, count: int) -> None:
+        if count:
+            self.retransmissions += count
+            self.log(sender, "retransmission", f"count={count}")
 
-    def _log_abort(self, sender: int, start: float, interrupt: simpy.Interrupt) -> None:
+    def _log_end(self, sender: int, bits: float, r: TxReport, radio: RadioHooks) -> None:
+        self._log_retransmissions(sender, r.retransmissions)
+        self.log(sender, "tx_end", f"bytes={bits / 8:.0f} airtime={r.airtime_s:.6g} attempts={r.attempts} "
+                                   f"collisions={r.collisions} success={int(r.success)}"
+                                   f"{_energy(radio, r.airtime_s)}")
+
+    def _log_abort(self, sender: int, start: float, interrupt: simpy.Interrupt, retransmissions: int = 0) -> None:
+        self._log_retransmissions(sender, retransmissions)
         self.log(sender, "tx_end", f"aborted after={self.env.now - start:.6g} cause={interrupt.cause}")
+
+
+def _energy(radio: RadioHooks, airtime_s: float) -> str:
+    """`` energy=<J>`` for the log, when the radio says its power (the device's Radio does)."""
+    watts = getattr(radio, "watts", None)
+    return "" if watts is None else f" energy={watts * airtime_s:.6g}"
 
 
 def _empty_report() -> TxReport:
@@ -128,7 +143,7 @@ class DedicatedMedium(Medium):
             raise
         radio.off()
         report = TxReport(out.airtime_s, out.duration_s, out.attempts, 0, out.retransmissions, out.success)
-        self._log_end(sender, bits, report)
+        self._log_end(sender, bits, report, radio)
         return report
 
 
@@ -169,7 +184,7 @@ class TdmaMedium(Medium):
             self._log_abort(sender, start, interrupt)
             raise
         report = TxReport(out.airtime_s, self.env.now - start, out.attempts, 0, out.retransmissions, out.success)
-        self._log_end(sender, bits, report)
+        self._log_end(sender, bits, report, radio)
         return report
 
 
@@ -291,14 +306,14 @@ class FdmaMedium(Medium):
                 self._flows.remove(flow)
                 self._reschedule()
             radio.off()
-            self._log_abort(sender, flow.start, interrupt)
+            self._log_abort(sender, flow.start, interrupt, round(flow.lost_bits / channel.params.packet_bits))
             raise
         radio.off()
         duration = env.now - flow.start
         packets = math.ceil(bits / channel.params.packet_bits)
         retx = round(flow.lost_bits / channel.params.packet_bits)
         report = TxReport(duration, duration, packets + retx, 0, retx, not flow.failed)
-        self._log_end(sender, bits, report)
+        self._log_end(sender, bits, report, radio)
         return report
 
 
@@ -469,7 +484,10 @@ class SlottedAlohaMedium(Medium):
             s.collisions += 1
             if s.left:
                 continue
-            self.log(s.sender, "collision", f"slot={k} with={len(tx) - 1}")
+            self.collisions += 1
+            packet = min(self.packet_bits, s.bits - s.delivered * self.packet_bits)  # the last one may be short
+            self.log(s.sender, "collision", f"slot={k} with={len(tx) - 1} bytes={packet / 8:.0f}"
+                                            f"{_energy(s.radio, self.slot_s)}")
             if self.beb:
                 s.q = max(self.q_min, s.q / 2.0)
             self._lost(s)
@@ -502,12 +520,12 @@ class SlottedAlohaMedium(Medium):
                 s.on_air = False
                 radio.off()
             self._poke()
-            self._log_abort(sender, s.start, interrupt)
+            self._log_abort(sender, s.start, interrupt, s.attempts - s.delivered - (1 if s.tries else 0))
             raise
         packets_tried = s.delivered + (0 if s.success else 1)
         report = TxReport(s.attempts * self.slot_s, env.now - s.start, s.attempts, s.collisions,
                           s.attempts - packets_tried, s.success)
-        self._log_end(sender, bits, report)
+        self._log_end(sender, bits, report, radio)
         return report
 
 

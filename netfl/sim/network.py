@@ -71,11 +71,40 @@ class Radio:
     def __init__(self, set_load: Callable[[str, float], None], load: str, watts: float):
         self._set, self._load, self._watts = set_load, load, watts
 
+    @property
+    def watts(self) -> float:
+        return self._watts
+
     def on(self) -> None:
         self._set(self._load, self._watts)
 
     def off(self) -> None:
         self._set(self._load, 0.0)
+
+
+class _Metered:
+    """A radio that also times how long it was on: the airtime of a transmission, failed or aborted ones included
+    (a medium reports airtime only for transmissions that end, and energy is spent either way)."""
+
+    def __init__(self, radio: Radio, env: simpy.Environment):
+        self.radio, self.env = radio, env
+        self.airtime_s = 0.0
+        self._since: float | None = None
+
+    @property
+    def watts(self) -> float:
+        return getattr(self.radio, "watts", 0.0)
+
+    def on(self) -> None:
+        if self._since is None:
+            self._since = self.env.now
+        self.radio.on()
+
+    def off(self) -> None:
+        if self._since is not None:
+            self.airtime_s += self.env.now - self._since
+            self._since = None
+        self.radio.off()
 
 
 class Network:
@@ -84,7 +113,7 @@ class Network:
         self.env = env
         self.attachments = attachments
         self.log = log
-        self.counters = Counters()
+        self._counters = Counters()
         spec = scenario.network
         self.graph = nx.Graph()
         self.graph.add_node(SERVER, kind="server")
@@ -99,6 +128,13 @@ class Network:
             self.media[name] = MEDIA[m.kind](env, bandwidth_hz=m.bandwidth, log=log,
                                              rng=streams.numpy("medium", name), **params)
         self._routes: dict[str, list[Hop]] = {}
+
+    @property
+    def counters(self) -> Counters:
+        """Totals so far; collisions and retransmissions as the media logged them, aborted transmissions too."""
+        self._counters.collisions = sum(m.collisions for m in self.media.values())
+        self._counters.retransmissions = sum(m.retransmissions for m in self.media.values())
+        return self._counters
 
     # ---------------------------------------------------------------- routes
 
@@ -131,30 +167,32 @@ class Network:
             yield self.env.timeout(bits / att.downlink_bps)
         finally:
             receive.off()
-        self.counters.bytes_down += bits / 8
+        self._counters.bytes_down += bits / 8
 
     def upload_first_hop(self, device: int, bits: float, transmit: Radio):
-        """The device's own hop to its node (or to the server on a direct link)."""
+        """The device's own hop to its node (or to the server on a direct link); True if the bits got through.
+
+        Airtime counts every second the transmitter was on, also for a
+        transmission that failed or was cut off (device offline, deadline).
+        """
         att = self.attachments[device]
-        if att.channel is None:
-            transmit.on()
-            try:
-                yield self.env.timeout(bits / att.uplink_bps)
-            finally:
-                transmit.off()
-            airtime = bits / att.uplink_bps
-            yield self.env.timeout(att.latency_s)
-        else:
-            report = yield from self.media[att.node].transmit(device, att.channel, bits, transmit)
-            airtime = report.airtime_s
-            self.counters.collisions += report.collisions
-            self.counters.retransmissions += report.retransmissions
-            if not report.success:
-                return False
-            yield self.env.timeout(att.latency_s)
-        self.counters.airtime_s += airtime
-        self.counters.by_device[device] = self.counters.by_device.get(device, 0.0) + airtime
-        self.counters.bytes_up += bits / 8
+        radio = _Metered(transmit, self.env)
+        try:
+            if att.channel is None:
+                radio.on()
+                try:
+                    yield self.env.timeout(bits / att.uplink_bps)
+                finally:
+                    radio.off()
+            else:
+                report = yield from self.media[att.node].transmit(device, att.channel, bits, radio)
+                if not report.success:
+                    return False
+        finally:
+            self._counters.airtime_s += radio.airtime_s
+            self._counters.by_device[device] = self._counters.by_device.get(device, 0.0) + radio.airtime_s
+        yield self.env.timeout(att.latency_s)
+        self._counters.bytes_up += bits / 8
         return True
 
     def forward(self, hops: list[Hop], bits: float):

@@ -40,15 +40,16 @@ class RamRelay:
         self.log(device, "relay_arrive", f"relay={self.name} job={job}")
 
     def release(self) -> int | None:
-        """End of the round: the one job passed to the server (None if nothing arrived)."""
+        """End of the round: the one job passed to the server (None if nothing arrived, or only users with rho 0)."""
         held, self._held = self._held, []
         if not held:
             return None
         if self.mode == "first":
-            pick = 0
+            pick: int | None = 0
         else:
             w = np.array([self.weights[d] for _, d in held], dtype=float)
-            pick = int(self.rng.choice(len(held), p=w / w.sum())) if w.sum() > 0 else int(self.rng.integers(len(held)))
+            # rho_i = 0 means never relayed: if only such users got through, nothing passes this round
+            pick = int(self.rng.choice(len(held), p=w / w.sum())) if w.sum() > 0 else None
         for i, (job, device) in enumerate(held):
             if i == pick:
                 self.passed += 1
@@ -56,4 +57,4 @@ class RamRelay:
             else:
                 self.dropped += 1
                 self.log(device, "relay_drop", f"relay={self.name} job={job}")
-        return held[pick][0]
+        return None if pick is None else held[pick][0]
