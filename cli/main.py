@@ -22,21 +22,6 @@ def _fail(exc: Exception | str) -> None:
     sys.exit(EXIT_USAGE)
 
 
-def _check_out_dir(out: Path) -> None:
-    """Refuse a results folder whose replacement would destroy something that is not a netfl run.
-
-    A run replaces its folder as a whole, so ``--out .`` or ``--out ~/thesis``
-    would delete the user's files: only an empty folder or an earlier run
-    (one holding summary.json) may be replaced.
-    """
-    target = out.resolve()
-    if target == Path.cwd().resolve() or target in Path.cwd().resolve().parents:
-        _fail(f"{out}: is the current folder or one of its parents; name a results folder of its own (--out DIR)")
-    if target.is_dir() and any(target.iterdir()) and not (target / "summary.json").is_file():
-        _fail(f"{out}: exists and holds files that are not a netfl run (no summary.json); a run replaces its "
-              "results folder as a whole, so choose a new or empty folder (--out DIR)")
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="netfl")
 def main() -> None:
@@ -68,6 +53,7 @@ def validate(topology: Path) -> None:
 def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, quiet: bool) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
     from netfl.results.progress import Progress
+    from netfl.results.writer import check_out_dir
     from netfl.runner import default_out_dir, run_scenario
     from netfl.scenario import load_scenario
 
@@ -75,7 +61,7 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
         scenario = load_scenario(topology)
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
-        _check_out_dir(out_dir or default_out_dir(scenario))
+        check_out_dir(out_dir or default_out_dir(scenario))  # before the run, not after it
         progress = Progress(max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time,
                             enabled=None if not quiet else False)
         outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress)

@@ -180,7 +180,8 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
             progress.close()
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
     out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
-                    num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(), staleness=result.staleness,
+                    num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(),
+                    staleness=result.staleness if scenario.server.mode == "async" else (),
                     title=f"{scenario.name}: {scenario.server.algorithm.name}")
     if not complete:
         raise KeyboardInterrupt

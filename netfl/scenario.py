@@ -292,8 +292,16 @@ class AsyncSpec(Strict):
 
     buffer: int = Field(10, gt=0, description="m: the server aggregates whenever m updates have arrived")
     local_steps: Annotated[Distribution, _dist("count")] | None = Field(
-        None, description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; others rounded, >= 1; "
-                          "task.local otherwise")
+        None, description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; a lognormal is rounded "
+                          "(at least 1); task.local otherwise")
+
+    @field_validator("local_steps")
+    @classmethod
+    def _at_least_one_step(cls, d: Distribution | None):
+        if d is not None and d.kind != "lognormal" and (d.kind == "normal" or d.support_min < 1):
+            raise ValueError(f"every job needs at least one local step; {d.describe()} can draw less than 1 "
+                             "(use e.g. {uniform: [1, 10]})")
+        return d
     pause: Seconds = Field(0.0, ge=0, description="mean of an exponential pause before a worker pulls again")
 
 
@@ -313,11 +321,21 @@ class MediumSpec(Strict):
     bandwidth: Hertz = Field(10e6, gt=0, description="uplink bandwidth of the access point")
     rate: BitsPerSecond | None = Field(None, gt=0, description="slotted_aloha: rate of every packet")
     q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
+    packet_size: Bytes = Field(1500, gt=0, description="slotted_aloha: bytes per packet (one packet per slot)")
+    backoff: Literal["none", "binary_exponential"] = Field(
+        "none", description="slotted_aloha: binary_exponential halves a device's q after each collision (down to "
+                            "q/1024) and resets it after a success")
+    max_attempts: int | None = Field(None, gt=0, description="slotted_aloha: a packet dropped after this many "
+                                                             "transmissions fails the upload; unlimited if omitted")
 
     @model_validator(mode="after")
-    def _aloha_rate(self):
+    def _aloha_only(self):
         if self.kind == "slotted_aloha" and self.rate is None:
             raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
+        aloha = {"rate", "q", "packet_size", "backoff", "max_attempts"} & self.model_fields_set
+        if self.kind != "slotted_aloha" and aloha:
+            raise ValueError(f"{', '.join(sorted(aloha))} appl{'ies' if len(aloha) == 1 else 'y'} to kind "
+                             f"slotted_aloha only (kind is {self.kind})")
         return self
 
 
@@ -376,7 +394,7 @@ class OutputSpec(Strict):
 
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     stop: StopSpec
     tasks: list[TaskSpec] = Field(min_length=1)
     devices: list[DeviceGroupSpec] = Field(min_length=1)
@@ -423,6 +441,21 @@ def _positive_distribution(d: Distribution) -> Distribution:
 # --------------------------------------------------------------------------- loading
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, except that a key given twice in one mapping is an error (not "the last one wins")."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                continue  # pydantic reports a non-string key later
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenario:
     """Read and validate a topology file. Raises ScenarioError with every problem found."""
     path = Path(path)
@@ -434,7 +467,7 @@ def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenari
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(source, [("", f"cannot read: {exc}")]) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -486,6 +519,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
                          for p, m in validate_policy(group.battery.charging, scenario, continuous_only=True)]
     problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
     problems += _check_network(scenario)
+    problems += _check_partitions(scenario)
     if scenario.server.mode == "async":
         from netfl.policies import RoundPolicy, policy_class
 
@@ -505,6 +539,29 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
 
 def _source_dir(scenario: Scenario) -> Path | None:
     return scenario.source.parent if scenario.source is not None else None
+
+
+def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
+    """Labels and devices a partition names must exist (before any data is loaded)."""
+    from netfl.learn.datasets import NUM_CLASSES
+
+    problems: list[tuple[str, str]] = []
+    for t, task in enumerate(scenario.tasks):
+        where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
+        part, labels = task.dataset.partition, NUM_CLASSES[task.dataset.name]
+        if part.classes_per_client is not None and part.classes_per_client > labels:
+            problems.append((f"{where}.dataset.partition.classes_per_client",
+                             f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}"))
+        for g, group in enumerate(part.exclusive or []):
+            for client in group.clients:
+                if client >= scenario.num_devices:
+                    problems.append((f"{where}.dataset.partition.exclusive[{g}].clients",
+                                     f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}"))
+            for label in group.labels:
+                if label >= labels:
+                    problems.append((f"{where}.dataset.partition.exclusive[{g}].labels",
+                                     f"label {label} does not exist: {task.dataset.name} has labels 0..{labels - 1}"))
+    return problems
 
 
 def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
@@ -530,16 +587,36 @@ def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
         to = group.link.to
         if to is not None and to not in nodes:
             problems.append((f"devices[{i}].link.to", f"unknown node {to!r}; network.nodes: {', '.join(nodes) or 'none'}"))
+    for i, group in enumerate(scenario.devices):
+        node = nodes.get(group.link.to) if group.link.to is not None else None
+        channel = group.link.channel
+        if node is not None and node.medium.kind == "slotted_aloha" and channel is not None:
+            own = sorted(f for f in {"rate", "packet_size"} & channel.model_fields_set
+                         if getattr(channel, f) != getattr(node.medium, f))
+            if own:
+                problems.append((f"devices[{i}].link.channel.{own[0]}",
+                                 f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's rate "
+                                 f"and packet_size; remove {' and '.join(own)} here"))
     for name, node in nodes.items():
-        if node.ram is not None and isinstance(node.ram.rho, list):
-            behind = sum(g.count for g in scenario.devices if g.link.to is not None and g.link.to in graph
-                         and nx.has_path(graph, g.link.to, "server")
-                         and name in nx.shortest_path(graph, g.link.to, "server", weight="latency"))
+        if node.ram is None:
+            continue
+        groups = [(i, g) for i, g in enumerate(scenario.devices) if g.link.to is not None and g.link.to in graph
+                  and nx.has_path(graph, g.link.to, "server")
+                  and name in nx.shortest_path(graph, g.link.to, "server", weight="latency")]
+        if isinstance(node.ram.rho, list):
+            behind = sum(g.count for _, g in groups)
             if len(node.ram.rho) != behind:
                 problems.append((f"network.nodes.{name}.ram.rho",
                                  f"gives {len(node.ram.rho)} weights for the {behind} devices behind this relay"))
             elif sum(node.ram.rho) <= 0:
                 problems.append((f"network.nodes.{name}.ram.rho", "weights must not all be zero"))
+        elif node.ram.rho == "channel_quality":
+            wired = [g.group for _, g in groups if g.link.channel is None]
+            if wired:
+                problems.append((f"network.nodes.{name}.ram.rho",
+                                 f"channel_quality weighs devices by their wireless channel's mean SNR, but group(s) "
+                                 f"{', '.join(wired)} have a fixed-rate link; give them a channel, or rho as a list "
+                                 "or uniform"))
     return problems
 
 

@@ -129,11 +129,11 @@ def test_relay_never_passes_a_user_whose_rho_is_zero():
     log = []
     relay = RamRelay("r", "abstract", {0: 0.0, 1: 0.3, 2: 0.7}, np.random.default_rng(0),
                      lambda d, k, detail: log.append((d, k)))
-    relay.hold(10, 0)
+    relay.hold(10, 0, 1000)
     assert relay.release() is None and log[-1] == (0, "relay_drop") and relay.dropped == 1
     # among those that arrived, rho renormalised: users 0 and 2 arrive, 2 always passes
     for job in range(50):
-        relay.hold(2 * job, 0)
-        relay.hold(2 * job + 1, 2)
+        relay.hold(2 * job, 0, 1000)
+        relay.hold(2 * job + 1, 2, 1000)
         assert relay.release() == 2 * job + 1
     assert (relay.passed, relay.dropped) == (50, 51)

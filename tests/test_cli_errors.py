@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 import netfl.results.writer as writer
+from netfl.errors import NetflError
 from netfl.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -298,3 +299,24 @@ def test_write_run_under_a_file_is_a_user_error(tmp_path: Path) -> None:
     with pytest.raises(NetflError, match="cannot create the results folder"):
         fake_run(tmp_path / "notafolder" / "run")
     assert hidden_entries(tmp_path) == []
+
+
+def test_write_run_never_replaces_a_folder_that_is_not_a_run(tmp_path: Path) -> None:
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("precious")
+    with pytest.raises(NetflError, match="holds files that are not a netfl run"):
+        fake_run(thesis)  # the library refuses too, not only the CLI
+    assert (thesis / "chapter1.tex").read_text() == "precious"
+    fake_run(tmp_path / "fresh")
+    fake_run(tmp_path / "fresh")  # an earlier run is replaced
+
+
+def test_write_errors_are_user_errors_and_leave_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(writer, "write_events", disk_full)
+    with pytest.raises(NetflError, match="cannot write the results: .*No space left on device"):
+        fake_run(tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []

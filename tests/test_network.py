@@ -84,6 +84,8 @@ def test_ram_relay_passes_one_update_per_round_with_frequencies_rho():
     assert result.relays == {"relay": {"passed": rounds, "dropped": 3 * rounds}}
     assert result.updates_dropped == 3 * rounds
     assert len(kinds(sim, "relay_drop")) == 3 * rounds
+    assert all(detail.endswith("bytes=1000") for kind in ("relay_arrive", "relay_pass", "relay_drop")
+               for _, _, detail in kinds(sim, kind))
 
 
 def test_ram_relay_first_mode_passes_the_earliest_arrival():
@@ -145,3 +147,17 @@ def test_async_run_with_no_live_workers_stops_as_stalled():
     sim, result = run(sc, FakeBackend(model_bytes=1, flops=1e9), policy_cls=None)
     assert result.stopped_by == "stalled" and result.rounds == 0
     assert kinds(sim, "battery_empty")[0][0] == approx(8e-9 + 0.5)  # 8-bit download at 1 Gbit/s, then 1 J at 2 W
+
+
+def test_async_run_writes_the_staleness_histogram_even_when_every_update_is_fresh(tmp_path):
+    from netfl.runner import run_scenario
+
+    sc = scenario_from_dict({
+        "name": "fresh", "seed": 1, "stop": {"rounds": 3},
+        "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}, "local": {"steps": 1}},
+        "devices": [{"group": "solo", "count": 1, "compute": {"flops_per_s": 1e9}, "link": {"uplink": 1e6}}],
+        "server": {"mode": "async", "async": {"buffer": 1}},
+    })
+    out = run_scenario(sc, out_dir=tmp_path / "run").out_dir
+    assert (out / "staleness.csv").read_text() == "staleness,updates\n0,3\n"
+    assert (out / "staleness.png").is_file()

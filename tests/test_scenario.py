@@ -476,3 +476,60 @@ def test_binary_file(tmp_path: Path) -> None:
     path.write_bytes(b"\xff\xfe\x00bad")
     with pytest.raises(ScenarioError):
         load_scenario(path)
+
+
+# ------------------------------------------------- values that would be silently wrong
+
+
+def test_negative_seed() -> None:
+    assert "must be >= 0" in problem_at(problems_of(scenario(seed=-1)), "seed")
+
+
+def test_a_key_given_twice_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "dup.yaml"
+    path.write_text(yaml.safe_dump(BASE) + "seed: 1\nseed: 2\n")
+    with pytest.raises(ScenarioError, match=r"line \d+, column 1: duplicate key 'seed'"):
+        load_scenario(path)
+
+
+@pytest.mark.parametrize("steps", [{"uniform": [-5, -1]}, {"normal": {"mean": 5, "std": 1}}, {"uniform": [0, 3]}])
+def test_async_local_steps_must_draw_at_least_one(steps: dict) -> None:
+    data = scenario(server={"mode": "async", "async": {"local_steps": steps}})
+    assert "at least one local step" in problem_at(problems_of(data, check_references=False),
+                                                   "server.async.local_steps")
+
+
+def test_classes_per_client_above_the_labels_and_exclusive_out_of_range() -> None:
+    data = edited(lambda d: d["task"]["dataset"].update(partition={"kind": "classes", "classes_per_client": 11}))
+    assert problem_at(problems_of(data), "task.dataset.partition.classes_per_client") == "digits has 10 labels; got 11"
+    data = edited(lambda d: d["task"]["dataset"].update(
+        partition={"kind": "iid", "exclusive": [{"clients": [4, 5], "labels": [9, 10]}]}))
+    problems = problems_of(data)
+    assert "device 5 does not exist: devices are 0..4" == problem_at(problems, "task.dataset.partition.exclusive[0].clients")
+    assert "label 10 does not exist" in problem_at(problems, "task.dataset.partition.exclusive[0].labels")
+
+
+def _wireless(medium: dict, channel: dict, ram: dict | None = None) -> dict:
+    nodes = {"ap": {"kind": "access_point", "medium": medium}}
+    links = [{"from": "ap", "to": "server", "rate": "1Gbps"}]
+    if ram is not None:
+        nodes["relay"] = {"kind": "relay", "ram": ram}
+        links = [{"from": "ap", "to": "relay", "rate": "1Gbps"}, {"from": "relay", "to": "server", "rate": "1Gbps"}]
+    devices = [{"group": "phones", "count": 2, "compute": {"flops_per_s": 1e9},
+                "link": {"to": "ap", "channel": {"distance_m": 50, **channel}}},
+               {"group": "wired", "count": 1, "compute": {"flops_per_s": 1e9}, "link": {"to": "ap", "uplink": 1e6}}]
+    return scenario(network={"nodes": nodes, "links": links}, devices=devices)
+
+
+def test_slotted_aloha_uses_the_medium_rate_not_the_channel_one() -> None:
+    aloha = {"kind": "slotted_aloha", "rate": "1Mbps"}
+    message = problem_at(problems_of(_wireless(aloha, {"rate": "2Mbps"})), "devices[0].link.channel.rate")
+    assert "every packet uses the medium's rate and packet_size" in message
+    scenario_from_dict(_wireless(aloha, {"rate": "1Mbps"}))  # the same rate is fine
+    message = problem_at(problems_of(_wireless({"kind": "fdma", "q": 0.2}, {})), "network.nodes.ap.medium")
+    assert message == "q applies to kind slotted_aloha only (kind is fdma)"
+
+
+def test_channel_quality_rho_needs_wireless_devices() -> None:
+    data = _wireless({"kind": "fdma"}, {}, ram={"rho": "channel_quality"})
+    assert "group(s) wired have a fixed-rate link" in problem_at(problems_of(data), "network.nodes.relay.ram.rho")

@@ -20,9 +20,12 @@ import torch
 from netfl.errors import DataError
 from netfl.learn.idx import read_idx
 
-__all__ = ["DATASET_NAMES", "Dataset", "load_dataset", "FASHION_MNIST_DIR"]
+__all__ = ["DATASET_NAMES", "NUM_CLASSES", "Dataset", "load_dataset", "FASHION_MNIST_DIR"]
 
 DATASET_NAMES: tuple[str, ...] = ("digits", "fashion-mnist", "mnist", "cifar10", "blobs3")
+
+#: Labels of each data set (known before loading it, so that a scenario can be checked without the data).
+NUM_CLASSES: dict[str, int] = {"digits": 10, "fashion-mnist": 10, "mnist": 10, "cifar10": 10, "blobs3": 3}
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the IDX files.
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")

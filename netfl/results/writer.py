@@ -72,12 +72,33 @@ def write_staleness(path: Path, staleness: Sequence[int]) -> None:
             writer.writerow([value, counts.get(value, 0)])
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse a results folder whose replacement would destroy something that is not a netfl run.
+
+    A run replaces its folder as a whole, so ``--out .`` or ``--out ~/thesis``
+    would delete the user's files: only a new or empty folder, or an earlier
+    run (one holding summary.json), may be replaced.
+    """
+    out_dir = Path(out_dir)
+    target, here = out_dir.resolve(), Path.cwd().resolve()
+    if target == here or target in here.parents:
+        raise NetflError(f"{out_dir}: is the current folder or one of its parents; name a results folder of its own "
+                         "(--out DIR)")
+    if out_dir.exists() and not out_dir.is_dir():  # never rename a user's file out of the way
+        raise NetflError(f"{out_dir}: exists and is not a folder; choose another results folder (--out DIR)")
+    if target.is_dir() and any(target.iterdir()) and not (target / "summary.json").is_file():
+        raise NetflError(f"{out_dir}: exists and holds files that are not a netfl run (no summary.json); a run "
+                         "replaces its results folder as a whole, so choose a new or empty folder (--out DIR)")
+
+
 def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: Sequence[int],
               events: dict[str, list], title: str, staleness: Sequence[int] = ()) -> Path:
-    """Write summary.json, metrics.csv, events.parquet and accuracy_vs_time.png into ``out_dir`` atomically."""
+    """Write summary.json, metrics.csv, events.parquet and accuracy_vs_time.png into ``out_dir`` atomically.
+
+    ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv and staleness.png.
+    """
     out_dir = Path(out_dir)
-    if out_dir.exists() and not out_dir.is_dir():  # never rename a user's file out of the way
-        raise NetflError(f"{out_dir}: exists and is not a folder; choose another results folder (--out)")
+    check_out_dir(out_dir)
     staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -90,7 +111,7 @@ def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any],
         write_metrics(staging / "metrics.csv", metrics, num_classes)
         write_events(staging / "events.parquet", events)
         plot_accuracy_vs_time(staging / "accuracy_vs_time.png", metrics, title=title)
-        if staleness and max(staleness) > 0:  # asynchronous runs: how old the applied updates were
+        if staleness:  # asynchronous runs: how old the applied updates were
             write_staleness(staging / "staleness.csv", staleness)
             plot_staleness(staging / "staleness.png", staleness, title=title)
         # summary last: its presence with complete=true is what marks a finished run
@@ -101,6 +122,9 @@ def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any],
         staging.rename(out_dir)
         if previous.exists():
             shutil.rmtree(previous)
+    except OSError as exc:  # disk full, permissions: the user's to fix, and nothing half-written is left
+        shutil.rmtree(staging, ignore_errors=True)
+        raise NetflError(f"{out_dir}: cannot write the results: {exc}") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

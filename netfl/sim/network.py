@@ -124,7 +124,8 @@ class Network:
         self.media: dict[str, Medium] = {}
         for name, node in spec.nodes.items():
             m = node.medium
-            params = {"rate_bps": m.rate, "q": m.q} if m.kind == "slotted_aloha" else {}
+            params = ({"rate_bps": m.rate, "q": m.q, "packet_bits": 8 * m.packet_size, "max_attempts": m.max_attempts,
+                       "backoff": m.backoff} if m.kind == "slotted_aloha" else {})
             self.media[name] = MEDIA[m.kind](env, bandwidth_hz=m.bandwidth, log=log,
                                              rng=streams.numpy("medium", name), **params)
         self._routes: dict[str, list[Hop]] = {}

@@ -31,13 +31,13 @@ class RamRelay:
         self.weights = weights  # device -> rho (over the devices behind this relay)
         self.rng = rng
         self.log = log
-        self._held: list[tuple[int, int]] = []  # (job, device) in arrival order
+        self._held: list[tuple[int, int, float]] = []  # (job, device, bytes) in arrival order
         self.passed = 0
         self.dropped = 0
 
-    def hold(self, job: int, device: int) -> None:
-        self._held.append((job, device))
-        self.log(device, "relay_arrive", f"relay={self.name} job={job}")
+    def hold(self, job: int, device: int, size_bytes: float) -> None:
+        self._held.append((job, device, size_bytes))
+        self.log(device, "relay_arrive", f"relay={self.name} job={job} bytes={size_bytes:.0f}")
 
     def release(self) -> int | None:
         """End of the round: the one job passed to the server (None if nothing arrived, or only users with rho 0)."""
@@ -47,14 +47,15 @@ class RamRelay:
         if self.mode == "first":
             pick: int | None = 0
         else:
-            w = np.array([self.weights[d] for _, d in held], dtype=float)
+            w = np.array([self.weights[d] for _, d, _ in held], dtype=float)
             # rho_i = 0 means never relayed: if only such users got through, nothing passes this round
             pick = int(self.rng.choice(len(held), p=w / w.sum())) if w.sum() > 0 else None
-        for i, (job, device) in enumerate(held):
+        for i, (job, device, size_bytes) in enumerate(held):
+            detail = f"relay={self.name} job={job} bytes={size_bytes:.0f}"
             if i == pick:
                 self.passed += 1
-                self.log(device, "relay_pass", f"relay={self.name} job={job}")
+                self.log(device, "relay_pass", detail)
             else:
                 self.dropped += 1
-                self.log(device, "relay_drop", f"relay={self.name} job={job}")
+                self.log(device, "relay_drop", detail)
         return None if pick is None else held[pick][0]

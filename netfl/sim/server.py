@@ -159,7 +159,7 @@ class SyncServer(_ServerBase):
         if not state.open:
             device.log("late", f"job={job}")
         elif stop in self.relays:
-            self.relays[stop].hold(job, device.index)
+            self.relays[stop].hold(job, device.index, state.work[job].upload_bytes)
         else:
             state.delivered.append(job)
         _settle(state.done[job], True)
