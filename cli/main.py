@@ -49,8 +49,11 @@ def validate(topology: Path) -> None:
               help="results folder: new, empty, or an earlier run it replaces [default: results/<name>/]")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
 @click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed (an integer >= 0)")
+@click.option("--device", default="cpu", show_default=True,
+              help="where torch trains: cpu, cuda or cuda:<index> (simulated time never depends on it)")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
-def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, quiet: bool) -> None:
+def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, device: str,
+             quiet: bool) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
     from netfl.results.progress import Progress
     from netfl.results.writer import check_out_dir
@@ -64,7 +67,7 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
         check_out_dir(out_dir or default_out_dir(scenario))  # before the run, not after it
         progress = Progress(max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time,
                             enabled=None if not quiet else False)
-        outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress)
+        outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress, device=device)
     except NetflError as exc:
         _fail(exc)
     except KeyboardInterrupt:

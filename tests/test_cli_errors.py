@@ -320,3 +320,12 @@ def test_write_errors_are_user_errors_and_leave_nothing(tmp_path: Path, monkeypa
     with pytest.raises(NetflError, match="cannot write the results: .*No space left on device"):
         fake_run(tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("device,expected", [("tpu", "is not a torch device"), ("cuda:x", "is not a torch device")]
+                         + ([] if __import__("torch").cuda.is_available() else [("cuda", "cannot use a CUDA GPU")]))
+def test_unusable_training_device(in_tmp: Path, device: str, expected: str) -> None:
+    path = in_tmp / "tiny.yaml"
+    path.write_text(TINY)
+    assert_user_error(run("simulate", path, "--device", device, "-q"), f"device {device!r}", expected)
+    assert not (in_tmp / "results").exists()  # refused before any data was loaded or written

@@ -34,7 +34,7 @@ picked client then trains the one model it is assigned).
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -152,15 +152,14 @@ class _Job:
     task: int
     version: int
     steps: int
-    round_index: int = 0
-    delta: torch.Tensor | None = None  # trained already (for a probe's report)
-    lr: float = 0.0
+    lr: float  # the client lr of the round the job started in
+    delta: torch.Tensor | None = None  # its update y - x, once trained
 
 
 @dataclass
 class _Probe:
     client: int
-    jobs: tuple[int, ...] = field(default_factory=tuple)  # update_norm: one training job per task
+    jobs: tuple[int, ...]  # update_norm: one training job per task; loss: none
 
 
 class Learner:
@@ -182,8 +181,8 @@ class Learner:
         if initial.numel() != int(strategy.extra_params):
             raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
                              f"extra_params is {strategy.extra_params}")
-        # task 0 keeps the stream name it always had, so single-task runs are unchanged
         self.device = torch_device(device)
+        # task 0 keeps the stream name it always had, so single-task runs are unchanged
         self.tasks = [TaskModel(setup, init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
                                 extra_init=initial, max_test_samples=max_test_samples, device=self.device)
                       for s, setup in enumerate(tasks)]
@@ -287,7 +286,7 @@ class Learner:
         self._next_job += 1
         model = self.tasks[task]
         self._jobs[job] = _Job(client, task, self.version, model.steps_of(client) if steps is None else steps,
-                               round_index, lr=scheduled_lr(model.local.lr, model.local.lr_schedule, round_index))
+                               scheduled_lr(model.local.lr, model.local.lr_schedule, round_index))
         return job
 
     def _train_work(self, client: int, task: int, round_index: int, steps: int | None = None) -> Work:
