@@ -25,7 +25,13 @@ def time_axis(seconds: Sequence[float]) -> tuple[list[float], str]:
 def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> None:
     times, unit = time_axis([m.sim_time_s for m in metrics])
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    ax.plot(times, [100 * m.test_accuracy for m in metrics], marker="o", markersize=2.5, linewidth=1.2)
+    tasks = len(getattr(metrics[0], "tasks", ())) if metrics else 0
+    for s in range(tasks):  # several models: each one thin, their mean bold
+        ax.plot(times, [100 * m.tasks[s].accuracy for m in metrics], linewidth=0.9, alpha=0.7, label=f"task {s}")
+    ax.plot(times, [100 * m.test_accuracy for m in metrics], marker="o", markersize=2.5,
+            linewidth=2.0 if tasks else 1.2, color="black" if tasks else None, label="mean" if tasks else None)
+    if tasks:
+        ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel(f"simulated wall-clock time ({unit})")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)

@@ -1,9 +1,12 @@
 """The server's schedule: synchronous rounds, or anarchic asynchronous arrivals.
 
 Synchronous (``SyncServer``): each round, ask every device whether it is
-eligible (policy, battery), select up to ``participants`` of them uniformly
-at random, start their tasks, wait until every update has arrived (at the
-server, or at a RAM relay on its route) or was lost, or until the deadline;
+eligible (policy, battery), ask the backend for the round's plan (its
+strategy picks who trains which model: by default ``participants`` of the
+eligible uniformly at random; a plan may first probe the clients for small
+reports, then assign), start the work, wait until every upload has arrived
+(at the server, or at a RAM relay on its route) or was lost, or until the
+deadline -- one deadline for the probe and the work together;
 stop the stragglers (their work is lost), let each relay pass its one
 update, aggregate what arrived, and start the next round. A round in which
 nobody is available still counts (per-round policies and algorithms such as
