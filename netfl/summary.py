@@ -114,8 +114,15 @@ def describe_scenario(s: Scenario) -> str:
         p = t.dataset.partition
         part = p.kind + (f"(alpha={p.alpha:g})" if p.kind == "dirichlet" else "") + \
             (f"({p.classes_per_client} classes each)" if p.kind == "classes" else "")
+        part += " partition"
+        if p.quantity_skew is not None:
+            part += f" ({p.quantity_skew.clients:.0%} of the devices hold {p.quantity_skew.share:.1%} of the data)"
+        for group in p.exclusive or []:
+            part += (f" (devices {', '.join(map(str, group.clients))} alone hold labels "
+                     f"{', '.join(map(str, group.labels))})")
+        subset = f" ({t.dataset.max_train_samples} samples)" if t.dataset.max_train_samples else ""
         work = f"{t.local.steps} steps" if t.local.steps else f"{t.local.epochs:g} epochs"
-        lines.append(f"task {i}     {t.dataset.name}, {part} partition; model {t.model.name}; "
+        lines.append(f"task {i}     {t.dataset.name}{subset}, {part}; model {t.model.name}; "
                      f"local {work} of batch {t.local.batch_size} at lr {t.local.lr:g}")
     lines.append(f"devices    {s.num_devices} in {len(s.devices)} group(s)")
     lines += [_group(g) for g in s.devices]
