@@ -8,7 +8,7 @@ at CPU scale, through netfl's simulator: every run is a dict scenario
 each round, the engine schedules downloads, local training and uploads in
 simulated time, and the learner trains the real torch model.
 
-Setting (FedAU's, scaled down to run in about 10 minutes on 2 CPU cores):
+Setting (FedAU's, scaled down to run in about 15 minutes per seed on 2 CPU cores):
 
 - Fashion-MNIST (Debian's IDX files, ``/usr/share/datasets/fashion-mnist``),
   Dirichlet(0.1) label skew over N = 250 clients (FedAU's N), 600 rounds;
