@@ -89,7 +89,7 @@ class MMFL(Strategy):
     """
 
     name = "mmfl"
-    summary = ("multi-model FL: each client trains/sends at most one model per round; optimal variance-reduced "
+    summary = ("multi-model FL: each client sends at most one model's update per round; optimal variance-reduced "
                "sampling p_{s|i} from update norms, or random / round-robin")
     paper = MMFL_PAPER
     multi_task = True
