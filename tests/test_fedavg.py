@@ -228,10 +228,10 @@ def test_learner_jobs_are_independent_of_each_other() -> None:
 
 @pytest.mark.parametrize("model,epochs", [("logistic", None), ("mlp", None), ("lenet5", None), ("mlp", 1.0)])
 def test_batched_training_equals_one_job_at_a_time(model: str, epochs: float | None) -> None:
-    """Jobs trained together (one vmapped call per step) give what each trained alone gives, up to rounding.
+    """Jobs trained together (stacked) give what each trained alone gives, up to rounding.
 
     3 steps each: clients 0-2 (batch 4) train together, client 3 (3 samples, batch 3) alone. One epoch:
-    steps 4, 5, 3 and 1 -- clients 0 and 1 train together (client 0 padded from 4 to 5 steps).
+    steps 4, 5, 3 and 1 -- clients 0, 1 and 2 (batch 4) train together with 4, 5 and 3 steps.
     """
     parts = [np.arange(0, 16), np.arange(16, 36), np.arange(36, 45), np.arange(45, 48)]
     together = _learner("samples", parts, model=model, weight_decay=1e-3, epochs=epochs)

@@ -10,13 +10,13 @@ to time, and into jobs for itself.
 Jobs are lazy: a job only records (client, task, global version, steps);
 the training runs when ``aggregate`` (or a probe's report) needs the
 updates, all of them at once: jobs that start from the same global model
-with the same number of steps, batch size and lr are stacked and trained
-together, one ``torch.func.vmap`` call per SGD step (DESIGN.md's lazy,
-batched training), which on a CPU removes the per-client Python overhead
+with the same batch size and lr are stacked and trained together
+(:mod:`netfl.learn.stacked`: cache-sized chunks, in-place updates, a fused
+kernel for MLPs), which on a CPU removes the per-client Python overhead
 and on a GPU fills the device. Each job's minibatches come from its own
 torch generator seeded by (scenario seed, client, job), so a job trains on
-the same samples however jobs are grouped or ordered; batched and one-by-one
-results agree up to float rounding.
+the same samples however jobs are grouped or ordered; stacked and
+one-by-one results agree up to float rounding.
 
 A strategy with ``extra_params > 0`` (Fed-CVaR-Avg's threshold t) gets those
 scalars appended to each flat vector: clients train them with the
@@ -45,8 +45,9 @@ from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
-from netfl.learn.training import (evaluate, local_sgd, local_sgd_batched, local_sgd_extended, minibatch_indices,
-                                  num_local_steps, scheduled_lr)
+from netfl.learn.stacked import train_stacked
+from netfl.learn.training import (evaluate, local_sgd, local_sgd_extended, minibatch_indices, num_local_steps,
+                                  scheduled_lr)
 from netfl.rng import RandomStreams
 
 
@@ -163,11 +164,6 @@ class _Probe:
 
 
 class Learner:
-    #: Most parameter floats (jobs x model size) trained in one vmapped call; larger groups are split.
-    BATCH_FLOATS = 50_000_000
-    #: Jobs train together when the longest runs at most this many times the shortest one's steps.
-    STEP_SLACK = 1.25
-
     def __init__(self, tasks: Sequence[TaskSetup], *, strategy: Strategy, streams: RandomStreams,
                  participants: int | None = None, max_test_samples: int | None = None, batched: bool = True,
                  device: str | torch.device = "cpu"):
@@ -324,11 +320,10 @@ class Learner:
                             job.steps, task=job.task)
 
     def _train(self, job_ids: Sequence[int]) -> None:
-        """Compute the updates y - x of the jobs not trained yet, in groups that can share a vmapped call.
+        """Compute the updates y - x of the jobs not trained yet, stacked where they can share a call.
 
-        A group shares the task, the start version, the minibatch size and the lr; within it, jobs of
-        similar length (at most ``STEP_SLACK`` times the shortest one's steps) train together, the
-        shorter ones padded, and no call holds more than ``BATCH_FLOATS`` parameters.
+        Jobs that start from the same global model of the same task with the same minibatch size and lr
+        train together (:func:`~netfl.learn.stacked.train_stacked`), whatever their numbers of steps.
         """
         groups: dict[tuple, list[int]] = defaultdict(list)
         for job_id in sorted(set(job_ids)):
@@ -339,38 +334,25 @@ class Learner:
                 groups[(job.task, job.version, batch, job.lr)].append(job_id)
         for (task, version, batch, lr), members in groups.items():
             model = self.tasks[task]
-            if not self.batched or model.extra:
+            if not self.batched or model.extra or len(members) == 1:
                 for job_id in members:
                     self._jobs[job_id].delta = self._train_one(job_id)
                 continue
-            most = max(1, self.BATCH_FLOATS // model.global_vector.numel())
-            members.sort(key=lambda j: (self._jobs[j].steps, j))
-            bucket: list[int] = []
-            for job_id in members + [-1]:  # -1 closes the last bucket
-                if bucket and (job_id < 0 or len(bucket) == most or
-                               self._jobs[job_id].steps > self.STEP_SLACK * self._jobs[bucket[0]].steps):
-                    if len(bucket) == 1:
-                        self._jobs[bucket[0]].delta = self._train_one(bucket[0])
-                    else:
-                        self._train_together(bucket, model, version, batch, lr)
-                    bucket = []
-                bucket.append(job_id)
+            start = model.snapshots[version]
+            minibatches = [self._minibatches(job_id, batch) for job_id in members]
+            ends = train_stacked(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
+                                 minibatches, lr=lr, weight_decay=model.local.weight_decay)
+            for job_id, end in zip(members, ends):
+                self._jobs[job_id].delta = end - start
 
     def _generator(self, job_id: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.streams.integer_seed("training", self._jobs[job_id].client, job_id))
 
-    def _train_together(self, members: list[int], model: TaskModel, version: int, batch: int, lr: float) -> None:
-        start = model.snapshots[version]
-        steps = [self._jobs[j].steps for j in members]
-        rows = []
-        for job_id, n in zip(members, steps):  # each job's minibatches as global sample indices, padded to the longest
-            part = model.parts[self._jobs[job_id].client]
-            local = torch.stack(minibatch_indices(len(part), batch, n, self._generator(job_id)))
-            rows.append(part[torch.cat([local, local[:1].expand(max(steps) - n, -1)])])
-        ends = local_sgd_batched(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
-                                 torch.stack(rows), torch.tensor(steps), lr=lr, weight_decay=model.local.weight_decay)
-        for job_id, end in zip(members, ends):
-            self._jobs[job_id].delta = end - start
+    def _minibatches(self, job_id: int, batch: int) -> torch.Tensor:
+        """The job's minibatches (steps x batch) as indices into its task's whole training set."""
+        job = self._jobs[job_id]
+        part = self.tasks[job.task].parts[job.client]
+        return part[torch.stack(minibatch_indices(len(part), batch, job.steps, self._generator(job_id)))]
 
     def _train_one(self, job_id: int) -> torch.Tensor:
         """One job's update y - x, trained on its own."""

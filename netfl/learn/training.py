@@ -12,7 +12,7 @@ from typing import Callable
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad, vmap
+from torch.func import functional_call
 
 from netfl.learn.params import ParamLayout
 
@@ -67,27 +67,6 @@ def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: tor
         with torch.no_grad():
             w = w - lr * (grad + weight_decay * w)
     return w.detach()
-
-
-def local_sgd_batched(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                      batches: torch.Tensor, steps: torch.Tensor, *, lr: float, weight_decay: float) -> torch.Tensor:
-    """``local_sgd`` for J jobs that start from the same vector, all J advanced by one vmapped call per step.
-
-    ``batches`` (J x T x b) holds each job's minibatches as indices into (x, y); job j runs ``steps[j]``
-    <= T of them (its later rows are padding: computed, not applied). Returns the J final vectors
-    (J x dim). Equal to J separate ``local_sgd`` runs on the same minibatches up to float rounding
-    (the batched kernels sum in another order).
-    """
-    def loss(w: torch.Tensor, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
-        return nn.functional.cross_entropy(functional_call(model, layout.unflatten(w), (xb,)), yb)
-
-    step_gradients = vmap(grad(loss))
-    w = start.detach().expand(batches.shape[0], -1).clone()
-    for step in range(batches.shape[1]):
-        idx = batches[:, step]
-        moved = w - lr * (step_gradients(w, x[idx], y[idx]) + weight_decay * w)
-        w = torch.where((steps > step)[:, None], moved, w)
-    return w
 
 
 ExtraLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
