@@ -51,9 +51,11 @@ def validate(topology: Path) -> None:
 @click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed (an integer >= 0)")
 @click.option("--device", default="cpu", show_default=True,
               help="where torch trains: cpu, cuda or cuda:<index> (simulated time never depends on it)")
+@click.option("--threads", type=click.IntRange(min=1),
+              help="torch intra-op threads [default: 1, which stays fast when other processes share the cores]")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, device: str,
-             quiet: bool) -> None:
+             threads: int | None, quiet: bool) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
     from netfl.results.progress import Progress
     from netfl.results.writer import check_out_dir
@@ -67,7 +69,8 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
         check_out_dir(out_dir or default_out_dir(scenario))  # before the run, not after it
         progress = Progress(max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time,
                             enabled=None if not quiet else False)
-        outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress, device=device)
+        outcome = run_scenario(scenario, out_dir=out_dir, data_dir=data_dir, progress=progress, device=device,
+                               threads=threads)
     except NetflError as exc:
         _fail(exc)
     except KeyboardInterrupt:

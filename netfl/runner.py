@@ -12,7 +12,8 @@ import numpy as np
 from netfl.errors import NetflError, ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
 from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup, torch_device
+from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.runtime import torch_device, use_threads
 from netfl.learn.partition import label_distribution, partition_indices
 from netfl.policies import DeviceInfo, build_policy
 from netfl.results.progress import Progress
@@ -164,8 +165,11 @@ def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
 
 
 def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
-                 progress: Progress | None = None, device: str = "cpu") -> RunOutcome:
+                 progress: Progress | None = None, device: str = "cpu", threads: int | None = None) -> RunOutcome:
+    """Run ``scenario`` and write its results; ``threads``: torch's intra-op threads (default
+    :data:`~netfl.learn.runtime.DEFAULT_THREADS`)."""
     started = time.perf_counter()
+    threads = use_threads(threads)
     simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device)
     if progress is not None:
         simulation.progress = progress.update
@@ -179,6 +183,7 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
         if progress is not None:
             progress.close()
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
+    summary.update(device=device, torch_threads=threads)
     out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
                     num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(),
                     staleness=result.staleness if scenario.server.mode == "async" else (),

@@ -19,7 +19,7 @@ def _data(shape: tuple[int, int, int], n: int = 60, classes: int = 4) -> tuple[t
 
 def _jobs(n: int, steps: list[int], batch: int) -> list[torch.Tensor]:
     """Each job's minibatches over the whole set, from its own generator (as the learner draws them)."""
-    return [torch.stack(minibatch_indices(n, batch, s, torch.Generator().manual_seed(10 + j)))
+    return [minibatch_indices(n, batch, s, torch.Generator().manual_seed(10 + j))
             for j, s in enumerate(steps)]
 
 
@@ -53,7 +53,7 @@ def test_stacked_equals_one_job_at_a_time(name, hidden, fused, weight_decay, mon
     # unequal lengths, in no particular order; a tiny chunk budget puts them in several chunks
     minibatches = _jobs(len(x), [3, 7, 1, 5, 5, 2], batch=6)
     monkeypatch.setattr(stacked, "CPU_CHUNK_BYTES", 2 * start.numel() * start.element_size())
-    together = train_stacked(model, layout, start, x, y, minibatches, lr=0.3, weight_decay=weight_decay)
+    together = torch.stack(train_stacked(model, layout, start, x, y, minibatches, lr=0.3, weight_decay=weight_decay))
     alone = _one_by_one(model, layout, start, x, y, minibatches, 0.3, weight_decay)
     torch.testing.assert_close(together, alone, rtol=1e-5, atol=1e-6)
     assert not torch.equal(together[0], together[1])
@@ -69,7 +69,7 @@ def test_stacked_matches_local_sgd_with_its_generator() -> None:
     layout = ParamLayout.of(model)
     start = layout.flatten(model)
     minibatches = _jobs(len(x), [4, 9], batch=8)
-    together = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.0)
+    together = torch.stack(train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.0))
     for j, steps in enumerate([4, 9]):
         alone = local_sgd(model, layout, start, x, y, steps=steps, batch_size=8, lr=0.2, weight_decay=0.0,
                           generator=torch.Generator().manual_seed(10 + j))

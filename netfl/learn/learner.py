@@ -45,27 +45,11 @@ from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
+from netfl.learn.runtime import torch_device
 from netfl.learn.stacked import train_stacked
 from netfl.learn.training import (evaluate, local_sgd, local_sgd_extended, minibatch_indices, num_local_steps,
                                   scheduled_lr)
 from netfl.rng import RandomStreams
-
-
-def torch_device(name: str | torch.device) -> torch.device:
-    """The torch device to train on, or a ValueError that says what this torch build offers."""
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"{name!r} is not a torch device ({exc}); use cpu, cuda or cuda:<index>") from None
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"{name!r}: this torch ({torch.__version__}) cannot use a CUDA GPU here; install a "
-                             "CUDA build of torch (README, GPU) on a machine with an NVIDIA GPU, or use cpu")
-        if device.index is not None and device.index >= torch.cuda.device_count():
-            raise ValueError(f"{name!r}: there are {torch.cuda.device_count()} CUDA device(s)")
-    elif device.type != "cpu":
-        raise ValueError(f"{name!r}: netfl trains on cpu or cuda")
-    return device
 
 
 @dataclass(frozen=True)
@@ -343,7 +327,7 @@ class Learner:
             ends = train_stacked(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
                                  minibatches, lr=lr, weight_decay=model.local.weight_decay)
             for job_id, end in zip(members, ends):
-                self._jobs[job_id].delta = end - start
+                self._jobs[job_id].delta = end.sub_(start)
 
     def _generator(self, job_id: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.streams.integer_seed("training", self._jobs[job_id].client, job_id))
@@ -352,7 +336,7 @@ class Learner:
         """The job's minibatches (steps x batch) as indices into its task's whole training set."""
         job = self._jobs[job_id]
         part = self.tasks[job.task].parts[job.client]
-        return part[torch.stack(minibatch_indices(len(part), batch, job.steps, self._generator(job_id)))]
+        return part[minibatch_indices(len(part), batch, job.steps, self._generator(job_id))]
 
     def _train_one(self, job_id: int) -> torch.Tensor:
         """One job's update y - x, trained on its own."""

@@ -42,17 +42,18 @@ GPU_CHUNK_BYTES = 2**30
 
 
 def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                  minibatches: Sequence[torch.Tensor], *, lr: float, weight_decay: float) -> torch.Tensor:
+                  minibatches: Sequence[torch.Tensor], *, lr: float, weight_decay: float) -> list[torch.Tensor]:
     """Train one job per entry of ``minibatches`` from the vector ``start`` on (x, y); return their final vectors.
 
     ``minibatches[j]`` (steps_j x b) holds job j's minibatches as indices into (x, y), one row per SGD
-    step; every job has the same b.
+    step; every job has the same b. The vectors returned are rows of the chunks they trained in
+    (no copy): the caller may change them in place.
     """
     kernel = FusedMLP.of(model, layout) or FunctionalKernel(model, layout)
     budget = CPU_CHUNK_BYTES * torch.get_num_threads() if start.device.type == "cpu" else GPU_CHUNK_BYTES
     per_chunk = max(1, budget // (start.numel() * start.element_size()))
     order = sorted(range(len(minibatches)), key=lambda j: len(minibatches[j]))
-    out = torch.empty(len(minibatches), start.numel(), dtype=start.dtype, device=start.device)
+    out: list[torch.Tensor] = [start] * len(minibatches)
     for first in range(0, len(order), per_chunk):
         jobs = order[first:first + per_chunk]
         steps = [len(minibatches[j]) for j in jobs]
@@ -61,7 +62,8 @@ def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x:
             batches[row, :steps[row]] = minibatches[j]
         w = start.detach().expand(len(jobs), -1).clone()
         kernel.train(w, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay)
-        out[torch.tensor(jobs, device=out.device)] = w
+        for row, j in enumerate(jobs):
+            out[j] = w[row]
     return out
 
 

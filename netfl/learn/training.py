@@ -42,8 +42,8 @@ def num_local_steps(num_samples: int, batch_size: int, steps: int | None, epochs
     return max(1, math.ceil(epochs * num_samples / batch_size))
 
 
-def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: torch.Generator) -> list[torch.Tensor]:
-    """Sample without replacement within an epoch, reshuffling at each epoch boundary.
+def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: torch.Generator) -> torch.Tensor:
+    """Each step's minibatch (steps x min(batch_size, n) indices), without replacement within an epoch.
 
     The batches are cut from a stream of independent permutations, so each
     epoch (n consecutive draws) sees every sample exactly once and every batch
@@ -52,7 +52,7 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: 
     b = min(batch_size, num_samples)
     needed = steps * b
     perms = [torch.randperm(num_samples, generator=generator) for _ in range(-(-needed // num_samples))]
-    return list(torch.cat(perms)[:needed].split(b)) if needed else []
+    return torch.cat(perms)[:needed].view(steps, b) if needed else torch.empty(0, b, dtype=torch.long)
 
 
 def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,

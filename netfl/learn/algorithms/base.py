@@ -158,6 +158,18 @@ class Strategy(ABC):
         """The next global vector from the current one and the updates that arrived (possibly none)."""
 
 
+def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like: torch.Tensor) -> torch.Tensor:
+    """``sum_k weights[k] * delta_k``, shaped and typed like ``like``.
+
+    Accumulated one update at a time: stacking the updates first would allocate and copy a
+    (|updates| x model size) matrix every round.
+    """
+    total = torch.zeros_like(like)
+    for update, weight in zip(updates, weights):
+        total.add_(update.delta.to(dtype=like.dtype, device=like.device).view_as(like), alpha=float(weight))
+    return total
+
+
 def participation_probabilities(algorithm: str, clients: ClientInfo) -> tuple[float, ...]:
     """Every client's p_i, or a ValueError that says which clients lack one and what would do."""
     probs = clients.participation

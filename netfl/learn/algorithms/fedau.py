@@ -13,7 +13,7 @@ import torch
 from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams
+from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams, weighted_sum
 from netfl.learn.algorithms.fedavg import FEDAU_PAPER
 
 
@@ -111,6 +111,4 @@ class FedAU(Strategy):
         if not updates:
             return x
         n = self.num_clients
-        w = torch.tensor([weights[u.client] / n for u in updates], dtype=x.dtype, device=x.device)
-        deltas = torch.stack([u.delta.to(dtype=x.dtype) for u in updates])
-        return x + self.params.server_lr * (w @ deltas)
+        return x + self.params.server_lr * weighted_sum(updates, [weights[u.client] / n for u in updates], x)

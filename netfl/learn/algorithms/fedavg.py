@@ -28,7 +28,7 @@ import torch
 from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams
+from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams, weighted_sum
 
 FEDAU_PAPER = ("Wang & Ji, A Lightweight Method for Tackling Unknown Participation Statistics in Federated "
                "Averaging, ICLR 2024 (reference code IBM/fedau)")
@@ -58,18 +58,9 @@ class FedAvg(Strategy):
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
             return x
-        if self.params.weighting == "samples":
-            weights = torch.tensor([u.num_samples for u in updates], dtype=x.dtype, device=x.device)
-        else:
-            weights = torch.ones(len(updates), dtype=x.dtype, device=x.device)
-        weights = weights / weights.sum()
-        deltas = torch.stack([u.delta for u in updates])
-        return x + self.params.server_lr * (weights @ deltas)
-
-
-def _weighted_sum(x: torch.Tensor, updates: list[ClientUpdate], weights: list[float]) -> torch.Tensor:
-    w = torch.tensor(weights, dtype=x.dtype, device=x.device)
-    return w @ torch.stack([u.delta.to(dtype=x.dtype) for u in updates])
+        sizes = [u.num_samples if self.params.weighting == "samples" else 1 for u in updates]
+        total = sum(sizes)
+        return x + self.params.server_lr * weighted_sum(updates, [n / total for n in sizes], x)
 
 
 class FedAvgAll(Strategy):
@@ -92,7 +83,7 @@ class FedAvgAll(Strategy):
         if not updates:
             return x
         n = self.num_clients
-        return x + self.params.server_lr * _weighted_sum(x, updates, [1.0 / n] * len(updates))
+        return x + self.params.server_lr * weighted_sum(updates, [1.0 / n] * len(updates), x)
 
 
 class FedAvgKnown(Strategy):
@@ -124,7 +115,7 @@ class FedAvgKnown(Strategy):
             return x
         n = self.num_clients
         weights = [1.0 / (n * self.probabilities[u.client]) for u in updates]
-        return x + self.params.server_lr * _weighted_sum(x, updates, weights)
+        return x + self.params.server_lr * weighted_sum(updates, weights, x)
 
 
 class FedAvgUnbiased(FedAvgKnown):
@@ -153,4 +144,4 @@ class FedAvgUnbiased(FedAvgKnown):
         eta = self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
         # x - eta * (1/N) sum (-delta/gamma)/p  =  x + sum (eta / (N gamma p)) delta
         weights = [eta / (n * self.update_lr(u) * self.probabilities[u.client]) for u in updates]
-        return x + _weighted_sum(x, updates, weights)
+        return x + weighted_sum(updates, weights, x)

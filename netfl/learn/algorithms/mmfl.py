@@ -35,7 +35,7 @@ import torch
 from pydantic import Field
 
 from netfl.backend import RoundContext, sample_uniform
-from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
+from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams, weighted_sum
 
 MMFL_PAPER = ("Zhang, Li, Gong, Siew, Joe-Wong & El-Azouzi, Optimal Variance-Reduced Client Sampling for "
               "Multiple Models Federated Learning (poster, seed 001; code haoran-zh/mmfl-Dec)")
@@ -150,8 +150,8 @@ class MMFL(Strategy):
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
             return x
-        deltas = torch.stack([u.delta.to(dtype=x.dtype, device=x.device) for u in updates])
         if self.params.sampling == "round_robin":
-            return x + self.params.server_lr * deltas.mean(dim=0)
-        weights = [self.shares[u.task, u.client] / self._p[(u.client, u.task)] for u in updates]
-        return x + self.params.server_lr * (torch.tensor(weights, dtype=x.dtype, device=x.device) @ deltas)
+            weights = [1.0 / len(updates)] * len(updates)
+        else:
+            weights = [self.shares[u.task, u.client] / self._p[(u.client, u.task)] for u in updates]
+        return x + self.params.server_lr * weighted_sum(updates, weights, x)
