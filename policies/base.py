@@ -78,11 +78,16 @@ class DeviceInfo:
 
     def shared_rng(self, name: str) -> np.random.Generator:
         """A generator that gives every device the same draws (e.g. one scenario-wide Dirichlet sample)."""
-        return RandomStreams(self.seed).numpy("policy-shared", name)
+        return shared_rng(self.seed, name)
 
     def resolve(self, path: str | Path) -> Path:
         path = Path(path)
         return path if path.is_absolute() else self.base_dir / path
+
+
+def shared_rng(seed: int, name: str) -> np.random.Generator:
+    """The generator named ``name`` that every device of a scenario with ``seed`` shares."""
+    return RandomStreams(seed).numpy("policy-shared", name)
 
 
 class DeviceState(Protocol):

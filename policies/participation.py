@@ -25,7 +25,7 @@ the paper).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal, Union
 
 import numpy as np
@@ -36,6 +36,7 @@ from netfl.policies.base import DeviceInfo, PolicyParams
 from netfl.units import parse_quantity
 
 __all__ = ["DataProbability", "SmallestLabelProbability", "ProbabilitySource", "resolve_probability",
+           "resolve_probabilities",
            "nested_validation_error"]
 
 
@@ -126,19 +127,27 @@ ProbabilitySource = Annotated[Union[float, DataProbability, SmallestLabelProbabi
 """A per-device participation probability: a number, or a rule resolved per device."""
 
 
-def resolve_probability(source: float | DataProbability | SmallestLabelProbability, device: DeviceInfo) -> float:
-    """The probability ``p_n`` for ``device`` (see the module docstring for the rules)."""
+def resolve_probabilities(source: float | DataProbability | SmallestLabelProbability, label_mix: np.ndarray,
+                          shared_rng: Callable[[str], np.random.Generator]) -> np.ndarray:
+    """The probability ``p_n`` of each device, from the devices' label mixes (n x labels; see the module
+    docstring for the rules). ``shared_rng(name)``: the generator whose draws every device shares
+    (:meth:`~netfl.policies.base.DeviceInfo.shared_rng`)."""
+    q = np.nan_to_num(np.atleast_2d(np.asarray(label_mix, dtype=float)))
+    n, num_labels = q.shape
     if isinstance(source, DataProbability):
-        q = np.nan_to_num(np.asarray(device.label_distribution, dtype=float))
-        num_labels = len(q)
-        # One draw for the whole scenario: every device's shared_rng gives the same m.
-        m = device.shared_rng("fedau-participation").dirichlet(source.concentration * np.ones(num_labels))
-        p = max(source.floor, source.scale * num_labels * float(np.dot(q, m)))
-        return min(p, 1.0)
+        # One draw for the whole scenario: every device sees the same m.
+        m = shared_rng("fedau-participation").dirichlet(
+            source.concentration * np.ones(num_labels))
+        return np.minimum(np.maximum(source.floor, source.scale * num_labels * (q @ m)), 1.0)
     if isinstance(source, SmallestLabelProbability):
-        q = np.nan_to_num(np.asarray(device.label_distribution, dtype=float))
-        held = np.flatnonzero(q > 0)
-        if len(held) == 0 or len(q) < 2:  # no data (or one class): the least available, as label 0
-            return source.p_min
-        return source.p_min + (1.0 - source.p_min) * int(held[0]) / (len(q) - 1)
-    return float(source)
+        held = q > 0
+        smallest = np.where(held.any(axis=1), held.argmax(axis=1), 0)  # no data: the least available, as label 0
+        if num_labels < 2:
+            return np.full(n, source.p_min)
+        return source.p_min + (1.0 - source.p_min) * smallest / (num_labels - 1)
+    return np.full(n, float(source))
+
+
+def resolve_probability(source: float | DataProbability | SmallestLabelProbability, device: DeviceInfo) -> float:
+    """The probability ``p_n`` for one ``device``."""
+    return float(resolve_probabilities(source, device.label_distribution, device.shared_rng)[0])

@@ -1,0 +1,343 @@
+"""Built-in availability policies for a whole device group at once (the lazy engine).
+
+The eager engine gives every device its own policy object and SimPy
+process, and logs every online/offline change: exact and readable, but a
+million devices churning over a day are tens of millions of Python calls
+that nobody looks at. A population model keeps a group's availability as
+arrays -- the state of each device and the time (or round) of its next
+change -- and advances them only when the server asks, in one vectorised
+step over the devices whose change is due. A device nobody asks about
+costs nothing per change.
+
+Every draw comes from :mod:`netfl.keyed_random`: draw k of device i depends
+on (seed, group, i, k) alone, so the realisation does not depend on when or
+how often the engine asks. The distributions are the per-device policies'
+(same parameters, same stationary behaviour, checked against the same closed
+forms in the tests); the realisations are not the same numbers as the eager
+engine's, which draws from per-device generators.
+
+Every model is an alternating on/off process on an axis that is simulated
+seconds (continuous-time policies) or round indices (per-round policies):
+
+* ``always`` -- on for ever;
+* ``sessions`` -- on/off durations from their distributions (exponential
+  durations make it a two-state continuous-time Markov chain);
+* ``diurnal`` -- the hour-by-hour Markov chain of
+  :class:`~netfl.policies.sessions.Diurnal`;
+* ``daily`` -- the daily window with per-day jitter;
+* ``bernoulli`` / ``markov`` -- per-round two-state Markov chains (Bernoulli
+  is the chain whose next state ignores the current one); runs of rounds are
+  drawn whole, geometric, so a long run costs one draw;
+* ``cyclic`` -- deterministic cycles with a random phase.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from netfl import keyed_random
+from netfl.policies.base import shared_rng
+from netfl.policies.participation import resolve_probabilities
+from netfl.policies.sessions import DAY, HOUR, DurationDistribution, PRODUCTION_PROFILE
+
+__all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
+
+#: Sees each batch of flips: (devices, since, at, was_on) -- the interval [since, at) each device just left.
+FlipHook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
+
+
+class PopulationModel(ABC):
+    """n devices alternating on/off along one axis (seconds, or rounds for per-round policies).
+
+    ``state[j]`` holds between ``since[j]`` and ``change[j]``, the point of the next flip (inf:
+    never). Subclasses set the start and draw the next change; ``advance`` flips every device whose
+    change is due, as often as needed, in vectorised steps.
+    """
+
+    time_base: ClassVar[str] = "continuous"
+
+    def __init__(self, n: int, key: int):
+        self.n = n
+        self.key = key
+        self.state = np.zeros(n, dtype=bool)
+        self.change = np.full(n, math.inf)
+        self.since = np.zeros(n)
+        self.draws = np.zeros(n, dtype=np.int64)  # draw numbers used so far, per device
+        self._earliest = -math.inf
+
+    # ---------------------------------------------------------------- queries
+
+    def advance(self, now: float, on_flip: "FlipHook | None" = None) -> None:
+        """Bring every device to ``now``. ``on_flip(devices, at, was_on)`` sees each batch of flips."""
+        if now < self._earliest:
+            return
+        while True:
+            due = np.flatnonzero(self.change <= now)
+            if not due.size:
+                break
+            self._flip(due, on_flip)
+        self._earliest = float(self.change.min()) if self.n else math.inf
+
+    def advance_one(self, j: int, now: float, on_flip: "FlipHook | None" = None) -> bool:
+        """Bring device ``j`` alone to ``now``; its state."""
+        while self.change[j] <= now:
+            self._flip(np.array([j]), on_flip)
+        self._earliest = min(self._earliest, float(self.change[j]))
+        return bool(self.state[j])
+
+    def _flip(self, due: np.ndarray, on_flip: "FlipHook | None") -> None:
+        at = self.change[due]
+        if on_flip is not None:
+            on_flip(due, self.since[due], at, self.state[due])
+        self.state[due] = ~self.state[due]
+        self.since[due] = at
+        self.change[due] = self._next_change(due, at)
+
+    @abstractmethod
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """When each device in ``due``, having just entered ``state[due]`` at ``at``, next flips."""
+
+    # ------------------------------------------------------------------ draws
+
+    def _uniform(self, due: np.ndarray) -> np.ndarray:
+        """The next uniform of each device in ``due`` (its own draw counter)."""
+        u = keyed_random.uniform(self.key, due, self.draws[due])
+        self.draws[due] += 1
+        return u
+
+    @property
+    def participation(self) -> np.ndarray | None:
+        """Each device's probability of being available, where the policy defines one (per-round patterns)."""
+        return None
+
+
+class AlwaysModel(PopulationModel):
+    def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
+        super().__init__(n, key)
+        self.state[:] = True
+
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        return np.full(len(due), math.inf)
+
+
+def sample_durations(dist: DurationDistribution, key: int, devices: np.ndarray, draws: np.ndarray) -> np.ndarray:
+    """One duration of ``dist`` per device, from that device's draw number (a normal uses its own stream)."""
+    k, p = dist.kind, dist.params
+    if k == "constant":
+        return np.full(len(devices), p[0])
+    if k == "exponential":
+        return keyed_random.exponential(key, devices, draws, p[0])
+    if k == "lognormal":
+        return p[0] * np.exp(p[1] * keyed_random.standard_normal(key, devices, draws))
+    u = keyed_random.uniform(key, devices, draws)
+    if k == "weibull":
+        return p[1] * (-np.log1p(-u)) ** (1.0 / p[0])
+    return p[0] + (p[1] - p[0]) * u
+
+
+class SessionsModel(PopulationModel):
+    """:class:`~netfl.policies.sessions.OnOff` for a group: start online with the stationary probability,
+    then alternate full on and off durations."""
+
+    def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
+        super().__init__(n, key)
+        self.on, self.off = params.on, params.off
+        everyone = np.arange(n)
+        self.state[:] = self._uniform(everyone) < self.on.mean / (self.on.mean + self.off.mean)
+        self.change[:] = self._next_change(everyone, np.zeros(n))
+
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        out = np.empty(len(due))
+        for online, dist in ((True, self.on), (False, self.off)):
+            rows = np.flatnonzero(self.state[due] == online)
+            if rows.size:
+                devices = due[rows]
+                out[rows] = at[rows] + sample_durations(dist, self.key, devices, self.draws[devices])
+                self.draws[devices] += 1
+        return out
+
+
+class DiurnalModel(PopulationModel):
+    """:class:`~netfl.policies.sessions.Diurnal` for a group: an exponential holding time at the current
+    local hour's rate, redrawn from the hour boundary at the next hour's rate when it crosses it."""
+
+    def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
+        super().__init__(n, key)
+        self.profile = np.asarray(params.hourly(), dtype=float)
+        self.mixing = params.mixing
+        self.offset = params.time_zone_offset
+        hour = math.floor(self.offset / HOUR)
+        everyone = np.arange(n)
+        self.state[:] = self._uniform(everyone) < self.profile[hour % 24]
+        self.change[:] = self._next_change(everyone, np.zeros(n))
+
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        out = np.full(len(due), math.inf)
+        t = at.copy()
+        hour = np.floor((t + self.offset) / HOUR).astype(np.int64)
+        online = self.state[due]
+        leave_on, leave_off = 1.0 - self.profile, self.profile  # the rates of leaving each state, per hour
+        pending = np.flatnonzero(np.where(online, leave_on.any(), leave_off.any()))
+        while pending.size:
+            devices = due[pending]
+            h = hour[pending] % 24
+            rate = np.where(online[pending], leave_on[h], leave_off[h]) / self.mixing
+            boundary = (hour[pending] + 1) * HOUR - self.offset
+            u = self._uniform(devices)
+            with np.errstate(divide="ignore"):
+                arrive = t[pending] - np.log1p(-u) / rate
+            done = (rate > 0) & (arrive < boundary)
+            out[pending[done]] = arrive[done]
+            later = pending[~done]
+            t[later] = boundary[~done]
+            hour[later] += 1
+            pending = later
+        return out
+
+
+class DailyModel(PopulationModel):
+    """:class:`~netfl.policies.sessions.Daily` for a group: on inside each day's window, whose start and end
+    move by independent uniform jitter (day d's draws are numbers 2d+2 and 2d+3 of the device)."""
+
+    def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
+        super().__init__(n, key)
+        self.start, self.jitter = params.start, params.jitter
+        self.length = (params.end - params.start) % DAY
+        self.day = np.full(n, -1, dtype=np.int64)  # the day whose window is current or next
+        everyone = np.arange(n)
+        opens, closes = self._window(everyone)
+        # yesterday's window may still be open at 0; else today's is next
+        before = closes <= 0
+        self.day[before] = 0
+        opens[before], closes[before] = self._window(everyone[before])
+        self.state[:] = opens <= 0
+        self.change[:] = np.where(self.state, closes, opens)
+
+    def _window(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        day = self.day[devices]
+        opens = day * DAY + self.start
+        closes = opens + self.length
+        if self.jitter > 0:
+            draw = 2 * (day + 1)
+            opens = opens + self.jitter * (2 * keyed_random.uniform(self.key, devices, draw) - 1)
+            closes = closes + self.jitter * (2 * keyed_random.uniform(self.key, devices, draw + 1) - 1)
+        return opens, closes
+
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        opened = self.state[due]  # just went online: the same day's window closes next
+        out = np.empty(len(due))
+        if opened.any():
+            out[opened] = self._window(due[opened])[1]
+        closed = ~opened
+        if closed.any():
+            self.day[due[closed]] += 1
+            out[closed] = self._window(due[closed])[0]
+        return out
+
+
+class _RoundChain(PopulationModel):
+    """Per-round two-state Markov chains, one transition before each round is read (as FedAU's code).
+
+    From a state, the number of transitions until the chain leaves it is geometric, so a run of
+    rounds is one draw: the device flips at the round of that transition.
+    """
+
+    time_base = "round"
+
+    def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
+        super().__init__(n, key)
+        self.p = resolve_probabilities(params.p, label_mix, lambda name: shared_rng(seed, name))
+        self.to_on, self.to_off = self._transitions(params)
+        everyone = np.arange(n)
+        self.state[:] = self._uniform(everyone) < self.p
+        self.since[:] = -1.0  # the start state is round -1's; round 0 follows one transition
+        self.change[:] = self._next_change(everyone, np.full(n, -1.0))
+
+    @abstractmethod
+    def _transitions(self, params: Any) -> tuple[np.ndarray, np.ndarray]:
+        """P(off -> on) and P(on -> off) per device."""
+
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        leave = np.where(self.state[due], self.to_off[due], self.to_on[due])
+        u = self._uniform(due)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            runs = np.where(leave >= 1.0, 1.0, np.ceil(np.log1p(-u) / np.log1p(-leave)))
+        runs = np.where(leave <= 0.0, math.inf, np.maximum(runs, 1.0))
+        return at + runs
+
+    @property
+    def participation(self) -> np.ndarray:
+        return self.p
+
+
+class BernoulliModel(_RoundChain):
+    """Independent rounds: the chain whose next state ignores the current one (to_on = p, to_off = 1 - p)."""
+
+    def _transitions(self, params: Any) -> tuple[np.ndarray, np.ndarray]:
+        return self.p, 1.0 - self.p
+
+
+class MarkovModel(_RoundChain):
+    """:class:`~netfl.policies.rounds.Markov` for a group (the same rescaling of small p)."""
+
+    def _transitions(self, params: Any) -> tuple[np.ndarray, np.ndarray]:
+        to_on = np.full(self.n, params.transition)
+        to_off = params.transition * (1.0 / self.p - 1.0)
+        scale = np.maximum(to_off, 1.0)
+        return to_on / scale, to_off / scale
+
+
+class CyclicModel(PopulationModel):
+    """:class:`~netfl.policies.rounds.Cyclic` for a group: round t is on iff (offset + t) mod (on + off) >= off."""
+
+    time_base = "round"
+
+    def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
+        super().__init__(n, key)
+        self.p = resolve_probabilities(params.p, label_mix, lambda name: shared_rng(seed, name))
+        self.on = np.maximum(1, np.round(params.period * self.p)).astype(np.int64)
+        self.off = np.maximum(1, params.period - self.on)
+        everyone = np.arange(n)
+        left = np.floor(self._uniform(everyone) * self.off).astype(np.int64)  # off rounds left, as randint(off)
+        self.offset = self.off - left
+        self.since[:] = -1.0
+        phase = (self.offset - 1) % (self.on + self.off)  # round -1's phase
+        self.state[:] = phase >= self.off
+        self.change[:] = self._next_change(everyone, np.full(n, -1.0))
+
+    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        cycle = self.on[due] + self.off[due]
+        phase = (self.offset[due] + at.astype(np.int64)) % cycle
+        left = np.where(self.state[due], cycle - phase, self.off[due] - phase)
+        return at + left
+
+    @property
+    def participation(self) -> np.ndarray:
+        return self.p
+
+
+POPULATION_MODELS: dict[str, type[PopulationModel]] = {
+    "always": AlwaysModel,
+    "bernoulli": BernoulliModel,
+    "markov": MarkovModel,
+    "cyclic": CyclicModel,
+    "sessions": SessionsModel,
+    "daily": DailyModel,
+    "diurnal": DiurnalModel,
+}
+
+
+def supports_population(policy: str) -> bool:
+    """Whether the built-in ``policy`` has a population form (user policies and traces have none)."""
+    return policy in POPULATION_MODELS
+
+
+def build_population_model(policy: str, params: Any, n: int, key: int, label_mix: np.ndarray,
+                           seed: int) -> PopulationModel:
+    """The population form of built-in ``policy`` for ``n`` devices; ``label_mix`` (n x labels) feeds
+    probabilities given ``from: data`` or ``from: smallest_label``."""
+    return POPULATION_MODELS[policy](params, n, key, label_mix, seed)
