@@ -60,7 +60,7 @@ class RoundContext:
 
     round_index: int
     sim_time_s: float
-    available: tuple[int, ...]  # clients eligible at the round's start
+    available: Sequence[int]  # clients eligible at the round's start (ascending; a numpy array from the engine)
     selected: tuple[int, ...]  # clients asked to train
     delivered: tuple[int, ...]  # job ids whose update reached the server in time
 
@@ -80,7 +80,7 @@ def sample_uniform(available: Sequence[int], participants: int | None, rng: np.r
     k = len(available) if participants is None else min(participants, len(available))
     if not k:
         return []
-    return [available[i] for i in np.sort(rng.choice(len(available), size=k, replace=False))]
+    return [int(available[i]) for i in np.sort(rng.choice(len(available), size=k, replace=False))]
 
 
 class TrainingBackend(Protocol):

@@ -16,7 +16,7 @@ import numpy as np
 
 def _key(name: str | int) -> int:
     # crc32 is stable across processes (unlike hash()), which determinism needs.
-    return name if isinstance(name, int) else zlib.crc32(name.encode("utf-8"))
+    return int(name) if isinstance(name, (int, np.integer)) else zlib.crc32(name.encode("utf-8"))
 
 
 class RandomStreams:

@@ -107,10 +107,7 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
 
 def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool) -> dict[str, Any]:
     accuracies = [m.test_accuracy for m in result.metrics]
-    energy_by_activity: dict[str, float] = {}
-    for d in result.devices:
-        for name, joules in d.battery.energy_j.items():
-            energy_by_activity[name] = energy_by_activity.get(name, 0.0) + joules
+    energy_by_activity = {name: float(joules.sum()) for name, joules in result.stats.energy_by_activity_j.items()}
     return {
         "scenario": scenario.name,
         "seed": scenario.seed,
@@ -135,15 +132,24 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
         "relays": result.relays,
         "staleness": _staleness_summary(result.staleness),
         "tasks": _task_summaries(scenario, result),
-        "num_devices": len(result.devices),
+        "num_devices": len(result.stats.group),
+        "devices_battery_empty": int(result.stats.battery_empty.sum()),
         "events": len(result.recorder),
-        "devices": [{"device": d.index, "group": d.profile.group, "tasks_started": d.tasks_started,
-                     "updates_delivered": d.updates_delivered,
-                     "online_fraction": d.online_time_s / result.sim_time_s if result.sim_time_s > 0 else 0.0,
-                     "energy_j": d.battery.total_energy_j, "charged_j": d.battery.charged_j,
-                     "battery_fraction": None if d.battery.mains else d.battery.level_j / d.battery.capacity_j,
-                     "battery_empty": d.dead} for d in result.devices],
     }
+
+
+def device_columns(result: SimulationResult) -> dict[str, Any]:
+    """One row per device for devices.parquet: participation, online fraction, energy and battery."""
+    stats, duration = result.stats, result.sim_time_s
+    columns: dict[str, Any] = {
+        "device": np.arange(len(stats.group)), "group": stats.group, "tasks_started": stats.tasks_started,
+        "updates_delivered": stats.updates_delivered,
+        "online_fraction": stats.online_time_s / duration if duration > 0 else np.zeros(len(stats.group)),
+        "energy_j": stats.energy_j, "charged_j": stats.charged_j,
+        "battery_fraction": stats.battery_fraction, "battery_empty": stats.battery_empty}
+    for activity, joules in sorted(stats.energy_by_activity_j.items()):
+        columns[f"energy_{activity}_j"] = joules
+    return columns
 
 
 def _task_summaries(scenario: Scenario, result: SimulationResult) -> list[dict[str, Any]]:
@@ -185,6 +191,7 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
     summary.update(device=device, torch_threads=threads)
     out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
+                    devices=device_columns(result),
                     num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(),
                     staleness=result.staleness if scenario.server.mode == "async" else (),
                     title=f"{scenario.name}: {scenario.server.algorithm.name}")

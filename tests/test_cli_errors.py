@@ -19,7 +19,7 @@ from netfl.cli.main import main
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
-RESULT_FILES = {"summary.json", "metrics.csv", "events.parquet", "accuracy_vs_time.png"}
+RESULT_FILES = {"summary.json", "metrics.csv", "events.parquet", "devices.parquet", "accuracy_vs_time.png"}
 
 TINY = """\
 name: tiny
@@ -251,8 +251,9 @@ def fake_run(out: Path) -> Path:
                                participants=3, per_class_accuracy=[0.5, 0.6]) for r, t in ((1, 10.0), (2, 20.0))]
     events = {"sim_time_s": [0.0, 10.0], "round": [0, 1], "device": [0, 1], "kind": ["start", "upload"],
               "detail": ["", ""]}
+    devices = {"device": [0, 1], "group": ["a", "a"], "battery_fraction": [0.5, float("nan")]}
     return writer.write_run(out, summary={"scenario": "fake", "complete": True}, metrics=metrics,
-                            num_classes=[2], events=events, title="fake")
+                            num_classes=[2], events=events, devices=devices, title="fake")
 
 
 def test_write_run_failing_midway_leaves_previous_folder_untouched(tmp_path: Path,

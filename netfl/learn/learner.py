@@ -45,6 +45,7 @@ from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
+from netfl.learn.partition import ClientParts
 from netfl.learn.runtime import torch_device
 from netfl.learn.stacked import train_stacked
 from netfl.learn.training import (evaluate, local_sgd, local_sgd_extended, minibatch_indices, num_local_steps,
@@ -67,7 +68,7 @@ class TaskSetup:
     """What one task is made of: its data, how it is split over the clients, its model and local recipe."""
 
     dataset: Dataset
-    parts: list[np.ndarray]
+    parts: ClientParts | Sequence[np.ndarray]
     model_name: str
     hidden: Sequence[int]
     local: LocalConfig
@@ -87,7 +88,9 @@ class TaskModel:
             dataset = replace(dataset, train_x=dataset.train_x.to(device), train_y=dataset.train_y.to(device),
                               test_x=dataset.test_x.to(device), test_y=dataset.test_y.to(device))
         self.dataset = dataset
-        self.parts = [torch.as_tensor(p, dtype=torch.long) for p in setup.parts]
+        parts = setup.parts if isinstance(setup.parts, ClientParts) else ClientParts.of(setup.parts)
+        self._indices = torch.from_numpy(parts.indices)  # every client's samples, client after client
+        self._offsets = parts.offsets.tolist()
         self.local = setup.local
         self.num_classes = dataset.num_classes
         limit = len(dataset.test_x) if max_test_samples is None else max_test_samples
@@ -101,7 +104,11 @@ class TaskModel:
         self.snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
 
     def client_size(self, client: int) -> int:
-        return len(self.parts[client])
+        return self._offsets[client + 1] - self._offsets[client]
+
+    def part(self, client: int) -> torch.Tensor:
+        """The client's sample indices into the training set."""
+        return self._indices[self._offsets[client]:self._offsets[client + 1]]
 
     def steps_of(self, client: int) -> int:
         return num_local_steps(self.client_size(client), self.local.batch_size, self.local.steps, self.local.epochs)
@@ -117,7 +124,7 @@ class TaskModel:
         return vector[:self.layout.size] if self.extra else vector
 
     def client_data(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
-        idx = self.parts[client]
+        idx = self.part(client)
         return self.dataset.train_x[idx], self.dataset.train_y[idx]
 
     def local_loss(self, client: int) -> float:
@@ -202,7 +209,7 @@ class Learner:
         if self.strategy.probe is None:
             pairs = self.strategy.select(round_index, available, self.participants, self._selection)
             return RoundPlan(tuple(self._train_work(c, s, round_index) for c, s in pairs))
-        return RoundPlan(tuple(self._probe_work(c, round_index) for c in available), probe=True)
+        return RoundPlan(tuple(self._probe_work(int(c), round_index) for c in available), probe=True)
 
     def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
         probes, self._probes = self._probes, {}
@@ -335,7 +342,7 @@ class Learner:
     def _minibatches(self, job_id: int, batch: int) -> torch.Tensor:
         """The job's minibatches (steps x batch) as indices into its task's whole training set."""
         job = self._jobs[job_id]
-        part = self.tasks[job.task].parts[job.client]
+        part = self.tasks[job.task].part(job.client)
         return part[minibatch_indices(len(part), batch, job.steps, self._generator(job_id))]
 
     def _train_one(self, job_id: int) -> torch.Tensor:

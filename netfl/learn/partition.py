@@ -14,9 +14,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "partition_indices", "label_distribution"]
+__all__ = ["PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "SAMPLED_KINDS", "ClientParts", "partition_indices",
+           "sample_parts", "label_distribution"]
 
 PARTITION_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes", "by_label")
+
+#: The kinds that accept ``samples_per_client``.
+SAMPLED_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes")
 
 #: The kinds that accept ``quantity_skew``.
 QUANTITY_SKEW_KINDS: tuple[str, ...] = ("iid", "classes")
@@ -29,6 +33,87 @@ _FIT_ITERATIONS = 5000
 
 #: How far (absolute) the heavy clients' share may fall from the asked one.
 _SHARE_TOLERANCE = 0.01
+
+
+class ClientParts:
+    """Every client's sample indices in one array: client c holds ``indices[offsets[c]:offsets[c + 1]]``.
+
+    One array, not one per client: a million clients' parts cost their indices and nothing per client.
+    """
+
+    def __init__(self, indices: np.ndarray, offsets: np.ndarray):
+        self.indices = np.asarray(indices, dtype=np.int64)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        if self.offsets[0] != 0 or self.offsets[-1] != len(self.indices) or np.any(np.diff(self.offsets) < 0):
+            raise ValueError("offsets must rise from 0 to the number of indices")
+
+    @classmethod
+    def of(cls, parts: Sequence[np.ndarray]) -> "ClientParts":
+        sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
+        flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]) if parts else np.empty(0, np.int64)
+        return cls(flat, np.concatenate([[0], np.cumsum(sizes)]))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, client: int) -> np.ndarray:
+        return self.indices[self.offsets[client]:self.offsets[client + 1]]
+
+    def __iter__(self):
+        return (self[c] for c in range(len(self)))
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+
+def sample_parts(labels: np.ndarray, num_clients: int, samples_per_client: int, kind: str,
+                 rng: np.random.Generator, *, alpha: float | None = None,
+                 classes_per_client: int | None = None) -> ClientParts:
+    """Give every client ``samples_per_client`` samples drawn from ``rng``, so clients may outnumber samples.
+
+    ``"iid"``: uniformly; ``"dirichlet"``: each client's label mix ~ Dirichlet(``alpha``);
+    ``"classes"``: each client's mix is uniform over ``classes_per_client`` random labels. A client's
+    label counts are multinomial in its mix; each label's samples are then dealt to the clients that
+    asked for them, without replacement while the label has enough samples for all of them (the
+    clients' data are disjoint, as in a partition) and with replacement otherwise (devices outnumber
+    samples: the data are shared).
+    """
+    labels = np.asarray(labels)
+    n, k = len(labels), int(samples_per_client)
+    if kind not in SAMPLED_KINDS:
+        raise ValueError(f"samples_per_client works with kinds {', '.join(SAMPLED_KINDS)}, not {kind!r}")
+    if k < 1 or num_clients < 1 or n < 1:
+        raise ValueError(f"need samples_per_client >= 1, clients >= 1 and samples >= 1, got {k}, {num_clients}, {n}")
+    offsets = np.arange(num_clients + 1, dtype=np.int64) * k
+    if kind == "iid":
+        total = num_clients * k
+        picks = rng.permutation(n)[:total] if total <= n else rng.integers(0, n, size=total)
+        return ClientParts(picks, offsets)
+    present = np.unique(labels)
+    num_labels = len(present)
+    if kind == "dirichlet":
+        if alpha is None or not alpha > 0:
+            raise ValueError("partition kind 'dirichlet' needs alpha (> 0)")
+        mix = rng.dirichlet(np.full(num_labels, float(alpha)), size=num_clients)
+    else:
+        c = int(classes_per_client or 0)
+        if not 1 <= c <= num_labels:
+            raise ValueError(f"classes_per_client must be in 1..{num_labels}, got {classes_per_client}")
+        chosen = np.argsort(rng.random((num_clients, num_labels)), axis=1)[:, :c]
+        mix = np.zeros((num_clients, num_labels))
+        np.put_along_axis(mix, chosen, 1.0 / c, axis=1)
+    counts = rng.multinomial(k, mix / mix.sum(axis=1, keepdims=True))  # clients x labels
+    slot_label = np.repeat(np.tile(np.arange(num_labels), num_clients), counts.ravel())  # client-major slots
+    indices = np.empty(num_clients * k, dtype=np.int64)
+    for position, label in enumerate(present):
+        slots = np.flatnonzero(slot_label == position)
+        pool = np.flatnonzero(labels == label)
+        if len(slots) <= len(pool):
+            indices[slots] = rng.permutation(pool)[:len(slots)]
+        else:
+            indices[slots] = pool[rng.integers(0, len(pool), size=len(slots))]
+    return ClientParts(indices, offsets)
 
 
 def partition_indices(
@@ -408,7 +493,7 @@ def _by_label(labels: np.ndarray, num_clients: int, rng: np.random.Generator) ->
 
 
 def label_distribution(
-    labels: np.ndarray, parts: list[np.ndarray], num_classes: int
+    labels: np.ndarray, parts: Sequence[np.ndarray] | ClientParts, num_classes: int
 ) -> np.ndarray:
     """Return a num_clients × num_classes array of each client's label fractions.
 
@@ -419,9 +504,10 @@ def label_distribution(
     labels = np.asarray(labels)
     if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
         raise ValueError(f"labels must be in 0..{num_classes - 1}")
-    out = np.zeros((len(parts), num_classes), dtype=np.float64)
-    for i, p in enumerate(parts):
-        if len(p):
-            counts = np.bincount(labels[np.asarray(p, dtype=np.int64)], minlength=num_classes)
-            out[i] = counts / len(p)
-    return out
+    parts = parts if isinstance(parts, ClientParts) else ClientParts.of(parts)
+    sizes = parts.sizes
+    owner = np.repeat(np.arange(len(parts)), sizes)
+    counts = np.bincount(owner * num_classes + labels[parts.indices],
+                         minlength=len(parts) * num_classes).reshape(len(parts), num_classes)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(sizes[:, None] > 0, counts / np.maximum(sizes, 1)[:, None], 0.0)

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -33,6 +34,15 @@ def write_events(path: Path, columns: dict[str, list]) -> None:
     table = pa.table({name: columns[name] for name in EVENT_SCHEMA.names}, schema=EVENT_SCHEMA)
     # No statistics or creation metadata that could vary: the same run gives the same bytes.
     pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=True)
+
+
+def write_devices(path: Path, columns: dict[str, Any]) -> None:
+    """One row per device (devices.parquet); absent battery levels (mains power) are nulls."""
+    arrays = {}
+    for name, values in columns.items():
+        values = np.asarray(values)
+        arrays[name] = pa.array(values, mask=np.isnan(values)) if values.dtype.kind == "f" else pa.array(values)
+    pq.write_table(pa.table(arrays), path, compression="zstd", write_statistics=False, store_schema=True)
 
 
 def _padded(values: Sequence[float], n: int) -> list[str]:
@@ -92,8 +102,9 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: Sequence[int],
-              events: dict[str, list], title: str, staleness: Sequence[int] = ()) -> Path:
-    """Write summary.json, metrics.csv, events.parquet and accuracy_vs_time.png into ``out_dir`` atomically.
+              events: dict[str, list], devices: dict[str, Any], title: str, staleness: Sequence[int] = ()) -> Path:
+    """Write summary.json, metrics.csv, events.parquet, devices.parquet and accuracy_vs_time.png into
+    ``out_dir`` atomically.
 
     ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv and staleness.png.
     """
@@ -110,6 +121,7 @@ def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any],
     try:
         write_metrics(staging / "metrics.csv", metrics, num_classes)
         write_events(staging / "events.parquet", events)
+        write_devices(staging / "devices.parquet", devices)
         plot_accuracy_vs_time(staging / "accuracy_vs_time.png", metrics, title=title)
         if staleness:  # asynchronous runs: how old the applied updates were
             write_staleness(staging / "staleness.csv", staleness)

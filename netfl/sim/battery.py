@@ -16,7 +16,7 @@ import math
 
 class Battery:
     def __init__(self, capacity_j: float = math.inf, level_j: float | None = None, min_level: float = 0.0,
-                 charge_w: float = 0.0):
+                 charge_w: float = 0.0, now: float = 0.0):
         self.capacity_j = capacity_j
         self.level_j = capacity_j if level_j is None else level_j
         self.min_level = min_level
@@ -25,7 +25,7 @@ class Battery:
         self.loads: dict[str, float] = {}
         self.energy_j: dict[str, float] = {}  # consumed so far, by load name
         self.charged_j = 0.0  # energy that went into the battery from the charger
-        self._t = 0.0
+        self._t = now  # energy is accounted from here on
 
     @property
     def mains(self) -> bool:

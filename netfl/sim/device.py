@@ -10,7 +10,6 @@ mid-task, the task is interrupted and its work is lost (a dropout).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Callable
 
 import simpy
@@ -18,27 +17,17 @@ import simpy
 from netfl.backend import Work
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
 from netfl.sim.battery import Battery
+from netfl.sim.device_table import DeviceProfile
 from netfl.sim.network import Network, Radio
 from netfl.sim.recorder import EventRecorder
-
-
-@dataclass(frozen=True)
-class DeviceProfile:
-    """The fixed physical parameters of one device."""
-
-    index: int
-    group: str
-    flops_per_s: float
-    compute_w: float
-    transmit_w: float
-    receive_w: float
-    idle_w: float
 
 
 class Device:
     def __init__(self, env: simpy.Environment, profile: DeviceProfile, battery: Battery,
                  policy: AvailabilityPolicy, recorder: EventRecorder, current_round: Callable[[], int],
-                 network: Network, charger: SessionPolicy | None = None):
+                 network: Network, charger: SessionPolicy | None = None, online: bool = False):
+        """``online``: the state the device starts in, without an event (a device the lazy engine brings to
+        life already online); the policy is asked at once either way."""
         self.env = env
         self.profile = profile
         self.battery = battery
@@ -50,9 +39,10 @@ class Device:
         self.current_round = current_round
         self.index = profile.index
         self.dead = False  # battery empty and not charging: the device is off
-        self.online = False
+        self.died_at = math.inf
+        self.online = online
         self.online_time_s = 0.0
-        self._online_since = 0.0
+        self._online_since = env.now
         self.task: simpy.Process | None = None
         self.tasks_started = 0
         self.updates_delivered = 0
@@ -65,12 +55,20 @@ class Device:
             self.log("below_min_level", f"level={battery.fraction(env.now):.4f}")
         if not battery.mains and battery.level_j <= 0:
             self._empty()
+        self._processes: list[simpy.Process] = []
         if isinstance(policy, SessionPolicy):
-            env.process(self._sessions())
+            self._processes.append(env.process(self._sessions()))
         if not battery.mains:
-            env.process(self._watch_battery())
+            self._processes.append(env.process(self._watch_battery()))
         if charger is not None:
-            env.process(self._charging())
+            self._processes.append(env.process(self._charging()))
+
+    def stop(self) -> None:
+        """End the device's own processes (availability, battery, charger): the lazy engine is done with it."""
+        for process in self._processes:
+            if process.is_alive:
+                process.interrupt("stopped")
+        self._processes = []
 
     # ----------------------------------------------------------------- state
 
@@ -152,6 +150,10 @@ class Device:
     def _sessions(self):
         """Re-ask the session policy at its wake-ups and whenever the device's state changes."""
         policy: SessionPolicy = self.policy  # type: ignore[assignment]
+        with _until_stopped():
+            yield from self._ask_sessions(policy)
+
+    def _ask_sessions(self, policy: SessionPolicy):
         while True:
             self._state_changed = self.env.event()
             self._set_online(not self.dead and policy.online(self.env.now, self), "policy")
@@ -163,7 +165,10 @@ class Device:
 
     def _charging(self):
         """Plug and unplug the charger as its schedule (a session policy) says."""
-        charger: SessionPolicy = self.charger  # type: ignore[assignment]
+        with _until_stopped():
+            yield from self._follow_charger(self.charger)
+
+    def _follow_charger(self, charger: SessionPolicy):
         while True:
             plugged = bool(charger.online(self.env.now, self))
             if plugged != self.battery.charging:
@@ -180,6 +185,10 @@ class Device:
 
     def _watch_battery(self):
         """Wake exactly when the level reaches a mark: empty, full, or the participation threshold."""
+        with _until_stopped():
+            yield from self._watch_levels()
+
+    def _watch_levels(self):
         b = self.battery
         threshold_j = b.min_level * b.capacity_j
         while True:
@@ -224,6 +233,7 @@ class Device:
     def _empty(self) -> None:
         self.battery.level_j = 0.0
         self.dead = True
+        self.died_at = self.env.now
         self.below_min = self.battery.min_level > 0
         self.log("battery_empty")
         for name in list(self.battery.loads):
@@ -290,3 +300,13 @@ class Device:
             lost(job)
         finally:
             self.task = None
+
+
+class _until_stopped:
+    """Ends a device process quietly when :meth:`Device.stop` interrupts it."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        return kind is simpy.Interrupt and getattr(exc, "cause", None) == "stopped"

@@ -17,6 +17,7 @@ Wired links are not contended (backbones are much faster than radio links).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -27,6 +28,7 @@ import simpy
 from netfl.rng import RandomStreams
 from netfl.scenario import Scenario
 from netfl.sim.channel import Channel, ChannelParams
+from netfl.sim.device_table import DeviceTable
 from netfl.sim.medium import MEDIA, Medium
 
 SERVER = "server"
@@ -108,7 +110,7 @@ class _Metered:
 
 
 class Network:
-    def __init__(self, env: simpy.Environment, scenario: Scenario, attachments: list[Attachment],
+    def __init__(self, env: simpy.Environment, scenario: Scenario, attachments: "Attachments",
                  streams: RandomStreams, log: Callable[[int, str, str], None]):
         self.env = env
         self.attachments = attachments
@@ -202,35 +204,48 @@ class Network:
             yield self.env.timeout(hop.time(bits))
 
 
-def build_attachments(scenario: Scenario, streams: RandomStreams,
-                      uplinks: list[float | None], downlinks: list[float | None]) -> list[Attachment]:
-    """Each device's attachment: node, fixed rates or a wireless channel drawn from the scenario seed."""
-    out: list[Attachment] = []
-    index = 0
-    for group in scenario.devices:
-        link = group.link
-        node = link.to or SERVER
-        distances = (link.channel.distance_m.sample(streams.numpy("devices", group.group, "distance"), group.count)
-                     if link.channel is not None else None)
-        for j in range(group.count):
-            channel = None
-            if link.channel is not None:
-                c = link.channel
-                medium = scenario.network.nodes[node].medium
-                channel = Channel(ChannelParams(
-                    kind=c.kind, distance_m=float(distances[j]), tx_power_w=c.tx_power,
-                    bandwidth_hz=medium.bandwidth, noise_figure_db=c.noise_figure_db,
-                    shadowing_db_std=c.shadowing_db, rician_k=c.rician_k, coherence_s=c.coherence,
-                    rate_bps=c.rate, packet_bits=8 * c.packet_size),
-                    streams.seed_sequence("channel", index))
-            down = downlinks[index]
-            if down is None:
-                node_spec = scenario.network.nodes.get(node)
-                down = (node_spec.downlink if node_spec is not None and node_spec.downlink else None) \
-                    or uplinks[index] or DEFAULT_BROADCAST_BPS
-            out.append(Attachment(node, uplinks[index], down, link.latency, channel))
-            index += 1
-    return out
+class Attachments:
+    """Each device's attachment, built when asked from its group's link and the device table.
+
+    Nothing per device is kept: a wireless channel is a pure function of (seed, device), so building
+    it again gives the same channel; the lazy engine asks only for the devices that work.
+    """
+
+    def __init__(self, scenario: Scenario, streams: RandomStreams, table: DeviceTable):
+        self.streams = streams
+        self.table = table
+        self._groups = []
+        for group in scenario.devices:
+            link = group.link
+            node = link.to or SERVER
+            node_spec = scenario.network.nodes.get(node)
+            broadcast = node_spec.downlink if node_spec is not None and node_spec.downlink else None
+            medium = node_spec.medium if node_spec is not None else None
+            self._groups.append((node, link, broadcast, medium))
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def node(self, device: int) -> str:
+        return self._groups[int(self.table.group[device])][0]
+
+    def __getitem__(self, device: int) -> Attachment:
+        node, link, broadcast, medium = self._groups[int(self.table.group[device])]
+        up = float(self.table.uplink_bps[device])
+        up_bps = None if math.isnan(up) else up
+        channel = None
+        if link.channel is not None:
+            c = link.channel
+            channel = Channel(ChannelParams(
+                kind=c.kind, distance_m=float(self.table.distance_m[device]), tx_power_w=c.tx_power,
+                bandwidth_hz=medium.bandwidth, noise_figure_db=c.noise_figure_db,
+                shadowing_db_std=c.shadowing_db, rician_k=c.rician_k, coherence_s=c.coherence,
+                rate_bps=c.rate, packet_bits=8 * c.packet_size),
+                self.streams.seed_sequence("channel", device))
+        down = float(self.table.downlink_bps[device])
+        if math.isnan(down):
+            down = broadcast or up_bps or DEFAULT_BROADCAST_BPS
+        return Attachment(node, up_bps, down, link.latency, channel)
 
 
 def ram_weights(rho, channels: list[Channel | None]) -> np.ndarray:

@@ -60,7 +60,7 @@ class _ServerBase:
 
     def _aggregate(self, available, selected, delivered: list[int], dropped: int,
                    versions: dict[int, int]) -> None:
-        context = RoundContext(round_index=self.round_index, sim_time_s=self.env.now, available=tuple(available),
+        context = RoundContext(round_index=self.round_index, sim_time_s=self.env.now, available=available,
                                selected=tuple(selected), delivered=tuple(delivered))
         applied = self.backend.aggregate(context)
         stale = [self.round_index - versions[job] for job in delivered]
@@ -75,12 +75,10 @@ class _ServerBase:
 
 
 class SyncServer(_ServerBase):
-    def __init__(self, env, devices, backend, recorder, network, rng: np.random.Generator, *,
-                 participants: int | None, deadline_s: float, idle_wait_s: float, max_rounds: int | None,
+    def __init__(self, env, devices, backend, recorder, network, *, participants: int | None, deadline_s: float, idle_wait_s: float, max_rounds: int | None,
                  on_round_end: Callable[[int], None], interval_s: float = 0.0,
                  relays: dict[str, RamRelay] | None = None):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
-        self.rng = rng
         self.participants = participants
         self.deadline_s = deadline_s
         self.idle_wait_s = idle_wait_s
@@ -99,12 +97,12 @@ class SyncServer(_ServerBase):
 
     def _round(self):
         r = self.round_index
-        available = [d for d in self.devices if d.eligible(r)]
+        available = self.devices.eligible(r)
         self.log("round_start", f"available={len(available)}")
-        plan = self.backend.plan_round(r, [d.index for d in available])
+        plan = self.backend.plan_round(r, available)
         if not plan.work:
             yield self.env.timeout(self.idle_wait_s)
-            self._aggregate(available=[], selected=[], delivered=[], dropped=0, versions={})
+            self._aggregate(available=(), selected=[], delivered=[], dropped=0, versions={})
             return
         deadline = None if math.isinf(self.deadline_s) else self.env.timeout(self.deadline_s)
         selected = sorted({w.client for w in plan.work})
@@ -121,8 +119,9 @@ class SyncServer(_ServerBase):
         for job in state.work:
             if job not in state.delivered:
                 self.backend.cancel(job)
-        self._aggregate(available=[d.index for d in available], selected=selected, delivered=state.delivered,
+        self._aggregate(available=available, selected=selected, delivered=state.delivered,
                         dropped=len(state.work) - len(state.delivered), versions={job: r for job in state.work})
+        self.devices.release(selected)
 
     def _run(self, work: Sequence[Work], deadline: simpy.Event | None):
         """Start every item of ``work`` and wait until all arrived or were lost, or the deadline.
@@ -155,7 +154,7 @@ class SyncServer(_ServerBase):
 
     def _carry(self, job: int, device: Device, state: "_RoundState"):
         """An upload that left its device, over the wired hops to the server or to a RAM relay."""
-        node = self.network.attachments[device.index].node
+        node = self.network.attachments.node(device.index)
         hops = [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
         yield from self.network.forward(hops, 8.0 * state.work[job].upload_bytes)
         stop = hops[-1].target if hops else node
@@ -242,7 +241,7 @@ class AsyncServer(_ServerBase):
         _settle(done, False)
 
     def _carry(self, work: Work, device: Device, done: simpy.Event):
-        hops = self.network.route_up(self.network.attachments[device.index].node)
+        hops = self.network.route_up(self.network.attachments.node(device.index))
         if hops:
             _settle(done, True)  # the device is free once its update has left it
             yield from self.network.forward(hops, 8.0 * work.upload_bytes)

@@ -10,22 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+import numpy as np
 import simpy
 
+from netfl.backend import Evaluation, TrainingBackend
 from netfl.policies import AvailabilityPolicy, SessionPolicy
+from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
 from netfl.scenario import Scenario
-from netfl.backend import Evaluation, TrainingBackend
-from netfl.sim.battery import Battery
-from netfl.sim.device import Device, DeviceProfile
+from netfl.sim.device import Device
+from netfl.sim.device_table import device_table
+from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, LazyFleet
+from netfl.sim.network import SERVER, Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import EventRecorder
-from netfl.sim.network import Counters, Network, build_attachments, ram_weights
 from netfl.sim.relay import RamRelay
 from netfl.sim.server import AsyncServer, SyncServer
-
-# Radio receive power when the scenario gives none: about half the uplink
-# transmit power (receive chains draw less than the power amplifier).
-RECEIVE_TO_TRANSMIT_POWER = 0.5
 
 
 @dataclass
@@ -45,7 +44,7 @@ class SimulationResult:
     sim_time_s: float
     metrics: list[MetricRow]
     recorder: EventRecorder
-    devices: list[Device]
+    stats: DeviceStats  # per device, either engine
     updates_received: int
     updates_applied: int
     updates_dropped: int
@@ -53,78 +52,48 @@ class SimulationResult:
     network: Counters = field(default_factory=Counters)
     staleness: list[int] = field(default_factory=list)  # of each applied update, in rounds
     relays: dict[str, dict[str, int]] = field(default_factory=dict)
+    devices: list[Device] = field(default_factory=list)  # the eager engine's actors, to inspect (lazy: none)
 
     @property
     def energy_j(self) -> float:
-        return sum(d.battery.total_energy_j for d in self.devices)
-
-
-def device_profiles(scenario: Scenario, streams: RandomStreams) -> list[DeviceProfile]:
-    """Draw every device's physical parameters (one seeded stream per group and quantity)."""
-    profiles: list[DeviceProfile] = []
-    for group in scenario.devices:
-        def draw(name, dist):
-            return dist.sample(streams.numpy("devices", group.group, name), group.count)
-
-        speed = draw("flops_per_s", group.compute.flops_per_s)
-        for j in range(group.count):
-            profiles.append(DeviceProfile(
-                index=len(profiles), group=group.group, flops_per_s=float(speed[j]),
-                compute_w=group.power.compute, transmit_w=group.power.transmit,
-                receive_w=group.power.transmit * RECEIVE_TO_TRANSMIT_POWER, idle_w=group.power.idle))
-    return profiles
-
-
-def device_link_rates(scenario: Scenario, streams: RandomStreams) -> tuple[list[float | None], list[float | None]]:
-    """Fixed uplink and downlink rates per device (None where a wireless channel or the node decides)."""
-    ups: list[float | None] = []
-    downs: list[float | None] = []
-    for group in scenario.devices:
-        link = group.link
-        draw = lambda name, dist: dist.sample(streams.numpy("devices", group.group, name), group.count)  # noqa: E731
-        up = draw("uplink", link.uplink) if link.uplink is not None else [None] * group.count
-        down = draw("downlink", link.downlink) if link.downlink is not None else (
-            up if link.to is None else [None] * group.count)
-        ups += [None if u is None else float(u) for u in up]
-        downs += [None if d is None else float(d) for d in down]
-    return ups, downs
-
-
-def device_batteries(scenario: Scenario, streams: RandomStreams) -> list[Battery]:
-    batteries: list[Battery] = []
-    for group in scenario.devices:
-        spec = group.battery
-        if spec is None:
-            batteries += [Battery() for _ in range(group.count)]
-            continue
-        initial = spec.initial.sample(streams.numpy("devices", group.group, "battery_initial"), group.count)
-        batteries += [Battery(spec.capacity, spec.capacity * float(f), spec.min_level, spec.charge_power)
-                      for f in initial]
-    return batteries
+        return float(self.stats.energy_j.sum())
 
 
 class Simulation:
-    def __init__(self, scenario: Scenario, backend: TrainingBackend, policies: Sequence[AvailabilityPolicy],
-                 streams: RandomStreams, chargers: Sequence[SessionPolicy | None] | None = None):
+    """The world of one scenario. ``policies``: one availability policy per device (the eager engine), or
+    ``population``: one population model per device group (the lazy engine; see netfl/sim/fleet.py)."""
+
+    def __init__(self, scenario: Scenario, backend: TrainingBackend,
+                 policies: Sequence[AvailabilityPolicy] | None, streams: RandomStreams,
+                 chargers: Sequence[SessionPolicy | None] | None = None, *,
+                 population: Sequence[PopulationModel] | None = None):
         self.scenario = scenario
         self.backend = backend
         self.env = simpy.Environment()
         self.recorder = EventRecorder()
         self.metrics: list[MetricRow] = []
         self._last_participants = 0
-        profiles = device_profiles(scenario, streams)
-        batteries = device_batteries(scenario, streams)
-        if len(policies) != len(profiles):
-            raise ValueError(f"{len(policies)} policies for {len(profiles)} devices")
+        table = device_table(scenario, streams)
         self.server: SyncServer | AsyncServer | None = None  # built below, after the devices it schedules
         current_round = lambda: self.server.round_index if self.server is not None else 0  # noqa: E731
         log = lambda device, kind, detail="": self.recorder.log(self.env.now, current_round(), device, kind, detail)  # noqa: E731
-        ups, downs = device_link_rates(scenario, streams)
-        attachments = build_attachments(scenario, streams, ups, downs)
-        self.network = Network(self.env, scenario, attachments, streams, log)
-        chargers = chargers if chargers is not None else [None] * len(profiles)
-        self.devices = [Device(self.env, p, b, pol, self.recorder, current_round, self.network, charger)
-                        for p, b, pol, charger in zip(profiles, batteries, policies, chargers)]
+        self.network = Network(self.env, scenario, Attachments(scenario, streams, table), streams, log)
+        if population is not None:
+            if scenario.server.mode == "async":
+                raise ValueError("the lazy engine runs synchronous rounds only")
+
+            def make_device(index: int, policy: SessionPolicy, level_j: float) -> Device:
+                return Device(self.env, table.profile(index), table.battery(index, level_j, self.env.now), policy,
+                              self.recorder, current_round, self.network, online=True)
+
+            self.devices: Fleet = LazyFleet(self.env, table, population, make_device)
+        else:
+            if policies is None or len(policies) != len(table):
+                raise ValueError(f"{0 if policies is None else len(policies)} policies for {len(table)} devices")
+            chargers = chargers if chargers is not None else [None] * len(table)
+            self.devices = EagerFleet([Device(self.env, table.profile(i), table.battery(i), policy, self.recorder,
+                                              current_round, self.network, charger)
+                                       for i, (policy, charger) in enumerate(zip(policies, chargers))])
         self.relays = self._build_relays(streams, log)
         server = scenario.server
         common = dict(max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
@@ -136,7 +105,7 @@ class Simulation:
         else:
             rs = server.round
             self.server = SyncServer(
-                self.env, self.devices, backend, self.recorder, self.network, streams.numpy("selection"),
+                self.env, self.devices, backend, self.recorder, self.network,
                 participants=rs.participants, deadline_s=rs.deadline, idle_wait_s=rs.idle_wait,
                 interval_s=rs.interval, relays=self.relays, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
@@ -146,10 +115,20 @@ class Simulation:
         for name, node in self.scenario.network.nodes.items():
             if node.ram is None:
                 continue
-            behind = [i for i, att in enumerate(self.network.attachments) if name in self.network.path_nodes(att.node)]
-            weights = ram_weights(node.ram.rho, [self.network.attachments[i].channel for i in behind])
+            behind: list[int] = []
+            for group, devices in zip(self.scenario.devices, self.devices_by_group()):
+                if name in self.network.path_nodes(group.link.to or SERVER):
+                    behind += list(devices)
+            channels = ([self.network.attachments[i].channel for i in behind] if node.ram.rho == "channel_quality"
+                        else [None] * len(behind))
+            weights = ram_weights(node.ram.rho, channels)
             relays[name] = RamRelay(name, node.ram.mode, dict(zip(behind, weights)), streams.numpy("relay", name), log)
         return relays
+
+    def devices_by_group(self) -> list[range]:
+        counts = [g.count for g in self.scenario.devices]
+        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
+        return [range(a, b) for a, b in zip(starts[:-1], starts[1:])]
 
     def _round_ended(self, round_index: int) -> None:
         if (round_index + 1) % self.scenario.eval.every == 0:
@@ -187,11 +166,10 @@ class Simulation:
         return self._result("interrupted")
 
     def _result(self, stopped_by: str) -> SimulationResult:
-        for device in self.devices:
-            device.settle()
         return SimulationResult(
             rounds=self.server.rounds_done, sim_time_s=self.env.now, metrics=self.metrics,
-            recorder=self.recorder, devices=self.devices, updates_received=self.server.updates_received,
+            recorder=self.recorder, stats=self.devices.stats(), updates_received=self.server.updates_received,
             updates_applied=self.server.updates_applied, updates_dropped=self.server.updates_dropped,
             stopped_by=stopped_by, network=self.network.counters, staleness=list(self.server.staleness),
-            relays={name: {"passed": r.passed, "dropped": r.dropped} for name, r in self.relays.items()})
+            relays={name: {"passed": r.passed, "dropped": r.dropped} for name, r in self.relays.items()},
+            devices=list(self.devices) if isinstance(self.devices, EagerFleet) else [])

@@ -1,0 +1,297 @@
+"""The server's view of all devices: who is eligible now, and the actor of a device it asks to work.
+
+Two engines behind one interface:
+
+* :class:`EagerFleet` -- every device is a :class:`~netfl.sim.device.Device`
+  from the start, with its own SimPy processes; every online/offline change,
+  battery mark and charger plug is an event in the log. The default: exact
+  and readable, at a few kilobytes and some Python work per device and change.
+* :class:`LazyFleet` -- devices are rows of arrays (:class:`DeviceTable`,
+  a :class:`~netfl.policies.population.PopulationModel` per group, battery
+  levels as linear functions of time). Availability is advanced only when
+  the server asks, in vectorised steps; a device becomes a ``Device`` only
+  while it works and is folded back into the arrays when the round ends.
+  A million devices cost a few hundred bytes each. What nobody asked about
+  is not logged: the event log holds the changes of working devices only;
+  online time, energy and battery levels are still exact per device.
+
+The lazy engine takes built-in policies with a population form, batteries
+without chargers, and synchronous rounds; ``netfl validate`` says so when a
+scenario asks for more.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+import simpy
+
+from netfl.policies.base import RoundPolicy, SessionPolicy
+from netfl.policies.population import PopulationModel
+from netfl.sim.device import Device
+from netfl.sim.device_table import DeviceTable
+
+ACTIVITIES = ("idle", "compute", "transmit", "receive")
+
+
+@dataclass
+class DeviceStats:
+    """One value per device, at the end of a run (devices.parquet and the summary)."""
+
+    group: list[str]
+    tasks_started: np.ndarray
+    updates_delivered: np.ndarray
+    online_time_s: np.ndarray
+    energy_by_activity_j: dict[str, np.ndarray]
+    charged_j: np.ndarray
+    battery_fraction: np.ndarray  # nan on mains power
+    battery_empty: np.ndarray
+
+    @property
+    def energy_j(self) -> np.ndarray:
+        return sum(self.energy_by_activity_j.values(), np.zeros(len(self.group)))
+
+
+class Fleet(Protocol):
+    def __len__(self) -> int: ...
+
+    def eligible(self, round_index: int) -> np.ndarray:
+        """Indices (ascending) of the devices that can be asked to train at the start of ``round_index``."""
+
+    def __getitem__(self, index: int) -> Device:
+        """The device's actor (the lazy fleet brings it to life)."""
+
+    def release(self, indices: Sequence[int]) -> None:
+        """The round is over for these devices (the lazy fleet folds idle ones back into its arrays)."""
+
+    def stats(self) -> DeviceStats:
+        """Per-device totals up to now."""
+
+
+class EagerFleet:
+    """Every device a live actor, as built."""
+
+    def __init__(self, devices: Sequence[Device]):
+        self.devices = list(devices)
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def __getitem__(self, index: int) -> Device:
+        return self.devices[index]
+
+    def __iter__(self):
+        return iter(self.devices)
+
+    def eligible(self, round_index: int) -> np.ndarray:
+        return np.fromiter((d.index for d in self.devices if d.eligible(round_index)), dtype=np.int64)
+
+    def release(self, indices: Sequence[int]) -> None:
+        pass
+
+    def stats(self) -> DeviceStats:
+        for d in self.devices:
+            d.settle()
+        energy = {a: np.array([d.battery.energy_j.get(a, 0.0) for d in self.devices]) for a in ACTIVITIES}
+        for d in self.devices:  # loads other than the four (none today) still count
+            for a, joules in d.battery.energy_j.items():
+                if a not in energy:
+                    energy[a] = np.zeros(len(self.devices))
+                energy[a][d.index] = joules
+        return DeviceStats(
+            group=[d.profile.group for d in self.devices],
+            tasks_started=np.array([d.tasks_started for d in self.devices]),
+            updates_delivered=np.array([d.updates_delivered for d in self.devices]),
+            online_time_s=np.array([d.online_time_s for d in self.devices]),
+            energy_by_activity_j=energy,
+            charged_j=np.array([d.battery.charged_j for d in self.devices]),
+            battery_fraction=np.array([math.nan if d.battery.mains else d.battery.level_j / d.battery.capacity_j
+                                       for d in self.devices]),
+            battery_empty=np.array([d.dead for d in self.devices]))
+
+
+MakeDevice = Callable[[int, "LazyPolicy", float], Device]
+
+
+class LazyFleet:
+    """Devices as arrays; a ``Device`` only while one works (see the module docstring)."""
+
+    def __init__(self, env: simpy.Environment, table: DeviceTable, models: Sequence[PopulationModel],
+                 make_device: MakeDevice):
+        self.env = env
+        self.table = table
+        self.slices = table.group_slices()
+        self.models = list(models)
+        if len(self.models) != len(self.slices):
+            raise ValueError(f"{len(self.models)} availability models for {len(self.slices)} groups")
+        self._make = make_device
+        n = len(table)
+        self.level_j = table.initial_j.copy()
+        self.since = np.zeros(n)  # level_j and the idle energy are accounted up to here
+        self.dead_at = np.full(n, math.inf)
+        self.below_at = np.full(n, math.inf)  # when the level falls to min_level while idle
+        self._update_marks(np.arange(n))
+        self.busy = np.zeros(n, dtype=bool)
+        self.tasks_started = np.zeros(n, dtype=np.int64)
+        self.updates_delivered = np.zeros(n, dtype=np.int64)
+        self.online_time_s = np.zeros(n)
+        self.energy_j = {a: np.zeros(n) for a in ACTIVITIES}
+        self.active: dict[int, Device] = {}
+        self.round_starts: list[float] = []  # simulated time at which each round started
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    # --------------------------------------------------------------- battery
+
+    def _update_marks(self, devices: np.ndarray) -> None:
+        """When each device, idle from ``since`` on, empties and falls to its min_level."""
+        idle = self.table.idle_w[devices]
+        level = self.level_j[devices]
+        floor = self.table.min_level[devices] * self.table.capacity_j[devices]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            empty = np.where(idle > 0, self.since[devices] + level / idle, math.inf)
+            below = np.where(idle > 0, self.since[devices] + (level - floor) / idle, math.inf)
+        mains = np.isinf(self.table.capacity_j[devices])
+        empty[mains], below[mains] = math.inf, math.inf
+        empty[level <= 0] = self.since[devices][level <= 0]
+        below[level <= floor] = np.minimum(below[level <= floor], self.since[devices][level <= floor])
+        self.dead_at[devices] = np.where(np.isfinite(self.dead_at[devices]) & (self.dead_at[devices] <= self.since[devices]),
+                                         self.dead_at[devices], empty)
+        self.below_at[devices] = np.minimum(below, self.dead_at[devices])
+
+    def _settle_idle(self, devices: np.ndarray, now: float) -> None:
+        """Account the idle drain of ``devices`` (not working) up to ``now``."""
+        until = np.minimum(now, self.dead_at[devices])
+        spent = self.table.idle_w[devices] * np.maximum(until - self.since[devices], 0.0)
+        self.energy_j["idle"][devices] += spent
+        finite = np.isfinite(self.level_j[devices])
+        self.level_j[devices[finite]] = np.maximum(self.level_j[devices[finite]] - spent[finite], 0.0)
+        self.since[devices] = now
+
+    # ----------------------------------------------------------- availability
+
+    def _accrue(self, offset: int, rounds: bool) -> Callable:
+        """A flip hook adding each finished online stretch, cut at the device's death, to its online time."""
+        def hook(devices, since, at, was_on):
+            if not was_on.any():
+                return
+            devices, since, at = devices[was_on] + offset, since[was_on], at[was_on]
+            if rounds:
+                since, at = self._round_time(since), self._round_time(at)
+            cap = self.dead_at[devices]
+            self.online_time_s[devices] += np.maximum(np.minimum(at, cap) - np.minimum(since, cap), 0.0)
+        return hook
+
+    def _round_time(self, rounds: np.ndarray) -> np.ndarray:
+        starts = np.asarray(self.round_starts)
+        return starts[np.clip(rounds.astype(np.int64), 0, len(starts) - 1)]
+
+    def _advance(self, round_index: int | None) -> None:
+        now = self.env.now
+        for sl, model in zip(self.slices, self.models):
+            if model.time_base == "round":
+                if round_index is not None:
+                    model.advance(round_index, self._accrue(sl.start, rounds=True))
+            else:
+                model.advance(now, self._accrue(sl.start, rounds=False))
+
+    def online(self) -> np.ndarray:
+        return np.concatenate([m.state for m in self.models]) if self.models else np.zeros(0, dtype=bool)
+
+    def eligible(self, round_index: int) -> np.ndarray:
+        self.round_starts.append(self.env.now)
+        self._advance(round_index)
+        ok = self.online() & (self.env.now < self.below_at) & ~self.busy
+        return np.flatnonzero(ok)
+
+    # ---------------------------------------------------------------- actors
+
+    def __getitem__(self, index: int) -> Device:
+        device = self.active.get(index)
+        if device is None:
+            now = self.env.now
+            self._settle_idle(np.array([index]), now)
+            g = int(self.table.group[index])
+            policy = LazyPolicy(self, g, index - self.slices[g].start)
+            device = self._make(index, policy, float(self.level_j[index]))
+            self.active[index] = device
+            self.busy[index] = True
+        return device
+
+    def release(self, indices: Sequence[int]) -> None:
+        for index in indices:
+            device = self.active.get(int(index))
+            if device is not None and device.task is None:
+                self._fold(int(index), device)
+
+    def _fold(self, index: int, device: Device) -> None:
+        """Write a device's working time back into the arrays and forget its actor."""
+        now = self.env.now
+        device.stop()
+        device.battery.settle(now)
+        for activity, joules in device.battery.energy_j.items():
+            self.energy_j.setdefault(activity, np.zeros(len(self)))[index] += joules
+        self.tasks_started[index] += device.tasks_started
+        self.updates_delivered[index] += device.updates_delivered
+        self.level_j[index] = device.battery.level_j
+        self.since[index] = now
+        if device.dead:
+            self.dead_at[index] = device.died_at
+        self._update_marks(np.array([index]))
+        del self.active[index]
+        self.busy[index] = False
+
+    # ----------------------------------------------------------------- stats
+
+    def stats(self) -> DeviceStats:
+        now = self.env.now
+        for index, device in list(self.active.items()):
+            if device.task is not None:
+                device.task.interrupt("end")  # not reached: the run is over; its work is lost all the same
+            self._fold(index, device)
+        self._advance(None)
+        self._settle_idle(np.arange(len(self)), now)
+        online = self.online_time_s.copy()
+        for sl, model in zip(self.slices, self.models):  # the stretch still open at the end
+            on = np.flatnonzero(model.state)
+            devices = on + sl.start
+            start = model.since[on]
+            if model.time_base == "round":
+                start = self._round_time(start)
+            until = np.minimum(now, self.dead_at[devices])
+            online[devices] += np.maximum(until - np.minimum(start, until), 0.0)
+        capacity = self.table.capacity_j
+        with np.errstate(invalid="ignore"):
+            fraction = np.where(np.isinf(capacity), math.nan, self.level_j / capacity)
+        return DeviceStats(
+            group=[self.table.group_names[g] for g in self.table.group],
+            tasks_started=self.tasks_started.copy(), updates_delivered=self.updates_delivered.copy(),
+            online_time_s=online, energy_by_activity_j={a: e.copy() for a, e in self.energy_j.items()},
+            charged_j=np.zeros(len(self)), battery_fraction=fraction, battery_empty=self.dead_at <= now)
+
+
+class LazyPolicy(SessionPolicy):
+    """A working device's view of its group's population model, through the per-device protocol."""
+
+    def __init__(self, fleet: LazyFleet, group: int, row: int):
+        self.fleet, self.model, self.row = fleet, fleet.models[group], row
+        self._offset = fleet.slices[group].start
+        self._hook = fleet._accrue(self._offset, rounds=self.model.time_base == "round")
+
+    def online(self, now: float, state) -> bool:
+        if self.model.time_base == "round":  # per-round policies change only at round starts
+            return bool(self.model.state[self.row])
+        return self.model.advance_one(self.row, now, self._hook)
+
+    def next_wakeup(self, now: float) -> float:
+        if self.model.time_base == "round":
+            return math.inf
+        self.model.advance_one(self.row, now, self._hook)
+        return float(self.model.change[self.row])
+
+
+__all__ = ["ACTIVITIES", "DeviceStats", "Fleet", "EagerFleet", "LazyFleet", "LazyPolicy", "RoundPolicy"]
