@@ -148,20 +148,16 @@ class LazyFleet:
     # --------------------------------------------------------------- battery
 
     def _update_marks(self, devices: np.ndarray) -> None:
-        """When each device, idle from ``since`` on, empties and falls to its min_level."""
-        idle = self.table.idle_w[devices]
-        level = self.level_j[devices]
-        floor = self.table.min_level[devices] * self.table.capacity_j[devices]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            empty = np.where(idle > 0, self.since[devices] + level / idle, math.inf)
-            below = np.where(idle > 0, self.since[devices] + (level - floor) / idle, math.inf)
+        """When each device, idle from ``since`` on, empties and falls to its min_level (inf on mains power)."""
+        idle, level, since = self.table.idle_w[devices], self.level_j[devices], self.since[devices]
         mains = np.isinf(self.table.capacity_j[devices])
-        empty[mains], below[mains] = math.inf, math.inf
-        empty[level <= 0] = self.since[devices][level <= 0]
-        below[level <= floor] = np.minimum(below[level <= floor], self.since[devices][level <= floor])
-        self.dead_at[devices] = np.where(np.isfinite(self.dead_at[devices]) & (self.dead_at[devices] <= self.since[devices]),
-                                         self.dead_at[devices], empty)
-        self.below_at[devices] = np.minimum(below, self.dead_at[devices])
+        floor = np.where(mains, 0.0, self.table.min_level[devices] * np.where(mains, 0.0, self.table.capacity_j[devices]))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            empty = np.where(~mains & (idle > 0), since + level / idle, math.inf)
+            below = np.where(~mains & (idle > 0), since + (level - floor) / idle, math.inf)
+        empty = np.where(~mains & (level <= 0), np.minimum(self.dead_at[devices], since), empty)  # died working
+        self.dead_at[devices] = empty
+        self.below_at[devices] = np.minimum(np.where(~mains & (level <= floor), since, below), empty)
 
     def _settle_idle(self, devices: np.ndarray, now: float) -> None:
         """Account the idle drain of ``devices`` (not working) up to ``now``."""

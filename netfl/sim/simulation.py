@@ -15,7 +15,8 @@ import simpy
 
 from netfl.backend import Evaluation, TrainingBackend
 from netfl.policies import AvailabilityPolicy, SessionPolicy
-from netfl.policies.population import PopulationModel
+from netfl.policies.builtin import BUILTIN_POLICIES
+from netfl.policies.population import PopulationModel, build_population_model
 from netfl.rng import RandomStreams
 from netfl.scenario import Scenario
 from netfl.sim.device import Device
@@ -57,6 +58,22 @@ class SimulationResult:
     @property
     def energy_j(self) -> float:
         return float(self.stats.energy_j.sum())
+
+
+def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:
+    """The lazy engine's availability: one population model per device group, each with its own keyed stream.
+
+    ``label_mix`` (devices x labels) feeds probabilities given ``from: data`` or ``from: smallest_label``.
+    """
+    models, start = [], 0
+    for group in scenario.devices:
+        spec = group.availability
+        cls = BUILTIN_POLICIES[spec.policy]
+        models.append(build_population_model(spec.policy, cls.Params.model_validate(spec.params), group.count,
+                                             streams.integer_seed("availability-population", group.group),
+                                             label_mix[start:start + group.count], scenario.seed))
+        start += group.count
+    return models
 
 
 class Simulation:

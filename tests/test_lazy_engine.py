@@ -1,0 +1,123 @@
+"""The lazy engine (devices as arrays) against the eager one (every device an actor), and at scale.
+
+Where both engines draw the same world -- ``always`` availability, batteries
+drained by idle power and work -- they must agree on every round, every
+working device's events, and every device's energy, battery and online time.
+Where availability is random, the lazy engine draws its own realisation, so
+it is checked for its own consistency.
+"""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from netfl.rng import RandomStreams
+from netfl.sim.simulation import Simulation, population_models
+
+from test_engine import FakeBackend, group, scenario, simulate
+
+WORK_KINDS = {"round_start", "selected", "download_start", "download_end", "train_start", "train_end",
+              "upload_start", "upload_end", "dropout", "aggregate", "late"}
+
+
+def lazy(sc, backend: FakeBackend) -> tuple[Simulation, object]:
+    streams = RandomStreams(sc.seed)
+    backend.participants = sc.server.round.participants
+    mix = np.full((sc.num_devices, 10), 0.1)
+    sim = Simulation(sc, backend, None, streams, population=population_models(sc, streams, mix))
+    return sim, sim.run()
+
+
+def work_events(sim) -> list[tuple]:
+    r = sim.recorder
+    return [(t, rnd, d, k, x) for t, rnd, d, k, x in zip(r.times, r.rounds, r.devices, r.kinds, r.details)
+            if k in WORK_KINDS]
+
+
+def batteries_world():
+    """Phones whose idle drain and work take some below min_level and some to empty within the run."""
+    phones = group("phones", 5, flops=2e9, up=2e6, power={"compute": 2.0, "transmit": 0.5, "idle": 0.5},
+                   battery={"capacity": 60.0, "initial": {"uniform": [0.2, 1.0]}, "min_level": 0.3},
+                   availability={"policy": "always"})
+    boards = group("boards", 4, flops=0.5e9, up=1e6, availability={"policy": "always"})
+    return scenario([phones, boards], stop={"rounds": 12}, round={"participants": 3, "deadline": 4.0})
+
+
+def test_lazy_and_eager_engines_agree_where_they_draw_the_same_world() -> None:
+    eager_sim, eager = simulate(batteries_world(), FakeBackend(), policy_cls=None)
+    lazy_sim, lazily = lazy(batteries_world(), FakeBackend())
+    assert [(c.round_index, tuple(c.available), c.selected, c.delivered) for c in eager_sim.backend.contexts] == \
+        [(c.round_index, tuple(c.available), c.selected, c.delivered) for c in lazy_sim.backend.contexts]
+    assert work_events(eager_sim) == work_events(lazy_sim)
+    assert eager.rounds == lazily.rounds and eager.sim_time_s == pytest.approx(lazily.sim_time_s, rel=1e-12)
+    a, b = eager.stats, lazily.stats
+    for activity in ("idle", "compute", "transmit", "receive"):
+        assert a.energy_by_activity_j[activity] == pytest.approx(b.energy_by_activity_j[activity], rel=1e-9,
+                                                                 abs=1e-9), activity
+    assert np.array_equal(a.tasks_started, b.tasks_started) and np.array_equal(a.updates_delivered,
+                                                                                b.updates_delivered)
+    assert np.allclose(a.battery_fraction, b.battery_fraction, equal_nan=True, rtol=1e-9)
+    assert np.array_equal(a.battery_empty, b.battery_empty)
+    assert a.online_time_s == pytest.approx(b.online_time_s, rel=1e-9)
+    assert 0 < b.battery_empty.sum() < 5  # the world is interesting: some phones empty, some do not
+    assert len(lazy_sim.recorder) < len(eager_sim.recorder)  # idle devices' marks are not logged
+
+
+def test_lazy_engine_keeps_no_actor_between_rounds() -> None:
+    sim, _ = lazy(batteries_world(), FakeBackend())
+    assert sim.devices.active == {} and not sim.devices.busy.any()
+
+
+def sessions_world(count: int = 400, rounds: int = 40):
+    churn = {"policy": "sessions", "on": {"exponential": {"mean": "20s"}}, "off": {"exponential": {"mean": "60s"}}}
+    phones = group("phones", count, flops=1e9, up=2e6, availability=churn)
+    return scenario([phones], stop={"rounds": rounds}, round={"participants": 20, "deadline": 6.0})
+
+
+def test_lazy_sessions_select_online_devices_and_lose_work_when_they_leave() -> None:
+    sim, result = lazy(sessions_world(), FakeBackend())
+    contexts = sim.backend.contexts
+    # about a quarter of the devices online at each round start (20 / (20 + 60))
+    assert np.mean([len(c.available) for c in contexts]) / 400 == pytest.approx(0.25, abs=0.04)
+    assert all(set(c.selected) <= set(map(int, c.available)) for c in contexts)
+    r = sim.recorder
+    causes = [x for k, x in zip(r.kinds, r.details) if k == "dropout"]
+    assert any("policy" in c for c in causes)  # sessions of 20 s end during 5 s tasks
+    online = result.stats.online_time_s / result.sim_time_s
+    assert online.mean() == pytest.approx(0.25, abs=0.03)
+    assert result.updates_received == sum(len(c.delivered) for c in contexts)
+
+
+def test_lazy_runs_repeat_bit_for_bit() -> None:
+    first, a = lazy(sessions_world(rounds=15), FakeBackend())
+    second, b = lazy(sessions_world(rounds=15), FakeBackend())
+    assert first.recorder.columns() == second.recorder.columns()
+    assert np.array_equal(a.stats.online_time_s, b.stats.online_time_s)
+
+
+def test_lazy_per_round_patterns_and_diurnal_run() -> None:
+    groups = [group("markov", 50, availability={"policy": "markov", "p": 0.3}),
+              group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": 4}),
+              group("night", 50, availability={"policy": "diurnal", "mixing": "1min"})]
+    sim, result = lazy(scenario(groups, stop={"rounds": 30}, round={"participants": 10}), FakeBackend())
+    assert result.rounds == 30
+    cyclic = [sum(50 <= c < 100 for c in map(int, ctx.available)) for ctx in sim.backend.contexts]
+    assert np.mean(cyclic) == pytest.approx(25, abs=3)  # half of each 4-round cycle, all phases
+    online = result.stats.online_time_s / result.sim_time_s
+    assert online[50:100].mean() == pytest.approx(0.5, abs=0.1)
+
+
+def test_a_hundred_thousand_lazy_devices_stay_small() -> None:
+    """100 k devices with session churn: memory, not time, is what this pins (per device, well under 1 KB)."""
+    sc = sessions_world(count=100_000, rounds=5)
+    tracemalloc.start()
+    sim, result = lazy(sc, FakeBackend())
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert result.rounds == 5 and len(sim.backend.contexts[0].available) > 10_000
+    assert peak / 100_000 < 600, f"{peak / 100_000:.0f} bytes per device"
+    assert math.isfinite(result.energy_j)
