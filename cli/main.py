@@ -90,7 +90,7 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
 @main.command()
 def algorithms() -> None:
     """List the FL algorithms, their parameters and the papers they come from."""
-    from netfl.learn.algorithms import describe_algorithms
+    from netfl.registry.algorithms import describe_algorithms
 
     for algo in describe_algorithms():
         needs = "  (needs each client's participation probability p: bernoulli, markov or cyclic)" \

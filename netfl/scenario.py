@@ -11,17 +11,23 @@ joules, watts, bit/s), so nothing downstream parses units.
 from __future__ import annotations
 
 import re
-import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
+import networkx as nx
 import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
 from netfl.distributions import Distribution, parse_distribution
 from netfl.errors import ScenarioError
+from netfl.policies import RoundPolicy, policy_class, validate_policy
+from netfl.problems import describe_validation_error, field_keys
+from netfl.registry import registered
+from netfl.registry.algorithms import validate_algorithm
+from netfl.registry.datasets import DATASET_NAMES, NUM_CLASSES
+from netfl.registry.models import MODEL_NAMES
 from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts
 
 
@@ -110,7 +116,7 @@ class PartitionSpec(Strict):
 
 
 class DatasetSpec(Strict):
-    name: Literal["digits", "fashion-mnist", "mnist", "cifar10", "blobs3"]
+    name: Annotated[str, BeforeValidator(registered(DATASET_NAMES))]
     data_dir: Path | None = None
     test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits, blobs3)")
     max_train_samples: int | None = Field(None, gt=0, description="train on a seeded random subset of this many "
@@ -119,7 +125,7 @@ class DatasetSpec(Strict):
 
 
 class ModelSpec(Strict):
-    name: Literal["logistic", "mlp", "lenet5", "cnn", "mlp_softmax"]
+    name: Annotated[str, BeforeValidator(registered(MODEL_NAMES))]
     hidden: list[Annotated[int, Field(gt=0)]] = [200]
 
 
@@ -508,9 +514,6 @@ def _yaml11_on_off_keys(value: Any) -> Any:
 
 def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     """Second pass: parameters that belong to a named policy or algorithm."""
-    from netfl.learn.algorithms import validate_algorithm
-    from netfl.policies import validate_policy
-
     problems: list[tuple[str, str]] = []
     for i, group in enumerate(scenario.devices):
         problems += [(f"devices[{i}].availability{p}", m) for p, m in validate_policy(group.availability, scenario)]
@@ -521,8 +524,6 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
     if scenario.server.mode == "async":
-        from netfl.policies import RoundPolicy, policy_class
-
         for i, group in enumerate(scenario.devices):
             try:
                 per_round = issubclass(policy_class(group.availability.policy, _source_dir(scenario)), RoundPolicy)
@@ -543,8 +544,6 @@ def _source_dir(scenario: Scenario) -> Path | None:
 
 def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
     """Labels and devices a partition names must exist (before any data is loaded)."""
-    from netfl.learn.datasets import NUM_CLASSES
-
     problems: list[tuple[str, str]] = []
     for t, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
@@ -566,8 +565,6 @@ def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
 
 def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
     """Node names, link endpoints, and a route from every node to the server."""
-    import networkx as nx
-
     nodes = scenario.network.nodes
     problems: list[tuple[str, str]] = []
     if "server" in nodes:
@@ -620,72 +617,13 @@ def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
-def format_loc(loc: tuple[Any, ...]) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-def describe_validation_error(err: dict[str, Any], model: type[BaseModel]) -> tuple[str, str]:
-    """One pydantic error as (yaml path, message a user can act on)."""
-    loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        accepted = _fields_at(model, loc[:-1])
-        msg = "unknown key" + (f"; accepted: {', '.join(accepted)}" if accepted else "")
-    elif err["type"] == "missing":
-        msg = "required key is missing"
-    elif err["type"] == "model_type":  # pydantic would name our internal class (e.g. TaskSpec)
-        accepted = _fields_at(model, loc)
-        got = "null" if err["input"] is None else type(err["input"]).__name__
-        msg = f"expected a mapping, got {got}" + (f"; accepted keys: {', '.join(accepted)}" if accepted else "")
-    elif err["type"] == "literal_error":
-        msg = f"{err['input']!r} is not accepted; " + msg.replace("Input should be", "use")
-    elif err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
-        op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[err["type"]]
-        limit = next(iter(err["ctx"].values()))
-        msg = f"must be {op} {limit} (got {err['input']!r})"
-    return format_loc(loc), msg
-
-
 def _describe(err: dict[str, Any]) -> tuple[str, str]:
-    return describe_validation_error(err, Scenario)
+    return describe_validation_error(err, Scenario, keys_of=_scenario_keys)
 
 
-def _is_union_tag(part: Any) -> bool:
-    return isinstance(part, str) and ("[" in part or part in ("function-after", "function-before"))
-
-
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):  # list index
-            args = typing.get_args(current)
-            current = args[0] if args else None
-            continue
-        found = _model_in(current)
-        field = found.model_fields.get(part) if found is not None else None
-        if field is None:
-            return []
-        current = field.annotation
-    current = _model_in(current)
-    if current is None:
-        return []
-    names = [n for n, f in current.model_fields.items() if not f.exclude]
-    if current is Scenario:
+def _scenario_keys(model: type[BaseModel]) -> list[str]:
+    """Accepted keys of a (nested) model; the scenario itself takes ``task`` (one) or ``tasks`` (a list)."""
+    names = field_keys(model)
+    if model is Scenario:
         names = ["task" if n == "tasks" else n for n in names] + ["tasks"]
     return names
-
-
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation (Optional[...], list[...], Annotated[...])."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    origin = typing.get_origin(annotation)
-    if origin in (Union, types.UnionType, Annotated):
-        for arg in typing.get_args(annotation):
-            found = _model_in(arg)
-            if found is not None:
-                return found
-    return None

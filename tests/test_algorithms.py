@@ -1,4 +1,4 @@
-"""FedAU, the FedAvg baselines and the MIFA family against hand computations, plus the seed-003 quadratic toy."""
+"""FedAU, the FedAvg baselines and the MIFA family against hand computations, plus the MIFA notes' quadratic toy."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from pydantic import ValidationError
 
 from netfl.backend import RoundContext
 from netfl.errors import ScenarioError
-from netfl.learn.algorithms import (ALGORITHMS, ClientInfo, ClientUpdate, IntervalWeights, build_strategy,
-                                    describe_algorithms)
+from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate, IntervalWeights, build_strategy
 from netfl.learn.algorithms.toy import QuadraticToy
 from netfl.learn.training import scheduled_lr
+from netfl.registry.algorithms import describe_algorithms
 from netfl.scenario import AlgorithmSpec, LocalSpec, scenario_from_dict
 
 F64 = torch.float64

@@ -19,13 +19,9 @@ import torch
 
 from netfl.errors import DataError
 from netfl.learn.idx import read_idx
+from netfl.registry.datasets import DATASET_NAMES, NUM_CLASSES
 
 __all__ = ["DATASET_NAMES", "NUM_CLASSES", "Dataset", "load_dataset", "FASHION_MNIST_DIR"]
-
-DATASET_NAMES: tuple[str, ...] = ("digits", "fashion-mnist", "mnist", "cifar10", "blobs3")
-
-#: Labels of each data set (known before loading it, so that a scenario can be checked without the data).
-NUM_CLASSES: dict[str, int] = {"digits": 10, "fashion-mnist": 10, "mnist": 10, "cifar10": 10, "blobs3": 3}
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the IDX files.
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -74,7 +70,7 @@ def load_dataset(
       ``cifar-10-batches-py`` folder or its parent). These are pickles, and
       unpickling can execute arbitrary code: only load files you trust.
 
-    - ``"blobs3"``: Fed-CVaR-Avg's 2-D toy (seed 004), generated: scikit-learn
+    - ``"blobs3"``: Fed-CVaR-Avg's 2-D toy, generated: scikit-learn
       ``make_blobs`` with 1000 points per class around (1, 1), (2, 3) and
       (2.3, 1.5), std 0.1, ``random_state=11``; inputs are the raw coordinates
       shaped N×1×1×2 (use ``logistic`` or ``mlp``), stratified test split like digits.
@@ -102,7 +98,7 @@ def _load_digits(_data_dir: Path | None, test_fraction: float, seed: int) -> Dat
     x = np.asarray(bunch.data, dtype=np.float32).reshape(-1, 1, 8, 8) / 16.0
     y = np.asarray(bunch.target, dtype=np.int64)
     train_idx, test_idx = _stratified_split(y, test_fraction, np.random.default_rng(seed))
-    return _make("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx], 10)
+    return _make("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx])
 
 
 def _stratified_split(
@@ -139,7 +135,7 @@ def _load_blobs3(_data_dir: Path | None, test_fraction: float, seed: int) -> Dat
     x = np.asarray(x, dtype=np.float32).reshape(-1, 1, 1, 2)
     y = np.asarray(y, dtype=np.int64)
     train_idx, test_idx = _stratified_split(y, test_fraction, np.random.default_rng(seed))
-    return _make("blobs3", x[train_idx], y[train_idx], x[test_idx], y[test_idx], len(BLOBS3_CENTERS))
+    return _make("blobs3", x[train_idx], y[train_idx], x[test_idx], y[test_idx])
 
 
 # ------------------------------------------------------------------- IDX (MNIST-like)
@@ -191,7 +187,7 @@ def _load_idx_dataset(name: str, folder: Path) -> Dataset:
     train_x, train_y, test_x, test_y = _read_idx_set(name, str(folder))
     return _make(
         name, _scaled(train_x[:, None]), train_y.astype(np.int64),
-        _scaled(test_x[:, None]), test_y.astype(np.int64), 10,
+        _scaled(test_x[:, None]), test_y.astype(np.int64),
     )  # fmt: skip
 
 
@@ -225,7 +221,7 @@ def _load_cifar10(data_dir: Path | None, _tf: float, _seed: int) -> Dataset:
     test_x, test_y = _read_cifar_batch(folder / "test_batch")
     train_x = np.concatenate([x for x, _ in train])
     train_y = np.concatenate([y for _, y in train])
-    return _make("cifar10", _scaled(train_x), train_y, _scaled(test_x), test_y, 10)
+    return _make("cifar10", _scaled(train_x), train_y, _scaled(test_x), test_y)
 
 
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -269,8 +265,8 @@ def _make(
     train_y: np.ndarray,
     test_x: np.ndarray,
     test_y: np.ndarray,
-    num_classes: int,
 ) -> Dataset:
+    """The Dataset of ``name``'s arrays; its label count is the registry's (netfl.registry.datasets)."""
     c, h, w = train_x.shape[1:]
     return Dataset(
         name=name,
@@ -278,7 +274,7 @@ def _make(
         train_y=torch.from_numpy(np.ascontiguousarray(train_y, dtype=np.int64)),
         test_x=torch.from_numpy(np.ascontiguousarray(test_x, dtype=np.float32)),
         test_y=torch.from_numpy(np.ascontiguousarray(test_y, dtype=np.int64)),
-        num_classes=num_classes,
+        num_classes=NUM_CLASSES[name],
         input_shape=(int(c), int(h), int(w)),
     )
 

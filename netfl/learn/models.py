@@ -14,6 +14,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from netfl.registry.models import MODEL_NAMES
+
 __all__ = [
     "MODEL_NAMES",
     "build_model",
@@ -21,8 +23,6 @@ __all__ = [
     "training_flops_per_sample",
     "model_num_bytes",
 ]
-
-MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn", "mlp_softmax")
 
 
 def build_model(

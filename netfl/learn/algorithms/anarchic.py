@@ -1,4 +1,4 @@
-"""Anarchic Federated Averaging: AFA-CD (cross-device) and AFA-CS (cross-silo), seed 002.
+"""Anarchic Federated Averaging: AFA-CD (cross-device) and AFA-CS (cross-silo).
 
 Workers decide by themselves when to pull the model and how many local
 steps K to run; the server combines whatever arrived, each update as stale
@@ -38,22 +38,14 @@ relay only what arrived is used.
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
-
-AFL_PAPER = ("Yang, Zhang, Khanduri & Liu, Anarchic Federated Learning, ICML 2022 (slides, seed 002; "
-             "no public code)")
-
-
-class _AFAParams(StrategyParams):
-    server_lr: float = Field(1.0, gt=0, description="eta: the step is x -= eta * eta_L * G_t with eta_L the "
-                                                    "client lr (theory: sqrt(mK) for CD, sqrt(MK) for CS)")
+from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.registry.algorithms import AFAParams
 
 
 class _AFABase(Strategy):
-    Params = _AFAParams
+    Params = AFAParams
 
     def gradients(self, x: torch.Tensor, updates: list[ClientUpdate]) -> torch.Tensor:
         """G_i = -delta_i / (K_i eta_L,i) of each update, stacked (|updates| x dim)."""
@@ -80,8 +72,6 @@ class AFACD(_AFABase):
     """
 
     name = "afa_cd"
-    summary = "AFA-CD (Anarchic FL, cross-device): x -= eta*eta_L * mean of the arrived G_i = -delta_i/(K_i eta_L)"
-    paper = AFL_PAPER + ", AFA-CD"
 
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
@@ -103,10 +93,8 @@ class AFACS(_AFABase):
     """
 
     name = "afa_cs"
-    summary = "AFA-CS (Anarchic FL, cross-silo): x -= eta*eta_L * mean over all M workers of their latest G_i"
-    paper = AFL_PAPER + ", AFA-CS"
 
-    def __init__(self, params: StrategyParams, clients: ClientInfo):
+    def __init__(self, params: AFAParams, clients: ClientInfo):
         super().__init__(params, clients)
         self.memory: torch.Tensor | None = None  # M x dim, zeros until a worker's first update
 

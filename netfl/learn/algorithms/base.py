@@ -23,10 +23,14 @@ A strategy with ``multi_task = True`` trains several models (``tasks:`` in
 the scenario); the learner calls ``aggregate`` once per task per round,
 with that task's updates (``ClientUpdate.task``).
 
-Every strategy class carries ``name`` (the key in ``server.algorithm``),
-``summary`` (one line for ``netfl algorithms``), ``paper`` (the citation) and
+Every strategy class carries ``name`` (the key in ``server.algorithm``) and
 ``Params`` (a pydantic model: its fields, defaults and descriptions are the
-algorithm's documented parameters; unknown keys are rejected).
+algorithm's documented parameters; unknown keys are rejected). The algorithm
+is registered under that name in :mod:`netfl.registry.algorithms`, which
+validation and listings read without importing torch: the entry holds the
+Params model (the class's must be the same), ``summary`` (one line for
+``netfl algorithms``), ``paper`` (the citation) and the flags
+``needs_participation`` and ``multi_task``, which the class takes from it.
 """
 
 from __future__ import annotations
@@ -37,16 +41,10 @@ from typing import ClassVar, Sequence
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict
 
 from netfl.backend import RoundContext, sample_uniform
 from netfl.learn.training import scheduled_lr
-
-
-class StrategyParams(BaseModel):
-    """Base of every strategy's ``Params``: unknown keys are errors."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, StrategyParams
 
 
 @dataclass(frozen=True)
@@ -86,18 +84,35 @@ class ClientUpdate:
 
 class Strategy(ABC):
     name: ClassVar[str]
+    Params: ClassVar[type[StrategyParams]] = StrategyParams
+    # From the registry entry of ``name`` (set by __init_subclass__):
+    entry: ClassVar[AlgorithmEntry]
     summary: ClassVar[str]  # one line, for `netfl algorithms`
     paper: ClassVar[str]
-    Params: ClassVar[type[StrategyParams]] = StrategyParams
     # True where the rule divides by each client's participation probability p_i (ClientInfo.participation)
     needs_participation: ClassVar[bool] = False
+    # True where the strategy trains several models at once (one per entry of the scenario's ``tasks``)
+    multi_task: ClassVar[bool] = False
     # Extra trainable scalars a client optimises besides the model (Fed-CVaR-Avg's threshold t). The learner
     # appends them to the flat parameter vector (model first, extras last), trains them with
     # ``local_loss`` and lr ``extra_lr(job lr)``, evaluates the model part only, and hands strategies the
     # extended vectors. 0 (the default): plain cross-entropy SGD on the model, the learner's fast path.
     extra_params: ClassVar[int] = 0
-    # True where the strategy trains several models at once (one per entry of the scenario's ``tasks``)
-    multi_task: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs):
+        """A class that sets ``name`` implements that registry entry: it takes its summary, paper and flags."""
+        super().__init_subclass__(**kwargs)
+        if "name" not in cls.__dict__:
+            return  # a shared base class, or a subclass of an algorithm (it keeps that algorithm's entry)
+        entry = ALGORITHMS.get(cls.name)
+        if entry is None:
+            raise TypeError(f"{cls.__qualname__}.name = {cls.name!r} is not in netfl.registry.algorithms.ALGORITHMS")
+        if cls.Params is not entry.params:
+            raise TypeError(f"{cls.__qualname__}.Params must be the registry's {entry.params.__qualname__}, "
+                            f"the parameters validation checks")
+        cls.entry = entry
+        cls.summary, cls.paper = entry.summary, entry.paper
+        cls.needs_participation, cls.multi_task = entry.needs_participation, entry.multi_task
 
     def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params

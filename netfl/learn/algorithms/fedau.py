@@ -10,11 +10,10 @@ from typing import Iterable
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams, weighted_sum
-from netfl.learn.algorithms.fedavg import FEDAU_PAPER
+from netfl.learn.algorithms.base import ClientUpdate, Strategy, weighted_sum
+from netfl.registry.algorithms import FedAUParams
 
 
 class IntervalWeights:
@@ -92,15 +91,9 @@ class FedAU(Strategy):
     """
 
     name = "fedau"
-    summary = "FedAU: updates weighted by each client's mean participation interval (cutoff K), over all N"
-    paper = FEDAU_PAPER
+    Params = FedAUParams
 
-    class Params(StrategyParams):
-        server_lr: float = Field(1.0, gt=0, description="eta: scales the weighted update")
-        K: int | None = Field(None, ge=1, description="cutoff: a run of K missed rounds is recorded as an interval "
-                                                      "of K; omitted/null: no cutoff (K = infinity)")
-
-    def __init__(self, params: StrategyParams, clients):
+    def __init__(self, params: FedAUParams, clients):
         super().__init__(params, clients)
         self.interval_weights = IntervalWeights(self.num_clients, self.params.K)
 

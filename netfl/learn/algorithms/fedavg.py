@@ -22,19 +22,11 @@ default the client lr itself, which again means "add the weighted mean delta").
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams, weighted_sum
-
-FEDAU_PAPER = ("Wang & Ji, A Lightweight Method for Tackling Unknown Participation Statistics in Federated "
-               "Averaging, ICLR 2024 (reference code IBM/fedau)")
-MIFA_NOTES = ("Federated Learning with Partial Client Participation (notes, July 2021: FedAvg unbiased, MIFA, "
-              "U-MIFA, MIFAm, U-MIFAm); MIFA: Gu, Huang, Zhang & Huang, Fast Federated Learning in the "
-              "Presence of Arbitrary Device Unavailability, NeurIPS 2021 (code hmgxr128/MIFA_code)")
+from netfl.learn.algorithms.base import ClientUpdate, Strategy, weighted_sum
+from netfl.registry.algorithms import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
 
 
 class FedAvg(Strategy):
@@ -48,12 +40,7 @@ class FedAvg(Strategy):
     """
 
     name = "fedavg"
-    summary = "FedAvg: weighted mean of the updates that arrived (by data size or uniform)"
-    paper = "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017"
-
-    class Params(StrategyParams):
-        server_lr: float = Field(1.0, gt=0, description="eta: scales the averaged update")
-        weighting: Literal["samples", "uniform"] = Field("samples", description="weight by local data size or equally")
+    Params = FedAvgParams
 
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
@@ -73,11 +60,7 @@ class FedAvgAll(Strategy):
     """
 
     name = "fedavg_all"
-    summary = "average all: sum of the arrived updates divided by the number of all clients"
-    paper = FEDAU_PAPER + ', baseline "average all"'
-
-    class Params(StrategyParams):
-        server_lr: float = Field(1.0, gt=0, description="eta: scales the averaged update")
+    Params = FedAvgAllParams
 
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
@@ -103,12 +86,7 @@ class FedAvgKnown(Strategy):
     """
 
     name = "fedavg_known"
-    summary = "known participation statistics: arrived updates weighted 1/p_i, divided by all N"
-    paper = FEDAU_PAPER + ', baseline "known participation statistics"'
-    needs_participation = True
-
-    class Params(StrategyParams):
-        server_lr: float = Field(1.0, gt=0, description="eta: scales the weighted update")
+    Params = FedAvgKnownParams
 
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
@@ -130,12 +108,7 @@ class FedAvgUnbiased(FedAvgKnown):
     """
 
     name = "fedavg_unbiased"
-    summary = "FedAvg unbiased (MIFA notes): G = mean over all N of Delta_i/p_i for arrived i; x -= eta G"
-    paper = MIFA_NOTES + ', "FedAvg (unbiased)"'
-
-    class Params(StrategyParams):
-        server_lr: float | None = Field(None, gt=0, description="eta on the gradient-like G; "
-                                                                "omitted: the round's client lr gamma_t")
+    Params = FedAvgUnbiasedParams
 
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:

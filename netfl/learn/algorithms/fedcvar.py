@@ -1,4 +1,4 @@
-"""Fed-CVaR-Avg: risk-aware FedAvg under a Random Access Model relay (seed 004).
+"""Fed-CVaR-Avg: risk-aware FedAvg under a Random Access Model relay.
 
 The server minimises ``(1 - gamma) CVaR_alpha[f_I(theta)] + gamma E[f_I(theta)]``
 over the (unknown) distribution rho with which the RAM relays user I. With
@@ -29,13 +29,10 @@ gamma = 1 is FedAvg for theta whatever t does.
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, StrategyParams
-
-CVAR_PAPER = ("Theodoropoulos et al., Federated Learning Under Restricted User Availability (Fed-CVaR-Avg, "
-              "seed 004; code PeriklisTheodoropoulos/risk-aware-FL)")
+from netfl.learn.algorithms.base import ClientUpdate, Strategy
+from netfl.registry.algorithms import FedCVaRParams
 
 
 class FedCVaR(Strategy):
@@ -56,18 +53,8 @@ class FedCVaR(Strategy):
     """
 
     name = "fed_cvar"
-    summary = ("Fed-CVaR-Avg: clients minimise (1-g) t + (1-g)/alpha relu(f - t) + g f over (theta, t); "
-               "server adopts what arrived")
-    paper = CVAR_PAPER
+    Params = FedCVaRParams
     extra_params = 1  # t
-
-    class Params(StrategyParams):
-        alpha: float = Field(0.1, gt=0, le=1, description="CVaR level in (0, 1]: the share of worst users the "
-                                                          "objective focuses on; 1 is FedAvg")
-        gamma: float = Field(0.1, ge=0, le=1, description="trade-off in [0, 1]: weight of the plain expected loss "
-                                                          "next to the CVaR; 1 is FedAvg")
-        t_lr: float | None = Field(None, gt=0, description="SGD step size of the threshold t; omitted: the task's "
-                                                           "client lr")
 
     def extra_lr(self, lr: float) -> float:
         if self.params.t_lr is None:

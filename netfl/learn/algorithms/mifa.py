@@ -1,7 +1,7 @@
 """The MIFA family: the server remembers every client's latest update.
 
-Convention (the MIFA notes', seed 003): a client that trained from x to y
-with learning rate gamma sends the gradient-like
+Convention (the MIFA notes'): a client that trained from x to y with
+learning rate gamma sends the gradient-like
 
     Delta_i = (x - y) / gamma = -delta_i / gamma          (delta = y - x)
 
@@ -39,45 +39,17 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from typing import Literal
-
-from pydantic import Field
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
-from netfl.learn.algorithms.fedavg import MIFA_NOTES
-
-
-class _MemoryParams(StrategyParams):
-    server_lr: float | None = Field(None, gt=0, description="eta on the gradient-like G_t; omitted: the "
-                                                            "round's client lr gamma_t (the reference's choice)")
-    wait_for_all: bool = Field(False, description="leave the model unchanged until every client has sent one "
-                                                  "update (the MIFA reference's default); false: start from "
-                                                  "a zero memory")
-
-
-class _MomentumParams(_MemoryParams):
-    beta: float = Field(0.9, ge=0, lt=1, description="momentum: v_t = beta v_{t-1} + G_t, x -= eta v_t")
-
-
-_STORE_DESCRIPTION = ("what an arriving client's table row keeps: `update` its Delta_i (SAGA; stable), "
-                      "`estimate` the unbiased estimate Delta_i/p_i - (1/p_i - 1) G_i itself (the notes' literal "
-                      "recursion; its error grows by (1-p)/p per round, so it diverges for p < 1/2)")
-
-
-class _UnbiasedParams(_MemoryParams):
-    store: Literal["update", "estimate"] = Field("update", description=_STORE_DESCRIPTION)
-
-
-class _UnbiasedMomentumParams(_MomentumParams):
-    store: Literal["update", "estimate"] = Field("update", description=_STORE_DESCRIPTION)
+from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.registry.algorithms import MIFAmParams, MIFAParams, UMIFAmParams, UMIFAParams
 
 
 class _MemoryStrategy(Strategy):
     unbiased = False  # U-MIFA's estimates for the arrived clients
     momentum = False
 
-    def __init__(self, params: StrategyParams, clients: ClientInfo):
+    def __init__(self, params: MIFAParams, clients: ClientInfo):
         super().__init__(params, clients)
         self.memory: torch.Tensor | None = None  # G, N x dim, allocated at the first round
         self.velocity: torch.Tensor | None = None  # v, momentum variants only
@@ -138,9 +110,7 @@ class MIFA(_MemoryStrategy):
     """
 
     name = "mifa"
-    summary = "MIFA: step on the mean over all N clients of each client's latest (remembered) update"
-    paper = MIFA_NOTES
-    Params = _MemoryParams
+    Params = MIFAParams
 
 
 class UMIFA(_MemoryStrategy):
@@ -166,10 +136,7 @@ class UMIFA(_MemoryStrategy):
     """
 
     name = "umifa"
-    summary = "U-MIFA: MIFA with unbiased estimates Delta_i/p_i - (1/p_i - 1) G_i for arrived clients (needs p)"
-    paper = MIFA_NOTES + ", U-MIFA"
-    Params = _UnbiasedParams
-    needs_participation = True
+    Params = UMIFAParams
     unbiased = True
 
 
@@ -182,9 +149,7 @@ class MIFAm(_MemoryStrategy):
     """
 
     name = "mifam"
-    summary = "MIFAm: MIFA plus server momentum v_t = beta v_{t-1} + G_t, x -= eta v_t"
-    paper = MIFA_NOTES + ", MIFAm"
-    Params = _MomentumParams
+    Params = MIFAmParams
     momentum = True
 
 
@@ -197,9 +162,6 @@ class UMIFAm(_MemoryStrategy):
     """
 
     name = "umifam"
-    summary = "U-MIFAm: U-MIFA plus server momentum v_t = beta v_{t-1} + G_t, x -= eta v_t (needs p)"
-    paper = MIFA_NOTES + ", U-MIFAm"
-    Params = _UnbiasedMomentumParams
-    needs_participation = True
+    Params = UMIFAmParams
     unbiased = True
     momentum = True

@@ -1,4 +1,4 @@
-"""Multi-model FL (MMFL) with variance-reduced optimal client sampling (seed 001).
+"""Multi-model FL (MMFL) with variance-reduced optimal client sampling.
 
 N clients train S models at once (the scenario's ``tasks:``); a client
 sends at most one model's update per round and the server takes about m
@@ -28,17 +28,14 @@ clients); ``round_robin``: w_s <- w_s + eta mean_{i in A_s} delta_{i,s}
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
-from pydantic import Field
 
 from netfl.backend import RoundContext, sample_uniform
-from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams, weighted_sum
-
-MMFL_PAPER = ("Zhang, Li, Gong, Siew, Joe-Wong & El-Azouzi, Optimal Variance-Reduced Client Sampling for "
-              "Multiple Models Federated Learning (poster, seed 001; code haoran-zh/mmfl-Dec)")
+from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, weighted_sum
+from netfl.registry.algorithms import MMFLParams
 
 
 def optimal_probabilities(u: np.ndarray, m: float) -> np.ndarray:
@@ -89,20 +86,9 @@ class MMFL(Strategy):
     """
 
     name = "mmfl"
-    summary = ("multi-model FL: each client sends at most one model's update per round; optimal variance-reduced "
-               "sampling p_{s|i} from update norms, or random / round-robin")
-    paper = MMFL_PAPER
-    multi_task = True
+    Params = MMFLParams
 
-    class Params(StrategyParams):
-        sampling: Literal["optimal", "random", "round_robin"] = Field(
-            "optimal", description="optimal (closed-form p_{s|i} from the clients' reports), random or round_robin")
-        norms: Literal["update", "loss"] = Field(
-            "update", description="optimal: what clients report -- ||update||/lr (every client trains every "
-                                  "model) or the global models' local loss (forward passes only)")
-        server_lr: float = Field(1.0, gt=0, description="eta: scales the aggregated update")
-
-    def __init__(self, params: StrategyParams, clients: ClientInfo):
+    def __init__(self, params: MMFLParams, clients: ClientInfo):
         super().__init__(params, clients)
         if self.params.sampling == "optimal":
             self.probe = "update_norm" if self.params.norms == "update" else "loss"

@@ -1,0 +1,118 @@
+"""Registries: validating and listing without torch, and every entry matching what a run builds."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from netfl.cli.main import main
+from netfl.registry.algorithms import ALGORITHMS
+from netfl.registry.datasets import DATASET_NAMES, DATASETS
+from netfl.registry.models import MODEL_NAMES
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "topologies" / "quickstart.yaml"
+
+# Run in a fresh interpreter: this test process has long imported torch.
+_NO_TORCH = """
+import sys
+from click.testing import CliRunner
+from netfl.cli.main import main
+
+runner = CliRunner()
+for args in (["--help"], ["validate", sys.argv[1]], ["algorithms"]):
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, (args, result.output, result.exception)
+    assert result.output.strip(), args
+print(" ".join(sorted(m for m in ("torch", "simpy") if m in sys.modules)) or "neither")
+"""
+
+
+def test_help_validate_and_algorithms_import_neither_torch_nor_simpy() -> None:
+    out = subprocess.run([sys.executable, "-c", _NO_TORCH, str(QUICKSTART)], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "neither", f"imported: {out.stdout.strip()}"
+
+
+# ------------------------------------------------------------------------------- entries and implementations
+
+
+@pytest.mark.parametrize("name", list(ALGORITHMS))
+def test_every_algorithm_entry_loads_its_strategy(name: str) -> None:
+    from netfl.learn.algorithms import ALGORITHMS as STRATEGIES, Strategy
+
+    entry = ALGORITHMS[name]
+    cls = entry.load()
+    assert issubclass(cls, Strategy) and cls is STRATEGIES[name]
+    assert cls.name == name and cls.entry is entry
+    assert cls.Params is entry.params
+    assert (cls.summary, cls.paper) == (entry.summary, entry.paper)
+    assert (cls.needs_participation, cls.multi_task) == (entry.needs_participation, entry.multi_task)
+
+
+def test_a_strategy_must_use_its_entrys_params() -> None:
+    from netfl.learn.algorithms import Strategy, StrategyParams
+
+    class Other(StrategyParams):
+        pass
+
+    with pytest.raises(TypeError, match="Params must be the registry's FedAvgParams"):
+        type("Wrong", (Strategy,), {"name": "fedavg", "Params": Other})
+    with pytest.raises(TypeError, match="not in netfl.registry.algorithms"):
+        type("Unknown", (Strategy,), {"name": "no_such_algorithm"})
+
+
+def test_dataset_and_model_registries_match_the_loaders() -> None:
+    from netfl.learn import datasets, models
+
+    assert datasets.DATASET_NAMES is DATASET_NAMES and set(datasets._LOADERS) == set(DATASET_NAMES)
+    assert models.MODEL_NAMES is MODEL_NAMES
+    for name in MODEL_NAMES:  # every registered name builds
+        models.build_model(name, (1, 8, 8), 10)
+
+
+@pytest.mark.parametrize("name", ["digits", "blobs3"])  # the ones that need no files
+def test_loaded_data_has_the_registered_classes_and_shape(name: str) -> None:
+    from netfl.learn.datasets import load_dataset
+
+    data = load_dataset(name)
+    assert data.num_classes == DATASETS[name].num_classes == int(data.train_y.max()) + 1
+    assert data.input_shape == DATASETS[name].input_shape
+
+
+# ---------------------------------------------------------------------------------------------- the CLI
+
+
+def test_algorithms_listing_shows_every_algorithm_with_its_paper() -> None:
+    result = CliRunner().invoke(main, ["algorithms"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    for name, entry in ALGORITHMS.items():
+        assert f"{name}: {entry.summary}" in [line.split("  (needs")[0] for line in lines], name
+        assert f"    paper: {entry.paper}" in lines, name
+    assert "seed 00" not in result.output  # papers are cited by authors and title
+
+
+@pytest.mark.parametrize("old,new,problem", [
+    ("name: digits", "name: imagenet", "task.dataset.name: "
+     "'imagenet' is not accepted; use 'digits', 'fashion-mnist', 'mnist', 'cifar10' or 'blobs3'"),
+    ("name: mlp,", "name: mlpp,", "task.model.name: "
+     "'mlpp' is not accepted; use 'logistic', 'mlp', 'lenet5', 'cnn' or 'mlp_softmax'"),
+    ("name: digits", "name: 7", "task.dataset.name: 7 is not accepted; use 'digits', "),
+    ("name: fedavg,", "name: fedavgg,", "server.algorithm.name: unknown algorithm 'fedavgg'; accepted: "
+     + ", ".join(ALGORITHMS)),
+])
+def test_unknown_name_gives_file_yaml_path_and_accepted_names(tmp_path: Path, old: str, new: str,
+                                                               problem: str) -> None:
+    text = QUICKSTART.read_text()
+    assert old in text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text.replace(old, new, 1))
+    result = CliRunner().invoke(main, ["validate", str(bad)])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {bad}: 1 problem(s)\n  {problem}"), result.stderr
