@@ -14,13 +14,13 @@ from netfl.learn.algorithms import ClientInfo, build_strategy
 from netfl.learn.datasets import load_dataset
 from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.learn.runtime import torch_device, use_threads
-from netfl.learn.partition import label_distribution, partition_indices
+from netfl.learn.partition import ClientParts, label_distribution, partition_indices, sample_parts
 from netfl.policies import DeviceInfo, build_policy
 from netfl.results.progress import Progress
 from netfl.results.writer import write_run
 from netfl.rng import RandomStreams
 from netfl.scenario import Scenario
-from netfl.sim.simulation import Simulation, SimulationResult
+from netfl.sim.simulation import Simulation, SimulationResult, population_models
 
 
 @dataclass
@@ -59,14 +59,21 @@ def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: 
                                                                     replace=False))
         dataset = replace(dataset, train_x=dataset.train_x[keep], train_y=dataset.train_y[keep])
     part = spec.dataset.partition
+    labels, rng = dataset.train_y.numpy(), streams.numpy("partition", *keys)
     try:
-        parts = partition_indices(dataset.train_y.numpy(), scenario.num_devices, part.kind,
-                                  streams.numpy("partition", *keys), alpha=part.alpha,
-                                  classes_per_client=part.classes_per_client, exclusive=part.exclusive,
-                                  quantity_skew=part.quantity_skew)
+        if part.samples_per_client is not None:
+            parts = sample_parts(labels, scenario.num_devices, part.samples_per_client, part.kind, rng,
+                                 alpha=part.alpha, classes_per_client=part.classes_per_client)
+        else:
+            parts = ClientParts.of(partition_indices(labels, scenario.num_devices, part.kind, rng, alpha=part.alpha,
+                                                     classes_per_client=part.classes_per_client,
+                                                     exclusive=part.exclusive, quantity_skew=part.quantity_skew))
     except ValueError as exc:
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
-        raise ScenarioError(str(scenario.source or scenario.name), [(f"{where}.dataset.partition", str(exc))]) from None
+        hint = ("; give dataset.partition.samples_per_client to let devices share samples"
+                if scenario.num_devices > len(labels) else "")
+        raise ScenarioError(str(scenario.source or scenario.name),
+                            [(f"{where}.dataset.partition", f"{exc}{hint}")]) from None
     local = LocalConfig(spec.local.steps, spec.local.epochs, spec.local.batch_size, spec.local.lr,
                         spec.local.weight_decay, spec.local.lr_schedule)
     return TaskSetup(dataset, parts, spec.model.name, spec.model.hidden, local)
@@ -83,16 +90,16 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
     tasks = [build_task(scenario, s, streams, data_dir) for s in range(len(scenario.tasks))]
     first = tasks[0]
     mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
-    groups = [g for g in scenario.devices for _ in range(g.count)]
-    base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos = [DeviceInfo(i, g.group, len(first.parts[i]), mix[i], scenario.seed, base_dir) for i, g in enumerate(groups)]
-    policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
-                for info, g in zip(infos, groups)]
-    chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
-                if g.battery is not None and g.battery.charging is not None else None
-                for info, g in zip(infos, groups)]
-    participation = tuple(getattr(p, "p", None) for p in policies)
-    sizes = tuple(tuple(len(p) for p in t.parts) for t in tasks)
+    if scenario.engine.devices == "lazy":
+        population = population_models(scenario, streams, mix)
+        policies, chargers = None, None
+        participation = tuple(p for m in population
+                              for p in (m.participation.tolist() if m.participation is not None else [None] * m.n))
+    else:
+        population = None
+        policies, chargers = _device_policies(scenario, streams, first.parts, mix)
+        participation = tuple(getattr(p, "p", None) for p in policies)
+    sizes = tuple(tuple(t.parts.sizes.tolist()) for t in tasks)
     local = scenario.task.local
     try:
         strategy = build_strategy(scenario.server.algorithm,
@@ -102,7 +109,21 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
         raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
     learner = Learner(tasks, strategy=strategy, streams=streams, participants=scenario.server.round.participants,
                       max_test_samples=scenario.eval.max_test_samples, device=device)
-    return Simulation(scenario, learner, policies, streams, chargers), learner
+    return Simulation(scenario, learner, policies, streams, chargers, population=population), learner
+
+
+def _device_policies(scenario: Scenario, streams: RandomStreams, parts: ClientParts, mix: np.ndarray) -> tuple[list, list]:
+    """The eager engine's availability policy and charger of every device, each with its own stream."""
+    groups = [g for g in scenario.devices for _ in range(g.count)]
+    base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
+    infos = [DeviceInfo(i, g.group, int(size), mix[i], scenario.seed, base_dir)
+             for i, (g, size) in enumerate(zip(groups, parts.sizes))]
+    policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
+                for info, g in zip(infos, groups)]
+    chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
+                if g.battery is not None and g.battery.charging is not None else None
+                for info, g in zip(infos, groups)]
+    return policies, chargers
 
 
 def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationE
 from netfl.distributions import Distribution, parse_distribution
 from netfl.errors import ScenarioError
 from netfl.policies import RoundPolicy, policy_class, validate_policy
+from netfl.policies.population import POPULATION_MODELS, supports_population
 from netfl.problems import describe_validation_error, field_keys
 from netfl.registry import registered
 from netfl.registry.algorithms import validate_algorithm
@@ -89,6 +90,9 @@ class PartitionSpec(Strict):
                                         "split the remaining labels by kind")
     quantity_skew: QuantitySkewSpec | None = Field(
         None, description="a fraction of the clients holds a share of the samples (kinds iid, classes)")
+    samples_per_client: int | None = Field(
+        None, gt=0, description="each client draws this many samples (its label mix by kind: iid, dirichlet, "
+                                "classes); shared between clients when clients x samples exceed the data set")
 
     @model_validator(mode="after")
     def _params_match_kind(self):
@@ -112,6 +116,12 @@ class PartitionSpec(Strict):
                 raise ValueError(f"quantity_skew works with kind iid or classes, not {self.kind}")
             if self.exclusive:
                 raise ValueError("quantity_skew cannot be combined with exclusive: give one of them")
+        if self.samples_per_client is not None:
+            if self.kind not in ("iid", "dirichlet", "classes"):
+                raise ValueError(f"samples_per_client works with kind iid, dirichlet or classes, not {self.kind}")
+            if self.exclusive or self.quantity_skew is not None:
+                raise ValueError("samples_per_client draws every client's data alike: it cannot be combined with "
+                                 "exclusive or quantity_skew")
         return self
 
 
@@ -394,6 +404,15 @@ class EvalSpec(Strict):
     max_test_samples: int | None = Field(None, gt=0, description="evaluate on the first N test samples only")
 
 
+class EngineSpec(Strict):
+    """How the simulator keeps the devices (netfl/sim/fleet.py)."""
+
+    devices: Literal["eager", "lazy"] = Field(
+        "eager", description="eager: every device a SimPy actor and every availability change an event; lazy: "
+                             "devices as arrays advanced only when the server asks (millions of devices; changes "
+                             "of devices that are not working are not logged)")
+
+
 class OutputSpec(Strict):
     dir: Path | None = None
 
@@ -407,6 +426,7 @@ class Scenario(Strict):
     network: NetworkSpec = NetworkSpec()
     server: ServerSpec = ServerSpec()
     eval: EvalSpec = EvalSpec()
+    engine: EngineSpec = EngineSpec()
     output: OutputSpec = OutputSpec()
     source: Path | None = Field(None, exclude=True, description="the file this came from (set by load_scenario)")
 
@@ -523,6 +543,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
+    problems += _check_lazy_engine(scenario)
     if scenario.server.mode == "async":
         for i, group in enumerate(scenario.devices):
             try:
@@ -540,6 +561,26 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
 
 def _source_dir(scenario: Scenario) -> Path | None:
     return scenario.source.parent if scenario.source is not None else None
+
+
+def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
+    """What the lazy engine keeps as arrays: built-in policies with a population form, no chargers, rounds."""
+    if scenario.engine.devices != "lazy":
+        return []
+    problems: list[tuple[str, str]] = []
+    if scenario.server.mode != "sync":
+        problems.append(("engine.devices", "the lazy engine runs synchronous rounds; use server.mode: sync or "
+                                           "engine.devices: eager"))
+    accepted = ", ".join(POPULATION_MODELS)
+    for i, group in enumerate(scenario.devices):
+        if not supports_population(group.availability.policy):
+            problems.append((f"devices[{i}].availability.policy",
+                             f"{group.availability.policy!r} has no population form for engine.devices: lazy; "
+                             f"use one of {accepted}, or engine.devices: eager"))
+        if group.battery is not None and group.battery.charging is not None:
+            problems.append((f"devices[{i}].battery.charging", "the lazy engine models batteries without "
+                                                               "chargers; remove charging or use engine.devices: eager"))
+    return problems
 
 
 def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:

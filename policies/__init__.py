@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import ValidationError
 
 from netfl.errors import PolicyError
+from netfl.problems import describe_validation_error
 from netfl.policies.base import (AvailabilityPolicy, DeviceInfo, DeviceState, PolicyParams, RoundPolicy,
                                  SessionPolicy)
 from netfl.policies.builtin import BUILTIN_POLICIES
@@ -48,8 +49,6 @@ def validate_policy(spec: Any, scenario: Any = None, *, continuous_only: bool = 
 
 def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = False) -> list[tuple[str, str]]:
     """Name, parameters and the policy's own :meth:`~AvailabilityPolicy.check` (files, nested user policies)."""
-    from netfl.scenario import describe_validation_error
-
     try:
         cls = policy_class(spec.policy, base_dir)
     except PolicyError as exc:

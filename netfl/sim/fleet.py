@@ -64,6 +64,9 @@ class Fleet(Protocol):
     def __getitem__(self, index: int) -> Device:
         """The device's actor (the lazy fleet brings it to life)."""
 
+    def activate(self, indices: Sequence[int]) -> None:
+        """These devices are about to work (the lazy fleet brings them to life together)."""
+
     def release(self, indices: Sequence[int]) -> None:
         """The round is over for these devices (the lazy fleet folds idle ones back into its arrays)."""
 
@@ -88,6 +91,9 @@ class EagerFleet:
 
     def eligible(self, round_index: int) -> np.ndarray:
         return np.fromiter((d.index for d in self.devices if d.eligible(round_index)), dtype=np.int64)
+
+    def activate(self, indices: Sequence[int]) -> None:
+        pass
 
     def release(self, indices: Sequence[int]) -> None:
         pass
@@ -209,46 +215,55 @@ class LazyFleet:
     def __getitem__(self, index: int) -> Device:
         device = self.active.get(index)
         if device is None:
-            now = self.env.now
-            self._settle_idle(np.array([index]), now)
-            g = int(self.table.group[index])
-            policy = LazyPolicy(self, g, index - self.slices[g].start)
-            device = self._make(index, policy, float(self.level_j[index]))
-            self.active[index] = device
-            self.busy[index] = True
+            self.activate([index])
+            device = self.active[index]
         return device
 
-    def release(self, indices: Sequence[int]) -> None:
-        for index in indices:
-            device = self.active.get(int(index))
-            if device is not None and device.task is None:
-                self._fold(int(index), device)
+    def activate(self, indices: Sequence[int]) -> None:
+        """Bring these devices to life (one vectorised settle for all of them)."""
+        new = np.array(sorted({int(i) for i in indices} - self.active.keys()), dtype=np.int64)
+        if not new.size:
+            return
+        self._settle_idle(new, self.env.now)
+        for index in new.tolist():
+            g = int(self.table.group[index])
+            policy = LazyPolicy(self, g, index - self.slices[g].start)
+            self.active[index] = self._make(index, policy, float(self.level_j[index]))
+        self.busy[new] = True
 
-    def _fold(self, index: int, device: Device) -> None:
-        """Write a device's working time back into the arrays and forget its actor."""
+    def release(self, indices: Sequence[int]) -> None:
+        done = [int(i) for i in indices if int(i) in self.active and self.active[int(i)].task is None]
+        self._fold(done, stop=True)
+
+    def _fold(self, indices: list[int], stop: bool) -> None:
+        """Write devices' working time back into the arrays and forget their actors."""
+        if not indices:
+            return
         now = self.env.now
-        device.stop()
-        device.battery.settle(now)
-        for activity, joules in device.battery.energy_j.items():
-            self.energy_j.setdefault(activity, np.zeros(len(self)))[index] += joules
-        self.tasks_started[index] += device.tasks_started
-        self.updates_delivered[index] += device.updates_delivered
-        self.level_j[index] = device.battery.level_j
-        self.since[index] = now
-        if device.dead:
-            self.dead_at[index] = device.died_at
-        self._update_marks(np.array([index]))
-        del self.active[index]
-        self.busy[index] = False
+        for index in indices:
+            device = self.active.pop(index)
+            if stop:
+                device.stop()
+            device.battery.settle(now)
+            for activity, joules in device.battery.energy_j.items():
+                if activity not in self.energy_j:
+                    self.energy_j[activity] = np.zeros(len(self))
+                self.energy_j[activity][index] += joules
+            self.tasks_started[index] += device.tasks_started
+            self.updates_delivered[index] += device.updates_delivered
+            self.level_j[index] = device.battery.level_j
+            if device.dead:
+                self.dead_at[index] = device.died_at
+        rows = np.array(indices, dtype=np.int64)
+        self.since[rows] = now
+        self.busy[rows] = False
+        self._update_marks(rows)
 
     # ----------------------------------------------------------------- stats
 
     def stats(self) -> DeviceStats:
         now = self.env.now
-        for index, device in list(self.active.items()):
-            if device.task is not None:
-                device.task.interrupt("end")  # not reached: the run is over; its work is lost all the same
-            self._fold(index, device)
+        self._fold(list(self.active), stop=False)  # the run is over: account the working devices as they are
         self._advance(None)
         self._settle_idle(np.arange(len(self)), now)
         online = self.online_time_s.copy()

@@ -131,6 +131,7 @@ class SyncServer(_ServerBase):
         after the deadline, is lost without starting.
         """
         state = _RoundState({w.job: w for w in work})
+        self.devices.activate([w.client for w in work])
         for w in work:
             device = self.devices[w.client]
             state.done[w.job] = self.env.event()
