@@ -98,8 +98,9 @@ def _server(s: Scenario) -> str:
         return f"server     {algo}, async: aggregate every {a.buffer} updates; local steps {steps}{pause}"
     r = server.round
     deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
+    interval = f"; a round at most every {format_duration(r.interval)}" if r.interval else ""
     return (f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round; "
-            f"deadline {deadline}")
+            f"deadline {deadline}{interval}")
 
 
 def describe_scenario(s: Scenario) -> str:
@@ -115,6 +116,8 @@ def describe_scenario(s: Scenario) -> str:
         part = p.kind + (f"(alpha={p.alpha:g})" if p.kind == "dirichlet" else "") + \
             (f"({p.classes_per_client} classes each)" if p.kind == "classes" else "")
         part += " partition"
+        if p.samples_per_client is not None:
+            part += f" ({p.samples_per_client} samples drawn per device)"
         if p.quantity_skew is not None:
             part += f" ({p.quantity_skew.clients:.0%} of the devices hold {p.quantity_skew.share:.1%} of the data)"
         for group in p.exclusive or []:
@@ -134,4 +137,7 @@ def describe_scenario(s: Scenario) -> str:
                   + (f", latency {format_duration(w.latency)}" if w.latency else "") for w in s.network.links]
     lines.append(_server(s))
     lines.append(f"eval       every {s.eval.every} round(s)")
+    if s.engine.devices == "lazy":
+        lines.append("engine     lazy: devices kept as arrays; availability advanced only when the server asks; "
+                     "only working devices' events are logged")
     return "\n".join(lines)

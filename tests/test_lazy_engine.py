@@ -121,3 +121,76 @@ def test_a_hundred_thousand_lazy_devices_stay_small() -> None:
     assert result.rounds == 5 and len(sim.backend.contexts[0].available) > 10_000
     assert peak / 100_000 < 600, f"{peak / 100_000:.0f} bytes per device"
     assert math.isfinite(result.energy_j)
+
+
+# ------------------------------------------------------------- from the YAML
+
+def _problems(data: dict) -> list[tuple[str, str]]:
+    from netfl.errors import ScenarioError
+    from netfl.scenario import scenario_from_dict
+
+    try:
+        scenario_from_dict(data)
+    except ScenarioError as exc:
+        return exc.problems
+    return []
+
+
+def _lazy_dict(**changes) -> dict:
+    data = {"name": "lazy", "seed": 1, "stop": {"rounds": 3},
+            "task": {"dataset": {"name": "digits", "partition": {"kind": "iid", "samples_per_client": 5}},
+                     "model": {"name": "logistic"}},
+            "devices": [group("phones", 3000, availability={"policy": "sessions", "on": "10min", "off": "30min"})],
+            "server": {"round": {"participants": 30}}, "engine": {"devices": "lazy"}}
+    data.update(changes)
+    return data
+
+
+def test_lazy_engine_refuses_what_it_cannot_keep_as_arrays() -> None:
+    mine = group("mine", 2, availability={"policy": "my_policies.py:Mine"})
+    charged = group("charged", 2, battery={"charging": {"policy": "daily", "start": "22:00", "end": "07:00"}})
+    problems = dict(_problems(_lazy_dict(devices=[mine, charged], server={"mode": "async"})))
+    assert "synchronous rounds" in problems["engine.devices"]
+    assert "no population form" in problems["devices[0].availability.policy"]
+    assert "without chargers" in problems["devices[1].battery.charging"]
+    assert _problems(_lazy_dict()) == []
+
+
+def test_samples_per_client_combines_only_with_sampled_kinds() -> None:
+    task = _lazy_dict()["task"]
+    for partition, words in (({"kind": "by_label", "samples_per_client": 5}, "kind iid, dirichlet or classes"),
+                             ({"kind": "iid", "samples_per_client": 5, "exclusive": [{"clients": [0], "labels": [1]}]},
+                              "cannot be combined")):
+        data = _lazy_dict(task={**task, "dataset": {"name": "digits", "partition": partition}})
+        assert any(words in msg for _, msg in _problems(data)), partition
+
+
+def test_more_devices_than_samples_needs_samples_per_client(tmp_path) -> None:
+    import yaml
+    from click.testing import CliRunner
+
+    from netfl.cli.main import main
+
+    data = _lazy_dict(task={"dataset": {"name": "digits"}, "model": {"name": "logistic"}})
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(data))
+    result = CliRunner().invoke(main, ["simulate", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "o"), "-q"])
+    assert result.exit_code == 2 and "samples_per_client" in result.output and "Traceback" not in result.output
+
+
+def test_lazy_engine_from_the_cli_writes_every_device(tmp_path) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+    import yaml
+    from click.testing import CliRunner
+
+    from netfl.cli.main import main
+
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(_lazy_dict()))
+    result = CliRunner().invoke(main, ["simulate", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "o"), "-q"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    devices = pq.read_table(tmp_path / "o" / "devices.parquet").to_pandas()
+    assert summary["complete"] and summary["rounds"] == 3 and summary["num_devices"] == len(devices) == 3000
+    assert devices.tasks_started.sum() == 90 and devices.online_fraction.between(0, 1).all()
+    assert summary["updates_received"] == devices.updates_delivered.sum()
