@@ -1,4 +1,9 @@
-"""Plots of a run (matplotlib, no display needed)."""
+"""Plots of a run (matplotlib, no display needed).
+
+Figures are built with ``matplotlib.figure.Figure`` directly, not pyplot:
+no global backend is switched (a notebook that imports netfl keeps its
+own) and nothing is left open between plots.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import MaxNLocator  # noqa: E402
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 
 def time_axis(seconds: Sequence[float]) -> tuple[list[float], str]:
@@ -24,7 +26,8 @@ def time_axis(seconds: Sequence[float]) -> tuple[list[float], str]:
 
 def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> None:
     times, unit = time_axis([m.sim_time_s for m in metrics])
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    ax = fig.subplots()
     tasks = len(getattr(metrics[0], "tasks", ())) if metrics else 0
     for s in range(tasks):  # several models: each one thin, their mean bold
         ax.plot(times, [100 * m.tasks[s].accuracy for m in metrics], linewidth=0.9, alpha=0.7, label=f"task {s}")
@@ -38,7 +41,6 @@ def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> 
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
 
 
 def plot_staleness(path: Path, staleness: Sequence[int], *, title: str) -> None:
@@ -46,7 +48,8 @@ def plot_staleness(path: Path, staleness: Sequence[int], *, title: str) -> None:
     top = max(staleness)
     tally = Counter(staleness)
     counts = [tally.get(v, 0) for v in range(top + 1)]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    fig = Figure(figsize=(6.4, 4.0), dpi=120)
+    ax = fig.subplots()
     ax.bar(range(top + 1), counts, width=0.8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # versions behind are whole numbers
     ax.set_xlim(-0.6, top + 0.6)
@@ -56,4 +59,3 @@ def plot_staleness(path: Path, staleness: Sequence[int], *, title: str) -> None:
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
     fig.savefig(path)
-    plt.close(fig)
