@@ -1,4 +1,4 @@
-"""AFA-CS vs AFA-CD (Anarchic FL, seed 002) under non-uniform anarchic arrivals.
+"""AFA-CS vs AFA-CD (Anarchic FL) under non-uniform anarchic arrivals.
 
 M = 20 workers act on their own (``server.mode: async``): whenever free they
 pull the model, run their own K ~ U{1..10} SGD steps of logistic regression

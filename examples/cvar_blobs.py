@@ -1,4 +1,4 @@
-"""Fed-CVaR-Avg's 2-D three-blob toy (seed 004, Fig. 2a) through the simulator.
+"""Fed-CVaR-Avg's 2-D three-blob toy (its Fig. 2a) through the simulator.
 
 Three users behind a Random Access Model relay; user i holds class i of
 ``blobs3`` (make_blobs, centres (1,1), (2,3), (2.3,1.5), std 0.1); every

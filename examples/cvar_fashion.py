@@ -1,4 +1,4 @@
-"""Fed-CVaR-Avg on Fashion-MNIST with rare users holding two patterns (seed 004, Table 1), through the simulator.
+"""Fed-CVaR-Avg on Fashion-MNIST with rare users holding two patterns (its Table 1), through the simulator.
 
 K = 30 users behind a Random Access Model relay that passes ONE update per
 round, user i with probability rho_i (unknown to the server), which adopts

@@ -1,4 +1,4 @@
-"""FedAU against its baselines under Bernoulli, Markovian and cyclic participation (seed 000).
+"""FedAU against its baselines under Bernoulli, Markovian and cyclic participation (FedAU, Wang & Ji).
 
 Wang & Ji, "A Lightweight Method for Tackling Unknown Participation
 Statistics in Federated Averaging" (ICLR 2024; reference code IBM/fedau),

@@ -1,4 +1,4 @@
-"""The MIFA notes' quadratic toy (seed 003) through netfl's strategies.
+"""The MIFA notes' quadratic toy through netfl's strategies.
 
 Ten clients, client i minimising f_i(w) = 1/2 ||w - b_i||^2 with spread-out
 optima b_i; each client's update arrives in a round with probability

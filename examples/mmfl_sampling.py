@@ -1,4 +1,4 @@
-"""MMFL: variance-reduced optimal client sampling against random and round-robin (seed 001).
+"""MMFL: variance-reduced optimal client sampling against random and round-robin (MMFL, Zhang et al.).
 
 Zhang et al., "Optimal Variance-Reduced Client Sampling for Multiple Models
 Federated Learning" (poster; code haoran-zh/mmfl-Dec), through netfl's

@@ -1,4 +1,4 @@
-"""AFA-CD / AFA-CS (seed 002) and Fed-CVaR-Avg (seed 004) against hand computations; blobs3 and by_label."""
+"""AFA-CD / AFA-CS (Anarchic FL, Yang et al.) and Fed-CVaR-Avg against hand computations; blobs3 and by_label."""
 
 from __future__ import annotations
 

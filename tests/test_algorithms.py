@@ -394,7 +394,7 @@ def test_mifa_expectation_is_biased_at_the_start() -> None:
     assert np.any(np.abs(mean[0] - a.mean(axis=0)) > 10 * se[0])
 
 
-# --------------------------------------------------- the seed-003 quadratic toy
+# --------------------------------------------------- the MIFA notes' quadratic toy
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -1,4 +1,4 @@
-"""The Random Access Model (RAM) relay of Fed-CVaR-Avg (seed 004).
+"""The Random Access Model (RAM) relay of Fed-CVaR-Avg (Federated Learning Under Restricted User Availability).
 
 Users send their updates to a relay, which passes only one user's update per
 round to the server; which one is chosen with probabilities rho that the

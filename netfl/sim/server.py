@@ -14,7 +14,7 @@ FedAU see it as a round everybody missed); the server then waits
 ``idle_wait``. With an ``interval``, rounds start at most that often
 (production FL paces rounds so as not to exhaust the eligible devices).
 
-Asynchronous (``AsyncServer``, Anarchic FL, seed 002): every device is a
+Asynchronous (``AsyncServer``, Anarchic FL): every device is a
 worker that, whenever it is available, pulls the current model, trains its
 own number of local steps and sends the update back; the server aggregates
 whenever ``buffer`` updates have arrived, each tagged with the model version
