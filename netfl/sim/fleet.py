@@ -101,12 +101,8 @@ class EagerFleet:
     def stats(self) -> DeviceStats:
         for d in self.devices:
             d.settle()
-        energy = {a: np.array([d.battery.energy_j.get(a, 0.0) for d in self.devices]) for a in ACTIVITIES}
-        for d in self.devices:  # loads other than the four (none today) still count
-            for a, joules in d.battery.energy_j.items():
-                if a not in energy:
-                    energy[a] = np.zeros(len(self.devices))
-                energy[a][d.index] = joules
+        activities = dict.fromkeys(ACTIVITIES) | {a: None for d in self.devices for a in d.battery.energy_j}
+        energy = {a: np.array([d.battery.energy_j.get(a, 0.0) for d in self.devices]) for a in activities}
         return DeviceStats(
             group=[d.profile.group for d in self.devices],
             tasks_started=np.array([d.tasks_started for d in self.devices]),
@@ -157,7 +153,7 @@ class LazyFleet:
         """When each device, idle from ``since`` on, empties and falls to its min_level (inf on mains power)."""
         idle, level, since = self.table.idle_w[devices], self.level_j[devices], self.since[devices]
         mains = np.isinf(self.table.capacity_j[devices])
-        floor = np.where(mains, 0.0, self.table.min_level[devices] * np.where(mains, 0.0, self.table.capacity_j[devices]))
+        floor = self.table.min_level[devices] * np.where(mains, 0.0, self.table.capacity_j[devices])
         with np.errstate(divide="ignore", invalid="ignore"):
             empty = np.where(~mains & (idle > 0), since + level / idle, math.inf)
             below = np.where(~mains & (idle > 0), since + (level - floor) / idle, math.inf)
