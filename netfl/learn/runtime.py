@@ -5,8 +5,11 @@ the models of FL studies are small, so a step is many small kernels, and
 an OpenMP pool of several threads spins at every barrier. When another
 process shares the cores -- a second run, a sweep's workers, a colleague --
 those spinning threads fight it and a run slows several-fold
-(``benchmarks/speed.py`` measures it). One intra-op thread per process is
-the default that wins both alone and shared; ``--threads N`` asks for more.
+(``benchmarks/speed.py`` measures it: with a second run beside it, two
+threads took 2 to 17 times as long as one). Alone, a second thread gains
+little at these model sizes (up to about 20 % on LeNet-5). So one intra-op
+thread per process is the default; ``--threads N`` asks for more on a
+machine the run has to itself.
 """
 
 from __future__ import annotations

@@ -1,0 +1,603 @@
+"""netfl's speed against what a user would pick instead, every figure measured in one run.
+
+    python benchmarks/speed.py [--only startup,w1,clients,threads,engine] [--quick] [--repeat 3]
+                               [--churn diurnal|sessions] [--json benchmarks/results/speed.json]
+
+Run it by hand on a quiet machine (nothing else busy: every section times
+processes against each other and prints ratios, not absolute targets). It is
+not a test. Sections:
+
+* startup -- median wall time of ``netfl --help``, ``netfl validate``, ``netfl
+  algorithms`` and whether each imports torch; and for workload W1 the time
+  from launching a Python process to netfl's first round.
+* w1      -- workload W1 (benchmarks/w1_common.py: Fashion-MNIST, 100 clients,
+  MLP, 20 FedAvg rounds) as a whole job, process start to results: ``netfl
+  simulate benchmarks/w1.yaml`` against the plain PyTorch loop
+  (benchmarks/w1_plain.py) and Flower's simulation engine
+  (benchmarks/w1_flower.py), alternated; wall, CPU, peak memory, accuracy;
+  then the training rate in client updates per second (benchmarks/w1_netfl.py
+  times ``sim.run()`` in-process) and how much of netfl's run is spent
+  outside torch.
+* clients -- W1 at 10, 100 and 1000 clients, netfl against the plain loop.
+* threads -- torch threads 1 against 2, for W1 and the shipped topologies
+  quickstart, fashion-mnist and mmfl, each alone and beside a second
+  identical run (a competing CPU load): the measured case for netfl's default.
+* engine  -- the lazy device engine (``engine: {devices: lazy}``) with
+  10 000 to 1 000 000 phones over 24 simulated hours (100 per round, a round
+  every 3 minutes as in topologies/million-phones.yaml): events per second
+  and memory per device.
+
+``--quick`` is a smoke run (fewer rounds, sizes and repeats; its figures are
+not for the README; about 6 minutes). A full run takes a few hours, most of
+it in the threads section, whose runs with 2 threads beside a second one are
+many times slower than the rest (that is what it shows); ``--only`` and
+``--repeat`` shorten it. Every child runs with its torch threads pinned (1, or
+the count a row names; ``netfl simulate`` without ``--threads`` uses netfl's
+default); the environment is passed on as it is (``OMP_NUM_THREADS`` is not
+set). Everything measured also goes to ``--json`` (default
+benchmarks/results/speed.json).
+
+Needs Debian's dataset-fashion-mnist (``apt-get install dataset-fashion-mnist``,
+or FASHION_MNIST_DIR pointing at the four IDX files). Flower lives in its own
+virtualenv (not netfl's, not committed); without it the Flower rows are
+skipped. From the repository root, create it once with:
+
+    python3 -m venv benchmarks/.venv-flower && benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"
+
+(torch must stay pinned to 2.13.0, the local CPU wheel; tested with flwr 1.41.0,
+ray 2.55.1, torch 2.13.0+cpu.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+PYTHON = sys.executable
+NETFL = str(Path(sys.executable).parent / "netfl")
+FLOWER_PYTHON = BENCH / ".venv-flower" / "bin" / "python"
+FLOWER_SETUP = ('python3 -m venv benchmarks/.venv-flower && '
+                'benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"')
+SECTIONS = ("startup", "w1", "clients", "threads", "engine")
+TOPOLOGIES = ("quickstart", "fashion-mnist", "mmfl")
+MB = 2 ** 20
+
+
+# ------------------------------------------------------------------ running children
+
+@dataclass
+class Run:
+    """One finished child: wall time from just before its launch to its exit, and its own rusage (wait4).
+
+    ``user_s``/``sys_s``/``maxrss_mb`` are the child's and those of the descendants it waited for;
+    ``tree_cpu_s``/``tree_rss_mb`` (only when asked) sample every process of its tree from /proc:
+    CPU seconds (at least; the larger of wait4's and the samples' sum) and the peak of the summed RSS.
+    """
+    cmd: list[str]
+    wall_s: float
+    user_s: float
+    sys_s: float
+    maxrss_mb: float
+    returncode: int
+    stdout: str
+    stderr: str
+    tree_cpu_s: float | None = None
+    tree_rss_mb: float | None = None
+    timed_out: bool = False
+
+    def ok(self) -> Run:
+        if self.returncode != 0 or self.timed_out:
+            tail = "\n".join(self.stderr.strip().splitlines()[-15:])
+            why = "timed out" if self.timed_out else f"exit code {self.returncode}"
+            raise RuntimeError(f"{' '.join(self.cmd)}: {why}\n{tail}")
+        return self
+
+    def result(self) -> dict:
+        """The JSON line a baseline script prints last on stdout."""
+        return json.loads(self.ok().stdout.strip().splitlines()[-1])
+
+    def record(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if k not in ("stdout", "stderr")}
+
+
+class TreeSampler(threading.Thread):
+    """Samples the process trees under ``roots`` from /proc: peak summed RSS, last CPU seen per process."""
+
+    def __init__(self, roots: list[int], interval_s: float = 0.25):
+        super().__init__(daemon=True)
+        self.roots, self.interval_s = roots, interval_s
+        self.peak_rss = {r: 0 for r in roots}
+        self.cpu: dict[int, dict[int, float]] = {r: {} for r in roots}
+        self.stopped = threading.Event()
+        self.page, self.tick = os.sysconf("SC_PAGE_SIZE"), os.sysconf("SC_CLK_TCK")
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            self.sample()
+            self.stopped.wait(self.interval_s)
+
+    def sample(self) -> None:
+        children, stat = {}, {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue
+            pid = int(name)
+            children.setdefault(int(fields[1]), []).append(pid)
+            stat[pid] = (int(fields[21]) * self.page, (int(fields[11]) + int(fields[12])) / self.tick)
+        for root in self.roots:
+            todo, rss = [root], 0
+            while todo:
+                pid = todo.pop()
+                if pid in stat:
+                    rss += stat[pid][0]
+                    self.cpu[root][pid] = stat[pid][1]
+                todo += children.get(pid, [])
+            self.peak_rss[root] = max(self.peak_rss[root], rss)
+
+
+def run_together(cmds: list[list[str]], *, tree: bool = False, timeout_s: float | None = None) -> list[Run]:
+    """Start ``cmds`` at the same moment (each in its own session, from the repository root) and wait for all."""
+    outs = [(tempfile.TemporaryFile(), tempfile.TemporaryFile()) for _ in cmds]
+    procs, starts = [], []
+    for cmd, (out, err) in zip(cmds, outs):
+        starts.append(time.perf_counter())
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, stdout=out, stderr=err, start_new_session=True))
+    sampler = TreeSampler([p.pid for p in procs]) if tree else None
+    if sampler:
+        sampler.start()
+    ends: list[tuple | None] = [None] * len(procs)
+
+    def wait(i: int) -> None:
+        _, status, usage = os.wait4(procs[i].pid, 0)
+        ends[i] = (time.perf_counter(), status, usage)
+        procs[i].returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+
+    waiters = [threading.Thread(target=wait, args=(i,), daemon=True) for i in range(len(procs))]
+    for w in waiters:
+        w.start()
+    deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+    timed_out = [False] * len(procs)
+    for i, w in enumerate(waiters):
+        w.join(None if deadline is None else max(0.0, deadline - time.perf_counter()))
+        if w.is_alive():  # not reaped yet, so its process group is still the one this script started
+            timed_out[i] = True
+            os.killpg(procs[i].pid, signal.SIGKILL)
+            w.join()
+    if sampler:
+        sampler.stopped.set()
+        sampler.join()
+    runs = []
+    for i, (cmd, p, (out, err)) in enumerate(zip(cmds, procs, outs)):
+        end, status, usage = ends[i]
+        out.seek(0), err.seek(0)
+        run = Run(cmd, end - starts[i], usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024, p.returncode,
+                  out.read().decode(errors="replace"), err.read().decode(errors="replace"), timed_out=timed_out[i])
+        if sampler:
+            run.tree_cpu_s = max(run.user_s + run.sys_s, sum(sampler.cpu[p.pid].values()))
+            run.tree_rss_mb = max(run.maxrss_mb, sampler.peak_rss[p.pid] / MB)
+        out.close(), err.close()
+        runs.append(run)
+    return runs
+
+
+def run(cmd: list[str], **kwargs) -> Run:
+    return run_together([cmd], **kwargs)[0]
+
+
+# ------------------------------------------------------------------ small helpers
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def times(a: float, b: float, what: str) -> str:
+    """'2.0x faster than <what>' for netfl's time ``a`` against the other's time ``b``."""
+    if a <= b:
+        return f"{b / a:.1f}x faster than {what}"
+    return f"{a / b:.1f}x slower than {what}"
+
+
+def table(header: str, columns: list[str], rows: list[list]) -> None:
+    """One aligned table: a line saying what is measured and how, then the columns."""
+    def cell(v) -> str:
+        if v is None:
+            return "-"
+        if isinstance(v, float):
+            return f"{v:#.3g}" if abs(v) < 10 else f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.1f}"
+        return str(v)
+
+    text = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in text)) if text else len(c) for i, c in enumerate(columns)]
+    print(f"\n== {header}")
+    print("  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(columns, widths))))
+    for r in text:
+        print("  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths))))
+
+
+def quiet_check() -> float:
+    """CPU cores busy with other work over one second before a section (this script runs nothing then),
+    with a warning when it is not close to zero: the figures would be noisy."""
+    def ticks() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return sum(values), values[3] + values[4]  # all, idle + iowait
+
+    (total0, idle0), _, (total1, idle1) = ticks(), time.sleep(1.0), ticks()
+    busy = (os.cpu_count() or 1) * (1 - (idle1 - idle0) / max(1, total1 - total0))
+    if busy > 0.2:
+        print(f"   (warning: {busy:.1f} cores busy with something else just before this section; "
+              "figures will be noisy)")
+    return busy
+
+
+def w1_yaml(tmp: Path, rounds: int) -> Path:
+    """benchmarks/w1.yaml itself at its 20 rounds, else a copy that stops (and evaluates) after ``rounds``."""
+    source = BENCH / "w1.yaml"
+    data = yaml.safe_load(source.read_text())
+    if rounds == data["stop"]["rounds"]:
+        return source
+    data["stop"], data["eval"] = {"rounds": rounds}, {"every": f"{rounds} rounds"}
+    path = tmp / f"w1-{rounds}rounds.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def simulate(yaml_path: Path, out: Path, threads: int | None = None) -> list[str]:
+    return [NETFL, "simulate", str(yaml_path), "--out", str(out), "--quiet",
+            *([] if threads is None else ["--threads", str(threads)])]
+
+
+def summary(out: Path) -> dict:
+    data = json.loads((out / "summary.json").read_text())
+    shutil.rmtree(out, ignore_errors=True)
+    return data
+
+
+# ------------------------------------------------------------------ sections
+
+def plain(*argv: str) -> list[str]:
+    return [PYTHON, str(BENCH / "w1_plain.py"), *argv]
+
+
+IMPORTS_TORCH = r"""
+import atexit, os, sys
+atexit.register(lambda: os.write(2, b"\nspeed.py: torch imported: %d\n" % ("torch" in sys.modules)))
+sys.argv = ["netfl", *sys.argv[1:]]
+from netfl.cli.main import main
+main()
+"""
+
+FIRST_ROUND = r"""
+import time
+t0 = time.perf_counter()
+import os, sys
+from netfl.learn.runtime import use_threads
+from netfl.runner import build_simulation
+from netfl.scenario import load_scenario
+imported = time.perf_counter() - t0
+use_threads(1)
+sim, learner = build_simulation(load_scenario(sys.argv[1]))
+built = time.perf_counter() - t0
+def first_round(*args, **kwargs):
+    print(f"first-round {imported:.6f} {built:.6f} {time.perf_counter() - t0:.6f}", flush=True)
+    os._exit(0)
+learner.plan_round = first_round
+sim.run()
+"""
+
+
+def startup(args, tmp: Path) -> dict:
+    commands = {"netfl --help": ["--help"], "netfl validate topologies/quickstart.yaml":
+                ["validate", "topologies/quickstart.yaml"], "netfl algorithms": ["algorithms"]}
+    walls: dict[str, list[float]] = {label: [] for label in commands}
+    busy = quiet_check()
+    for _ in range(5):
+        for label, argv in commands.items():
+            walls[label].append(run([NETFL, *argv]).ok().wall_s)
+    torch = {label: run([PYTHON, "-c", IMPORTS_TORCH, *argv]).ok().stderr.strip().endswith("1")
+             for label, argv in commands.items()}
+    # W1: from just before launching the interpreter to the line it prints as netfl's first round starts
+    w1 = w1_yaml(tmp, 20)
+    firsts = []
+    for _ in range(5):
+        started = time.perf_counter()
+        child = subprocess.Popen([PYTHON, "-c", FIRST_ROUND, str(w1)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        line = child.stdout.readline()
+        wall = time.perf_counter() - started
+        child.wait()
+        if not line.startswith("first-round"):
+            raise RuntimeError(f"the first-round driver printed {line!r} (exit code {child.returncode})")
+        imported, built, in_child = map(float, line.split()[1:])
+        firsts.append({"wall_s": wall, "interpreter_s": wall - in_child, "import_s": imported,
+                       "build_s": built - imported, "initial_eval_s": in_child - built})
+    rows = [[label, median(walls[label]), "yes" if torch[label] else "no"] for label in commands]
+    first = {k: median(f[k] for f in firsts) for k in firsts[0]}
+    rows.append(["simulate W1: process start to first round", first["wall_s"], "yes"])
+    table(f"startup: median wall of 5 runs of each command (subprocesses; others busy {busy:.1f} cores)",
+          ["command", "wall s", "imports torch"], rows)
+    print(f"   W1 to first round, median parts: interpreter start {first['interpreter_s']:.2f} s, "
+          f"import netfl and torch {first['import_s']:.2f} s, load and split data + build {first['build_s']:.2f} s, "
+          f"evaluation before round 1 {first['initial_eval_s']:.2f} s (1 torch thread)")
+    return {"commands": {label: {"walls_s": walls[label], "median_s": median(walls[label]),
+                                 "imports_torch": torch[label]} for label in commands},
+            "w1_first_round": {"runs": firsts, "median": first}, "others_busy_cores": busy}
+
+
+def w1(args, tmp: Path) -> dict:
+    rounds = 3 if args.quick else 20
+    w1_file = w1_yaml(tmp, rounds)
+    flower = FLOWER_PYTHON.exists()
+    if not flower:
+        print(f"\n(w1: no Flower venv at {FLOWER_PYTHON.relative_to(ROOT)}; Flower skipped. Create it with:\n"
+              f"    {FLOWER_SETUP})")
+    base = ["--rounds", str(rounds), "--threads", "1"]
+    jobs = {"netfl": None, "plain loop": plain(*base)}
+    if flower:
+        jobs["Flower"] = [str(FLOWER_PYTHON), "benchmarks/w1_flower.py", *base]
+    jobs["netfl in-process"] = [PYTHON, "benchmarks/w1_netfl.py", *base]
+    runs: dict[str, list[dict]] = {name: [] for name in jobs}
+    busy = quiet_check()
+    for i in range(args.repeat):
+        for name, cmd in jobs.items():
+            if name == "netfl":
+                out = tmp / f"w1-{i}"
+                r = run(simulate(w1_file, out), tree=True).ok()
+                s = summary(out)
+                result = {"accuracy": s["final_test_accuracy"], "torch_threads": s["torch_threads"],
+                          "events": s["events"]}
+            else:
+                r = run(cmd, tree=name != "netfl in-process")
+                result = r.result()
+            runs[name].append({**r.record(), **result})
+
+    def med(name: str, key: str) -> float | None:
+        values = [x[key] for x in runs.get(name, []) if x.get(key) is not None]
+        return median(values) if values else None
+
+    whole = [n for n in jobs if n != "netfl in-process"]
+    rows = [[n, med(n, "wall_s"), med(n, "user_s"), med(n, "sys_s"), med(n, "sys_s") / med(n, "user_s"),
+             med(n, "tree_cpu_s"), med(n, "maxrss_mb"), med(n, "tree_rss_mb"), 100 * med(n, "accuracy")]
+            for n in whole]
+    table(f"w1 whole job, process start to results: median of {args.repeat}, alternated, W1 {rounds} rounds, "
+          f"netfl at its default threads ({runs['netfl'][0]['torch_threads']}), baselines 1 thread "
+          f"(others busy {busy:.1f} cores)",
+          ["job", "wall s", "user s", "sys s", "sys/user", "tree CPU s", "peak RSS MB", "tree RSS MB", "accuracy %"],
+          rows)
+    print("   user/sys/peak RSS: the child's own (wait4); tree: every process it started, sampled from /proc")
+    accs = [r[-1] for r in rows]
+    print(f"   final accuracies {', '.join(f'{n} {a:.1f}%' for n, a in zip(whole, accs))}: "
+          f"spread {max(accs) - min(accs):.1f} points ({'within' if max(accs) - min(accs) <= 1 else 'NOT within'} 1"
+          f"{'; --quick: too few rounds to compare' if args.quick else ''})")
+    words = [times(med("netfl", "wall_s"), med(n, "wall_s"), f"the {n}" if n == "plain loop" else n)
+             for n in whole[1:]]
+    print(f"   netfl whole job: {', '.join(words)}")
+    rate_rows = [["netfl (w1_netfl.py, sim.run() - eval)", med("netfl in-process", "train_s"),
+                  med("netfl in-process", "updates_per_s"),
+                  f'{100 * med("netfl in-process", "outside_torch_share"):.1f}%',
+                  med("netfl in-process", "import_build_s")],
+                 ["plain loop (w1_plain.py)", med("plain loop", "train_s"), med("plain loop", "updates_per_s"),
+                  None, None]]
+    if flower:
+        rate_rows.append(["Flower (w1_flower.py, from 1st fit)", med("Flower", "train_s"),
+                          med("Flower", "updates_per_s"), None, None])
+    table(f"w1 training rate, in-process: median of {args.repeat}, 100 clients x {rounds} rounds, 1 thread",
+          ["job", "train s", "updates/s", "outside learner", "import+build s"], rate_rows)
+    words = [times(1 / rate_rows[0][2], 1 / r[2], r[0].split(" (")[0].replace("plain", "the plain"))
+             for r in rate_rows[1:]]
+    print(f"   netfl training rate: {', '.join(words)}; "
+          f"{rate_rows[0][3]} of netfl's sim.run() is engine and bookkeeping, outside the learner's calls")
+    print("   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer; Flower's "
+          "train_s runs from its first ClientApp's start and includes it")
+    return {"rounds": rounds, "runs": runs, "others_busy_cores": busy,
+            "median": {n: {k: med(n, k) for k in ("wall_s", "user_s", "sys_s", "tree_cpu_s", "maxrss_mb",
+                                                  "tree_rss_mb", "accuracy", "train_s", "updates_per_s",
+                                                  "outside_torch_share", "import_build_s")} for n in jobs}}
+
+
+def clients(args, tmp: Path) -> dict:
+    rounds = 2 if args.quick else 5
+    results, rows = {}, []
+    busy = quiet_check()
+    for n in (10, 100, 1000):
+        base = ["--clients", str(n), "--rounds", str(rounds), "--threads", "1"]
+        got = {"netfl": [], "plain": []}
+        for _ in range(args.repeat):
+            got["netfl"].append(run([PYTHON, "benchmarks/w1_netfl.py", *base]).result())
+            got["plain"].append(run(plain(*base)).result())
+        med = {who: {k: median(r[k] for r in rs) for k in ("train_s", "updates_per_s")} for who, rs in got.items()}
+        results[n] = {"runs": got, "median": med}
+        rows.append([n, 60000 // n, med["netfl"]["train_s"], med["netfl"]["updates_per_s"],
+                     med["plain"]["train_s"], med["plain"]["updates_per_s"],
+                     med["plain"]["train_s"] / med["netfl"]["train_s"]])
+    table(f"clients: W1 at 10/100/1000 clients, {rounds} rounds, every client every round; train time, median of "
+          f"{args.repeat}, alternated, 1 thread (others busy {busy:.1f} cores)",
+          ["clients", "samples each", "netfl s", "netfl upd/s", "plain s", "plain upd/s", "netfl speed-up"], rows)
+    print("   netfl training: " + "; ".join(f"{r[0]} clients {times(r[2], r[4], 'the plain loop')}" for r in rows))
+    print("   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer")
+    return {"rounds": rounds, "others_busy_cores": busy, "by_clients": results}
+
+
+def threads(args, tmp: Path) -> dict:
+    workloads = {"W1": w1_yaml(tmp, 3 if args.quick else 20)}
+    for name in TOPOLOGIES:
+        path = ROOT / "topologies" / f"{name}.yaml"
+        if args.quick:  # the same topology, stopped after 3 rounds
+            data = yaml.safe_load(path.read_text())
+            data["stop"]["rounds"] = 3
+            path = tmp / f"{name}-quick.yaml"
+            path.write_text(yaml.safe_dump(data, sort_keys=False))
+        workloads[name] = path
+    counts = (1, 2)
+    walls = {w: {t: {"alone": [], "shared": []} for t in counts} for w in workloads}
+    busy = quiet_check()
+    for i in range(args.repeat):
+        for w, path in workloads.items():
+            for t in counts:
+                out = tmp / f"threads-{i}-{t}"
+                walls[w][t]["alone"].append(run(simulate(path, out, t)).ok().wall_s)
+                shutil.rmtree(out, ignore_errors=True)
+                pair = run_together([simulate(path, out / "a", t), simulate(path, out / "b", t)])
+                walls[w][t]["shared"].append([r.ok().wall_s for r in pair])
+                shutil.rmtree(out, ignore_errors=True)
+    rows, med = [], {}
+    for w in workloads:
+        med[w] = {t: {"alone": median(walls[w][t]["alone"]), "shared": median(max(p) for p in walls[w][t]["shared"])}
+                  for t in counts}
+        m = med[w]
+        rows.append([w, m[1]["alone"], m[2]["alone"], min(counts, key=lambda t: m[t]["alone"]),
+                     m[1]["shared"], m[2]["shared"], min(counts, key=lambda t: m[t]["shared"])])
+    table(f"threads: netfl simulate wall s with --threads 1 / 2, alone and beside a second identical run started at "
+          f"the same moment (slower of the pair); median of {args.repeat}{', 3 rounds each' if args.quick else ''} "
+          f"(others busy {busy:.1f} cores)",
+          ["workload", "1 alone", "2 alone", "wins", "1 shared", "2 shared", "wins"], rows)
+    ones = sum(r[3] == 1 for r in rows) + sum(r[6] == 1 for r in rows)
+    print(f"   1 thread wins {ones} of {2 * len(rows)} columns; shared, 2 threads are "
+          + ", ".join(f"{w} {med[w][2]['shared'] / med[w][1]['shared']:.1f}x" for w in workloads)
+          + " the time of 1 thread")
+    if "OMP_NUM_THREADS" in os.environ:
+        print(f"   note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set in this environment")
+    return {"others_busy_cores": busy, "walls_s": walls, "median": med,
+            "workloads": {w: str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name)
+                          for w, p in workloads.items()}}
+
+
+ENGINE_RUNS = {False: ((10_000, 100_000, 1_000_000), 24), True: ((10_000, 100_000), 2)}  # quick: devices, hours
+
+
+def engine_scenario(devices: int, hours: int, churn: str) -> dict:
+    availability = {"diurnal": {"policy": "diurnal", "mixing": "20min"},
+                    "sessions": {"policy": "sessions", "on": {"exponential": {"mean": "1h"}},
+                                 "off": {"exponential": {"mean": "3h"}}}}[churn]
+    return {
+        "name": f"engine-{devices}", "seed": 1, "stop": {"sim_time": f"{hours}h"},
+        "task": {"dataset": {"name": "digits", "partition": {"kind": "iid", "samples_per_client": 20}},
+                 "model": {"name": "logistic"}, "local": {"steps": 5, "batch_size": 10, "lr": 0.1}},
+        "devices": [{"group": "phones", "count": devices, "availability": availability,
+                     "compute": {"flops_per_s": {"uniform": [0.5e9, 2e9]}},
+                     "battery": {"capacity": "55kJ", "initial": {"uniform": [0.3, 1.0]}, "min_level": "20%"},
+                     "link": {"uplink": {"uniform": ["1Mbps", "10Mbps"]}, "downlink": "20Mbps", "latency": "40ms"}}],
+        # interval: as in topologies/million-phones.yaml; without it a round of this tiny model lasts ~0.1
+        # simulated s and 24 hours hold about a million rounds
+        "server": {"algorithm": {"name": "fedavg"},
+                   "round": {"participants": 100, "deadline": "60s", "interval": "3min"}},
+        "eval": {"every": "100 rounds"},
+        "engine": {"devices": "lazy"},
+    }
+
+
+def engine(args, tmp: Path) -> dict:
+    sizes, hours = ENGINE_RUNS[args.quick]
+    paths = {}
+    for n in sizes:
+        paths[n] = tmp / f"engine-{n}.yaml"
+        paths[n].write_text(yaml.safe_dump(engine_scenario(n, hours, args.churn), sort_keys=False))
+    check = run([NETFL, "validate", str(paths[sizes[0]])])
+    if check.returncode != 0:
+        print(f"\n(engine: this netfl does not accept the lazy-engine scenario yet; section skipped)\n"
+              f"{check.stderr.strip()}")
+        return {"skipped": check.stderr.strip()}
+    results, rows = {}, []
+    busy = quiet_check()
+    for n in sizes:
+        out = tmp / f"engine-{n}"
+        r = run(simulate(paths[n], out, threads=1), timeout_s=args.engine_timeout)
+        if r.timed_out:
+            results[n] = {**r.record()}
+            rows.append([n, f">{args.engine_timeout:.0f}", "timed out", None, None, None, None])
+            shutil.rmtree(out, ignore_errors=True)
+            continue
+        r.ok()
+        s = summary(out)
+        results[n] = {**r.record(), "rounds": s["rounds"], "events": s["events"], "sim_time_s": s["sim_time_s"],
+                      "run_wall_s": s["wall_time_s"]}
+        per_device = None
+        if n != sizes[0] and sizes[0] in results and "events" in results[sizes[0]]:
+            per_device = (r.maxrss_mb - results[sizes[0]]["maxrss_mb"]) * MB / (n - sizes[0])
+            results[n]["rss_per_device_bytes"] = per_device
+        rows.append([n, r.wall_s, s["rounds"], s["events"], s["events"] / r.wall_s, r.maxrss_mb, per_device])
+    table(f"engine: lazy devices, {args.churn} availability, 100 participants per round started every 3 min, "
+          f"{hours} simulated hours; whole job (netfl simulate, 1 thread), one run each (others busy {busy:.1f} cores)",
+          ["devices", "wall s", "rounds", "events", "events/s", "peak RSS MB", "RSS B/device"], rows)
+    print(f"   RSS per device: (peak RSS - the {sizes[0]:,}-device run's) / the extra devices")
+    return {"churn": args.churn, "hours": hours, "others_busy_cores": busy, "by_devices": results,
+            "scenario": engine_scenario(sizes[0], hours, args.churn)}
+
+
+# ------------------------------------------------------------------ main
+
+def environment() -> dict:
+    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+           "mem_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30,
+           "torch": importlib.metadata.version("torch"), "netfl": importlib.metadata.version("netfl"),
+           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    if FLOWER_PYTHON.exists():
+        versions = subprocess.run([str(FLOWER_PYTHON), "-c", "import importlib.metadata as m; "
+                                   "print(m.version('flwr'), m.version('ray'), m.version('torch'))"],
+                                  capture_output=True, text=True).stdout.split()
+        env.update(zip(("flwr", "ray", "flower_torch"), versions))
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {','.join(SECTIONS)}")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run (fewer rounds, sizes, repeats)")
+    parser.add_argument("--repeat", type=int, help="runs per measurement, alternated [default: 3; --quick: 1]")
+    parser.add_argument("--churn", choices=("diurnal", "sessions"), default="diurnal",
+                        help="engine section: availability of the phones [default: diurnal]")
+    parser.add_argument("--engine-timeout", type=float, default=3 * 3600,
+                        help="engine section: seconds before a run is stopped [default: 3 hours]")
+    parser.add_argument("--json", type=Path, default=BENCH / "results" / "speed.json",
+                        help="where to write every figure [default: benchmarks/results/speed.json]")
+    args = parser.parse_args()
+    args.repeat = args.repeat or (1 if args.quick else 3)
+    only = [s.strip() for s in args.only.split(",") if s.strip()]
+    unknown = set(only) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
+    env = environment()
+    print(f"netfl {env['netfl']}, torch {env['torch']}, Python {env['python']}, {env['cpus']} CPUs, "
+          f"{env['mem_gib']:.0f} GiB" + (f"; Flower {env['flwr']} (ray {env['ray']})" if "flwr" in env else "")
+          + ("; quick smoke run, figures not for the README" if args.quick else ""))
+    report = {"environment": env, "quick": args.quick, "repeat": args.repeat, "sections": {}}
+    with tempfile.TemporaryDirectory(prefix="netfl-speed-") as tmp:
+        for name in (s for s in SECTIONS if s in only):
+            started = time.perf_counter()
+            try:
+                report["sections"][name] = globals()[name](args, Path(tmp))
+            except Exception as exc:  # one broken section must not lose the others' figures
+                traceback.print_exc()
+                print(f"\n(section {name} failed: {exc})")
+                report["sections"][name] = {"error": str(exc)}
+            report["sections"][name]["section_wall_s"] = time.perf_counter() - started
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1, default=str))
+    print(f"\nall figures: {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""W1 in netfl, timed in-process: the counterpart of ``w1_plain.py`` for the training rate.
+
+    python benchmarks/w1_netfl.py [--clients 100] [--rounds 20] [--threads 1]
+
+Builds W1 from ``benchmarks/w1.yaml`` (device count, rounds and participants
+per round overridden to ``--clients``/``--rounds``), sets torch's threads with
+netfl's own ``use_threads`` and times ``sim.run()``. Prints one JSON line like
+``w1_plain.py`` -- accuracy, ``train_s`` and client updates per second -- where,
+as in the plain loop, ``train_s`` leaves out the test-set evaluations
+(``sim.run()`` evaluates before the first round and after the last): it is
+``run_s`` (all of ``sim.run()``) minus ``eval_s``. Also:
+
+* ``outside_torch_share``: the share of ``run_s`` spent outside the learner's
+  calls (plan_round, plan_after_probe, aggregate -- which trains the round's
+  jobs -- and evaluate): the discrete-event engine and netfl's bookkeeping;
+* ``import_build_s``: from the top of this script (before importing netfl and
+  torch) to a built simulation (data loaded and split, devices made);
+* ``rounds`` and ``events`` of the run.
+"""
+
+from __future__ import annotations
+
+import time
+
+STARTED = time.perf_counter()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import yaml  # noqa: E402
+
+from netfl.learn.runtime import use_threads  # noqa: E402
+from netfl.runner import build_simulation  # noqa: E402
+from netfl.scenario import scenario_from_dict  # noqa: E402
+
+W1_YAML = Path(__file__).resolve().parent / "w1.yaml"
+
+
+def w1_scenario(clients: int, rounds: int):
+    data = yaml.safe_load(W1_YAML.read_text())
+    data["devices"][0]["count"] = clients
+    data["stop"] = {"rounds": rounds}
+    data["server"]["round"]["participants"] = clients
+    data["eval"] = {"every": f"{rounds} rounds"}
+    return scenario_from_dict(data, source=str(W1_YAML))
+
+
+def time_learner_calls(learner, names=("plan_round", "plan_after_probe", "aggregate", "evaluate")) -> dict:
+    """Wrap the learner's engine-facing methods (on the instance): wall seconds spent in each."""
+    spent = dict.fromkeys(names, 0.0)
+
+    def wrap(name, method):
+        def timed(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return method(*args, **kwargs)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return timed
+
+    for name in names:
+        setattr(learner, name, wrap(name, getattr(learner, name)))
+    return spent
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clients", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    use_threads(args.threads)
+    sim, learner = build_simulation(w1_scenario(args.clients, args.rounds))
+    import_build_s = time.perf_counter() - STARTED
+    in_learner = time_learner_calls(learner)
+    started = time.perf_counter()
+    result = sim.run()
+    run_s = time.perf_counter() - started
+    train_s = run_s - in_learner["evaluate"]
+    print(json.dumps({"accuracy": result.metrics[-1].test_accuracy, "train_s": train_s,
+                      "updates_per_s": args.clients * result.rounds / train_s,
+                      "outside_torch_share": 1 - sum(in_learner.values()) / run_s, "run_s": run_s,
+                      "eval_s": in_learner["evaluate"], "import_build_s": import_build_s,
+                      "rounds": result.rounds, "events": len(result.recorder)}))
+
+
+if __name__ == "__main__":
+    main()
