@@ -52,7 +52,8 @@ def validate(topology: Path) -> None:
 @click.option("--device", default="cpu", show_default=True,
               help="where torch trains: cpu, cuda or cuda:<index> (simulated time never depends on it)")
 @click.option("--threads", type=click.IntRange(min=1),
-              help="torch intra-op threads [default: 1, which stays fast when other processes share the cores]")
+              help="threads that train clients side by side, one torch thread each [default: every CPU this "
+                   "process may use]; the results are the same whatever the count")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, device: str,
              threads: int | None, quiet: bool) -> None:

@@ -193,8 +193,8 @@ def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
 
 def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
                  progress: Progress | None = None, device: str = "cpu", threads: int | None = None) -> RunOutcome:
-    """Run ``scenario`` and write its results; ``threads``: torch's intra-op threads (default
-    :data:`~netfl.learn.runtime.DEFAULT_THREADS`)."""
+    """Run ``scenario`` and write its results; ``threads``: training worker threads (default: every CPU this
+    process may use; see :mod:`netfl.learn.runtime`)."""
     started = time.perf_counter()
     threads = use_threads(threads)
     simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device)
@@ -210,7 +210,7 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
         if progress is not None:
             progress.close()
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
-    summary.update(device=device, torch_threads=threads)
+    summary.update(device=device, threads=threads)
     out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
                     devices=device_columns(result),
                     num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(),

@@ -1,8 +1,8 @@
-"""Test-wide settings: torch computes on one intra-op thread, as netfl does by default.
+"""Test-wide settings: one training thread with one torch thread.
 
 A test suite sharing two cores with other processes collapses under torch's
-default pool (one spinning thread per core); netfl's own default is one
-thread (netfl/learn/runtime.py), and the tests run the same way.
+default pool (one spinning thread per core); tests that need several
+training threads (test_threads.py) ask for them.
 """
 
 from __future__ import annotations

@@ -1,39 +1,81 @@
-"""Where and how torch computes: the training device and the CPU thread pools.
+"""Where and how torch computes: the training device and the CPU threads.
 
-Threads are chosen on purpose, not left to torch's default (one per core):
-the models of FL studies are small, so a step is many small kernels, and
-an OpenMP pool of several threads spins at every barrier. When another
-process shares the cores -- a second run, a sweep's workers, a colleague --
-those spinning threads fight it and a run slows several-fold
-(``benchmarks/speed.py`` measures it: with a second run beside it, two
-threads took 2 to 17 times as long as one). Alone, a second thread gains
-little at these model sizes (up to about 20 % on LeNet-5). So one intra-op
-thread per process is the default; ``--threads N`` asks for more on a
-machine the run has to itself.
+Threads are chosen on purpose, not left to torch's default (an OpenMP pool
+of one thread per core inside every operation). The models of FL studies
+are small, so a training step is many small kernels, and an OpenMP pool
+spins at every barrier: when another process shares the cores -- a second
+run, a sweep's workers, a colleague -- those spinning threads fight it and
+a run slows several-fold (``benchmarks/speed.py``: beside a second run,
+two intra-op threads took 2 to 17 times as long as one).
+
+So netfl parallelises *across jobs* instead: the stacked training of a
+round is cut into cache-sized chunks (:mod:`netfl.learn.stacked`) and
+``threads`` worker threads train chunks side by side, each with one torch
+thread inside its operations (the fused kernel of Linear/ReLU models; other
+models train their chunks one after another, since ``torch.func`` keeps
+its transforms' state per process, not per thread). Chunks are independent, so alone the cores
+are all busy, and shared nothing spins: each worker simply gets less CPU.
+Which chunk a job lands in does not depend on the thread count, so the
+results are the same bits whatever ``threads`` is. The default is every
+CPU this process may use; ``--threads N`` sets another count.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable, Sequence, TypeVar
+
 import torch
 
-#: Intra-op threads when the user names none (see the module docstring).
-DEFAULT_THREADS = 1
+T = TypeVar("T")
+R = TypeVar("R")
+
+_pool: ThreadPoolExecutor | None = None
+_threads = 1
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, where the system has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _one_torch_thread() -> None:
+    torch.set_num_threads(1)  # OpenMP's thread count is per thread: every worker sets its own
 
 
 def use_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads (``DEFAULT_THREADS`` if None) and one inter-op thread; return the count.
+    """Train with ``threads`` worker threads (every available CPU if None), one torch thread each; return the count.
 
     The inter-op pool can be sized only before its first use; later calls leave it as it is.
     """
-    threads = DEFAULT_THREADS if threads is None else int(threads)
+    global _pool, _threads
+    threads = available_cpus() if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
-    torch.set_num_threads(threads)
+    _one_torch_thread()
     try:
-        torch.set_num_interop_threads(1)  # netfl never runs torch ops concurrently from Python
+        torch.set_num_interop_threads(1)  # netfl never asks torch for inter-op parallelism
     except RuntimeError:
         pass  # already started (a second run in the same process)
-    return torch.get_num_threads()
+    if threads != _threads or (threads > 1) != (_pool is not None):
+        if _pool is not None:
+            _pool.shutdown(wait=True)
+        _pool = (ThreadPoolExecutor(threads, thread_name_prefix="netfl-train", initializer=_one_torch_thread)
+                 if threads > 1 else None)
+        _threads = threads
+    return threads
+
+
+def threads_in_use() -> int:
+    return _threads
+
+
+def parallel_map(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[work(item) for item in items]``, spread over the worker threads; results in order."""
+    if _pool is None or len(items) < 2:
+        return [work(item) for item in items]
+    return list(_pool.map(work, items))
 
 
 def torch_device(name: str | torch.device) -> torch.device:

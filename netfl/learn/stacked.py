@@ -33,9 +33,11 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from netfl.learn.params import ParamLayout
+from netfl.learn.runtime import parallel_map
 
-#: Parameter bytes of one chunk per CPU thread: a few times a core's L2 cache. Measured on W1
-#: (benchmarks/speed.py): 4-8 MiB per thread is fastest; 64 MiB (a whole round at once) is 1.4x slower.
+#: Parameter bytes of one chunk on a CPU: a few times a core's L2 cache. Measured on W1 (one thread):
+#: 4-8 MiB is fastest; 64 MiB (a whole round at once) is 1.4x slower. Chunks are what the worker
+#: threads share out (netfl.learn.runtime), so the budget does not grow with the thread count.
 CPU_CHUNK_BYTES = 4 * 2**20
 #: On a GPU there is no cache to respect: the larger the chunk, the fuller the device.
 GPU_CHUNK_BYTES = 2**30
@@ -50,18 +52,25 @@ def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x:
     (no copy): the caller may change them in place.
     """
     kernel = FusedMLP.of(model, layout) or FunctionalKernel(model, layout)
-    budget = CPU_CHUNK_BYTES * torch.get_num_threads() if start.device.type == "cpu" else GPU_CHUNK_BYTES
+    budget = CPU_CHUNK_BYTES if start.device.type == "cpu" else GPU_CHUNK_BYTES
     per_chunk = max(1, budget // (start.numel() * start.element_size()))
     order = sorted(range(len(minibatches)), key=lambda j: len(minibatches[j]))
-    out: list[torch.Tensor] = [start] * len(minibatches)
-    for first in range(0, len(order), per_chunk):
-        jobs = order[first:first + per_chunk]
+    chunks = [order[first:first + per_chunk] for first in range(0, len(order), per_chunk)]
+
+    def train_chunk(jobs: list[int]) -> torch.Tensor:
         steps = [len(minibatches[j]) for j in jobs]
         batches = torch.zeros(len(jobs), steps[-1], minibatches[jobs[0]].shape[1], dtype=torch.long)
         for row, j in enumerate(jobs):  # rows past a job's own steps are never read
             batches[row, :steps[row]] = minibatches[j]
         w = start.detach().expand(len(jobs), -1).clone()
         kernel.train(w, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay)
+        return w
+
+    out: list[torch.Tensor] = [start] * len(minibatches)
+    # torch.func keeps its transforms' state per process, not per thread: only the fused kernel runs in parallel
+    parallel = isinstance(kernel, FusedMLP) and start.device.type == "cpu"
+    trained = parallel_map(train_chunk, chunks) if parallel else [train_chunk(c) for c in chunks]
+    for jobs, w in zip(chunks, trained):
         for row, j in enumerate(jobs):
             out[j] = w[row]
     return out
