@@ -19,9 +19,11 @@ not a test. Sections:
   times ``sim.run()`` in-process) and how much of netfl's run is spent
   outside torch.
 * clients -- W1 at 10, 100 and 1000 clients, netfl against the plain loop.
-* threads -- torch threads 1 against 2, for W1 and the shipped topologies
-  quickstart, fashion-mnist and mmfl, each alone and beside a second
-  identical run (a competing CPU load): the measured case for netfl's default.
+* threads -- netfl's worker threads 1 against 2, for W1 and the shipped
+  topologies quickstart, fashion-mnist and mmfl, each alone and beside a
+  second identical run (a competing CPU load): the measured case for
+  netfl's default; and torch's own intra-op threads 1 against 2 on the plain
+  loop, for contrast.
 * engine  -- the lazy device engine (``engine: {devices: lazy}``) with
   10 000 to 1 000 000 phones over 24 simulated hours (100 per round, a round
   every 3 minutes as in topologies/million-phones.yaml): events per second
@@ -31,10 +33,10 @@ not a test. Sections:
 not for the README; about 6 minutes). A full run takes a few hours, most of
 it in the threads section, whose runs with 2 threads beside a second one are
 many times slower than the rest (that is what it shows); ``--only`` and
-``--repeat`` shorten it. Every child runs with its torch threads pinned (1, or
+``--repeat`` shorten it. Every child runs with its threads pinned (1, or
 the count a row names; ``netfl simulate`` without ``--threads`` uses netfl's
-default); the environment is passed on as it is (``OMP_NUM_THREADS`` is not
-set). Everything measured also goes to ``--json`` (default
+default, one worker per CPU); the environment is passed on as it is
+(``OMP_NUM_THREADS`` is not set). Everything measured also goes to ``--json`` (default
 benchmarks/results/speed.json).
 
 Needs Debian's dataset-fashion-mnist (``apt-get install dataset-fashion-mnist``,
@@ -354,22 +356,24 @@ def w1(args, tmp: Path) -> dict:
         print(f"\n(w1: no Flower venv at {FLOWER_PYTHON.relative_to(ROOT)}; Flower skipped. Create it with:\n"
               f"    {FLOWER_SETUP})")
     base = ["--rounds", str(rounds), "--threads", "1"]
-    jobs = {"netfl": None, "plain loop": plain(*base)}
+    cpus = os.cpu_count() or 1
+    jobs = {"netfl": None, "netfl, 1 thread": None, "plain loop": plain(*base)}
     if flower:
         jobs["Flower"] = [str(FLOWER_PYTHON), "benchmarks/w1_flower.py", *base]
     jobs["netfl in-process"] = [PYTHON, "benchmarks/w1_netfl.py", *base]
+    many = f"netfl in-process, {cpus} threads"
+    jobs[many] = [PYTHON, "benchmarks/w1_netfl.py", "--rounds", str(rounds), "--threads", str(cpus)]
     runs: dict[str, list[dict]] = {name: [] for name in jobs}
     busy = quiet_check()
     for i in range(args.repeat):
         for name, cmd in jobs.items():
-            if name == "netfl":
+            if cmd is None:  # netfl simulate, whole job
                 out = tmp / f"w1-{i}"
-                r = run(simulate(w1_file, out), tree=True).ok()
+                r = run(simulate(w1_file, out, 1 if name == "netfl, 1 thread" else None), tree=True).ok()
                 s = summary(out)
-                result = {"accuracy": s["final_test_accuracy"], "torch_threads": s["torch_threads"],
-                          "events": s["events"]}
+                result = {"accuracy": s["final_test_accuracy"], "threads": s["threads"], "events": s["events"]}
             else:
-                r = run(cmd, tree=name != "netfl in-process")
+                r = run(cmd, tree="in-process" not in name)
                 result = r.result()
             runs[name].append({**r.record(), **result})
 
@@ -377,12 +381,12 @@ def w1(args, tmp: Path) -> dict:
         values = [x[key] for x in runs.get(name, []) if x.get(key) is not None]
         return median(values) if values else None
 
-    whole = [n for n in jobs if n != "netfl in-process"]
+    whole = [n for n in jobs if "in-process" not in n]
     rows = [[n, med(n, "wall_s"), med(n, "user_s"), med(n, "sys_s"), med(n, "sys_s") / med(n, "user_s"),
              med(n, "tree_cpu_s"), med(n, "maxrss_mb"), med(n, "tree_rss_mb"), 100 * med(n, "accuracy")]
             for n in whole]
     table(f"w1 whole job, process start to results: median of {args.repeat}, alternated, W1 {rounds} rounds, "
-          f"netfl at its default threads ({runs['netfl'][0]['torch_threads']}), baselines 1 thread "
+          f"netfl at its default threads ({runs['netfl'][0]['threads']}), baselines 1 thread "
           f"(others busy {busy:.1f} cores)",
           ["job", "wall s", "user s", "sys s", "sys/user", "tree CPU s", "peak RSS MB", "tree RSS MB", "accuracy %"],
           rows)
@@ -391,24 +395,25 @@ def w1(args, tmp: Path) -> dict:
     print(f"   final accuracies {', '.join(f'{n} {a:.1f}%' for n, a in zip(whole, accs))}: "
           f"spread {max(accs) - min(accs):.1f} points ({'within' if max(accs) - min(accs) <= 1 else 'NOT within'} 1"
           f"{'; --quick: too few rounds to compare' if args.quick else ''})")
-    words = [times(med("netfl", "wall_s"), med(n, "wall_s"), f"the {n}" if n == "plain loop" else n)
-             for n in whole[1:]]
-    print(f"   netfl whole job: {', '.join(words)}")
-    rate_rows = [["netfl (w1_netfl.py, sim.run() - eval)", med("netfl in-process", "train_s"),
-                  med("netfl in-process", "updates_per_s"),
-                  f'{100 * med("netfl in-process", "outside_torch_share"):.1f}%',
-                  med("netfl in-process", "import_build_s")],
-                 ["plain loop (w1_plain.py)", med("plain loop", "train_s"), med("plain loop", "updates_per_s"),
-                  None, None]]
+    for netfl in ("netfl", "netfl, 1 thread"):
+        words = [times(med(netfl, "wall_s"), med(n, "wall_s"), f"the {n}" if n == "plain loop" else n)
+                 for n in whole[2:]]
+        print(f"   {netfl} whole job: {', '.join(words)}")
+    rate_rows = [[f"netfl{label} (w1_netfl.py, sim.run() - eval)", med(name, "train_s"), med(name, "updates_per_s"),
+                  f'{100 * med(name, "outside_torch_share"):.1f}%', med(name, "import_build_s")]
+                 for name, label in (("netfl in-process", ", 1 thread"), (many, f", {cpus} threads"))]
+    rate_rows += [
+                  ["plain loop (w1_plain.py)", med("plain loop", "train_s"), med("plain loop", "updates_per_s"),
+                   None, None]]
     if flower:
         rate_rows.append(["Flower (w1_flower.py, from 1st fit)", med("Flower", "train_s"),
                           med("Flower", "updates_per_s"), None, None])
-    table(f"w1 training rate, in-process: median of {args.repeat}, 100 clients x {rounds} rounds, 1 thread",
+    table(f"w1 training rate, in-process: median of {args.repeat}, 100 clients x {rounds} rounds; baselines 1 thread",
           ["job", "train s", "updates/s", "outside learner", "import+build s"], rate_rows)
-    words = [times(1 / rate_rows[0][2], 1 / r[2], r[0].split(" (")[0].replace("plain", "the plain"))
-             for r in rate_rows[1:]]
-    print(f"   netfl training rate: {', '.join(words)}; "
-          f"{rate_rows[0][3]} of netfl's sim.run() is engine and bookkeeping, outside the learner's calls")
+    for own in rate_rows[:2]:
+        words = [times(1 / own[2], 1 / r[2], r[0].split(" (")[0].replace("plain", "the plain")) for r in rate_rows[2:]]
+        print(f"   {own[0].split(' (')[0]} training rate: {', '.join(words)}; "
+              f"{own[3]} of its sim.run() is engine and bookkeeping, outside the learner's calls")
     print("   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer; Flower's "
           "train_s runs from its first ClientApp's start and includes it")
     return {"rounds": rounds, "runs": runs, "others_busy_cores": busy,
@@ -441,7 +446,9 @@ def clients(args, tmp: Path) -> dict:
 
 
 def threads(args, tmp: Path) -> dict:
-    workloads = {"W1": w1_yaml(tmp, 3 if args.quick else 20)}
+    """netfl's worker threads (1 and 2) alone and shared; and, for contrast, torch's own intra-op pool (the plain loop)."""
+    rounds = 3 if args.quick else 20
+    paths = {"W1": w1_yaml(tmp, rounds)}
     for name in TOPOLOGIES:
         path = ROOT / "topologies" / f"{name}.yaml"
         if args.quick:  # the same topology, stopped after 3 rounds
@@ -449,39 +456,41 @@ def threads(args, tmp: Path) -> dict:
             data["stop"]["rounds"] = 3
             path = tmp / f"{name}-quick.yaml"
             path.write_text(yaml.safe_dump(data, sort_keys=False))
-        workloads[name] = path
+        paths[name] = path
+    commands = {w: (lambda p: lambda t, out: simulate(p, out, t))(p) for w, p in paths.items()}
+    commands["W1 plain loop, torch intra-op"] = lambda t, out: plain("--threads", str(t), "--rounds", str(rounds))
     counts = (1, 2)
-    walls = {w: {t: {"alone": [], "shared": []} for t in counts} for w in workloads}
+    walls = {w: {t: {"alone": [], "shared": []} for t in counts} for w in commands}
     busy = quiet_check()
     for i in range(args.repeat):
-        for w, path in workloads.items():
+        for w, command in commands.items():
             for t in counts:
                 out = tmp / f"threads-{i}-{t}"
-                walls[w][t]["alone"].append(run(simulate(path, out, t)).ok().wall_s)
+                walls[w][t]["alone"].append(run(command(t, out)).ok().wall_s)
                 shutil.rmtree(out, ignore_errors=True)
-                pair = run_together([simulate(path, out / "a", t), simulate(path, out / "b", t)])
+                pair = run_together([command(t, out / "a"), command(t, out / "b")])
                 walls[w][t]["shared"].append([r.ok().wall_s for r in pair])
                 shutil.rmtree(out, ignore_errors=True)
     rows, med = [], {}
-    for w in workloads:
+    for w in commands:
         med[w] = {t: {"alone": median(walls[w][t]["alone"]), "shared": median(max(p) for p in walls[w][t]["shared"])}
                   for t in counts}
         m = med[w]
         rows.append([w, m[1]["alone"], m[2]["alone"], min(counts, key=lambda t: m[t]["alone"]),
                      m[1]["shared"], m[2]["shared"], min(counts, key=lambda t: m[t]["shared"])])
-    table(f"threads: netfl simulate wall s with --threads 1 / 2, alone and beside a second identical run started at "
-          f"the same moment (slower of the pair); median of {args.repeat}{', 3 rounds each' if args.quick else ''} "
+    table(f"threads: wall s with 1 / 2 threads, alone and beside a second identical run started at the same moment "
+          f"(slower of the pair); netfl: --threads (worker threads, one torch thread each); plain loop: torch's "
+          f"intra-op threads; median of {args.repeat}{', 3 rounds each' if args.quick else ''} "
           f"(others busy {busy:.1f} cores)",
           ["workload", "1 alone", "2 alone", "wins", "1 shared", "2 shared", "wins"], rows)
-    ones = sum(r[3] == 1 for r in rows) + sum(r[6] == 1 for r in rows)
-    print(f"   1 thread wins {ones} of {2 * len(rows)} columns; shared, 2 threads are "
-          + ", ".join(f"{w} {med[w][2]['shared'] / med[w][1]['shared']:.1f}x" for w in workloads)
-          + " the time of 1 thread")
+    for w in commands:
+        m = med[w]
+        print(f"   {w}: 2 threads take {m[2]['alone'] / m[1]['alone']:.2f}x the time of 1 alone, "
+              f"{m[2]['shared'] / m[1]['shared']:.2f}x shared")
     if "OMP_NUM_THREADS" in os.environ:
         print(f"   note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set in this environment")
     return {"others_busy_cores": busy, "walls_s": walls, "median": med,
-            "workloads": {w: str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name)
-                          for w, p in workloads.items()}}
+            "workloads": {w: str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name) for w, p in paths.items()}}
 
 
 ENGINE_RUNS = {False: ((10_000, 100_000, 1_000_000), 24), True: ((10_000, 100_000), 2)}  # quick: devices, hours
