@@ -10,6 +10,7 @@ mid-task, the task is interrupted and its work is lost (a dropout).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from typing import Callable
 
 import simpy
@@ -302,11 +303,11 @@ class Device:
             self.task = None
 
 
-class _until_stopped:
+@contextmanager
+def _until_stopped():
     """Ends a device process quietly when :meth:`Device.stop` interrupts it."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb) -> bool:
-        return kind is simpy.Interrupt and getattr(exc, "cause", None) == "stopped"
+    try:
+        yield
+    except simpy.Interrupt as interrupt:
+        if interrupt.cause != "stopped":
+            raise
