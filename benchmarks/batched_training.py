@@ -1,4 +1,8 @@
-"""Batched (vmapped) local training against one job at a time, measured side by side in one process.
+"""Stacked local training (netfl.learn.stacked) against one job at a time, side by side in one process.
+
+A check of the stacked path against netfl's own reference path (the largest
+difference between the two models shows it is float rounding only); for
+netfl against what a user would run instead, see benchmarks/speed.py.
 
 Each case builds the same simulation twice -- ``Learner(batched=True)`` and
 ``batched=False`` -- runs both, and prints real seconds, the ratio and the
