@@ -12,6 +12,7 @@ of netfl so that the baselines measure only themselves.
 
 from __future__ import annotations
 
+import argparse
 import gzip
 import os
 from pathlib import Path
@@ -26,6 +27,15 @@ BATCH = 32
 LR = 0.05
 HIDDEN = (128, 128)
 SEED = 1
+
+
+def arguments() -> argparse.Namespace:
+    """The options every W1 contestant takes: --clients, --rounds, --threads (torch threads, default 1)."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--threads", type=int, default=1)
+    return parser.parse_args()
 
 
 def read_idx(path: Path) -> np.ndarray:

@@ -153,11 +153,7 @@ def make_server_app(args: argparse.Namespace, out: dict) -> ServerApp:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clients", type=int, default=w1.CLIENTS)
-    parser.add_argument("--rounds", type=int, default=w1.ROUNDS)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = w1.arguments()
     # Keep stdout for the JSON line only: everything else (Flower's logger,
     # Ray's driver and forwarded actor output) goes to stderr.
     sys.stdout.flush()

@@ -24,11 +24,12 @@ import time
 
 STARTED = time.perf_counter()
 
-import argparse  # noqa: E402
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import yaml  # noqa: E402
+
+import w1_common as w1  # noqa: E402
 
 from netfl.learn.runtime import use_threads  # noqa: E402
 from netfl.runner import build_simulation  # noqa: E402
@@ -65,11 +66,7 @@ def time_learner_calls(learner, names=("plan_round", "plan_after_probe", "aggreg
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clients", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = w1.arguments()
     use_threads(args.threads)
     sim, learner = build_simulation(w1_scenario(args.clients, args.rounds))
     import_build_s = time.perf_counter() - STARTED

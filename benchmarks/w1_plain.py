@@ -8,7 +8,6 @@ client updates per second. ``benchmarks/speed.py`` times the whole process.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -19,11 +18,7 @@ import w1_common as w1
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--clients", type=int, default=w1.CLIENTS)
-    parser.add_argument("--rounds", type=int, default=w1.ROUNDS)
-    parser.add_argument("--threads", type=int, default=1)
-    args = parser.parse_args()
+    args = w1.arguments()
     torch.set_num_threads(args.threads)
     torch.manual_seed(w1.SEED)
     train_x, train_y, test_x, test_y = (torch.from_numpy(a) for a in w1.load_fashion_mnist())
