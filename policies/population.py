@@ -42,7 +42,7 @@ import numpy as np
 from netfl import keyed_random
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.policies.sessions import DAY, HOUR, DurationDistribution, PRODUCTION_PROFILE
+from netfl.policies.sessions import DAY, HOUR, DurationDistribution
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
 

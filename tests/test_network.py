@@ -6,7 +6,6 @@ hand-computed from bytes / rate + latency and FLOPs / speed.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import pytest

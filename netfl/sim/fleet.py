@@ -29,7 +29,7 @@ from typing import Callable, Protocol, Sequence
 import numpy as np
 import simpy
 
-from netfl.policies.base import RoundPolicy, SessionPolicy
+from netfl.policies.base import SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.sim.device import Device
 from netfl.sim.device_table import DeviceTable
@@ -301,4 +301,4 @@ class LazyPolicy(SessionPolicy):
         return float(self.model.change[self.row])
 
 
-__all__ = ["ACTIVITIES", "DeviceStats", "Fleet", "EagerFleet", "LazyFleet", "LazyPolicy", "RoundPolicy"]
+__all__ = ["ACTIVITIES", "DeviceStats", "Fleet", "EagerFleet", "LazyFleet", "LazyPolicy"]
