@@ -104,6 +104,24 @@ def algorithms() -> None:
         click.echo()
 
 
+@main.command()
+def policies() -> None:
+    """List the built-in availability policies, their parameters, and which the lazy engine takes."""
+    from netfl.policies import BUILTIN_POLICIES
+    from netfl.policies.population import supports_population
+    from netfl.registry import describe_params
+
+    for name, cls in BUILTIN_POLICIES.items():
+        summary = (cls.__doc__ or "").strip().splitlines()[0]
+        lazy = "; lazy engine: yes" if supports_population(name) else ""
+        click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}{lazy}): {summary}")
+        for param in describe_params(cls.Params):
+            default = "required" if param["required"] else f"default {param['default']}"
+            click.echo(f"    {param['name']} ({param['type']}, {default}): {param['description']}".rstrip(": "))
+        click.echo()
+    click.echo("Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocol: netfl/policies/base.py)")
+
+
 @main.group()
 def trace() -> None:
     """Availability traces."""

@@ -98,7 +98,7 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
     else:
         population = None
         policies, chargers = _device_policies(scenario, streams, first.parts, mix)
-        participation = tuple(getattr(p, "p", None) for p in policies)
+        participation = tuple(p.participation_probability() for p in policies)
     sizes = tuple(tuple(t.parts.sizes.tolist()) for t in tasks)
     local = scenario.task.local
     try:

@@ -16,8 +16,14 @@ Two time bases, because the literature uses both:
   intervals of simulated seconds. The engine asks ``online(now, state)``
   at start, at every ``next_wakeup(now)`` the policy names, and whenever the
   device's state changes (charger plugged or unplugged, battery crossing its
-  threshold, full or empty). ``state`` is a :class:`DeviceState`. A device
-  that goes offline mid-task loses that task's work.
+  threshold, one of the policy's own ``battery_marks()``, full or empty).
+  ``state`` is a :class:`DeviceState`. A device that goes offline mid-task
+  loses that task's work.
+
+What a policy depends on it declares through the protocol, never through
+attributes the engine would have to guess: ``participation_probability()``
+(its p, for algorithms that divide by it) and ``battery_marks()`` (the
+battery fractions at which its answer may change).
 
 Parameters are declared as a pydantic model named ``Params`` (unknown keys
 are rejected with the YAML path of the offending key)::
@@ -113,6 +119,18 @@ class AvailabilityPolicy(ABC):
         self.params = params
         self.device = device
         self.rng = rng
+
+    def participation_probability(self) -> float | None:
+        """The probability that the device is available, where the policy defines one; algorithms that divide
+        by it (``fedavg_known``, ``umifa``...) ask here. The default reads ``self.p`` if the policy set one."""
+        p = getattr(self, "p", None)
+        return None if p is None else float(p)
+
+    def battery_marks(self) -> tuple[float, ...]:
+        """Battery fractions (0 to 1) at which the answer may change: the engine asks again when the level
+        crosses one, as it does at empty, full and ``min_level``. A policy reading
+        ``state.battery_fraction`` names its thresholds here."""
+        return ()
 
     @classmethod
     def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:

@@ -103,6 +103,28 @@ class _Guard:
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
         return f"{self._path}:{code.co_firstlineno}" if code is not None else str(self._path)
 
+    def participation_probability(self) -> float | None:
+        fn = self._inner.participation_probability
+        p = self._call("participation_probability", fn)
+        if p is None:
+            return None
+        if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 < float(p) <= 1:
+            raise PolicyError(f"{self._defined_at(fn)}: {self._name} gives participation probability {p!r}; "
+                              "expected a number in (0, 1], or None")
+        return float(p)
+
+    def battery_marks(self) -> tuple[float, ...]:
+        fn = self._inner.battery_marks
+        marks = self._call("battery_marks", fn)
+        try:
+            marks = tuple(float(m) for m in marks if not isinstance(m, bool))
+        except (TypeError, ValueError):
+            marks = None
+        if marks is None or not all(0 <= m <= 1 for m in marks):
+            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.battery_marks returned an unusable value; "
+                              "expected battery fractions between 0 and 1, e.g. (0.5,)")
+        return marks
+
     def _yes_no(self, fn, what: str, answer) -> bool:
         if not isinstance(answer, (bool, int, np.bool_)):
             raise PolicyError(f"{self._defined_at(fn)}: {self._name}.{what} returned {answer!r}; "

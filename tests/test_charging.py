@@ -112,3 +112,33 @@ def test_device_starting_empty_is_off_until_charged():
     assert events(sim, "battery_empty")[0][0] == 0.0
     assert events(sim, "power_on")[0][0] == approx(2.0)
     assert sim.devices[0].battery.level_j == approx(3.0)  # net +1 W for 3 s
+
+
+class AboveHalf(SessionPolicy):
+    """Online only while the battery is above half: it names 0.5 as a mark so the engine asks again there."""
+
+    def online(self, now, state) -> bool:
+        return state.battery_fraction > 0.5
+
+    def battery_marks(self) -> tuple[float, ...]:
+        return (0.5,)
+
+
+class AboveHalfSilent(AboveHalf):
+    def battery_marks(self) -> tuple[float, ...]:
+        return ()
+
+
+@pytest.mark.parametrize("policy,offline_at", [(AboveHalf, 30.0), (AboveHalfSilent, None)])
+def test_a_policy_is_asked_again_at_its_own_battery_marks(policy, offline_at):
+    """100 J at 80 %, 1 W idle: the level reaches 50 % at t = 30 s exactly (hand-computed)."""
+    sc = scenario([group("phone", power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
+                         battery={"capacity": 100.0, "initial": 0.8})], stop={"sim_time": 60.0})
+    streams = RandomStreams(sc.seed)
+    sim = Simulation(sc, FakeBackend(), [policy(policy.Params(), info(0), streams.numpy("availability", 0))], streams)
+    sim.run()
+    offline = [t for t, d, k in zip(sim.recorder.times, sim.recorder.devices, sim.recorder.kinds) if k == "offline"]
+    if offline_at is None:  # without the mark nobody asks: the device stays online far below its own threshold
+        assert offline == []
+    else:
+        assert offline == [pytest.approx(offline_at, rel=1e-12)]

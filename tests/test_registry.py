@@ -24,7 +24,7 @@ from click.testing import CliRunner
 from netfl.cli.main import main
 
 runner = CliRunner()
-for args in (["--help"], ["validate", sys.argv[1]], ["algorithms"]):
+for args in (["--help"], ["validate", sys.argv[1]], ["algorithms"], ["policies"]):
     result = runner.invoke(main, args)
     assert result.exit_code == 0, (args, result.output, result.exception)
     assert result.output.strip(), args
@@ -32,7 +32,7 @@ print(" ".join(sorted(m for m in ("torch", "simpy") if m in sys.modules)) or "ne
 """
 
 
-def test_help_validate_and_algorithms_import_neither_torch_nor_simpy() -> None:
+def test_help_validate_algorithms_and_policies_import_neither_torch_nor_simpy() -> None:
     out = subprocess.run([sys.executable, "-c", _NO_TORCH, str(QUICKSTART)], capture_output=True, text=True,
                          cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -86,6 +86,18 @@ def test_loaded_data_has_the_registered_classes_and_shape(name: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- the CLI
+
+
+def test_policies_listing_shows_every_builtin_with_its_parameters() -> None:
+    from netfl.policies import BUILTIN_POLICIES
+
+    result = CliRunner().invoke(main, ["policies"])
+    assert result.exit_code == 0, result.output
+    for name in BUILTIN_POLICIES:
+        assert any(line.startswith(f"{name} (") for line in result.output.splitlines()), name
+    assert "markov (per round; lazy engine: yes)" in result.output
+    assert "eligible (continuous time):" in result.output  # no population form
+    assert "    transition (float, default 0.05): P(off -> on) per round before rescaling" in result.output
 
 
 def test_algorithms_listing_shows_every_algorithm_with_its_paper() -> None:

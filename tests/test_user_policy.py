@@ -122,3 +122,52 @@ def test_session_policy_answers_are_checked(tmp_path):
 def test_policy_class_rejects_unknown_builtin():
     with pytest.raises(PolicyError, match="unknown policy 'nope'; built-ins: always"):
         policy_class("nope")
+
+
+# ------------------------------------------- what a policy declares through the protocol
+
+SETS_P = '''
+from netfl.policies import PolicyParams, RoundPolicy
+
+class Half(RoundPolicy):
+    def __init__(self, params, device, rng):
+        super().__init__(params, device, rng)
+        self.p = 0.5
+
+    def participates(self, round_index):
+        return bool(self.rng.random() < self.p)
+'''
+
+
+def test_a_user_policy_gives_its_p_to_algorithms_that_divide_by_it(tmp_path):
+    """The guard once hid ``self.p``: now the protocol (participation_probability) carries it through."""
+    topo = write(tmp_path, SETS_P, ref="pol.py:Half")
+    topo.write_text(topo.read_text() + "server: {algorithm: {name: fedavg_known}}\n")
+    result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 0, result.output
+    import numpy as np
+    policy = build_policy(load_scenario(topo).devices[0].availability, info(tmp_path), np.random.default_rng(0))
+    assert policy.participation_probability() == 0.5
+
+
+@pytest.mark.parametrize("method,answer,expect", [
+    ("participation_probability", "return 2.0", "participation probability 2.0"),
+    ("battery_marks", "return ['half']", "battery fractions between 0 and 1"),
+])
+def test_declarations_are_checked(tmp_path, method, answer, expect):
+    code = f'''
+    from netfl.policies import SessionPolicy
+
+    class Odd(SessionPolicy):
+        def online(self, now, state):
+            return True
+
+        def {method}(self):
+            {answer}
+    '''
+    topo = write(tmp_path, code, ref="pol.py:Odd")
+    import numpy as np
+    policy = build_policy(load_scenario(topo).devices[0].availability, info(tmp_path), np.random.default_rng(0))
+    with pytest.raises(PolicyError, match=expect) as err:
+        getattr(policy, method)()
+    assert "pol.py:" in str(err.value)

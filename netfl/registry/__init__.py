@@ -11,9 +11,11 @@ torch or simpy.
 from __future__ import annotations
 
 import importlib
+import types
+import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel
 
@@ -62,6 +64,17 @@ def registered(names: Sequence[str]) -> Callable[[Any], Any]:
 
 
 def _type_name(annotation: Any) -> str:
-    text = getattr(annotation, "__name__", None) if getattr(annotation, "__args__", None) is None else None
-    text = text or str(annotation).replace("typing.", "")
-    return text.replace("NoneType", "None")
+    """A parameter's type as a user reads it: ``float``, ``int or none``, ``'samples' | 'uniform'``."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin in (Union, types.UnionType):
+        names = [_type_name(a) for a in args if a is not type(None)]
+        return " or ".join(names) + (" or none" if type(None) in args else "")
+    if origin is Literal:
+        return " | ".join(repr(a) for a in args)
+    if origin in (list, tuple):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if isinstance(annotation, type):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")

@@ -192,15 +192,20 @@ class Device:
     def _watch_levels(self):
         b = self.battery
         threshold_j = b.min_level * b.capacity_j
+        # the levels at which the availability policy's answer may change (SessionPolicy.battery_marks)
+        policy_marks = [m * b.capacity_j for m in self.policy.battery_marks() if 0 < m < 1] \
+            if isinstance(self.policy, SessionPolicy) else []
         while True:
             self._power_changed = self.env.event()
             self._check_level(threshold_j)
-            marks = [  # (level, seconds until it is reached)
-                (0.0, math.inf if self.dead else b.time_to_empty(self.env.now)),
-                (b.capacity_j, b.time_to_full(self.env.now) if b.charging else math.inf),
-                (threshold_j, b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf),
+            marks = [  # (level, seconds until it is reached, the policy's own mark)
+                (0.0, math.inf if self.dead else b.time_to_empty(self.env.now), False),
+                (b.capacity_j, b.time_to_full(self.env.now) if b.charging else math.inf, False),
+                (threshold_j, b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf, False),
+                *((level, math.inf if self.dead else b.time_to_level(self.env.now, level), True)
+                  for level in policy_marks),
             ]
-            mark, wait = min(marks, key=lambda m: m[1])
+            mark, wait, asks_policy = min(marks, key=lambda m: m[1])
             events = [self._power_changed]
             if not math.isinf(wait):
                 events.append(self.env.timeout(wait))
@@ -208,6 +213,8 @@ class Device:
             b.settle(self.env.now)
             if self._power_changed not in fired:
                 b.level_j = mark  # exact: rounding must not push the level past the mark it reached
+                if asks_policy:
+                    self.state_changed()
 
     def _check_level(self, threshold_j: float) -> None:
         """Log and act on the level's position: empty, full, above or below the threshold.
