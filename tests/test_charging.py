@@ -10,40 +10,12 @@ import math
 
 import pytest
 
-from netfl.policies import PolicyParams, SessionPolicy
+from netfl.policies import SessionPolicy
 from netfl.rng import RandomStreams
 from netfl.sim.battery import Battery
 from netfl.sim.simulation import Simulation
-from test_engine import AlwaysRound, FakeBackend, NeverRound, approx, group, info, scenario
-
-
-class PluggedBetween(SessionPolicy):
-    """Charger plugged in over [start, end)."""
-
-    class Params(PolicyParams):
-        start: float = 0.0
-        end: float = math.inf
-
-    def online(self, now, state) -> bool:
-        return self.params.start <= now < self.params.end
-
-    def next_wakeup(self, now: float) -> float:
-        return next((t for t in (self.params.start, self.params.end) if t > now), math.inf)
-
-
-def run(sc, charger_params: dict, policy=NeverRound, backend=None):
-    streams = RandomStreams(sc.seed)
-    n = sc.num_devices
-    policies = [policy(policy.Params(), info(i), streams.numpy("availability", i)) for i in range(n)]
-    chargers = [PluggedBetween(PluggedBetween.Params(**charger_params), info(i), streams.numpy("charging", i))
-                for i in range(n)]
-    sim = Simulation(sc, backend or FakeBackend(), policies, streams, chargers)
-    return sim, sim.run()
-
-
-def events(sim, kind):
-    rec = sim.recorder
-    return [(t, d) for t, d, k in zip(rec.times, rec.details, rec.kinds) if k == kind]
+from engine_support import (AlwaysRound, FakeBackend, approx, charger_events, group, info,
+                            run_with_charger, scenario)
 
 
 def test_battery_charges_net_of_loads_and_stays_full():
@@ -65,10 +37,10 @@ def test_charging_back_to_a_level_logs_exact_marks():
     sc = scenario([group("g", 1, power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
                          battery={"capacity": 100.0, "initial": 0.2, "min_level": 0.5, "charge_power": 11.0})],
                   stop={"sim_time": 40.0}, round={"idle_wait": 100.0})
-    sim, result = run(sc, {"start": 10.0})
-    assert events(sim, "charge_start")[0][0] == approx(10.0)
-    assert events(sim, "above_min_level")[0][0] == approx(14.0)  # 10 J -> 50 J at 10 W
-    assert events(sim, "battery_full")[0][0] == approx(19.0)  # 10 J -> 100 J at 10 W
+    sim, result = run_with_charger(sc, {"start": 10.0})
+    assert charger_events(sim, "charge_start")[0][0] == approx(10.0)
+    assert charger_events(sim, "above_min_level")[0][0] == approx(14.0)  # 10 J -> 50 J at 10 W
+    assert charger_events(sim, "battery_full")[0][0] == approx(19.0)  # 10 J -> 100 J at 10 W
     device = sim.devices[0]
     assert device.battery.level_j == approx(100.0) and not device.below_min
     assert result.energy_j == approx(40.0)  # idle 1 W for 40 s
@@ -80,11 +52,11 @@ def test_unplugging_drains_back_below_the_threshold():
     sc = scenario([group("g", 1, power={"compute": 0.0, "transmit": 0.0, "idle": 5.0},
                          battery={"capacity": 100.0, "min_level": 0.5, "charge_power": 15.0})],
                   stop={"sim_time": 30.0}, round={"idle_wait": 100.0})
-    sim, _ = run(sc, {"start": 12.0, "end": 12.5})
-    assert [t for t, _ in events(sim, "below_min_level")] == [approx(10.0)]
-    assert events(sim, "above_min_level") == []
-    assert [t for t, _ in events(sim, "charge_stop")] == [approx(12.5)]
-    assert [t for t, _ in events(sim, "battery_empty")] == [approx(21.5)]
+    sim, _ = run_with_charger(sc, {"start": 12.0, "end": 12.5})
+    assert [t for t, _ in charger_events(sim, "below_min_level")] == [approx(10.0)]
+    assert charger_events(sim, "above_min_level") == []
+    assert [t for t, _ in charger_events(sim, "charge_stop")] == [approx(12.5)]
+    assert [t for t, _ in charger_events(sim, "battery_empty")] == [approx(21.5)]
 
 
 def test_empty_phone_powers_on_when_plugged_in_and_trains_again():
@@ -93,9 +65,9 @@ def test_empty_phone_powers_on_when_plugged_in_and_trains_again():
                          battery={"capacity": 100.0, "initial": 0.05, "charge_power": 3.0})],
                   stop={"sim_time": 20.0}, round={"idle_wait": 1.0})
     backend = FakeBackend(model_bytes=125_000, flops=1e9)  # 1 s down, 1 s train, 1 s up
-    sim, result = run(sc, {"start": 8.0}, policy=AlwaysRound, backend=backend)
-    assert events(sim, "battery_empty")[0][0] == approx(5.0)
-    assert events(sim, "power_on")[0][0] == approx(8.0)
+    sim, result = run_with_charger(sc, {"start": 8.0}, policy=AlwaysRound, backend=backend)
+    assert charger_events(sim, "battery_empty")[0][0] == approx(5.0)
+    assert charger_events(sim, "power_on")[0][0] == approx(8.0)
     rec = sim.recorder
     dropouts = [(t, d) for t, d, k in zip(rec.times, rec.details, rec.kinds) if k == "dropout"]
     assert dropouts and "battery_empty" in dropouts[0][1] and dropouts[0][0] == approx(5.0)
@@ -108,9 +80,9 @@ def test_device_starting_empty_is_off_until_charged():
     sc = scenario([group("g", 1, power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
                          battery={"capacity": 10.0, "initial": 0.0, "charge_power": 2.0})],
                   stop={"sim_time": 5.0}, round={"idle_wait": 1.0})
-    sim, _ = run(sc, {"start": 2.0}, policy=AlwaysRound)
-    assert events(sim, "battery_empty")[0][0] == 0.0
-    assert events(sim, "power_on")[0][0] == approx(2.0)
+    sim, _ = run_with_charger(sc, {"start": 2.0}, policy=AlwaysRound)
+    assert charger_events(sim, "battery_empty")[0][0] == 0.0
+    assert charger_events(sim, "power_on")[0][0] == approx(2.0)
     assert sim.devices[0].battery.level_j == approx(3.0)  # net +1 W for 3 s
 
 
@@ -142,3 +114,38 @@ def test_a_policy_is_asked_again_at_its_own_battery_marks(policy, offline_at):
         assert offline == []
     else:
         assert offline == [pytest.approx(offline_at, rel=1e-12)]
+
+
+# ------------------------------- phones that empty while plugged in (loads out-draw the charger)
+
+def weak_charger_run(charge_w: float):
+    # 10 J, full; idle 1 W, compute 3 W; plugged in at c W from t = 0. Download 1 s at (1 - c) W net (a full
+    # battery stays full), then a 100 s job at (4 - c) W net: empty at 1 + min(10, 10 - (1 - c)) / (4 - c).
+    power = {"compute": 3.0, "transmit": 0.0, "idle": 1.0}
+    sc = scenario([group("g", 1, flops=1e9, up=1e6, power=power,
+                         battery={"capacity": 10.0, "initial": 1.0, "charge_power": charge_w})],
+                  stop={"sim_time": 20.0}, round={"idle_wait": 1.0})
+    backend = FakeBackend(model_bytes=125_000, flops=1e11)
+    return run_with_charger(sc, {"start": 0.0}, policy=AlwaysRound, backend=backend)
+
+
+def test_phone_emptied_on_a_charger_that_covers_idle_powers_on_at_once():
+    sim, result = weak_charger_run(2.0)
+    empty_at = 1.0 + 10.0 / (4.0 - 2.0)  # the charger out-supplies idle: still full after the download
+    assert empty_at == 6.0
+    assert [t for t, _ in charger_events(sim, "battery_empty")][:1] == [approx(empty_at)]
+    assert [t for t, _ in charger_events(sim, "power_on")][:1] == [approx(empty_at)]
+    dropouts = charger_events(sim, "dropout")
+    assert dropouts[0][0] == approx(empty_at) and "battery_empty" in dropouts[0][1]
+    # back on, and (min_level 0) asked to train again in the very next round
+    selected = [t for t, k in zip(sim.recorder.times, sim.recorder.kinds) if k == "selected"]
+    assert selected[1] == approx(empty_at)
+
+
+def test_phone_emptied_on_a_charger_weaker_than_idle_stays_off():
+    sim, result = weak_charger_run(0.5)
+    empty_at = 1.0 + (10.0 - 0.5 * 1.0) / (4.0 - 0.5)
+    assert [t for t, _ in charger_events(sim, "battery_empty")] == [approx(empty_at)]
+    assert charger_events(sim, "power_on") == []  # 0.5 W cannot run a 1 W idle phone: it charges, switched off
+    device = result.devices[0]
+    assert device.dead and device.battery.level_j == approx(0.5 * (20.0 - empty_at))  # charging, no load: 8.14 J

@@ -10,31 +10,16 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from click.testing import CliRunner, Result
 
 import netfl.results.writer as writer
 from netfl.errors import NetflError
-from netfl.cli.main import main
+
+from cli_support import TINY, assert_user_error, run
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
 RESULT_FILES = {"summary.json", "metrics.csv", "events.parquet", "devices.parquet", "accuracy_vs_time.png"}
-
-TINY = """\
-name: tiny
-seed: 1
-stop: {rounds: 2}
-task:
-  dataset: {name: digits}
-  model: {name: logistic}
-  local: {steps: 2, batch_size: 8, lr: 0.1}
-devices:
-  - group: boards
-    count: 4
-    compute: {flops_per_s: 1GFLOPS}
-    link: {uplink: 10Mbps}
-"""
 
 BAD_FILES = {
     # name: (text, what the message must point at)
@@ -43,20 +28,6 @@ BAD_FILES = {
     "wrong_type.yaml": (TINY.replace("count: 4", "count: many"), "devices[0].count"),
     "negative_rate.yaml": (TINY.replace("uplink: 10Mbps", "uplink: -5Mbps"), "devices[0].link.uplink"),
 }
-
-
-def run(*args: str | Path) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args])
-
-
-def assert_user_error(result: Result, *expected: str) -> None:
-    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
-    # SystemExit(2) is how click reports the exit code; anything else escaping is a bug
-    assert isinstance(result.exception, SystemExit), result.exception
-    assert "Traceback" not in result.output
-    assert result.stderr.startswith("error: "), result.stderr
-    for text in expected:
-        assert text in result.stderr, f"{text!r} not in {result.stderr!r}"
 
 
 def hidden_entries(folder: Path) -> list[str]:

@@ -185,3 +185,21 @@ def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
         assert summary["relays"]["relay"]["passed"] == 3 and "relay_drop" in kinds
     if name == "anarchic":
         assert "pull" in kinds and summary["staleness"]["mean"] is not None
+
+
+def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
+    """The numbers README.md shows for the quickstart are the ones a run gives (all but the real time)."""
+    import re
+
+    out, result = quickstart_run
+    assert result.exit_code == 0, result.output
+    s = json.loads((out / "summary.json").read_text())
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```\n(quickstart: .*?)\n```", readme, re.S).group(1)
+    expected = re.sub(r"\([\d.]+ s real\)", "(… s real)", block)
+    got = (f"quickstart: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s (… s real)\n"
+           f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, best {100 * s['best_test_accuracy']:.1f}%\n"
+           f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
+           f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J\n"
+           f"  results: results/quickstart/")
+    assert got == expected

@@ -18,7 +18,7 @@ import pytest
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation, population_models
 
-from test_engine import FakeBackend, group, scenario, simulate
+from engine_support import FakeBackend, group, scenario, simulate
 
 WORK_KINDS = {"round_start", "selected", "download_start", "download_end", "train_start", "train_end",
               "upload_start", "upload_end", "dropout", "aggregate", "late"}

@@ -19,7 +19,7 @@ import yaml
 
 from netfl.scenario import load_scenario
 from netfl.summary import describe_scenario
-from test_cli_errors import TINY, assert_user_error, run
+from cli_support import TINY, assert_user_error, run
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = sorted((ROOT / "topologies").glob("*.yaml")) + sorted((ROOT / "examples").glob("*.yaml"))

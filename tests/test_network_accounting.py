@@ -17,8 +17,7 @@ import yaml
 from netfl.scenario import scenario_from_dict
 from netfl.sim.channel import Channel, ChannelParams, path_loss_db
 from netfl.sim.network import ram_weights
-from test_engine import Ev, FakeBackend, approx, events
-from test_network import make, run
+from engine_support import Ev, FakeBackend, approx, events, network_scenario, run_network
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKET_AIR = 1500 * 8 / 1e6  # 1500-byte packets at 1 Mbit/s: 12 ms
@@ -42,9 +41,9 @@ def detail(ev: Ev, key: str) -> float:
 def test_failed_transmission_counts_its_airtime_and_energy():
     # AWGN at 3 km: SNR over 1 MHz is about -16 dB, so a fixed 1 Mbit/s never gets through; the dedicated
     # medium gives up after 8 attempts of the first packet: 8 x 12 ms on the air at 0.2 W.
-    sc = make([wireless("far", 1, {"kind": "awgn", "distance_m": 3000, "rate": "1Mbps", "packet_size": "1500B"})],
+    sc = network_scenario([wireless("far", 1, {"kind": "awgn", "distance_m": 3000, "rate": "1Mbps", "packet_size": "1500B"})],
               network=ap_network({"kind": "dedicated", "bandwidth": "1MHz"}), stop={"rounds": 1})
-    sim, result = run(sc, FakeBackend(model_bytes=10_000, flops=1e9))
+    sim, result = run_network(sc, FakeBackend(model_bytes=10_000, flops=1e9))
     (drop,) = events(sim, "dropout")
     assert drop.field("cause") == "transmission_failed"
     (end,) = events(sim, "tx_end")
@@ -57,10 +56,10 @@ def test_failed_transmission_counts_its_airtime_and_energy():
 
 def test_transmission_cut_at_the_deadline_counts_the_airtime_spent():
     # direct 1 Mbit/s link, 1 Mbit model: download [0, 1], train [1, 2], upload from 2; deadline at 2.5 s
-    sc = make([{"group": "g", "count": 1, "compute": {"flops_per_s": 1e9},
+    sc = network_scenario([{"group": "g", "count": 1, "compute": {"flops_per_s": 1e9},
                 "power": {"compute": 0.0, "transmit": TX_W, "idle": 0.0}, "link": {"uplink": 1e6}}],
               server={"round": {"deadline": 2.5}}, stop={"rounds": 1})
-    sim, result = run(sc, FakeBackend(model_bytes=125_000, flops=1e9))
+    sim, result = run_network(sc, FakeBackend(model_bytes=125_000, flops=1e9))
     (drop,) = events(sim, "dropout")
     assert drop.time == approx(2.5) and drop.field("cause") == "deadline"
     assert result.network.airtime_s == approx(0.5) and result.network.by_device[0] == approx(0.5)
@@ -69,9 +68,9 @@ def test_transmission_cut_at_the_deadline_counts_the_airtime_spent():
 
 
 def test_tx_end_energy_is_transmit_power_times_airtime():
-    sc = make([wireless("near", 2, {"kind": "rayleigh", "distance_m": 50, "coherence": "10ms"})],
+    sc = network_scenario([wireless("near", 2, {"kind": "rayleigh", "distance_m": 50, "coherence": "10ms"})],
               network=ap_network({"kind": "fdma", "bandwidth": "1MHz"}), stop={"rounds": 2})
-    sim, result = run(sc, FakeBackend(model_bytes=50_000, flops=1e6))
+    sim, result = run_network(sc, FakeBackend(model_bytes=50_000, flops=1e6))
     ends = events(sim, "tx_end")
     assert len(ends) == 4
     for end in ends:
@@ -81,10 +80,10 @@ def test_tx_end_energy_is_transmit_power_times_airtime():
 
 def test_aloha_collisions_carry_bytes_and_energy():
     # q = 1: both backlogged senders transmit in every slot, so every slot collides until the deadline
-    sc = make([wireless("pair", 2, {"kind": "awgn", "distance_m": 10})],
+    sc = network_scenario([wireless("pair", 2, {"kind": "awgn", "distance_m": 10})],
               network=ap_network({"kind": "slotted_aloha", "bandwidth": "1MHz", "rate": "1Mbps", "q": 1.0}),
               server={"round": {"deadline": 1.0}}, stop={"rounds": 1})
-    sim, result = run(sc, FakeBackend(model_bytes=4_000, flops=1e6))  # 3 packets; the first never gets through
+    sim, result = run_network(sc, FakeBackend(model_bytes=4_000, flops=1e6))  # 3 packets; the first never gets through
     collisions = events(sim, "collision")
     assert collisions and all(detail(c, "bytes") == 1500 for c in collisions)
     assert all(detail(c, "energy") == pytest.approx(TX_W * PACKET_AIR) for c in collisions)
@@ -114,7 +113,7 @@ def test_shipped_network_scenarios_give_the_same_event_log_for_the_same_seed(nam
     data["stop"] = {"rounds": 3}
 
     def log():
-        sim, _ = run(scenario_from_dict(data), FakeBackend(model_bytes=20_000, flops=1e7), policy_cls=None)
+        sim, _ = run_network(scenario_from_dict(data), FakeBackend(model_bytes=20_000, flops=1e7), policy_cls=None)
         return sim.recorder.columns()
 
     first = log()

@@ -1,0 +1,38 @@
+"""Command-line test support: run ``netfl`` in-process and check that a failure is a clean user error."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from netfl.cli.main import main
+
+TINY = """\
+name: tiny
+seed: 1
+stop: {rounds: 2}
+task:
+  dataset: {name: digits}
+  model: {name: logistic}
+  local: {steps: 2, batch_size: 8, lr: 0.1}
+devices:
+  - group: boards
+    count: 4
+    compute: {flops_per_s: 1GFLOPS}
+    link: {uplink: 10Mbps}
+"""
+
+
+def run(*args: str | Path) -> Result:
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def assert_user_error(result: Result, *expected: str) -> None:
+    assert result.exit_code == 2, (result.exit_code, result.output, result.exception)
+    # SystemExit(2) is how click reports the exit code; anything else escaping is a bug
+    assert isinstance(result.exception, SystemExit), result.exception
+    assert "Traceback" not in result.output
+    assert result.stderr.startswith("error: "), result.stderr
+    for text in expected:
+        assert text in result.stderr, f"{text!r} not in {result.stderr!r}"
