@@ -2,7 +2,27 @@
 
 SimPy simulates devices, batteries, availability and links in simulated
 seconds; those events trigger real PyTorch local training and server
-aggregation. Start with ``netfl simulate topologies/quickstart.yaml``.
+aggregation. Start with ``netfl simulate topologies/quickstart.yaml``, or
+from Python with ``netfl.run(...)`` (:mod:`netfl.api`).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+
+_API = ("run", "load", "from_dict", "Result")
+
+
+def __getattr__(name: str) -> Any:
+    """``netfl.run`` and friends load on first use: ``import netfl`` (and ``netfl validate``) stays free of torch."""
+    if name in _API:
+        from netfl import api
+
+        return getattr(api, name)
+    if name == "ScenarioError":
+        from netfl.errors import ScenarioError
+
+        return ScenarioError
+    raise AttributeError(f"module 'netfl' has no attribute {name!r}")

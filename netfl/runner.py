@@ -25,8 +25,12 @@ from netfl.sim.simulation import Simulation, SimulationResult, population_models
 
 @dataclass
 class RunOutcome:
+    """A finished (or interrupted) run: its summary, what it measured, and where it was written (if it was)."""
+
     summary: dict[str, Any]
-    out_dir: Path
+    out_dir: Path | None
+    result: SimulationResult
+    num_classes: list[int]  # per task, for the per-class metric columns
 
 
 def default_out_dir(scenario: Scenario) -> Path:
@@ -192,9 +196,14 @@ def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
 
 
 def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
-                 progress: Progress | None = None, device: str = "cpu", threads: int | None = None) -> RunOutcome:
-    """Run ``scenario`` and write its results; ``threads``: training worker threads (default: every CPU this
-    process may use; see :mod:`netfl.learn.runtime`)."""
+                 progress: Progress | None = None, device: str = "cpu", threads: int | None = None,
+                 write: bool = True) -> RunOutcome:
+    """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
+
+    ``threads``: training worker threads (default: every CPU this process may use; see
+    :mod:`netfl.learn.runtime`). Interrupted (Ctrl-C), the partial results are written with
+    ``complete: false`` and KeyboardInterrupt is raised again.
+    """
     started = time.perf_counter()
     threads = use_threads(threads)
     simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device)
@@ -211,11 +220,13 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
             progress.close()
     summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete)
     summary.update(device=device, threads=threads)
-    out = write_run(out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
-                    devices=device_columns(result),
-                    num_classes=[task.num_classes for task in learner.tasks], events=result.recorder.columns(),
-                    staleness=result.staleness if scenario.server.mode == "async" else (),
-                    title=f"{scenario.name}: {scenario.server.algorithm.name}")
+    outcome = RunOutcome(summary, None, result, [task.num_classes for task in learner.tasks])
+    if write:
+        outcome.out_dir = write_run(
+            out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
+            devices=device_columns(result), num_classes=outcome.num_classes, events=result.recorder.columns(),
+            staleness=result.staleness if scenario.server.mode == "async" else (),
+            title=f"{scenario.name}: {scenario.server.algorithm.name}")
     if not complete:
         raise KeyboardInterrupt
-    return RunOutcome(summary, out)
+    return outcome

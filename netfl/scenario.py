@@ -516,10 +516,16 @@ def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path 
         raise ScenarioError(source, problems) from None
     scenario = scenario.model_copy(update={"source": Path(source) if base_dir is not None else None})
     if check_references:
-        problems = _check_references(scenario)
-        if problems:
-            raise ScenarioError(source, problems)
+        check_scenario(scenario, source)
     return scenario
+
+
+def check_scenario(scenario: Scenario, source: str | None = None) -> None:
+    """The checks that need the whole scenario (policies, algorithm, network, partitions, engine), for one
+    built in code from the schema's models; ScenarioError lists every problem."""
+    problems = _check_references(scenario)
+    if problems:
+        raise ScenarioError(source or str(scenario.source or scenario.name), problems)
 
 
 def _yaml11_on_off_keys(value: Any) -> Any:

@@ -45,32 +45,35 @@ def write_devices(path: Path, columns: dict[str, Any]) -> None:
     pq.write_table(pa.table(arrays), path, compression="zstd", write_statistics=False, store_schema=True)
 
 
-def _padded(values: Sequence[float], n: int) -> list[str]:
-    return [f"{a:.6f}" for a in list(values) + [math.nan] * (n - len(values))]
+def metrics_columns(rows: Sequence[Any], num_classes: Sequence[int]) -> dict[str, list]:
+    """One column per metric, one value per evaluation. One task: ``class_<k>_accuracy`` columns; several
+    (``num_classes`` per task): ``test_accuracy``/``test_loss`` are their means, then ``task<s>_accuracy``,
+    ``task<s>_loss`` and ``task<s>_class_<k>_accuracy`` for each."""
+    columns: dict[str, list] = {name: [getattr(row, name) for row in rows] for name in METRIC_COLUMNS}
+
+    def add(prefix: str, per_class: Sequence[Sequence[float]], classes: int) -> None:
+        for k in range(classes):
+            columns[f"{prefix}class_{k}_accuracy"] = [list(p)[k] if k < len(p) else math.nan for p in per_class]
+
+    if len(num_classes) == 1:
+        add("", [row.per_class_accuracy for row in rows], num_classes[0])
+    else:
+        for s, classes in enumerate(num_classes):
+            columns[f"task{s}_accuracy"] = [row.tasks[s].accuracy for row in rows]
+            columns[f"task{s}_loss"] = [row.tasks[s].loss for row in rows]
+            add(f"task{s}_", [row.tasks[s].per_class_accuracy for row in rows], classes)
+    return columns
 
 
 def write_metrics(path: Path, rows: Sequence[Any], num_classes: Sequence[int]) -> None:
-    """One row per evaluation. One task: ``class_<k>_accuracy`` columns; several (``num_classes`` per task):
-    ``test_accuracy``/``test_loss`` are their means, then ``task<s>_accuracy``, ``task<s>_loss`` and
-    ``task<s>_class_<k>_accuracy`` for each."""
-    header = list(METRIC_COLUMNS)
-    if len(num_classes) == 1:
-        header += [f"class_{k}_accuracy" for k in range(num_classes[0])]
-    else:
-        for s, classes in enumerate(num_classes):
-            header += [f"task{s}_accuracy", f"task{s}_loss", *(f"task{s}_class_{k}_accuracy" for k in range(classes))]
+    """metrics.csv: :func:`metrics_columns`, floats with 6 decimals."""
+    columns = metrics_columns(rows, num_classes)
     with path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(header)
-        for row in rows:
-            cells = [f"{row.sim_time_s:.6f}", row.round, f"{row.test_accuracy:.6f}", f"{row.test_loss:.6f}",
-                     row.participants]
-            if len(num_classes) == 1:
-                cells += _padded(row.per_class_accuracy, num_classes[0])
-            else:
-                for task, classes in zip(row.tasks, num_classes):
-                    cells += [f"{task.accuracy:.6f}", f"{task.loss:.6f}", *_padded(task.per_class_accuracy, classes)]
-            writer.writerow(cells)
+        writer.writerow(columns)
+        counts = [name in ("round", "participants") for name in columns]
+        for values in zip(*columns.values()):
+            writer.writerow([int(v) if count else f"{float(v):.6f}" for v, count in zip(values, counts)])
 
 
 def write_staleness(path: Path, staleness: Sequence[int]) -> None:

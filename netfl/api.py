@@ -1,0 +1,80 @@
+"""netfl from Python: describe a world (a YAML file, a dict, or the schema's models), run it, read typed results.
+
+    import netfl
+
+    result = netfl.run("topologies/quickstart.yaml", seed=3)
+    result.summary["final_test_accuracy"]
+    result.metrics.plot(x="sim_time_s", y="test_accuracy")       # pandas DataFrames
+    result.events.query("kind == 'dropout'")
+    result.devices.groupby("group").energy_j.sum()
+
+    world = netfl.from_dict({"name": "mine", "stop": {"rounds": 5}, ...})  # validated like a file
+    netfl.run(world, out="results/mine")                                     # also writes the run folder
+
+Nothing is written unless ``out`` is given. The same checks as ``netfl
+validate`` run first: a bad scenario raises :class:`netfl.ScenarioError`
+listing every problem with its path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from netfl.runner import RunOutcome, device_columns, run_scenario
+from netfl.results.writer import metrics_columns
+from netfl.scenario import Scenario, check_scenario, load_scenario, scenario_from_dict
+
+__all__ = ["Result", "load", "from_dict", "run"]
+
+
+@dataclass
+class Result:
+    """What a run gives: ``summary`` (as summary.json) and ``metrics``, ``events`` and ``devices`` as DataFrames
+    (the columns of metrics.csv, events.parquet and devices.parquet); ``out_dir`` if the run was written."""
+
+    summary: dict[str, Any]
+    metrics: pd.DataFrame
+    events: pd.DataFrame
+    devices: pd.DataFrame
+    out_dir: Path | None = None
+
+    @classmethod
+    def of(cls, outcome: RunOutcome) -> "Result":
+        result = outcome.result
+        return cls(outcome.summary, pd.DataFrame(metrics_columns(result.metrics, outcome.num_classes)),
+                   pd.DataFrame(result.recorder.columns()), pd.DataFrame(device_columns(result)), outcome.out_dir)
+
+
+def load(path: str | Path) -> Scenario:
+    """A topology file, validated (ScenarioError lists every problem with its YAML path)."""
+    return load_scenario(path)
+
+
+def from_dict(data: dict[str, Any]) -> Scenario:
+    """A scenario from a dict with the topology file's keys, validated like a file."""
+    return scenario_from_dict(data)
+
+
+def run(world: Scenario | dict[str, Any] | str | Path, *, seed: int | None = None, out: str | Path | None = None,
+        threads: int | None = None, device: str = "cpu", data_dir: str | Path | None = None) -> Result:
+    """Run ``world`` (a Scenario, a dict, or a topology file's path) and return its results.
+
+    ``seed`` replaces the scenario's; ``out`` also writes the run folder there (as ``netfl simulate --out``);
+    ``threads`` and ``device`` as on the command line; ``data_dir`` where the data set's files are.
+    """
+    if isinstance(world, (str, Path)):
+        world = load_scenario(world)
+    elif isinstance(world, dict):
+        world = scenario_from_dict(world)
+    else:
+        check_scenario(world)
+    if seed is not None:
+        world = world.model_copy(update={"seed": seed})
+    outcome = run_scenario(world, out_dir=Path(out) if out is not None else None, write=out is not None,
+                           data_dir=Path(data_dir) if data_dir is not None else None, device=device,
+                           threads=threads)
+    return Result.of(outcome)
