@@ -42,7 +42,8 @@ import numpy as np
 from netfl import keyed_random
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.policies.sessions import DAY, HOUR, DurationDistribution
+from netfl.distributions import Distribution
+from netfl.policies.sessions import DAY, HOUR
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
 
@@ -124,7 +125,7 @@ class AlwaysModel(PopulationModel):
         return np.full(len(due), math.inf)
 
 
-def sample_durations(dist: DurationDistribution, key: int, devices: np.ndarray, draws: np.ndarray) -> np.ndarray:
+def sample_durations(dist: Distribution, key: int, devices: np.ndarray, draws: np.ndarray) -> np.ndarray:
     """One duration of ``dist`` per device, from that device's draw number (a normal uses its own stream)."""
     k, p = dist.kind, dist.params
     if k == "constant":

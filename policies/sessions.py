@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,125 +21,20 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from netfl.distributions import Distribution, parse_duration
 from netfl.errors import PolicyError
 from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
 from netfl.policies.participation import nested_validation_error
 from netfl.units import Seconds, parse_quantity
 
-__all__ = ["DurationDistribution", "Duration", "parse_duration", "ClockTime", "OnOff", "Daily", "Diurnal",
+__all__ = ["Duration", "parse_duration", "ClockTime", "OnOff", "Daily", "Diurnal",
            "Eligible", "NestedPolicy", "PRODUCTION_PROFILE"]
 
 HOUR = 3600.0
 DAY = 24 * HOUR
 
 
-# --------------------------------------------------------------- durations
-
-@dataclass(frozen=True)
-class DurationDistribution:
-    """Distribution of a session length, drawn afresh for every session.
-
-    Unlike :class:`netfl.distributions.Distribution` (one value per device,
-    drawn once), this is sampled repeatedly; it adds the exponential
-    (memoryless sessions) and the Weibull (heavy-tailed for shape < 1, as
-    measured mobile session lengths often are) and knows its mean, which
-    sets the stationary online probability of :class:`OnOff`.
-    """
-
-    kind: str  # constant | exponential | lognormal | weibull | uniform
-    params: tuple[float, ...]  # (value,) (mean,) (median, sigma) (shape, scale) (low, high)
-
-    def sample(self, rng: np.random.Generator) -> float:
-        k, p = self.kind, self.params
-        if k == "constant":
-            return p[0]
-        if k == "exponential":
-            return float(rng.exponential(p[0]))
-        if k == "lognormal":
-            return p[0] * math.exp(p[1] * float(rng.standard_normal()))
-        if k == "weibull":
-            return p[1] * float(rng.weibull(p[0]))
-        return float(rng.uniform(p[0], p[1]))
-
-    @property
-    def mean(self) -> float:
-        k, p = self.kind, self.params
-        if k in ("constant", "exponential"):
-            return p[0]
-        if k == "lognormal":
-            return p[0] * math.exp(p[1] ** 2 / 2)  # E[median * e^(sigma Z)] = median * e^(sigma^2 / 2)
-        if k == "weibull":
-            return p[1] * math.gamma(1 + 1 / p[0])
-        return (p[0] + p[1]) / 2
-
-    def describe(self) -> str:
-        if self.kind == "constant":
-            return f"{self.params[0]:g}s"
-        return f"{self.kind}({', '.join(f'{x:g}' for x in self.params)})"
-
-
-_DURATION_FORMS = ("a duration ('45min'), {exponential: {mean: 30min}}, {lognormal: {median: 20min, sigma: 1.0}}, "
-                   "{weibull: {shape: 0.8, scale: 1h}} or {uniform: [10min, 1h]}")
-
-
-def _number(value: object, what: str) -> float:
-    try:
-        number = float(value) if not isinstance(value, bool) else math.nan
-    except (TypeError, ValueError):
-        number = math.nan
-    if not math.isfinite(number):
-        raise ValueError(f"{what} must be a plain finite number, got {value!r}")
-    return number
-
-
-def _keys(args: object, kind: str, names: tuple[str, str]) -> tuple[object, object]:
-    if not (isinstance(args, Mapping) and set(args) == set(names)):
-        raise ValueError(f"{kind} takes {{{names[0]}: ..., {names[1]}: ...}}")
-    return args[names[0]], args[names[1]]
-
-
-def parse_duration(value: object) -> DurationDistribution:
-    """A session-length distribution from a scenario value (ValueError says what is accepted)."""
-    if isinstance(value, DurationDistribution):
-        return value
-    t = lambda v: parse_quantity(v, "time")  # noqa: E731
-    if not isinstance(value, Mapping):
-        d = t(value)
-        if d <= 0:
-            raise ValueError(f"a constant duration must be > 0, got {value!r}")
-        return DurationDistribution("constant", (d,))
-    kinds = ("exponential", "lognormal", "weibull", "uniform")
-    if len(value) != 1 or next(iter(value)) not in kinds:
-        raise ValueError(f"expected {_DURATION_FORMS}; got keys {sorted(map(str, value))}")
-    kind, args = next(iter(value.items()))
-    if kind == "exponential":
-        if isinstance(args, Mapping) and set(args) != {"mean"}:
-            raise ValueError("exponential takes {mean: ...}")
-        mean = t(args["mean"] if isinstance(args, Mapping) else args)
-        if mean <= 0:
-            raise ValueError("exponential: mean must be > 0")
-        return DurationDistribution(kind, (mean,))
-    if kind == "lognormal":
-        median, sigma = _keys(args, kind, ("median", "sigma"))
-        median, sigma = t(median), _number(sigma, "lognormal: sigma")
-        if median <= 0 or sigma < 0:
-            raise ValueError("lognormal: median must be > 0 and sigma >= 0")
-        return DurationDistribution(kind, (median, sigma))
-    if kind == "weibull":
-        shape, scale = _keys(args, kind, ("shape", "scale"))
-        shape, scale = _number(shape, "weibull: shape"), t(scale)
-        if shape <= 0 or scale <= 0:
-            raise ValueError("weibull: shape and scale must be > 0")
-        return DurationDistribution(kind, (shape, scale))
-    if not (isinstance(args, list) and len(args) == 2):
-        raise ValueError("uniform takes [low, high]")
-    low, high = t(args[0]), t(args[1])
-    if not 0 <= low <= high or high <= 0:
-        raise ValueError(f"uniform: need 0 <= low <= high and high > 0, got [{low:g}, {high:g}]")
-    return DurationDistribution(kind, (low, high))
-
-
-Duration = Annotated[DurationDistribution, PlainValidator(parse_duration)]
+Duration = Annotated[Distribution, PlainValidator(parse_duration)]
 
 
 class _Alternating:
@@ -180,8 +74,8 @@ class OnOff(SessionPolicy):
         on, off = params.on, params.off
         self.stationary = on.mean / (on.mean + off.mean)
         online = bool(rng.random() < self.stationary)
-        first = (on if online else off).sample(rng)
-        self._chain = _Alternating(online, first, lambda state: (on if state else off).sample(rng))
+        first = (on if online else off).draw(rng)
+        self._chain = _Alternating(online, first, lambda state: (on if state else off).draw(rng))
 
     def online(self, now: float, state: DeviceState) -> bool:
         return self._chain.at(now)

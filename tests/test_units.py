@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from netfl.distributions import KINDS, Distribution, parse_distribution
+from netfl.distributions import PER_DEVICE_KINDS as KINDS, Distribution, parse_distribution
 from netfl.units import UNITS, parse_quantity
 
 # ------------------------------------------------------------------------- quantities
