@@ -20,6 +20,7 @@ import yaml
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
                       model_validator)
 
+from netfl.component_spec import PolicySpec, WithParams
 from netfl.distributions import Distribution, parse_distribution
 from netfl.errors import ScenarioError
 from netfl.policies import RoundPolicy, policy_class, validate_policy
@@ -182,23 +183,6 @@ class PowerSpec(Strict):
     compute: Watts = Field(2.0, ge=0)
     transmit: Watts = Field(0.2, ge=0)
     idle: Watts = Field(0.05, ge=0)
-
-
-class WithParams(BaseModel):
-    """A mapping whose one named key picks a component and whose other keys are that component's parameters
-    (validated by the component itself, in a second pass that knows which component it is)."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
-
-
-class PolicySpec(WithParams):
-    """``policy`` names a built-in policy or ``path/to/file.py:ClassName``."""
-
-    policy: str
 
 
 class BatterySpec(Strict):

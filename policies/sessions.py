@@ -15,12 +15,13 @@ import math
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
+from pydantic import Field, PlainValidator, ValidationError, model_validator
 from pydantic_core import PydanticCustomError
 
+from netfl.component_spec import PolicySpec
 from netfl.distributions import Distribution, parse_duration
 from netfl.errors import PolicyError
 from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
@@ -257,7 +258,7 @@ class Diurnal(SessionPolicy):
 
 # ------------------------------------------------------------- eligibility
 
-class NestedPolicy(BaseModel):
+class NestedPolicy(PolicySpec):
     """A component policy inside another's parameters: ``{policy: daily, start: ..., end: ...}``.
 
     Built-ins are checked here, so errors carry their full path (e.g.
@@ -265,13 +266,6 @@ class NestedPolicy(BaseModel):
     (``path/to/file.py:Class``) is checked by :meth:`Eligible.check`, because
     its path is relative to the topology file, unknown to this model.
     """
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    policy: str
-
-    @property
-    def params(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
 
     @model_validator(mode="after")
     def _check(self):
