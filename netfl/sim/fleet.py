@@ -285,9 +285,8 @@ class LazyPolicy(SessionPolicy):
     """A working device's view of its group's population model, through the per-device protocol."""
 
     def __init__(self, fleet: LazyFleet, group: int, row: int):
-        self.fleet, self.model, self.row = fleet, fleet.models[group], row
-        self._offset = fleet.slices[group].start
-        self._hook = fleet._accrue(self._offset, rounds=self.model.time_base == "round")
+        self.model, self.row = fleet.models[group], row
+        self._hook = fleet._accrue(fleet.slices[group].start, rounds=self.model.time_base == "round")
 
     def online(self, now: float, state) -> bool:
         if self.model.time_base == "round":  # per-round policies change only at round starts

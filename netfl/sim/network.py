@@ -110,7 +110,7 @@ class _Metered:
 
 
 class Network:
-    def __init__(self, env: simpy.Environment, scenario: Scenario, attachments: "Attachments",
+    def __init__(self, env: simpy.Environment, scenario: Scenario, attachments: Attachments,
                  streams: RandomStreams, log: Callable[[int, str, str], None]):
         self.env = env
         self.attachments = attachments

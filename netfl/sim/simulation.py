@@ -111,7 +111,7 @@ class Simulation:
             self.devices = EagerFleet([Device(self.env, table.profile(i), table.battery(i), policy, self.recorder,
                                               current_round, self.network, charger)
                                        for i, (policy, charger) in enumerate(zip(policies, chargers))])
-        self.relays = self._build_relays(streams, log)
+        self.relays = self._build_relays(streams, log, table.group_slices())
         server = scenario.server
         common = dict(max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
         if server.mode == "async":
@@ -127,25 +127,20 @@ class Simulation:
                 interval_s=rs.interval, relays=self.relays, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
 
-    def _build_relays(self, streams: RandomStreams, log) -> dict[str, RamRelay]:
+    def _build_relays(self, streams: RandomStreams, log, groups: list[slice]) -> dict[str, RamRelay]:
         relays = {}
         for name, node in self.scenario.network.nodes.items():
             if node.ram is None:
                 continue
             behind: list[int] = []
-            for group, devices in zip(self.scenario.devices, self.devices_by_group()):
+            for group, devices in zip(self.scenario.devices, groups):
                 if name in self.network.path_nodes(group.link.to or SERVER):
-                    behind += list(devices)
+                    behind += range(devices.start, devices.stop)
             channels = ([self.network.attachments[i].channel for i in behind] if node.ram.rho == "channel_quality"
                         else [None] * len(behind))
             weights = ram_weights(node.ram.rho, channels)
             relays[name] = RamRelay(name, node.ram.mode, dict(zip(behind, weights)), streams.numpy("relay", name), log)
         return relays
-
-    def devices_by_group(self) -> list[range]:
-        counts = [g.count for g in self.scenario.devices]
-        starts = np.concatenate([[0], np.cumsum(counts)]).astype(int)
-        return [range(a, b) for a, b in zip(starts[:-1], starts[1:])]
 
     def _round_ended(self, round_index: int) -> None:
         if (round_index + 1) % self.scenario.eval.every == 0:
