@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from netfl.learn.datasets import FASHION_MNIST_DIR
-from netfl.runner import build_simulation
-from netfl.scenario import load_scenario, scenario_from_dict
+from netfl.build import build_simulation
+from netfl.config import load_scenario, scenario_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -297,8 +297,8 @@ import time
 t0 = time.perf_counter()
 import os, sys
 from netfl.learn.runtime import use_threads
-from netfl.runner import build_simulation
-from netfl.scenario import load_scenario
+from netfl.build import build_simulation
+from netfl.config import load_scenario
 imported = time.perf_counter() - t0
 use_threads(1)
 sim, learner = build_simulation(load_scenario(sys.argv[1]))

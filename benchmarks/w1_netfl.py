@@ -32,8 +32,8 @@ import yaml  # noqa: E402
 import w1_common as w1  # noqa: E402
 
 from netfl.learn.runtime import use_threads  # noqa: E402
-from netfl.runner import build_simulation  # noqa: E402
-from netfl.scenario import scenario_from_dict  # noqa: E402
+from netfl.build import build_simulation  # noqa: E402
+from netfl.config import scenario_from_dict  # noqa: E402
 
 W1_YAML = Path(__file__).resolve().parent / "w1.yaml"
 

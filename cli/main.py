@@ -32,8 +32,8 @@ def main() -> None:
 @click.argument("topology", type=click.Path(path_type=Path))
 def validate(topology: Path) -> None:
     """Check TOPOLOGY and print a one-screen summary of the scenario."""
-    from netfl.scenario import load_scenario
-    from netfl.summary import describe_scenario
+    from netfl.config import load_scenario
+    from netfl.config.summary import describe_scenario
 
     try:
         scenario = load_scenario(topology)
@@ -61,7 +61,7 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
     from netfl.results.progress import Progress
     from netfl.results.writer import check_out_dir
     from netfl.runner import default_out_dir, run_scenario
-    from netfl.scenario import load_scenario
+    from netfl.config import load_scenario
 
     try:
         scenario = load_scenario(topology)

@@ -39,8 +39,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from netfl.runner import build_simulation
-from netfl.scenario import scenario_from_dict
+from netfl.build import build_simulation
+from netfl.config import scenario_from_dict
 
 M, BUFFER, K_RANGE = 20, 5, (1, 10)
 K_MEAN = (K_RANGE[0] + K_RANGE[1]) / 2

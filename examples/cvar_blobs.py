@@ -42,8 +42,8 @@ from torch.func import functional_call
 
 from netfl.learn.models import build_model
 from netfl.learn.params import ParamLayout
-from netfl.runner import build_simulation
-from netfl.scenario import scenario_from_dict
+from netfl.build import build_simulation
+from netfl.config import scenario_from_dict
 
 RHO = [0.5, 0.4, 0.1]
 RARE = 2  # the class of the rarely relayed user

@@ -118,7 +118,7 @@ def run(job: tuple[dict, str]) -> dict:
 
     torch.set_num_threads(1)  # two runs share two cores
     from netfl.runner import run_scenario
-    from netfl.scenario import scenario_from_dict
+    from netfl.config import scenario_from_dict
 
     data, out_dir = job
     outcome = run_scenario(scenario_from_dict(copy.deepcopy(data)), out_dir=Path(out_dir))

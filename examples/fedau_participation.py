@@ -3,7 +3,7 @@
 Wang & Ji, "A Lightweight Method for Tackling Unknown Participation
 Statistics in Federated Averaging" (ICLR 2024; reference code IBM/fedau),
 at CPU scale, through netfl's simulator: every run is a dict scenario
-(``netfl.scenario.scenario_from_dict``) run end to end by
+(``netfl.config.scenario_from_dict``) run end to end by
 ``netfl.runner.run_scenario`` -- availability policies decide who trains in
 each round, the engine schedules downloads, local training and uploads in
 simulated time, and the learner trains the real torch model.
@@ -158,7 +158,7 @@ def run_one(pattern: str, algo: str, seed: int, sizes: Sizes, model: str, lr_sca
             out_dir: str) -> dict:
     """One netfl run; returns its curve (round, sim time, accuracy, worst-class accuracy) and a few counts."""
     from netfl.runner import run_scenario
-    from netfl.scenario import scenario_from_dict
+    from netfl.config import scenario_from_dict
 
     started, cpu_started = time.perf_counter(), time.process_time()
     scenario = scenario_from_dict(scenario_dict(pattern, algo, seed, sizes, model, lr_scale, data_dir),

@@ -48,8 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from netfl.runner import build_simulation
-from netfl.scenario import scenario_from_dict
+from netfl.build import build_simulation
+from netfl.config import scenario_from_dict
 
 SAMPLERS = ("optimal", "random", "round_robin")
 COLORS = {"optimal": "tab:red", "random": "tab:blue", "round_robin": "tab:green"}

@@ -26,7 +26,7 @@ import pandas as pd
 
 from netfl.runner import RunOutcome, device_columns, run_scenario
 from netfl.results.writer import metrics_columns
-from netfl.scenario import Scenario, check_scenario, load_scenario, scenario_from_dict
+from netfl.config import Scenario, check_scenario, load_scenario, scenario_from_dict
 
 __all__ = ["Result", "load", "from_dict", "run"]
 

@@ -3,24 +3,18 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from netfl.errors import NetflError, ScenarioError
-from netfl.learn.algorithms import ClientInfo, build_strategy
-from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
-from netfl.learn.runtime import torch_device, use_threads
-from netfl.learn.partition import ClientParts, label_distribution, partition_indices, sample_parts
-from netfl.policies import DeviceInfo, build_policy
+from netfl.build import build_simulation
+from netfl.config.schema import Scenario
+from netfl.learn.runtime import use_threads
 from netfl.results.progress import Progress
 from netfl.results.writer import write_run
-from netfl.rng import RandomStreams
-from netfl.scenario import Scenario
-from netfl.sim.simulation import Simulation, SimulationResult, population_models
+from netfl.sim.simulation import SimulationResult
 
 
 @dataclass
@@ -35,99 +29,6 @@ class RunOutcome:
 
 def default_out_dir(scenario: Scenario) -> Path:
     return scenario.output.dir or Path("results") / scenario.name
-
-
-def resolve_data_dir(scenario: Scenario, override: Path | None, task: int = 0) -> Path | None:
-    """--data-dir wins; a data_dir in the YAML is relative to the YAML file."""
-    if override is not None:
-        return override
-    data_dir = scenario.tasks[task].dataset.data_dir
-    if data_dir is not None and not data_dir.is_absolute() and scenario.source is not None:
-        return scenario.source.parent / data_dir
-    return data_dir
-
-
-def _stream_keys(task: int) -> tuple[int, ...]:
-    """Task 0 keeps the stream names single-task scenarios always had; task s > 0 adds its index."""
-    return (task,) if task else ()
-
-
-def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: Path | None) -> TaskSetup:
-    """Load task ``task``'s data set and split it over the devices."""
-    spec = scenario.tasks[task]
-    keys = _stream_keys(task)
-    dataset = load_dataset(spec.dataset.name, data_dir=resolve_data_dir(scenario, data_dir, task),
-                           test_fraction=spec.dataset.test_fraction, seed=streams.integer_seed("test_split", *keys))
-    if spec.dataset.max_train_samples is not None and spec.dataset.max_train_samples < len(dataset.train_y):
-        keep = np.sort(streams.numpy("train_subset", *keys).choice(len(dataset.train_y), spec.dataset.max_train_samples,
-                                                                    replace=False))
-        dataset = replace(dataset, train_x=dataset.train_x[keep], train_y=dataset.train_y[keep])
-    part = spec.dataset.partition
-    labels, rng = dataset.train_y.numpy(), streams.numpy("partition", *keys)
-    try:
-        if part.samples_per_client is not None:
-            parts = sample_parts(labels, scenario.num_devices, part.samples_per_client, part.kind, rng,
-                                 alpha=part.alpha, classes_per_client=part.classes_per_client)
-        else:
-            parts = ClientParts.of(partition_indices(labels, scenario.num_devices, part.kind, rng, alpha=part.alpha,
-                                                     classes_per_client=part.classes_per_client,
-                                                     exclusive=part.exclusive, quantity_skew=part.quantity_skew))
-    except ValueError as exc:
-        where = "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
-        hint = ("; give dataset.partition.samples_per_client to let devices share samples"
-                if scenario.num_devices > len(labels) else "")
-        raise ScenarioError(str(scenario.source or scenario.name),
-                            [(f"{where}.dataset.partition", f"{exc}{hint}")]) from None
-    local = LocalConfig(spec.local.steps, spec.local.epochs, spec.local.batch_size, spec.local.lr,
-                        spec.local.weight_decay, spec.local.lr_schedule)
-    return TaskSetup(dataset, parts, spec.model.name, spec.model.hidden, local)
-
-
-def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
-                     device: str = "cpu") -> tuple[Simulation, Learner]:
-    """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``)."""
-    try:
-        torch_device(device)  # before loading any data
-    except ValueError as exc:
-        raise NetflError(f"device {exc}") from None
-    streams = RandomStreams(scenario.seed)
-    tasks = [build_task(scenario, s, streams, data_dir) for s in range(len(scenario.tasks))]
-    first = tasks[0]
-    mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
-    if scenario.engine.devices == "lazy":
-        population = population_models(scenario, streams, mix)
-        policies, chargers = None, None
-        participation = tuple(p for m in population
-                              for p in (m.participation.tolist() if m.participation is not None else [None] * m.n))
-    else:
-        population = None
-        policies, chargers = _device_policies(scenario, streams, first.parts, mix)
-        participation = tuple(p.participation_probability() for p in policies)
-    sizes = tuple(tuple(t.parts.sizes.tolist()) for t in tasks)
-    local = scenario.task.local
-    try:
-        strategy = build_strategy(scenario.server.algorithm,
-                                  ClientInfo(sizes[0], local.lr, participation, lr_schedule=local.lr_schedule,
-                                             task_sizes=sizes))
-    except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
-        raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
-    learner = Learner(tasks, strategy=strategy, streams=streams, participants=scenario.server.round.participants,
-                      max_test_samples=scenario.eval.max_test_samples, device=device)
-    return Simulation(scenario, learner, policies, streams, chargers, population=population), learner
-
-
-def _device_policies(scenario: Scenario, streams: RandomStreams, parts: ClientParts, mix: np.ndarray) -> tuple[list, list]:
-    """The eager engine's availability policy and charger of every device, each with its own stream."""
-    groups = [g for g in scenario.devices for _ in range(g.count)]
-    base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos = [DeviceInfo(i, g.group, int(size), mix[i], scenario.seed, base_dir)
-             for i, (g, size) in enumerate(zip(groups, parts.sizes))]
-    policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
-                for info, g in zip(infos, groups)]
-    chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
-                if g.battery is not None and g.battery.charging is not None else None
-                for info, g in zip(infos, groups)]
-    return policies, chargers
 
 
 def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool) -> dict[str, Any]:

@@ -1,26 +1,20 @@
-"""Built-in availability policies: the registry a topology's ``policy:`` names.
+"""The built-in availability policies, in the order listings show them: fills the catalog.
 
 Per-round patterns live in :mod:`~netfl.policies.rounds`, continuous-time
-ones in :mod:`~netfl.policies.sessions` and trace replay in
-:mod:`~netfl.policies.traces`.
+ones in :mod:`~netfl.policies.sessions`, eligibility in
+:mod:`~netfl.policies.eligible` and trace replay in
+:mod:`~netfl.policies.traces`; :mod:`~netfl.policies.catalog` looks them up.
 """
 
 from __future__ import annotations
 
-from netfl.policies.base import AvailabilityPolicy, SessionPolicy
+from netfl.policies.catalog import BUILTIN_POLICIES
+from netfl.policies.eligible import Eligible
 from netfl.policies.rounds import Bernoulli, Cyclic, Markov
-from netfl.policies.sessions import Daily, Diurnal, Eligible, OnOff
+from netfl.policies.sessions import Always, Daily, Diurnal, OnOff
 from netfl.policies.traces import FedScaleTrace, IntervalTrace
 
-
-class Always(SessionPolicy):
-    """Always online: a mains-powered, always-connected device (battery permitting)."""
-
-    def online(self, now, state) -> bool:
-        return True
-
-
-BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {
+BUILTIN_POLICIES.update({
     "always": Always,
     "bernoulli": Bernoulli,
     "markov": Markov,
@@ -31,7 +25,6 @@ BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {
     "eligible": Eligible,
     "fedscale_trace": FedScaleTrace,
     "trace_csv": IntervalTrace,
-}
+})
 
-__all__ = ["Always", "Bernoulli", "Markov", "Cyclic", "OnOff", "Daily", "Diurnal", "Eligible", "FedScaleTrace",
-           "IntervalTrace", "BUILTIN_POLICIES"]
+__all__ = ["BUILTIN_POLICIES"]

@@ -16,7 +16,8 @@ import pytest
 from netfl.backend import Evaluation, RoundContext, RoundPlan, Work, sample_uniform
 from netfl.policies import DeviceInfo, PolicyParams, RoundPolicy, SessionPolicy, build_policy
 from netfl.rng import RandomStreams
-from netfl.scenario import scenario_from_dict
+from netfl.build import build_world
+from netfl.config import scenario_from_dict
 from netfl.sim.simulation import Simulation
 
 REL = 1e-12
@@ -129,7 +130,7 @@ def simulate(sc, backend: FakeBackend, policy_cls: type[RoundPolicy] | None = Al
         policies = [policy_cls(policy_cls.Params(), info(i, g.group), streams.numpy("availability", i))
                     for i, g in enumerate(groups)]
     backend.participants = sc.server.round.participants
-    sim = Simulation(sc, backend, policies, streams)
+    sim = Simulation(build_world(sc, streams, policies=policies), backend)
     return sim, sim.run()
 
 
@@ -186,7 +187,7 @@ def run_network(sc, backend, policy_cls=AlwaysRound):
         policies = [build_policy(g.availability, info(i), streams.numpy("availability", i)) for i, g in enumerate(groups)]
     else:
         policies = [policy_cls(policy_cls.Params(), info(i), streams.numpy("availability", i)) for i in range(n)]
-    sim = Simulation(sc, backend, policies, streams)
+    sim = Simulation(build_world(sc, streams, policies=policies), backend)
     return sim, sim.run()
 
 
@@ -217,7 +218,7 @@ def run_with_charger(sc, charger_params: dict, policy=NeverRound, backend=None):
     policies = [policy(policy.Params(), info(i), streams.numpy("availability", i)) for i in range(n)]
     chargers = [PluggedBetween(PluggedBetween.Params(**charger_params), info(i), streams.numpy("charging", i))
                 for i in range(n)]
-    sim = Simulation(sc, backend or FakeBackend(), policies, streams, chargers)
+    sim = Simulation(build_world(sc, streams, policies=policies, chargers=chargers), backend or FakeBackend())
     return sim, sim.run()
 
 

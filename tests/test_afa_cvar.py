@@ -16,7 +16,7 @@ from netfl.learn.datasets import load_dataset
 from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.learn.partition import partition_indices
 from netfl.rng import RandomStreams
-from netfl.scenario import scenario_from_dict
+from netfl.config import scenario_from_dict
 
 F64 = torch.float64
 
@@ -295,7 +295,7 @@ def test_afa_accepts_both_server_modes(name: str, mode: str) -> None:
 
 
 def test_fed_cvar_and_afa_run_end_to_end() -> None:
-    from netfl.runner import build_simulation
+    from netfl.build import build_simulation
 
     runs = [_scenario({"name": "fed_cvar", "alpha": 0.1, "gamma": 0.1, "t_lr": 0.05}, relay=True),
             _scenario({"name": "afa_cs", "server_lr": 2.0}, mode="async"),
@@ -327,7 +327,7 @@ def test_shipped_topologies_for_the_reproductions_run(name: str) -> None:
 
     import yaml
 
-    from netfl.runner import build_simulation
+    from netfl.build import build_simulation
 
     path = Path(__file__).resolve().parents[1] / "topologies" / f"{name}.yaml"
     data = yaml.safe_load(path.read_text())

@@ -15,7 +15,8 @@ from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate, Interva
 from netfl.learn.algorithms.toy import QuadraticToy
 from netfl.learn.training import scheduled_lr
 from netfl.registry.algorithms import describe_algorithms
-from netfl.scenario import AlgorithmSpec, LocalSpec, scenario_from_dict
+from netfl.config import scenario_from_dict
+from netfl.config.schema import AlgorithmSpec, LocalSpec
 
 F64 = torch.float64
 

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 import netfl
 from netfl.cli.main import main
-from netfl.scenario import DeviceGroupSpec, ScenarioError
+from netfl.config.schema import DeviceGroupSpec
+from netfl.errors import ScenarioError
 
 from cli_support import TINY
 

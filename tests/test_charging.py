@@ -11,6 +11,7 @@ import math
 import pytest
 
 from netfl.policies import SessionPolicy
+from netfl.build import build_world
 from netfl.rng import RandomStreams
 from netfl.sim.battery import Battery
 from netfl.sim.simulation import Simulation
@@ -107,7 +108,8 @@ def test_a_policy_is_asked_again_at_its_own_battery_marks(policy, offline_at):
     sc = scenario([group("phone", power={"compute": 0.0, "transmit": 0.0, "idle": 1.0},
                          battery={"capacity": 100.0, "initial": 0.8})], stop={"sim_time": 60.0})
     streams = RandomStreams(sc.seed)
-    sim = Simulation(sc, FakeBackend(), [policy(policy.Params(), info(0), streams.numpy("availability", 0))], streams)
+    sim = Simulation(build_world(sc, streams, policies=[policy(policy.Params(), info(0), streams.numpy("availability", 0))]),
+                     FakeBackend())
     sim.run()
     offline = [t for t, d, k in zip(sim.recorder.times, sim.recorder.devices, sim.recorder.kinds) if k == "offline"]
     if offline_at is None:  # without the mark nobody asks: the device stays online far below its own threshold

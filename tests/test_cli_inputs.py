@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from netfl.scenario import load_scenario
-from netfl.summary import describe_scenario
+from netfl.config import load_scenario
+from netfl.config.summary import describe_scenario
 from cli_support import TINY, assert_user_error, run
 
 ROOT = Path(__file__).resolve().parents[1]

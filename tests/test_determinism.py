@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from netfl.runner import run_scenario
-from netfl.scenario import scenario_from_dict
+from netfl.config import scenario_from_dict
 
 ROUNDS = 5
 SLOW = 2

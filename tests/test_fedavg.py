@@ -16,7 +16,7 @@ from netfl.learn.models import build_model
 from netfl.learn.params import ParamLayout
 from netfl.learn.training import local_sgd, minibatch_indices, num_local_steps
 from netfl.rng import RandomStreams
-from netfl.scenario import AlgorithmSpec
+from netfl.config.schema import AlgorithmSpec
 
 CTX = RoundContext(round_index=0, sim_time_s=0.0, available=(0, 1), selected=(0, 1), delivered=(0, 1))
 

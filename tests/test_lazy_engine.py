@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from netfl.rng import RandomStreams
-from netfl.sim.simulation import Simulation, population_models
+from netfl.build import build_world, population_models
+from netfl.sim.simulation import Simulation
 
 from engine_support import FakeBackend, group, scenario, simulate
 
@@ -28,7 +29,7 @@ def lazy(sc, backend: FakeBackend) -> tuple[Simulation, object]:
     streams = RandomStreams(sc.seed)
     backend.participants = sc.server.round.participants
     mix = np.full((sc.num_devices, 10), 0.1)
-    sim = Simulation(sc, backend, None, streams, population=population_models(sc, streams, mix))
+    sim = Simulation(build_world(sc, streams, population=population_models(sc, streams, mix)), backend)
     return sim, sim.run()
 
 
@@ -127,7 +128,7 @@ def test_a_hundred_thousand_lazy_devices_stay_small() -> None:
 
 def _problems(data: dict) -> list[tuple[str, str]]:
     from netfl.errors import ScenarioError
-    from netfl.scenario import scenario_from_dict
+    from netfl.config import scenario_from_dict
 
     try:
         scenario_from_dict(data)
@@ -158,7 +159,7 @@ def test_lazy_engine_refuses_what_it_cannot_keep_as_arrays() -> None:
 
 def test_samples_per_client_combines_only_with_sampled_kinds() -> None:
     task = _lazy_dict()["task"]
-    for partition, words in (({"kind": "by_label", "samples_per_client": 5}, "kind iid, dirichlet or classes"),
+    for partition, words in (({"kind": "by_label", "samples_per_client": 5}, "kind 'iid', 'dirichlet' or 'classes'"),
                              ({"kind": "iid", "samples_per_client": 5, "exclusive": [{"clients": [0], "labels": [1]}]},
                               "cannot be combined")):
         data = _lazy_dict(task={**task, "dataset": {"name": "digits", "partition": partition}})

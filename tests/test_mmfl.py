@@ -18,8 +18,8 @@ from netfl.cli.main import main
 from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.mmfl import optimal_probabilities
-from netfl.runner import build_simulation
-from netfl.scenario import scenario_from_dict
+from netfl.build import build_simulation
+from netfl.config import scenario_from_dict
 
 
 def mmfl(sizes: list[list[int]], **params):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from netfl.errors import ScenarioError
-from netfl.scenario import scenario_from_dict
+from netfl.config import scenario_from_dict
 from engine_support import FakeBackend, approx, kinds, network_scenario, run_network
 
 

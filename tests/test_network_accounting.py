@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import yaml
 
-from netfl.scenario import scenario_from_dict
+from netfl.config import scenario_from_dict
 from netfl.sim.channel import Channel, ChannelParams, path_loss_db
 from netfl.sim.network import ram_weights
 from engine_support import Ev, FakeBackend, approx, events, network_scenario, run_network

@@ -10,7 +10,8 @@ import pytest
 
 from netfl.errors import ScenarioError
 from netfl.learn.partition import partition_indices
-from netfl.scenario import PartitionSpec, scenario_from_dict
+from netfl.config import scenario_from_dict
+from netfl.config.schema import PartitionSpec
 
 
 def _labels(n_per_class: int = 100, num_classes: int = 10) -> np.ndarray:
@@ -268,7 +269,7 @@ def test_yaml_options_parse_and_feed_partition_indices() -> None:
     ({"kind": "iid", "quantity_skew": {"clients": "ten", "share": "52.6%"}},
      "task.dataset.partition.quantity_skew.clients", "not a fraction"),
     ({"kind": "dirichlet", "alpha": 0.1, "quantity_skew": {"clients": 0.1, "share": 0.5}},
-     "task.dataset.partition", "quantity_skew works with kind iid or classes, not dirichlet"),
+     "task.dataset.partition", "quantity_skew works with kind 'iid' or 'classes', not 'dirichlet'"),
     ({"kind": "iid", "quantity_skew": {"clients": 0.1, "share": 0.5}, "exclusive": [{"clients": [1], "labels": [0]}]},
      "task.dataset.partition", "cannot be combined with exclusive"),
 ])

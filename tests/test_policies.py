@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from netfl.errors import PolicyError
-from netfl.policies import BUILTIN_POLICIES, DeviceInfo, build_policy, validate_policy
+from netfl.policies import BUILTIN_POLICIES, DeviceInfo, build_policy, check_spec
 from netfl.policies.participation import DataProbability, resolve_probability
 from netfl.policies.sessions import PRODUCTION_PROFILE, parse_duration
 from netfl.policies.traces import fedscale_to_csv
@@ -176,7 +176,7 @@ def test_mifa_smallest_label_rule() -> None:
 
 
 def problems(name: str, **params: Any) -> dict[str, str]:
-    return dict(validate_policy(SimpleNamespace(policy=name, params=params)))
+    return dict(check_spec(SimpleNamespace(policy=name, params=params), None))
 
 
 def test_probability_errors_have_paths() -> None:

@@ -6,13 +6,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from netfl.cli.main import main
+from netfl.learn.partition import partition_indices
 from netfl.registry.algorithms import ALGORITHMS
 from netfl.registry.datasets import DATASET_NAMES, DATASETS
+from netfl.registry.media import MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
+from netfl.registry.partitions import PARTITION_KINDS
+from netfl.sim.medium import MEDIA
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
@@ -128,3 +133,17 @@ def test_unknown_name_gives_file_yaml_path_and_accepted_names(tmp_path: Path, ol
     result = CliRunner().invoke(main, ["validate", str(bad)])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {bad}: 1 problem(s)\n  {problem}"), result.stderr
+
+
+def test_the_engine_implements_exactly_the_registered_media() -> None:
+    assert list(MEDIA) == list(MEDIUM_KINDS)
+
+
+def test_the_partitioner_splits_by_exactly_the_registered_kinds() -> None:
+    """Every registered kind splits real labels; a name outside the registry is refused by name."""
+    labels = np.repeat(np.arange(4), 10)
+    for kind in PARTITION_KINDS:
+        parts = partition_indices(labels, 4, kind, np.random.default_rng(0), alpha=1.0, classes_per_client=2)
+        assert sorted(np.concatenate(parts).tolist()) == list(range(40)), kind
+    with pytest.raises(ValueError, match="unknown partition kind 'stripes'"):
+        partition_indices(labels, 4, "stripes", np.random.default_rng(0))

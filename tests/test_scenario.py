@@ -12,7 +12,7 @@ import yaml
 
 from netfl.distributions import Distribution
 from netfl.errors import NetflError, ScenarioError
-from netfl.scenario import Scenario, load_scenario, scenario_from_dict
+from netfl.config import Scenario, load_scenario, scenario_from_dict
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"

@@ -11,7 +11,8 @@ from click.testing import CliRunner
 from netfl.cli.main import main
 from netfl.errors import PolicyError
 from netfl.policies import DeviceInfo, build_policy, policy_class
-from netfl.scenario import ScenarioError, load_scenario
+from netfl.config import load_scenario
+from netfl.errors import ScenarioError
 
 GOOD = '''
 from netfl.policies import PolicyParams, RoundPolicy

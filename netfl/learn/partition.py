@@ -14,16 +14,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "SAMPLED_KINDS", "ClientParts", "partition_indices",
-           "sample_parts", "label_distribution"]
+from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
 
-PARTITION_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes", "by_label")
-
-#: The kinds that accept ``samples_per_client``.
-SAMPLED_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes")
-
-#: The kinds that accept ``quantity_skew``.
-QUANTITY_SKEW_KINDS: tuple[str, ...] = ("iid", "classes")
+__all__ = ["ClientParts", "partition_indices", "sample_parts", "label_distribution"]
 
 #: Dirichlet draws retried before falling back to moving samples around.
 _DIRICHLET_TRIES = 100

@@ -1,10 +1,10 @@
 """Every device's fixed parameters, as one array per quantity.
 
-Drawn once per group from the scenario seed (one stream per group and
-quantity), so a device's values depend only on the seed, its group and its
-position in the group. Arrays rather than one object per device: the lazy
-engine keeps a million devices here for a few dozen bytes each and builds
-a :class:`~netfl.sim.device.DeviceProfile` and a
+:func:`netfl.build.world.device_table` draws them once per group from the
+scenario seed (one stream per group and quantity), so a device's values
+depend only on the seed, its group and its position in the group. Arrays
+rather than one object per device: the lazy engine keeps a million devices
+here for a few dozen bytes each and builds a :class:`DeviceProfile` and a
 :class:`~netfl.sim.battery.Battery` only for a device that works.
 """
 
@@ -15,14 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netfl.rng import RandomStreams
-from netfl.scenario import Scenario
 from netfl.sim.battery import Battery
-
-# Radio receive power when the scenario gives none: about half the uplink
-# transmit power (receive chains draw less than the power amplifier).
-RECEIVE_TO_TRANSMIT_POWER = 0.5
-
 
 @dataclass(frozen=True)
 class DeviceProfile:
@@ -75,45 +68,3 @@ class DeviceTable:
             return Battery(now=now)
         level = float(self.initial_j[i]) if level_j is None else level_j
         return Battery(capacity, level, float(self.min_level[i]), float(self.charge_w[i]), now=now)
-
-
-def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
-    """Draw every device's parameters: one seeded stream per group and quantity."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
-        "group", "flops_per_s", "compute_w", "transmit_w", "receive_w", "idle_w", "capacity_j", "initial_j",
-        "min_level", "charge_w", "uplink_bps", "downlink_bps", "distance_m")}
-    for g, group in enumerate(scenario.devices):
-        n = group.count
-
-        def draw(name, dist):
-            return np.asarray(dist.sample(streams.numpy("devices", group.group, name), n), dtype=float)
-
-        cols["group"].append(np.full(n, g, dtype=np.int32))
-        cols["flops_per_s"].append(draw("flops_per_s", group.compute.flops_per_s))
-        power = group.power
-        for name, watts in (("compute_w", power.compute), ("transmit_w", power.transmit),
-                            ("receive_w", power.transmit * RECEIVE_TO_TRANSMIT_POWER), ("idle_w", power.idle)):
-            cols[name].append(np.full(n, watts, dtype=float))
-        spec = group.battery
-        if spec is None:
-            cols["capacity_j"].append(np.full(n, math.inf))
-            cols["initial_j"].append(np.full(n, math.inf))
-            cols["min_level"].append(np.zeros(n))
-            cols["charge_w"].append(np.zeros(n))
-        else:
-            cols["capacity_j"].append(np.full(n, spec.capacity))
-            cols["initial_j"].append(spec.capacity * draw("battery_initial", spec.initial))
-            cols["min_level"].append(np.full(n, spec.min_level))
-            cols["charge_w"].append(np.full(n, spec.charge_power))
-        link = group.link
-        up = draw("uplink", link.uplink) if link.uplink is not None else np.full(n, math.nan)
-        if link.downlink is not None:
-            down = draw("downlink", link.downlink)
-        else:
-            down = up if link.to is None else np.full(n, math.nan)
-        cols["uplink_bps"].append(up)
-        cols["downlink_bps"].append(down)
-        cols["distance_m"].append(draw("distance", link.channel.distance_m) if link.channel is not None
-                                  else np.full(n, math.nan))
-    arrays = {k: np.concatenate(v) for k, v in cols.items()}
-    return DeviceTable(group_names=[g.group for g in scenario.devices], **arrays)

@@ -18,7 +18,7 @@ Wired links are not contended (backbones are much faster than radio links).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import networkx as nx
@@ -26,12 +26,11 @@ import numpy as np
 import simpy
 
 from netfl.rng import RandomStreams
-from netfl.scenario import Scenario
-from netfl.sim.channel import Channel, ChannelParams
+from netfl.sim.channel import Channel
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.medium import MEDIA, Medium
+from netfl.sim.world import SERVER, GroupLink, NodeSetup, WiredLink
 
-SERVER = "server"
 DEFAULT_BROADCAST_BPS = 50e6  # an access point's downlink when none is given (LTE/Wi-Fi class)
 
 
@@ -110,26 +109,22 @@ class _Metered:
 
 
 class Network:
-    def __init__(self, env: simpy.Environment, scenario: Scenario, attachments: Attachments,
-                 streams: RandomStreams, log: Callable[[int, str, str], None]):
+    def __init__(self, env: simpy.Environment, nodes: dict[str, NodeSetup], wires: list[WiredLink],
+                 attachments: Attachments, streams: RandomStreams, log: Callable[[int, str, str], None]):
         self.env = env
         self.attachments = attachments
         self.log = log
         self._counters = Counters()
-        spec = scenario.network
         self.graph = nx.Graph()
         self.graph.add_node(SERVER, kind="server")
-        for name, node in spec.nodes.items():
-            self.graph.add_node(name, kind=node.kind, spec=node)
-        for link in spec.links:
-            self.graph.add_edge(link.source, link.to, rate=link.rate, latency=link.latency)
-        self.media: dict[str, Medium] = {}
-        for name, node in spec.nodes.items():
-            m = node.medium
-            params = ({"rate_bps": m.rate, "q": m.q, "packet_bits": 8 * m.packet_size, "max_attempts": m.max_attempts,
-                       "backoff": m.backoff} if m.kind == "slotted_aloha" else {})
-            self.media[name] = MEDIA[m.kind](env, bandwidth_hz=m.bandwidth, log=log,
-                                             rng=streams.numpy("medium", name), **params)
+        for name, node in nodes.items():
+            self.graph.add_node(name, kind=node.kind)
+        for wire in wires:
+            self.graph.add_edge(wire.source, wire.target, rate=wire.rate_bps, latency=wire.latency_s)
+        self.media: dict[str, Medium] = {
+            name: MEDIA[node.medium.kind](env, bandwidth_hz=node.medium.bandwidth_hz, log=log,
+                                          rng=streams.numpy("medium", name), **node.medium.params)
+            for name, node in nodes.items()}
         self._routes: dict[str, list[Hop]] = {}
 
     @property
@@ -211,41 +206,32 @@ class Attachments:
     it again gives the same channel; the lazy engine asks only for the devices that work.
     """
 
-    def __init__(self, scenario: Scenario, streams: RandomStreams, table: DeviceTable):
+    def __init__(self, table: DeviceTable, links: list[GroupLink], nodes: dict[str, NodeSetup],
+                 streams: RandomStreams):
         self.streams = streams
         self.table = table
-        self._groups = []
-        for group in scenario.devices:
-            link = group.link
-            node = link.to or SERVER
-            node_spec = scenario.network.nodes.get(node)
-            broadcast = node_spec.downlink if node_spec is not None and node_spec.downlink else None
-            medium = node_spec.medium if node_spec is not None else None
-            self._groups.append((node, link, broadcast, medium))
+        self._links = links
+        self._broadcast = [nodes[link.node].downlink_bps if link.node in nodes else None for link in links]
 
     def __len__(self) -> int:
         return len(self.table)
 
     def node(self, device: int) -> str:
-        return self._groups[int(self.table.group[device])][0]
+        return self._links[int(self.table.group[device])].node
 
     def __getitem__(self, device: int) -> Attachment:
-        node, link, broadcast, medium = self._groups[int(self.table.group[device])]
+        group = int(self.table.group[device])
+        link = self._links[group]
         up = float(self.table.uplink_bps[device])
         up_bps = None if math.isnan(up) else up
         channel = None
         if link.channel is not None:
-            c = link.channel
-            channel = Channel(ChannelParams(
-                kind=c.kind, distance_m=float(self.table.distance_m[device]), tx_power_w=c.tx_power,
-                bandwidth_hz=medium.bandwidth, noise_figure_db=c.noise_figure_db,
-                shadowing_db_std=c.shadowing_db, rician_k=c.rician_k, coherence_s=c.coherence,
-                rate_bps=c.rate, packet_bits=8 * c.packet_size),
-                self.streams.seed_sequence("channel", device))
+            channel = Channel(replace(link.channel, distance_m=float(self.table.distance_m[device])),
+                              self.streams.seed_sequence("channel", device))
         down = float(self.table.downlink_bps[device])
         if math.isnan(down):
-            down = broadcast or up_bps or DEFAULT_BROADCAST_BPS
-        return Attachment(node, up_bps, down, link.latency, channel)
+            down = self._broadcast[group] or up_bps or DEFAULT_BROADCAST_BPS
+        return Attachment(link.node, up_bps, down, link.latency_s, channel)
 
 
 def ram_weights(rho, channels: list[Channel | None]) -> np.ndarray:

@@ -1,31 +1,28 @@
-"""Build the simulated world from a scenario and run it.
+"""Run a simulated world.
 
-``Simulation`` owns the SimPy environment, the devices and the server; the
-learner is reached only through :class:`~netfl.backend.TrainingBackend`.
-This module does not import torch.
+``Simulation`` owns the SimPy environment, the devices and the server, all
+made from a :class:`~netfl.sim.world.World` (plain objects; see
+:mod:`netfl.build` for making one from a scenario). The learner is reached
+only through :class:`~netfl.backend.TrainingBackend`. This module does not
+import torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable
 
-import numpy as np
 import simpy
 
 from netfl.backend import Evaluation, TrainingBackend
-from netfl.policies import AvailabilityPolicy, SessionPolicy
-from netfl.policies.builtin import BUILTIN_POLICIES
-from netfl.policies.population import PopulationModel, build_population_model
-from netfl.rng import RandomStreams
-from netfl.scenario import Scenario
+from netfl.policies.base import SessionPolicy
 from netfl.sim.device import Device
-from netfl.sim.device_table import device_table
 from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, LazyFleet
-from netfl.sim.network import SERVER, Attachments, Counters, Network, ram_weights
+from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import EventRecorder
 from netfl.sim.relay import RamRelay
 from netfl.sim.server import AsyncServer, SyncServer
+from netfl.sim.world import World
 
 
 @dataclass
@@ -60,90 +57,67 @@ class SimulationResult:
         return float(self.stats.energy_j.sum())
 
 
-def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:
-    """The lazy engine's availability: one population model per device group, each with its own keyed stream.
-
-    ``label_mix`` (devices x labels) feeds probabilities given ``from: data`` or ``from: smallest_label``.
-    """
-    models, start = [], 0
-    for group in scenario.devices:
-        spec = group.availability
-        cls = BUILTIN_POLICIES[spec.policy]
-        models.append(build_population_model(spec.policy, cls.Params.model_validate(spec.params), group.count,
-                                             streams.integer_seed("availability-population", group.group),
-                                             label_mix[start:start + group.count], scenario.seed))
-        start += group.count
-    return models
-
-
 class Simulation:
-    """The world of one scenario. ``policies``: one availability policy per device (the eager engine), or
-    ``population``: one population model per device group (the lazy engine; see netfl/sim/fleet.py)."""
+    """One world and the learner it drives, ready to :meth:`run`."""
 
-    def __init__(self, scenario: Scenario, backend: TrainingBackend,
-                 policies: Sequence[AvailabilityPolicy] | None, streams: RandomStreams,
-                 chargers: Sequence[SessionPolicy | None] | None = None, *,
-                 population: Sequence[PopulationModel] | None = None):
-        self.scenario = scenario
+    def __init__(self, world: World, backend: TrainingBackend):
+        self.world = world
         self.backend = backend
         self.env = simpy.Environment()
         self.recorder = EventRecorder()
         self.metrics: list[MetricRow] = []
         self._last_participants = 0
-        table = device_table(scenario, streams)
+        table, streams = world.devices, world.streams
         self.server: SyncServer | AsyncServer | None = None  # built below, after the devices it schedules
         current_round = lambda: self.server.round_index if self.server is not None else 0  # noqa: E731
         log = lambda device, kind, detail="": self.recorder.log(self.env.now, current_round(), device, kind, detail)  # noqa: E731
-        self.network = Network(self.env, scenario, Attachments(scenario, streams, table), streams, log)
-        if population is not None:
-            if scenario.server.mode == "async":
-                raise ValueError("the lazy engine runs synchronous rounds only")
-
+        self.network = Network(self.env, world.nodes, world.wires,
+                               Attachments(table, world.links, world.nodes, streams), streams, log)
+        if world.population is not None:
             def make_device(index: int, policy: SessionPolicy, level_j: float) -> Device:
                 return Device(self.env, table.profile(index), table.battery(index, level_j, self.env.now), policy,
                               self.recorder, current_round, self.network, online=True)
 
-            self.devices: Fleet = LazyFleet(self.env, table, population, make_device)
+            self.devices: Fleet = LazyFleet(self.env, table, world.population, make_device)
         else:
-            if policies is None or len(policies) != len(table):
-                raise ValueError(f"{0 if policies is None else len(policies)} policies for {len(table)} devices")
-            chargers = chargers if chargers is not None else [None] * len(table)
+            chargers = world.chargers if world.chargers is not None else [None] * len(table)
             self.devices = EagerFleet([Device(self.env, table.profile(i), table.battery(i), policy, self.recorder,
                                               current_round, self.network, charger)
-                                       for i, (policy, charger) in enumerate(zip(policies, chargers))])
-        self.relays = self._build_relays(streams, log, table.group_slices())
-        server = scenario.server
-        common = dict(max_rounds=scenario.stop.rounds, on_round_end=self._round_ended)
+                                       for i, (policy, charger) in enumerate(zip(world.policies, chargers))])
+        self.relays = self._build_relays(log)
+        server = world.server
+        common = dict(max_rounds=world.stop.rounds, on_round_end=self._round_ended)
         if server.mode == "async":
-            a = server.async_
             self.server = AsyncServer(self.env, self.devices, backend, self.recorder, self.network,
-                                      streams.numpy("workers"), buffer=a.buffer, local_steps=a.local_steps,
-                                      pause_s=a.pause, **common)
+                                      streams.numpy("workers"), buffer=server.buffer, local_steps=server.local_steps,
+                                      pause_s=server.pause_s, **common)
         else:
-            rs = server.round
             self.server = SyncServer(
                 self.env, self.devices, backend, self.recorder, self.network,
-                participants=rs.participants, deadline_s=rs.deadline, idle_wait_s=rs.idle_wait,
-                interval_s=rs.interval, relays=self.relays, **common)
+                participants=server.participants, deadline_s=server.deadline_s, idle_wait_s=server.idle_wait_s,
+                interval_s=server.interval_s, relays=self.relays, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
 
-    def _build_relays(self, streams: RandomStreams, log, groups: list[slice]) -> dict[str, RamRelay]:
+    def _build_relays(self, log) -> dict[str, RamRelay]:
+        """A RAM relay for each node that has one, over the devices whose route to the server crosses it."""
         relays = {}
-        for name, node in self.scenario.network.nodes.items():
+        groups = self.world.devices.group_slices()
+        for name, node in self.world.nodes.items():
             if node.ram is None:
                 continue
             behind: list[int] = []
-            for group, devices in zip(self.scenario.devices, groups):
-                if name in self.network.path_nodes(group.link.to or SERVER):
+            for link, devices in zip(self.world.links, groups):
+                if name in self.network.path_nodes(link.node):
                     behind += range(devices.start, devices.stop)
             channels = ([self.network.attachments[i].channel for i in behind] if node.ram.rho == "channel_quality"
                         else [None] * len(behind))
             weights = ram_weights(node.ram.rho, channels)
-            relays[name] = RamRelay(name, node.ram.mode, dict(zip(behind, weights)), streams.numpy("relay", name), log)
+            relays[name] = RamRelay(name, node.ram.mode, dict(zip(behind, weights)),
+                                    self.world.streams.numpy("relay", name), log)
         return relays
 
     def _round_ended(self, round_index: int) -> None:
-        if (round_index + 1) % self.scenario.eval.every == 0:
+        if (round_index + 1) % self.world.stop.eval_every == 0:
             self._evaluate(round_index + 1)
         if self.progress is not None:
             last = self.metrics[-1].test_accuracy if self.metrics else None
@@ -160,7 +134,7 @@ class Simulation:
         if not self.metrics:
             self._evaluate(0)  # the starting point of every accuracy-vs-time curve
         server = self.env.process(self.server.run())
-        limit = self.scenario.stop.sim_time
+        limit = self.world.stop.sim_time_s
         until = server if limit is None else self.env.any_of([server, self.env.timeout(limit)])
         try:
             self.env.run(until=until)

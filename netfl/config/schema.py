@@ -1,35 +1,29 @@
-"""The scenario: a validated description of the simulated world.
+"""The scenario's schema: pydantic models of the simulated world, and nothing else.
 
-``load_scenario(path)`` reads a topology YAML file and returns a
-:class:`Scenario`, or raises :class:`~netfl.errors.ScenarioError` listing
-every problem with its YAML path (``devices[1].battery.capacity: must be >
-0``). Unknown keys are errors: a typo must never silently fall back to a
-default. All quantities are converted to SI base units here (seconds,
-joules, watts, bit/s), so nothing downstream parses units.
+Each model checks what it can see on its own (ranges, units, which keys go
+together); checks that need the whole scenario or a registry's verdict on a
+named component live in :mod:`netfl.config.checks`. Unknown keys are errors:
+a typo must never silently fall back to a default. All quantities are
+converted to SI base units here (seconds, joules, watts, bit/s), so nothing
+downstream parses units.
 """
 
 from __future__ import annotations
 
 import re
-import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import networkx as nx
-import yaml
-from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator,
-                      model_validator)
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from netfl.component_spec import PolicySpec, WithParams
 from netfl.distributions import Distribution, parse_distribution
-from netfl.errors import ScenarioError
-from netfl.policies import RoundPolicy, policy_class, validate_policy
-from netfl.policies.population import POPULATION_MODELS, supports_population
-from netfl.problems import describe_validation_error, field_keys
+from netfl.problems import one_of
 from netfl.registry import registered
-from netfl.registry.algorithms import validate_algorithm
-from netfl.registry.datasets import DATASET_NAMES, NUM_CLASSES
+from netfl.registry.datasets import DATASET_NAMES
+from netfl.registry.media import MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
+from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
 from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts
 
 
@@ -83,7 +77,7 @@ class PartitionSpec(Strict):
     the samples (kinds iid and classes).
     """
 
-    kind: Literal["iid", "dirichlet", "classes", "by_label"] = "iid"
+    kind: Annotated[str, BeforeValidator(registered(PARTITION_KINDS))] = "iid"
     alpha: float | None = Field(None, gt=0, description="Dirichlet concentration (dirichlet)")
     classes_per_client: int | None = Field(None, gt=0, description="labels per client (classes)")
     exclusive: list[ExclusiveGroupSpec] | None = Field(
@@ -113,13 +107,13 @@ class PartitionSpec(Strict):
                                          f"each {field[:-1]} belongs to at most one group")
                     seen[v] = g
         if self.quantity_skew is not None:
-            if self.kind not in ("iid", "classes"):
-                raise ValueError(f"quantity_skew works with kind iid or classes, not {self.kind}")
+            if self.kind not in QUANTITY_SKEW_KINDS:
+                raise ValueError(f"quantity_skew works with kind {one_of(QUANTITY_SKEW_KINDS)}, not {self.kind!r}")
             if self.exclusive:
                 raise ValueError("quantity_skew cannot be combined with exclusive: give one of them")
         if self.samples_per_client is not None:
-            if self.kind not in ("iid", "dirichlet", "classes"):
-                raise ValueError(f"samples_per_client works with kind iid, dirichlet or classes, not {self.kind}")
+            if self.kind not in SAMPLED_KINDS:
+                raise ValueError(f"samples_per_client works with kind {one_of(SAMPLED_KINDS)}, not {self.kind!r}")
             if self.exclusive or self.quantity_skew is not None:
                 raise ValueError("samples_per_client draws every client's data alike: it cannot be combined with "
                                  "exclusive or quantity_skew")
@@ -317,7 +311,7 @@ class ServerSpec(Strict):
 class MediumSpec(Strict):
     """How the devices attached to a node share its uplink (see netfl/sim/medium.py)."""
 
-    kind: Literal["dedicated", "fdma", "tdma", "slotted_aloha"] = "dedicated"
+    kind: Annotated[str, BeforeValidator(registered(MEDIUM_KINDS))] = "dedicated"
     bandwidth: Hertz = Field(10e6, gt=0, description="uplink bandwidth of the access point")
     rate: BitsPerSecond | None = Field(None, gt=0, description="slotted_aloha: rate of every packet")
     q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
@@ -446,215 +440,3 @@ def _positive_distribution(d: Distribution) -> Distribution:
     if d.support_min <= 0:
         raise ValueError(f"must be > 0 for every device; {d.describe()} can be <= 0")
     return d
-
-
-# --------------------------------------------------------------------------- loading
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """yaml.safe_load, except that a key given twice in one mapping is an error (not "the last one wins")."""
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, typing.Hashable):
-                continue  # pydantic reports a non-string key later
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-            seen.add(key)
-        return super().construct_mapping(node, deep)
-
-
-def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenario:
-    """Read and validate a topology file. Raises ScenarioError with every problem found."""
-    path = Path(path)
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ScenarioError(source, [("", "file not found")]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(source, [("", f"cannot read: {exc}")]) from None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ScenarioError(source, [("", f"malformed YAML: {where}{problem}")]) from None
-    return scenario_from_dict(data, source=source, base_dir=path.parent, check_references=check_references)
-
-
-def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path | None = None,
-                       check_references: bool = True) -> Scenario:
-    if not isinstance(data, dict):
-        raise ScenarioError(source, [("", f"expected a mapping of keys (name, seed, stop, task, devices, ...), got {type(data).__name__}")])
-    data = _yaml11_on_off_keys(data)
-    try:
-        scenario = Scenario.model_validate(data)
-    except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors()]
-        if "task" in data:  # the user wrote one `task:`; speak of it, not of tasks[0]
-            problems = [(re.sub(r"^tasks\[0\]", "task", path), msg) for path, msg in problems]
-        raise ScenarioError(source, problems) from None
-    scenario = scenario.model_copy(update={"source": Path(source) if base_dir is not None else None})
-    if check_references:
-        check_scenario(scenario, source)
-    return scenario
-
-
-def check_scenario(scenario: Scenario, source: str | None = None) -> None:
-    """The checks that need the whole scenario (policies, algorithm, network, partitions, engine), for one
-    built in code from the schema's models; ScenarioError lists every problem."""
-    problems = _check_references(scenario)
-    if problems:
-        raise ScenarioError(source or str(scenario.source or scenario.name), problems)
-
-
-def _yaml11_on_off_keys(value: Any) -> Any:
-    """YAML 1.1 reads the keys ``on:`` / ``off:`` (session lengths) as booleans; no netfl key is a boolean."""
-    if isinstance(value, dict):
-        return {({True: "on", False: "off"}[k] if isinstance(k, bool) else k): _yaml11_on_off_keys(v)
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [_yaml11_on_off_keys(v) for v in value]
-    return value
-
-
-def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
-    """Second pass: parameters that belong to a named policy or algorithm."""
-    problems: list[tuple[str, str]] = []
-    for i, group in enumerate(scenario.devices):
-        problems += [(f"devices[{i}].availability{p}", m) for p, m in validate_policy(group.availability, scenario)]
-        if group.battery is not None and group.battery.charging is not None:
-            problems += [(f"devices[{i}].battery.charging{p}", m)
-                         for p, m in validate_policy(group.battery.charging, scenario, continuous_only=True)]
-    problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
-    problems += _check_network(scenario)
-    problems += _check_partitions(scenario)
-    problems += _check_lazy_engine(scenario)
-    if scenario.server.mode == "async":
-        for i, group in enumerate(scenario.devices):
-            try:
-                per_round = issubclass(policy_class(group.availability.policy, _source_dir(scenario)), RoundPolicy)
-            except Exception:  # already reported above
-                continue
-            if per_round:
-                problems.append((f"devices[{i}].availability.policy",
-                                 f"{group.availability.policy!r} is per-round, but server.mode async has no rounds "
-                                 "for devices: use a continuous-time policy (always, sessions, daily, diurnal, ...)"))
-        if any(n.ram is not None for n in scenario.network.nodes.values()):
-            problems.append(("server.mode", "a RAM relay passes one update per synchronous round; use mode: sync"))
-    return problems
-
-
-def _source_dir(scenario: Scenario) -> Path | None:
-    return scenario.source.parent if scenario.source is not None else None
-
-
-def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
-    """What the lazy engine keeps as arrays: built-in policies with a population form, no chargers, rounds."""
-    if scenario.engine.devices != "lazy":
-        return []
-    problems: list[tuple[str, str]] = []
-    if scenario.server.mode != "sync":
-        problems.append(("engine.devices", "the lazy engine runs synchronous rounds; use server.mode: sync or "
-                                           "engine.devices: eager"))
-    accepted = ", ".join(POPULATION_MODELS)
-    for i, group in enumerate(scenario.devices):
-        if not supports_population(group.availability.policy):
-            problems.append((f"devices[{i}].availability.policy",
-                             f"{group.availability.policy!r} has no population form for engine.devices: lazy; "
-                             f"use one of {accepted}, or engine.devices: eager"))
-        if group.battery is not None and group.battery.charging is not None:
-            problems.append((f"devices[{i}].battery.charging", "the lazy engine models batteries without "
-                                                               "chargers; remove charging or use engine.devices: eager"))
-    return problems
-
-
-def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
-    """Labels and devices a partition names must exist (before any data is loaded)."""
-    problems: list[tuple[str, str]] = []
-    for t, task in enumerate(scenario.tasks):
-        where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
-        part, labels = task.dataset.partition, NUM_CLASSES[task.dataset.name]
-        if part.classes_per_client is not None and part.classes_per_client > labels:
-            problems.append((f"{where}.dataset.partition.classes_per_client",
-                             f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}"))
-        for g, group in enumerate(part.exclusive or []):
-            for client in group.clients:
-                if client >= scenario.num_devices:
-                    problems.append((f"{where}.dataset.partition.exclusive[{g}].clients",
-                                     f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}"))
-            for label in group.labels:
-                if label >= labels:
-                    problems.append((f"{where}.dataset.partition.exclusive[{g}].labels",
-                                     f"label {label} does not exist: {task.dataset.name} has labels 0..{labels - 1}"))
-    return problems
-
-
-def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
-    """Node names, link endpoints, and a route from every node to the server."""
-    nodes = scenario.network.nodes
-    problems: list[tuple[str, str]] = []
-    if "server" in nodes:
-        problems.append(("network.nodes.server", "`server` is the name of the server itself; rename this node"))
-    known = set(nodes) | {"server"}
-    graph = nx.Graph()
-    graph.add_nodes_from(known)
-    for k, link in enumerate(scenario.network.links):
-        for end, name in (("from", link.source), ("to", link.to)):
-            if name not in known:
-                problems.append((f"network.links[{k}].{end}", f"unknown node {name!r}; nodes: {', '.join(sorted(known))}"))
-        graph.add_edge(link.source, link.to, latency=link.latency)
-    for name in nodes:
-        if name in graph and not nx.has_path(graph, name, "server"):
-            problems.append((f"network.nodes.{name}", "no route to the server: add a link in network.links"))
-    for i, group in enumerate(scenario.devices):
-        to = group.link.to
-        if to is not None and to not in nodes:
-            problems.append((f"devices[{i}].link.to", f"unknown node {to!r}; network.nodes: {', '.join(nodes) or 'none'}"))
-    for i, group in enumerate(scenario.devices):
-        node = nodes.get(group.link.to) if group.link.to is not None else None
-        channel = group.link.channel
-        if node is not None and node.medium.kind == "slotted_aloha" and channel is not None:
-            own = sorted(f for f in {"rate", "packet_size"} & channel.model_fields_set
-                         if getattr(channel, f) != getattr(node.medium, f))
-            if own:
-                problems.append((f"devices[{i}].link.channel.{own[0]}",
-                                 f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's rate "
-                                 f"and packet_size; remove {' and '.join(own)} here"))
-    for name, node in nodes.items():
-        if node.ram is None:
-            continue
-        groups = [(i, g) for i, g in enumerate(scenario.devices) if g.link.to is not None and g.link.to in graph
-                  and nx.has_path(graph, g.link.to, "server")
-                  and name in nx.shortest_path(graph, g.link.to, "server", weight="latency")]
-        if isinstance(node.ram.rho, list):
-            behind = sum(g.count for _, g in groups)
-            if len(node.ram.rho) != behind:
-                problems.append((f"network.nodes.{name}.ram.rho",
-                                 f"gives {len(node.ram.rho)} weights for the {behind} devices behind this relay"))
-            elif sum(node.ram.rho) <= 0:
-                problems.append((f"network.nodes.{name}.ram.rho", "weights must not all be zero"))
-        elif node.ram.rho == "channel_quality":
-            wired = [g.group for _, g in groups if g.link.channel is None]
-            if wired:
-                problems.append((f"network.nodes.{name}.ram.rho",
-                                 f"channel_quality weighs devices by their wireless channel's mean SNR, but group(s) "
-                                 f"{', '.join(wired)} have a fixed-rate link; give them a channel, or rho as a list "
-                                 "or uniform"))
-    return problems
-
-
-def _describe(err: dict[str, Any]) -> tuple[str, str]:
-    return describe_validation_error(err, Scenario, keys_of=_scenario_keys)
-
-
-def _scenario_keys(model: type[BaseModel]) -> list[str]:
-    """Accepted keys of a (nested) model; the scenario itself takes ``task`` (one) or ``tasks`` (a list)."""
-    names = field_keys(model)
-    if model is Scenario:
-        names = ["task" if n == "tasks" else n for n in names] + ["tasks"]
-    return names

@@ -1,6 +1,6 @@
 """A one-screen, human-readable description of a scenario (``netfl validate``).
 
-It reads a validated :class:`~netfl.scenario.Scenario`, in which every
+It reads a validated :class:`~netfl.config.schema.Scenario`, in which every
 optional part may be absent (a wireless link has no ``uplink``, a network
 may have no nodes), so each line is built from what is there.
 """
@@ -12,7 +12,8 @@ from typing import Any
 
 from netfl.distributions import Distribution
 from netfl.results.progress import format_duration
-from netfl.scenario import DeviceGroupSpec, LinkSpec, NodeSpec, Scenario
+from netfl.config import Scenario
+from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
 
 _MAX_VALUE_CHARS = 80  # a 24-value profile or a long rho list is cut, not allowed to wrap the screen
 

@@ -1,0 +1,50 @@
+"""The building layer: a validated scenario in, the engine's world and the learner out.
+
+:func:`build_simulation` loads the data, splits it over the devices, builds
+each device's availability from that split, the learner with its strategy,
+and the world (:mod:`netfl.build.world`), and joins them in a
+:class:`~netfl.sim.simulation.Simulation`. It is the only place that reads
+a :class:`~netfl.config.schema.Scenario` to make engine or learner objects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from netfl.build.availability import device_policies, population_models
+from netfl.build.learning import build_learner, build_task, resolve_data_dir
+from netfl.build.world import build_world, device_table
+from netfl.config.schema import Scenario
+from netfl.errors import NetflError
+from netfl.learn.learner import Learner
+from netfl.learn.partition import label_distribution
+from netfl.learn.runtime import torch_device
+from netfl.rng import RandomStreams
+from netfl.sim.simulation import Simulation
+
+__all__ = ["build_learner", "build_simulation", "build_task", "build_world", "device_policies", "device_table",
+           "population_models", "resolve_data_dir"]
+
+
+def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
+                     device: str = "cpu") -> tuple[Simulation, Learner]:
+    """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``)."""
+    try:
+        torch_device(device)  # before loading any data
+    except ValueError as exc:
+        raise NetflError(f"device {exc}") from None
+    streams = RandomStreams(scenario.seed)
+    tasks = [build_task(scenario, s, streams, data_dir) for s in range(len(scenario.tasks))]
+    first = tasks[0]
+    mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
+    if scenario.engine.devices == "lazy":
+        population = population_models(scenario, streams, mix)
+        world = build_world(scenario, streams, population=population)
+        participation = [p for m in population
+                         for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)]
+    else:
+        policies, chargers = device_policies(scenario, streams, first.parts.sizes, mix)
+        world = build_world(scenario, streams, policies=policies, chargers=chargers)
+        participation = [p.participation_probability() for p in policies]
+    learner = build_learner(scenario, tasks, streams, participation, device)
+    return Simulation(world, learner), learner

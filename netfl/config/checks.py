@@ -1,0 +1,157 @@
+"""The checks that need the whole scenario, or a registry's verdict on a component it names.
+
+Policies and algorithms are checked with their own parameter models; the
+network's routes, the labels and devices a partition names and what the
+lazy engine can keep as arrays are checked before anything is built, so a
+mistake is reported with its YAML path instead of failing mid-run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+
+from netfl.config.schema import Scenario
+from netfl.errors import ScenarioError
+from netfl.policies import RoundPolicy, check_spec, policy_class
+from netfl.policies.population import POPULATION_MODELS, supports_population
+from netfl.registry.algorithms import validate_algorithm
+from netfl.registry.datasets import NUM_CLASSES
+
+
+def check_scenario(scenario: Scenario, source: str | None = None) -> None:
+    """The checks that need the whole scenario (policies, algorithm, network, partitions, engine), for one
+    built in code from the schema's models; ScenarioError lists every problem."""
+    problems = _check_references(scenario)
+    if problems:
+        raise ScenarioError(source or str(scenario.source or scenario.name), problems)
+
+
+def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
+    """Second pass: parameters that belong to a named policy or algorithm."""
+    problems: list[tuple[str, str]] = []
+    base_dir = _source_dir(scenario)
+    for i, group in enumerate(scenario.devices):
+        problems += [(f"devices[{i}].availability{p}", m) for p, m in check_spec(group.availability, base_dir)]
+        if group.battery is not None and group.battery.charging is not None:
+            problems += [(f"devices[{i}].battery.charging{p}", m)
+                         for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True)]
+    problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
+    problems += _check_network(scenario)
+    problems += _check_partitions(scenario)
+    problems += _check_lazy_engine(scenario)
+    if scenario.server.mode == "async":
+        for i, group in enumerate(scenario.devices):
+            try:
+                per_round = issubclass(policy_class(group.availability.policy, base_dir), RoundPolicy)
+            except Exception:  # already reported above
+                continue
+            if per_round:
+                problems.append((f"devices[{i}].availability.policy",
+                                 f"{group.availability.policy!r} is per-round, but server.mode async has no rounds "
+                                 "for devices: use a continuous-time policy (always, sessions, daily, diurnal, ...)"))
+        if any(n.ram is not None for n in scenario.network.nodes.values()):
+            problems.append(("server.mode", "a RAM relay passes one update per synchronous round; use mode: sync"))
+    return problems
+
+
+def _source_dir(scenario: Scenario) -> Path | None:
+    return scenario.source.parent if scenario.source is not None else None
+
+
+def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
+    """What the lazy engine keeps as arrays: built-in policies with a population form, no chargers, rounds."""
+    if scenario.engine.devices != "lazy":
+        return []
+    problems: list[tuple[str, str]] = []
+    if scenario.server.mode != "sync":
+        problems.append(("engine.devices", "the lazy engine runs synchronous rounds; use server.mode: sync or "
+                                           "engine.devices: eager"))
+    accepted = ", ".join(POPULATION_MODELS)
+    for i, group in enumerate(scenario.devices):
+        if not supports_population(group.availability.policy):
+            problems.append((f"devices[{i}].availability.policy",
+                             f"{group.availability.policy!r} has no population form for engine.devices: lazy; "
+                             f"use one of {accepted}, or engine.devices: eager"))
+        if group.battery is not None and group.battery.charging is not None:
+            problems.append((f"devices[{i}].battery.charging", "the lazy engine models batteries without "
+                                                               "chargers; remove charging or use engine.devices: eager"))
+    return problems
+
+
+def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
+    """Labels and devices a partition names must exist (before any data is loaded)."""
+    problems: list[tuple[str, str]] = []
+    for t, task in enumerate(scenario.tasks):
+        where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
+        part, labels = task.dataset.partition, NUM_CLASSES[task.dataset.name]
+        if part.classes_per_client is not None and part.classes_per_client > labels:
+            problems.append((f"{where}.dataset.partition.classes_per_client",
+                             f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}"))
+        for g, group in enumerate(part.exclusive or []):
+            for client in group.clients:
+                if client >= scenario.num_devices:
+                    problems.append((f"{where}.dataset.partition.exclusive[{g}].clients",
+                                     f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}"))
+            for label in group.labels:
+                if label >= labels:
+                    problems.append((f"{where}.dataset.partition.exclusive[{g}].labels",
+                                     f"label {label} does not exist: {task.dataset.name} has labels 0..{labels - 1}"))
+    return problems
+
+
+def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
+    """Node names, link endpoints, and a route from every node to the server."""
+    nodes = scenario.network.nodes
+    problems: list[tuple[str, str]] = []
+    if "server" in nodes:
+        problems.append(("network.nodes.server", "`server` is the name of the server itself; rename this node"))
+    known = set(nodes) | {"server"}
+    graph = nx.Graph()
+    graph.add_nodes_from(known)
+    for k, link in enumerate(scenario.network.links):
+        for end, name in (("from", link.source), ("to", link.to)):
+            if name not in known:
+                problems.append((f"network.links[{k}].{end}", f"unknown node {name!r}; nodes: {', '.join(sorted(known))}"))
+        graph.add_edge(link.source, link.to, latency=link.latency)
+    for name in nodes:
+        if name in graph and not nx.has_path(graph, name, "server"):
+            problems.append((f"network.nodes.{name}", "no route to the server: add a link in network.links"))
+    for i, group in enumerate(scenario.devices):
+        to = group.link.to
+        if to is not None and to not in nodes:
+            problems.append((f"devices[{i}].link.to", f"unknown node {to!r}; network.nodes: {', '.join(nodes) or 'none'}"))
+    for i, group in enumerate(scenario.devices):
+        node = nodes.get(group.link.to) if group.link.to is not None else None
+        channel = group.link.channel
+        if node is not None and node.medium.kind == "slotted_aloha" and channel is not None:
+            own = sorted(f for f in {"rate", "packet_size"} & channel.model_fields_set
+                         if getattr(channel, f) != getattr(node.medium, f))
+            if own:
+                problems.append((f"devices[{i}].link.channel.{own[0]}",
+                                 f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's rate "
+                                 f"and packet_size; remove {' and '.join(own)} here"))
+    for name, node in nodes.items():
+        if node.ram is None:
+            continue
+        groups = [(i, g) for i, g in enumerate(scenario.devices) if g.link.to is not None and g.link.to in graph
+                  and nx.has_path(graph, g.link.to, "server")
+                  and name in nx.shortest_path(graph, g.link.to, "server", weight="latency")]
+        if isinstance(node.ram.rho, list):
+            behind = sum(g.count for _, g in groups)
+            if len(node.ram.rho) != behind:
+                problems.append((f"network.nodes.{name}.ram.rho",
+                                 f"gives {len(node.ram.rho)} weights for the {behind} devices behind this relay"))
+            elif sum(node.ram.rho) <= 0:
+                problems.append((f"network.nodes.{name}.ram.rho", "weights must not all be zero"))
+        elif node.ram.rho == "channel_quality":
+            wired = [g.group for _, g in groups if g.link.channel is None]
+            if wired:
+                problems.append((f"network.nodes.{name}.ram.rho",
+                                 f"channel_quality weighs devices by their wireless channel's mean SNR, but group(s) "
+                                 f"{', '.join(wired)} have a fixed-rate link; give them a channel, or rho as a list "
+                                 "or uniform"))
+    return problems
+
+

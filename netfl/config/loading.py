@@ -1,0 +1,97 @@
+"""Reading a scenario: a topology YAML file or a dict, validated into a :class:`~netfl.config.schema.Scenario`.
+
+``load_scenario(path)`` returns the scenario or raises
+:class:`~netfl.errors.ScenarioError` listing every problem with its YAML
+path (``devices[1].battery.capacity: must be > 0``): first the schema's,
+then (:mod:`netfl.config.checks`) the ones that need the whole scenario.
+"""
+
+from __future__ import annotations
+
+import re
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from netfl.config.checks import check_scenario
+from netfl.config.schema import Scenario
+from netfl.errors import ScenarioError
+from netfl.problems import describe_validation_error, field_keys
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, except that a key given twice in one mapping is an error (not "the last one wins")."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                continue  # pydantic reports a non-string key later
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenario:
+    """Read and validate a topology file. Raises ScenarioError with every problem found."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ScenarioError(source, [("", "file not found")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(source, [("", f"cannot read: {exc}")]) from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ScenarioError(source, [("", f"malformed YAML: {where}{problem}")]) from None
+    return scenario_from_dict(data, source=source, base_dir=path.parent, check_references=check_references)
+
+
+def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path | None = None,
+                       check_references: bool = True) -> Scenario:
+    if not isinstance(data, dict):
+        raise ScenarioError(source, [("", f"expected a mapping of keys (name, seed, stop, task, devices, ...), got {type(data).__name__}")])
+    data = _yaml11_on_off_keys(data)
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        problems = [_describe(err) for err in exc.errors()]
+        if "task" in data:  # the user wrote one `task:`; speak of it, not of tasks[0]
+            problems = [(re.sub(r"^tasks\[0\]", "task", path), msg) for path, msg in problems]
+        raise ScenarioError(source, problems) from None
+    scenario = scenario.model_copy(update={"source": Path(source) if base_dir is not None else None})
+    if check_references:
+        check_scenario(scenario, source)
+    return scenario
+
+
+def _yaml11_on_off_keys(value: Any) -> Any:
+    """YAML 1.1 reads the keys ``on:`` / ``off:`` (session lengths) as booleans; no netfl key is a boolean."""
+    if isinstance(value, dict):
+        return {({True: "on", False: "off"}[k] if isinstance(k, bool) else k): _yaml11_on_off_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_yaml11_on_off_keys(v) for v in value]
+    return value
+
+
+def _describe(err: dict[str, Any]) -> tuple[str, str]:
+    return describe_validation_error(err, Scenario, keys_of=_scenario_keys)
+
+
+def _scenario_keys(model: type[BaseModel]) -> list[str]:
+    """Accepted keys of a (nested) model; the scenario itself takes ``task`` (one) or ``tasks`` (a list)."""
+    names = field_keys(model)
+    if model is Scenario:
+        names = ["task" if n == "tasks" else n for n in names] + ["tasks"]
+    return names

@@ -1,0 +1,117 @@
+"""What the engine is built from: plain objects, so a world can be made in code without a scenario.
+
+:mod:`netfl.build` turns a validated scenario into a :class:`World`; a test
+or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
+hertz); ``None`` means "not given" where the engine has a default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+from netfl.distributions import Distribution
+from netfl.policies.base import AvailabilityPolicy, SessionPolicy
+from netfl.policies.population import PopulationModel
+from netfl.rng import RandomStreams
+from netfl.sim.channel import ChannelParams
+from netfl.sim.device_table import DeviceTable
+
+SERVER = "server"
+
+
+@dataclass(frozen=True)
+class MediumSetup:
+    """How the devices of one node share its uplink: a kind of :data:`netfl.sim.medium.MEDIA` and its parameters."""
+
+    kind: str = "dedicated"
+    bandwidth_hz: float = 10e6
+    params: dict[str, Any] = field(default_factory=dict)  # the kind's own, e.g. slotted_aloha's rate_bps and q
+
+
+@dataclass(frozen=True)
+class RamSetup:
+    """A Random Access Model relay: one update passes per round, drawn by ``rho`` (weights per device behind it,
+    ``uniform`` or ``channel_quality``)."""
+
+    mode: Literal["abstract", "first"] = "abstract"
+    rho: Sequence[float] | Literal["uniform", "channel_quality"] = "uniform"
+
+
+@dataclass(frozen=True)
+class NodeSetup:
+    """An access point or a relay between devices and the server."""
+
+    kind: Literal["access_point", "relay"]
+    medium: MediumSetup = MediumSetup()
+    downlink_bps: float | None = None  # broadcast rate to its devices
+    ram: RamSetup | None = None
+
+
+@dataclass(frozen=True)
+class WiredLink:
+    source: str
+    target: str
+    rate_bps: float
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class GroupLink:
+    """How the devices of one group reach the network: a node (or the server) over a fixed rate or a channel.
+
+    ``channel`` is a template: each device's ``distance_m`` replaces the template's, from the device table.
+    """
+
+    node: str = SERVER
+    latency_s: float = 0.0
+    channel: ChannelParams | None = None
+
+
+@dataclass(frozen=True)
+class ServerSetup:
+    """Synchronous rounds (``participants`` asked, aggregate at ``deadline_s``) or asynchronous arrivals."""
+
+    mode: Literal["sync", "async"] = "sync"
+    participants: int | None = None  # all eligible devices if None
+    deadline_s: float = float("inf")
+    idle_wait_s: float = 10.0
+    interval_s: float = 0.0
+    buffer: int = 10  # async: aggregate every `buffer` arrivals
+    local_steps: Distribution | None = None  # async: each job's K; the task's own if None
+    pause_s: float = 0.0  # async: mean pause before a worker pulls again
+
+
+@dataclass(frozen=True)
+class StopSetup:
+    rounds: int | None = None
+    sim_time_s: float | None = None
+    eval_every: int = 1  # rounds between evaluations
+
+
+@dataclass
+class World:
+    """Everything the engine needs, availability included: one policy per device (the eager engine, with an
+    optional charger each) or one population model per device group (the lazy engine)."""
+
+    devices: DeviceTable
+    links: list[GroupLink]  # one per device group, in the table's group order
+    streams: RandomStreams
+    stop: StopSetup
+    server: ServerSetup = ServerSetup()
+    nodes: dict[str, NodeSetup] = field(default_factory=dict)
+    wires: list[WiredLink] = field(default_factory=list)
+    policies: Sequence[AvailabilityPolicy] | None = None
+    chargers: Sequence[SessionPolicy | None] | None = None
+    population: Sequence[PopulationModel] | None = None
+
+    def __post_init__(self) -> None:
+        if (self.policies is None) == (self.population is None):
+            raise ValueError("give policies (one per device, the eager engine) or population (one model per "
+                             "device group, the lazy engine)")
+        if len(self.links) != len(self.devices.group_names):
+            raise ValueError(f"{len(self.links)} group links for {len(self.devices.group_names)} device groups")
+        if self.policies is not None and len(self.policies) != len(self.devices):
+            raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
+        if self.population is not None and self.server.mode == "async":
+            raise ValueError("the lazy engine runs synchronous rounds only")

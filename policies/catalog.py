@@ -1,0 +1,74 @@
+"""Policies by name: the lookup every part of netfl uses to turn a ``policy:`` value into a class.
+
+:data:`BUILTIN_POLICIES` is filled by :mod:`netfl.policies.builtin` when the
+package is imported (every import of a ``netfl.policies`` module imports the
+package first, so it is never seen empty). Policies that hold other policies
+(:class:`~netfl.policies.eligible.Eligible`) look their components up here,
+which is why the table lives apart from the modules that define policies.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from netfl.errors import PolicyError
+from netfl.policies.base import AvailabilityPolicy, DeviceInfo, SessionPolicy
+from netfl.policies.user_script import is_user_reference, load_user_policy
+from netfl.problems import describe_validation_error
+
+__all__ = ["BUILTIN_POLICIES", "build_policy", "check_spec", "continuous_builtins", "policy_class"]
+
+#: Built-in policies by the name a topology gives, in listing order.
+BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {}
+
+
+def continuous_builtins() -> list[str]:
+    """The built-ins that answer in continuous time (usable as chargers and as components)."""
+    return [name for name, cls in BUILTIN_POLICIES.items() if issubclass(cls, SessionPolicy)]
+
+
+def policy_class(name: str, base_dir: Path | None = None) -> type[AvailabilityPolicy]:
+    """The class a policy name refers to; PolicyError says what is accepted."""
+    if is_user_reference(name):
+        return load_user_policy(name, base_dir or Path.cwd())
+    try:
+        return BUILTIN_POLICIES[name]
+    except KeyError:
+        raise PolicyError(f"unknown policy {name!r}; built-ins: {', '.join(BUILTIN_POLICIES)}; "
+                          "or a class of yours as path/to/file.py:ClassName") from None
+
+
+def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = False) -> list[tuple[str, str]]:
+    """Problems with a policy spec as (sub-path, message) pairs, empty when valid: its name, its
+    parameters and the policy's own :meth:`~AvailabilityPolicy.check` (files, nested user policies)."""
+    try:
+        cls = policy_class(spec.policy, base_dir)
+    except PolicyError as exc:
+        return [(".policy", str(exc))]
+    if continuous_only and not issubclass(cls, SessionPolicy):
+        return [(".policy", f"{spec.policy!r} is a per-round policy; this needs a continuous-time one "
+                            "(e.g. daily, sessions, diurnal, trace_csv)")]
+    try:
+        params = cls.Params.model_validate(spec.params)
+    except ValidationError as exc:
+        out = []
+        for err in exc.errors():
+            path, msg = describe_validation_error(err, cls.Params)
+            out.append(("." + path if path else "", msg))
+        return out
+    return cls.check(params, base_dir or Path.cwd())
+
+
+def build_policy(spec: Any, device: DeviceInfo, rng: np.random.Generator) -> AvailabilityPolicy:
+    """The policy ``spec`` names, for ``device``, drawing from ``rng`` only."""
+    cls = policy_class(spec.policy, device.base_dir)
+    try:
+        params = cls.Params.model_validate(spec.params)
+    except ValidationError as exc:  # validation checks this first; a direct caller gets a message, not a traceback
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors())
+        raise PolicyError(f"policy {spec.policy!r}: {problems}") from None
+    return cls(params, device, rng)
