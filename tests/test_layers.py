@@ -8,6 +8,7 @@ checked once in a fresh interpreter, for what a light import really loads.
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from functools import cache
@@ -123,3 +124,11 @@ def test_importing_the_configuration_loads_neither_torch_nor_simpy():
             "print(sorted(m for m in ('torch', 'simpy', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_package_is_listed_for_installation():
+    """pyproject.toml names its packages one by one: a new folder left out would be missing from a wheel."""
+    listed = set(re.search(r"^packages = \[(.*?)\]", (REPO / "pyproject.toml").read_text(), re.M | re.S)
+                 .group(1).replace('"', "").replace("\n", "").replace(" ", "").split(","))
+    on_disk = {m for m, p in _sources().items() if p.name == "__init__.py"}
+    assert on_disk == listed
