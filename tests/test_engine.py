@@ -137,13 +137,11 @@ def test_mains_never_empties_but_energy_is_counted() -> None:
     b.settle(10.0)
     assert b.energy_j["idle"] == approx(15.0)
     assert math.isinf(b.level_j) and math.isinf(b.time_to_empty(10.0))
-    assert b.fraction(10.0) == 1.0 and b.can_participate(10.0)
+    assert b.fraction(10.0) == 1.0
 
 
-def test_min_level_of_a_bare_battery() -> None:
-    assert not Battery(100.0, 25.0, min_level=0.3).can_participate(0.0)
-    assert Battery(100.0, 35.0, min_level=0.3).can_participate(0.0)
-    assert Battery(100.0, 0.0).time_to_empty(0.0) == math.inf  # no load: never
+def test_a_battery_without_load_never_empties() -> None:
+    assert Battery(100.0, 0.0).time_to_empty(0.0) == math.inf
 
 
 def test_device_whose_battery_cannot_last_a_job_drops_out_when_empty() -> None:

@@ -89,9 +89,6 @@ class Battery:
         self.settle(now)
         return 1.0 if self.mains else self.level_j / self.capacity_j
 
-    def can_participate(self, now: float) -> bool:
-        return self.mains or self.fraction(now) > self.min_level
-
     @property
     def total_energy_j(self) -> float:
         return sum(self.energy_j.values())

@@ -125,7 +125,6 @@ class Network:
             name: MEDIA[node.medium.kind](env, bandwidth_hz=node.medium.bandwidth_hz, log=log,
                                           rng=streams.numpy("medium", name), **node.medium.params)
             for name, node in nodes.items()}
-        self._routes: dict[str, list[Hop]] = {}
 
     @property
     def counters(self) -> Counters:
