@@ -153,9 +153,9 @@ def test_fed_cvar_server_adopts_one_update_and_averages_several() -> None:
 
 def test_fed_cvar_params_and_t_lr_schedule() -> None:
     s = make("fed_cvar", ClientInfo((1,), 0.2), alpha=0.5, gamma=0.0, t_lr=0.01)
-    assert s.extra_params == 1 and s.extra_lr(0.2) == pytest.approx(0.01) and s.extra_lr(0.1) == pytest.approx(0.005)
-    assert make("fed_cvar", ClientInfo((1,), 0.2)).extra_lr(0.05) == 0.05  # t_lr omitted: the task lr
-    assert torch.equal(s.initial_extra(), torch.zeros(1))
+    assert len(s.extras) == 1 and s.extras.lr(0.2) == pytest.approx(0.01) and s.extras.lr(0.1) == pytest.approx(0.005)
+    assert make("fed_cvar", ClientInfo((1,), 0.2)).extras.lr(0.05) == 0.05  # t_lr omitted: the task lr
+    assert torch.equal(s.extras.initial, torch.zeros(1))
 
 
 def _blobs_learner(strategy, parts, *, lr: float = 0.05, steps: int = 6) -> Learner:

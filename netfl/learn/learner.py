@@ -18,17 +18,19 @@ torch generator seeded by (scenario seed, client, job), so a job trains on
 the same samples however jobs are grouped or ordered; stacked and
 one-by-one results agree up to float rounding.
 
-A strategy with ``extra_params > 0`` (Fed-CVaR-Avg's threshold t) gets those
-scalars appended to each flat vector: clients train them with the
-strategy's ``local_loss``, the strategy aggregates the extended vectors, and
-evaluation uses the model part only.
+What a client does is the strategy's business, applied here without
+knowing the algorithm (:mod:`netfl.learn.algorithms.base`): each job takes
+the strategy's gradient ``correction`` when it starts (and hands it back
+with its update); the strategy's ``extras`` (Fed-CVaR-Avg's threshold t)
+ride at the end of each flat vector, trained with their own loss and lr
+(evaluation uses the model part only); ``download_bytes`` and
+``upload_bytes`` size what the engine carries.
 
-Probes (``strategy.probe``): every eligible client downloads every task's
-model and reports one number per task -- the norm of the update it trains
-from it, divided by the lr (``update_norm``: it trains every model, and the
-update the strategy then picks is uploaded without training again), or
-the model's mean loss on its local data (``loss``: forward passes only; the
-picked client then trains the one model it is assigned).
+Probes (``strategy.probe``, :mod:`netfl.learn.algorithms.probes`): every
+eligible client downloads every task's model, trains a job per task if the
+probe says so (the update the strategy then picks is uploaded without
+training again; otherwise the picked client trains the one model it is
+assigned) and reports one number per task.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ import torch
 from netfl.backend import BYTES_PER_VALUE, Evaluation, RoundContext, RoundPlan, Work
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
+from netfl.learn.objective import Correction
 from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
 from netfl.learn.params import ParamLayout
 from netfl.learn.partition import ClientParts
@@ -145,13 +148,14 @@ class _Job:
     version: int
     steps: int
     lr: float  # the client lr of the round the job started in
+    correction: Correction | None  # the strategy's gradient correction, fixed when the job started
     delta: torch.Tensor | None = None  # its update y - x, once trained
 
 
 @dataclass
 class _Probe:
     client: int
-    jobs: tuple[int, ...]  # update_norm: one training job per task; loss: none
+    jobs: tuple[int, ...]  # one training job per task if the probe trains, else none
 
 
 class Learner:
@@ -164,10 +168,7 @@ class Learner:
         self.streams = streams
         self.participants = participants
         self.batched = batched  # False: train jobs one by one (reference path for tests and benchmarks)
-        initial = strategy.initial_extra().to(torch.float32).reshape(-1)
-        if initial.numel() != int(strategy.extra_params):
-            raise ValueError(f"{strategy.name}: initial_extra() has {initial.numel()} values, "
-                             f"extra_params is {strategy.extra_params}")
+        initial = torch.zeros(0) if strategy.extras is None else strategy.extras.initial.to(torch.float32).reshape(-1)
         self.device = torch_device(device)
         # task 0 keeps the stream name it always had, so single-task runs are unchanged
         self.tasks = [TaskModel(setup, init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
@@ -220,9 +221,10 @@ class Learner:
         decision_bytes = BYTES_PER_VALUE * len(self.tasks)  # the client's row of probabilities
         work = []
         for client, task in pairs:
-            if self.strategy.probe == "update_norm":  # trained during the probe: upload only
+            if self.strategy.probe.trains:  # trained during the probe: upload only
                 job = by_client[client].jobs[task]
-                work.append(Work(client, job, decision_bytes, 0.0, self.tasks[task].model_bytes, self._note(task)))
+                work.append(Work(client, job, decision_bytes, 0.0,
+                                 self.strategy.upload_bytes(self.tasks[task].model_bytes), self._note(task)))
             else:
                 trained = self._train_work(client, task, round_index)
                 work.append(Work(client, trained.job, decision_bytes, trained.flops, trained.upload_bytes,
@@ -273,48 +275,47 @@ class Learner:
         self._next_job += 1
         model = self.tasks[task]
         self._jobs[job] = _Job(client, task, self.version, model.steps_of(client) if steps is None else steps,
-                               scheduled_lr(model.local.lr, model.local.lr_schedule, round_index))
+                               scheduled_lr(model.local.lr, model.local.lr_schedule, round_index),
+                               self.strategy.correction(client, task))
         return job
 
     def _train_work(self, client: int, task: int, round_index: int, steps: int | None = None) -> Work:
         job = self._new_job(client, task, round_index, steps)
         model = self.tasks[task]
-        return Work(client, job, model.model_bytes, model.job_flops(client, self._jobs[job].steps), model.model_bytes,
+        return Work(client, job, self.strategy.download_bytes(model.model_bytes),
+                    model.job_flops(client, self._jobs[job].steps), self.strategy.upload_bytes(model.model_bytes),
                     self._note(task))
 
     def _probe_work(self, client: int, round_index: int) -> Work:
+        """Every task's model down, the probe's jobs (if it trains) and compute, one number per task up."""
+        probe = self.strategy.probe
         probe_id = self._next_job
         self._next_job += 1
-        if self.strategy.probe == "update_norm":
-            jobs = tuple(self._new_job(client, s, round_index) for s in range(len(self.tasks)))
-            flops = sum(self.tasks[self._jobs[j].task].job_flops(client, self._jobs[j].steps) for j in jobs)
-        elif self.strategy.probe == "loss":
-            jobs = ()
-            flops = sum(model.loss_flops(client) for model in self.tasks)
-        else:
-            raise ValueError(f"{self.strategy.name}: unknown probe {self.strategy.probe!r}; "
-                             "accepted: update_norm, loss")
+        jobs = tuple(self._new_job(client, s, round_index) for s in range(len(self.tasks))) if probe.trains else ()
+        flops = sum((model.job_flops(client, self._jobs[jobs[s]].steps) if jobs else 0.0) + probe.flops(model, client)
+                    for s, model in enumerate(self.tasks))
+        download = sum(self.strategy.download_bytes(m.model_bytes) if jobs else m.model_bytes for m in self.tasks)
         self._probes[probe_id] = _Probe(client, jobs)
-        return Work(client, probe_id, sum(m.model_bytes for m in self.tasks), flops,
-                    BYTES_PER_VALUE * len(self.tasks), "probe", report=True)
+        return Work(client, probe_id, download, flops, BYTES_PER_VALUE * len(self.tasks), "probe", report=True)
 
     def _report(self, probe: _Probe) -> np.ndarray:
-        """One value per task: ||update|| / lr (update_norm) or the global model's local loss (loss)."""
-        if self.strategy.probe == "update_norm":
-            return np.asarray([float(torch.linalg.vector_norm(self._jobs[j].delta)) / self._jobs[j].lr
-                               for j in probe.jobs])
-        return np.asarray([m.local_loss(probe.client) for m in self.tasks])
+        """The probe's number for each task, from the client's trained jobs if it has any."""
+        updates = [self._update(j) for j in probe.jobs] or [None] * len(self.tasks)
+        return np.asarray([self.strategy.probe.report(model, probe.client, update)
+                           for model, update in zip(self.tasks, updates)])
 
     def _update(self, job_id: int) -> ClientUpdate:
         job = self._jobs[job_id]
         return ClientUpdate(job.client, self.tasks[job.task].client_size(job.client), job.delta, job.version, job.lr,
-                            job.steps, task=job.task)
+                            job.steps, task=job.task, correction=job.correction)
 
     def _train(self, job_ids: Sequence[int]) -> None:
         """Compute the updates y - x of the jobs not trained yet, stacked where they can share a call.
 
-        Jobs that start from the same global model of the same task with the same minibatch size and lr
-        train together (:func:`~netfl.learn.stacked.train_stacked`), whatever their numbers of steps.
+        Jobs that start from the same global model of the same task with the same minibatch size, lr and
+        correction pull train together (:func:`~netfl.learn.stacked.train_stacked`), whatever their numbers
+        of steps. A task with extra scalars trains one job at a time (the stacked kernels train the model
+        alone).
         """
         groups: dict[tuple, list[int]] = defaultdict(list)
         for job_id in sorted(set(job_ids)):
@@ -322,8 +323,9 @@ class Learner:
             if job.delta is None:
                 model = self.tasks[job.task]
                 batch = min(model.local.batch_size, model.client_size(job.client))
-                groups[(job.task, job.version, batch, job.lr)].append(job_id)
-        for (task, version, batch, lr), members in groups.items():
+                pull = job.correction.pull if job.correction is not None else 0.0
+                groups[(job.task, job.version, batch, job.lr, pull)].append(job_id)
+        for (task, version, batch, lr, _), members in groups.items():
             model = self.tasks[task]
             if not self.batched or model.extra or len(members) == 1:
                 for job_id in members:
@@ -332,7 +334,8 @@ class Learner:
             start = model.snapshots[version]
             minibatches = [self._minibatches(job_id, batch) for job_id in members]
             ends = train_stacked(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
-                                 minibatches, lr=lr, weight_decay=model.local.weight_decay)
+                                 minibatches, lr=lr, weight_decay=model.local.weight_decay,
+                                 corrections=[self._jobs[job_id].correction for job_id in members])
             for job_id, end in zip(members, ends):
                 self._jobs[job_id].delta = end.sub_(start)
 
@@ -355,12 +358,12 @@ class Learner:
         local = model.local
         if model.extra:
             end = local_sgd_extended(model.model, model.layout, start, x, y, steps=job.steps,
-                                     batch_size=local.batch_size, lr=job.lr, extra_lr=self.strategy.extra_lr(job.lr),
-                                     weight_decay=local.weight_decay, generator=generator,
-                                     loss_fn=self.strategy.local_loss)
+                                     batch_size=local.batch_size, lr=job.lr, weight_decay=local.weight_decay,
+                                     generator=generator, extras=self.strategy.extras, correction=job.correction)
         else:
             end = local_sgd(model.model, model.layout, start, x, y, steps=job.steps, batch_size=local.batch_size,
-                            lr=job.lr, weight_decay=local.weight_decay, generator=generator)
+                            lr=job.lr, weight_decay=local.weight_decay, generator=generator,
+                            correction=job.correction)
         return end - start
 
     def _forget_unused_snapshots(self) -> None:

@@ -18,7 +18,13 @@ parameters are updated in place:
 
 Jobs may differ in length: sorted by steps, the jobs still running at step
 t are a suffix of their chunk, so shorter jobs are neither padded nor
-masked. The result equals one-by-one
+masked.
+
+A strategy's gradient :class:`~netfl.learn.objective.Correction`
+``a (w - w0) + b`` is folded into the same in-place update: the decay
+factor becomes ``1 - lr (wd + a)`` and the constant ``lr (a w0 - b)`` (one
+row per job, computed once per chunk) is added after each step. Without
+corrections none of this runs. The result equals one-by-one
 :func:`~netfl.learn.training.local_sgd` on the same minibatches up to float
 rounding (the batched kernels sum in another order).
 """
@@ -32,6 +38,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from netfl.learn.objective import Correction
 from netfl.learn.params import ParamLayout
 from netfl.learn.runtime import parallel_map
 
@@ -44,13 +51,23 @@ GPU_CHUNK_BYTES = 2**30
 
 
 def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                  minibatches: Sequence[torch.Tensor], *, lr: float, weight_decay: float) -> list[torch.Tensor]:
+                  minibatches: Sequence[torch.Tensor], *, lr: float, weight_decay: float,
+                  corrections: Sequence[Correction | None] | None = None) -> list[torch.Tensor]:
     """Train one job per entry of ``minibatches`` from the vector ``start`` on (x, y); return their final vectors.
 
     ``minibatches[j]`` (steps_j x b) holds job j's minibatches as indices into (x, y), one row per SGD
-    step; every job has the same b. The vectors returned are rows of the chunks they trained in
-    (no copy): the caller may change them in place.
+    step; every job has the same b. ``corrections[j]`` (if given) is job j's gradient correction; all
+    of them have the same ``pull`` (None counts as no correction). The vectors returned are rows of
+    the chunks they trained in (no copy): the caller may change them in place.
     """
+    if corrections is not None and all(c is None for c in corrections):
+        corrections = None
+    pull = 0.0
+    if corrections is not None:
+        pulls = {c.pull if c is not None else 0.0 for c in corrections}
+        if len(pulls) > 1:
+            raise ValueError(f"jobs trained together need the same correction pull, got {sorted(pulls)}")
+        (pull,) = pulls
     kernel = FusedMLP.of(model, layout) or FunctionalKernel(model, layout)
     budget = CPU_CHUNK_BYTES if start.device.type == "cpu" else GPU_CHUNK_BYTES
     per_chunk = max(1, budget // (start.numel() * start.element_size()))
@@ -63,7 +80,9 @@ def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x:
         for row, j in enumerate(jobs):  # rows past a job's own steps are never read
             batches[row, :steps[row]] = minibatches[j]
         w = start.detach().expand(len(jobs), -1).clone()
-        kernel.train(w, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay)
+        offset = None if corrections is None else _offset(start, [corrections[j] for j in jobs], lr, pull)
+        kernel.train(w, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay, pull=pull,
+                     offset=offset)
         return w
 
     out: list[torch.Tensor] = [start] * len(minibatches)
@@ -74,6 +93,15 @@ def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x:
         for row, j in enumerate(jobs):
             out[j] = w[row]
     return out
+
+
+def _offset(start: torch.Tensor, corrections: Sequence[Correction | None], lr: float, pull: float) -> torch.Tensor:
+    """``lr (pull w0 - shift_j)`` for each job j: the constant part of its corrected step."""
+    offset = (lr * pull * start.detach()).expand(len(corrections), -1).clone()
+    for row, correction in enumerate(corrections):
+        if correction is not None and correction.shift is not None:
+            offset[row].sub_(correction.shift.to(offset), alpha=lr)
+    return offset
 
 
 def _running_from(steps: list[int], step: int) -> int:
@@ -93,11 +121,15 @@ class FunctionalKernel:
         self.gradients = vmap(grad(loss))
 
     def train(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: torch.Tensor, steps: list[int], *,
-              lr: float, weight_decay: float) -> None:
-        """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place."""
+              lr: float, weight_decay: float, pull: float = 0.0, offset: torch.Tensor | None = None) -> None:
+        """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place.
+
+        Each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset`` (offset: n x dim or None).
+        """
         n, b = len(steps), batches.shape[2]
         params = _views(w, self.layout)
         xbuf = torch.empty((n * b, *x.shape[1:]), dtype=x.dtype, device=x.device)
+        decay = 1.0 - lr * (weight_decay + pull)
         for step in range(steps[-1] if steps else 0):
             first = _running_from(steps, step)
             m = n - first
@@ -106,9 +138,11 @@ class FunctionalKernel:
             running = {name: p[first:] for name, p in params.items()}
             grads = self.gradients(running, xb, y[idx].view(m, b))
             targets = list(running.values())
-            if weight_decay:
-                torch._foreach_mul_(targets, 1.0 - lr * weight_decay)
+            if weight_decay or pull:
+                torch._foreach_mul_(targets, decay)
             torch._foreach_add_(targets, [grads[name] for name in running], alpha=-lr)
+            if offset is not None:
+                w[first:].add_(offset[first:])
 
 
 class FusedMLP:
@@ -141,8 +175,11 @@ class FusedMLP:
         return cls(layout, names)
 
     def train(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: torch.Tensor, steps: list[int], *,
-              lr: float, weight_decay: float) -> None:
-        """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place."""
+              lr: float, weight_decay: float, pull: float = 0.0, offset: torch.Tensor | None = None) -> None:
+        """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place.
+
+        Each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset`` (offset: n x dim or None).
+        """
         n, b = len(steps), batches.shape[2]
         params = _views(w, self.layout)
         weights = [params[wn] for wn, _ in self.linears]  # n x out x in
@@ -152,7 +189,7 @@ class FusedMLP:
         xbuf = torch.empty(n * b, flat_x.shape[1], **new)
         outputs = [torch.empty(n, b, wt.shape[1], **new) for wt in weights]  # each layer's output (post-ReLU)
         inputs_grad = [torch.empty(n, b, wt.shape[2], **new) for wt in weights[1:]]  # gradient at layers 1..L-1's input
-        decay = 1.0 - lr * weight_decay
+        decay = 1.0 - lr * (weight_decay + pull)
         rows = torch.arange(n * b, device=w.device)
         last = len(weights) - 1
         for step in range(steps[-1] if steps else 0):
@@ -173,11 +210,13 @@ class FusedMLP:
                 wt, bias = weights[k][first:], biases[k][first:]
                 below = torch.bmm(g, wt, out=inputs_grad[k - 1][:m]) if k else None
                 wt.baddbmm_(g.transpose(1, 2), layer_inputs[k], beta=decay, alpha=-lr)
-                if weight_decay:
+                if weight_decay or pull:
                     bias.mul_(decay)
                 bias.sub_(g.sum(1), alpha=lr)
                 if below is not None:
                     g = below.mul_(layer_inputs[k].sign_())
+            if offset is not None:
+                w[first:].add_(offset[first:])
 
 
 def _views(w: torch.Tensor, layout: ParamLayout) -> dict[str, torch.Tensor]:

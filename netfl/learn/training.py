@@ -14,6 +14,7 @@ import torch
 from torch import nn
 from torch.func import functional_call
 
+from netfl.learn.objective import Correction, ExtraScalars
 from netfl.learn.params import ParamLayout
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -57,47 +58,59 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: 
 
 def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,
               steps: int, batch_size: int, lr: float, weight_decay: float, generator: torch.Generator,
-              loss_fn: LossFn = nn.functional.cross_entropy) -> torch.Tensor:
-    """Run ``steps`` SGD steps on (x, y) from ``start``; return the final parameter vector."""
+              loss_fn: LossFn = nn.functional.cross_entropy, correction: Correction | None = None) -> torch.Tensor:
+    """Run ``steps`` SGD steps on (x, y) from ``start``; return the final parameter vector.
+
+    Each step: ``w <- w - lr (grad + weight_decay w + correction.term(w, start))`` (no correction: none).
+    """
     w = start.detach().clone()
     for idx in minibatch_indices(len(x), batch_size, steps, generator):
         w.requires_grad_(True)
         loss = loss_fn(functional_call(model, layout.unflatten(w), (x[idx],)), y[idx])
         (grad,) = torch.autograd.grad(loss, w)
         with torch.no_grad():
-            w = w - lr * (grad + weight_decay * w)
+            w = _descend(w, grad, lr, weight_decay, correction, start)
     return w.detach()
 
 
-ExtraLossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
 def local_sgd_extended(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor,
-                       y: torch.Tensor, *, steps: int, batch_size: int, lr: float, extra_lr: float,
-                       weight_decay: float, generator: torch.Generator, loss_fn: ExtraLossFn) -> torch.Tensor:
-    """``local_sgd`` on a vector ``[theta, extra]``: the model's parameters followed by extra scalars.
+                       y: torch.Tensor, *, steps: int, batch_size: int, lr: float, weight_decay: float,
+                       generator: torch.Generator, extras: ExtraScalars,
+                       correction: Correction | None = None) -> torch.Tensor:
+    """``local_sgd`` on a vector ``[theta, extra]``: the model's parameters followed by ``extras``.
 
-    Each minibatch: ``loss = loss_fn(model(theta)(x_b), y_b, extra)``; theta steps at ``lr`` (with
-    ``weight_decay`` on theta), the extras at ``extra_lr`` (no decay). Minibatches are drawn exactly
-    as in :func:`local_sgd`, so a job sees the same batches whichever function trains it.
+    Each minibatch: ``loss = extras.loss(model(theta)(x_b), y_b, extra)``; theta steps at ``lr`` (with
+    ``weight_decay`` and any ``correction`` on theta), the extras at ``extras.lr(lr)`` (no decay).
+    Minibatches are drawn exactly as in :func:`local_sgd`, so a job sees the same batches whichever
+    function trains it.
     """
     n = layout.size
     theta = start[:n].detach().clone()
     extra = start[n:].detach().clone()
+    extra_lr = extras.lr(lr)
     for idx in minibatch_indices(len(x), batch_size, steps, generator):
         theta.requires_grad_(True)
         extra.requires_grad_(True)
         logits = functional_call(model, layout.unflatten(theta), (x[idx],))
-        grad_theta, grad_extra = torch.autograd.grad(loss_fn(logits, y[idx], extra), (theta, extra),
+        grad_theta, grad_extra = torch.autograd.grad(extras.loss(logits, y[idx], extra), (theta, extra),
                                                      allow_unused=True)
         with torch.no_grad():
             if grad_theta is not None:
-                theta = theta - lr * (grad_theta + weight_decay * theta)
-            elif weight_decay:
-                theta = theta - lr * weight_decay * theta
+                theta = _descend(theta, grad_theta, lr, weight_decay, correction, start[:n])
+            elif weight_decay or correction is not None:  # the loss ignores theta: only decay and correction move it
+                theta = _descend(theta, torch.zeros_like(theta), lr, weight_decay, correction, start[:n])
             if grad_extra is not None:
                 extra = extra - extra_lr * grad_extra
     return torch.cat([theta.detach(), extra.detach()])
+
+
+def _descend(w: torch.Tensor, grad: torch.Tensor, lr: float, weight_decay: float, correction: Correction | None,
+             start: torch.Tensor) -> torch.Tensor:
+    """One SGD step: ``w - lr (grad + weight_decay w + correction.term(w, start))``."""
+    step = grad + weight_decay * w
+    if correction is not None:
+        step += correction.term(w, start)
+    return w - lr * step
 
 
 @torch.no_grad()

@@ -16,12 +16,22 @@ the gradient-like ``Delta = (x - y) / gamma = -delta / gamma`` and step
 What the server asks: ``select`` picks the (client, task) pairs that train
 in a synchronous round among the eligible clients (by default
 ``round.participants`` of them uniformly at random, all on task 0). A
-strategy that needs information from the clients first sets ``probe``
-(``"update_norm"`` or ``"loss"``): the server then asks every eligible
-client for one number per task, and ``assign`` decides from the reports.
-A strategy with ``multi_task = True`` trains several models (``tasks:`` in
-the scenario); the learner calls ``aggregate`` once per task per round,
-with that task's updates (``ClientUpdate.task``).
+strategy that needs information from the clients first sets ``probe`` (a
+:class:`~netfl.learn.algorithms.probes.Probe`): the server then asks every
+eligible client for one number per task, and ``assign`` decides from the
+reports. A strategy with ``multi_task = True`` trains several models
+(``tasks:`` in the scenario); the learner calls ``aggregate`` once per task
+per round, with that task's updates (``ClientUpdate.task``).
+
+What a client does is the strategy's too, through hooks the learner applies
+to every job without knowing the algorithm (defaults: plain cross-entropy
+SGD on the model, the learner's fast path): ``correction`` (a term linear in
+the parameters added to each local gradient, fixed when the job starts:
+FedProx's proximal pull, SCAFFOLD's control variates; the strategy keeps any
+client-side state it needs), ``extras`` (trainable scalars beside the model,
+with their own loss and step size: Fed-CVaR-Avg's threshold t), and
+``download_bytes`` / ``upload_bytes`` (what travels with the model, which
+the simulated network times).
 
 Every strategy class carries ``name`` (the key in ``server.algorithm``) and
 ``Params`` (a pydantic model: its fields, defaults and descriptions are the
@@ -43,6 +53,8 @@ import numpy as np
 import torch
 
 from netfl.backend import RoundContext, sample_uniform
+from netfl.learn.algorithms.probes import Probe
+from netfl.learn.objective import Correction, ExtraScalars
 from netfl.learn.training import scheduled_lr
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, StrategyParams
 
@@ -80,6 +92,7 @@ class ClientUpdate:
     lr: float | None = None  # the client learning rate this job trained with (None: ClientInfo.local_lr)
     steps: int | None = None  # K: the local SGD steps this job ran (None: unknown)
     task: int = 0  # which model (of ``tasks:``) this update belongs to
+    correction: Correction | None = None  # what the strategy's ``correction`` gave the job when it started
 
 
 class Strategy(ABC):
@@ -93,11 +106,12 @@ class Strategy(ABC):
     needs_participation: ClassVar[bool] = False
     # True where the strategy trains several models at once (one per entry of the scenario's ``tasks``)
     multi_task: ClassVar[bool] = False
-    # Extra trainable scalars a client optimises besides the model (Fed-CVaR-Avg's threshold t). The learner
-    # appends them to the flat parameter vector (model first, extras last), trains them with
-    # ``local_loss`` and lr ``extra_lr(job lr)``, evaluates the model part only, and hands strategies the
-    # extended vectors. 0 (the default): plain cross-entropy SGD on the model, the learner's fast path.
-    extra_params: ClassVar[int] = 0
+    # What the server asks every eligible client before assigning work (set in __init__); None: nothing
+    probe: Probe | None = None
+    # Trainable scalars a client optimises beside the model (set in __init__). The learner appends them to
+    # each flat vector (model first, extras last), hands strategies the extended vectors and evaluates the
+    # model part only. None: the model alone.
+    extras: ExtraScalars | None = None
 
     def __init_subclass__(cls, **kwargs):
         """A class that sets ``name`` implements that registry entry: it takes its summary, paper and flags."""
@@ -117,8 +131,6 @@ class Strategy(ABC):
     def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params
         self.clients = clients
-        # what the server asks every eligible client before assigning work: None, "update_norm" or "loss"
-        self.probe: str | None = None
         if self.needs_participation:
             self.probabilities = participation_probabilities(self.name, clients)
 
@@ -133,7 +145,7 @@ class Strategy(ABC):
     def assign(self, round_index: int, reports: dict[int, np.ndarray], participants: int | None,
                rng: np.random.Generator) -> list[tuple[int, int]]:
         """After a probe: the (client, task) pairs that train, from each reporting client's values (one per task)."""
-        raise TypeError(f"{self.name} sets probe={self.probe!r} but does not define assign()")
+        raise TypeError(f"{self.name} sets a probe ({type(self.probe).__name__}) but does not define assign()")
 
     @property
     def client_sizes(self) -> tuple[int, ...]:
@@ -154,19 +166,25 @@ class Strategy(ABC):
                              f"{update.client}'s update has steps={update.steps!r}")
         return int(update.steps)
 
-    # ---- client objective hooks (used only when ``extra_params > 0``)
+    # ---- what a client is asked to do
 
-    def initial_extra(self) -> torch.Tensor:
-        """Starting values of the extra scalars (float32, length ``extra_params``); zeros by default."""
-        return torch.zeros(self.extra_params, dtype=torch.float32)
+    def correction(self, client: int, task: int) -> Correction | None:
+        """The term a job of ``client`` on ``task`` adds to its local gradients; None (the default): none.
 
-    def extra_lr(self, lr: float) -> float:
-        """SGD step size of the extra scalars in a job that trains the model at ``lr``."""
-        return lr
+        Called when the job starts, so it holds what the client receives with the model then (a stale
+        job keeps its own); the job's ClientUpdate carries it back to ``aggregate``.
+        """
+        return None
 
-    def local_loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
-        """A client's minibatch objective from the model's logits, the labels and the extra scalars."""
-        return torch.nn.functional.cross_entropy(logits, y)
+    def download_bytes(self, model_bytes: float) -> float:
+        """What a client downloads to train: the model (``model_bytes``, extras included), plus what the
+        strategy sends with it."""
+        return model_bytes
+
+    def upload_bytes(self, model_bytes: float) -> float:
+        """What a client uploads after training: its update (``model_bytes``), plus what the strategy
+        sends with it."""
+        return model_bytes
 
     @abstractmethod
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:

@@ -16,7 +16,7 @@ mean, as in the reference code). Its gradients:
 theta takes plain SGD steps at the task lr (``task.local.lr``), t at its own
 ``t_lr``; t starts at 0 and travels with the model (the learner appends it
 to the flat parameter vector as one extra scalar; the model's evaluation
-ignores it).
+ignores it): the strategy's ``extras`` is a :class:`Threshold`.
 
 alpha = 1 is FedAvg: t's gradient is (1 - gamma)(1 - 1{f > t}), zero while
 f > t; starting from t = 0 and with a cross-entropy f > 0, t never moves and
@@ -31,7 +31,8 @@ from __future__ import annotations
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy
+from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.learn.objective import ExtraScalars
 from netfl.registry.algorithms import FedCVaRParams
 
 
@@ -54,16 +55,10 @@ class FedCVaR(Strategy):
 
     name = "fed_cvar"
     Params = FedCVaRParams
-    extra_params = 1  # t
 
-    def extra_lr(self, lr: float) -> float:
-        if self.params.t_lr is None:
-            return lr
-        return self.params.t_lr * (lr / self.clients.local_lr)  # t follows the task's lr schedule
-
-    def local_loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
-        return cvar_objective(torch.nn.functional.cross_entropy(logits, y), extra[0], self.params.alpha,
-                              self.params.gamma)
+    def __init__(self, params: FedCVaRParams, clients: ClientInfo):
+        super().__init__(params, clients)
+        self.extras = Threshold(params, clients.local_lr)
 
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
@@ -72,6 +67,25 @@ class FedCVaR(Strategy):
             return x + updates[0].delta.to(dtype=x.dtype, device=x.device).view_as(x)
         deltas = torch.stack([u.delta.to(dtype=x.dtype, device=x.device).reshape(-1) for u in updates])
         return x + deltas.mean(dim=0).view_as(x)
+
+
+class Threshold(ExtraScalars):
+    """The CVaR threshold t, trained by each client beside theta: t_0 = 0, step ``t_lr`` (following the
+    task's lr schedule: ``t_lr * lr / task.local.lr``), loss G_i(theta, t)."""
+
+    def __init__(self, params: FedCVaRParams, local_lr: float):
+        super().__init__([0.0])
+        self.params = params
+        self.local_lr = local_lr
+
+    def lr(self, model_lr: float) -> float:
+        if self.params.t_lr is None:
+            return model_lr
+        return self.params.t_lr * (model_lr / self.local_lr)
+
+    def loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return cvar_objective(torch.nn.functional.cross_entropy(logits, y), extra[0], self.params.alpha,
+                              self.params.gamma)
 
 
 def cvar_objective(f: torch.Tensor, t: torch.Tensor, alpha: float, gamma: float) -> torch.Tensor:

@@ -35,6 +35,7 @@ import torch
 
 from netfl.backend import RoundContext, sample_uniform
 from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, weighted_sum
+from netfl.learn.algorithms.probes import LocalLoss, UpdateNorm
 from netfl.registry.algorithms import MMFLParams
 
 
@@ -91,7 +92,7 @@ class MMFL(Strategy):
     def __init__(self, params: MMFLParams, clients: ClientInfo):
         super().__init__(params, clients)
         if self.params.sampling == "optimal":
-            self.probe = "update_norm" if self.params.norms == "update" else "loss"
+            self.probe = UpdateNorm() if self.params.norms == "update" else LocalLoss()
         sizes = np.asarray(clients.sizes_by_task, dtype=np.float64)  # S x N
         self.shares = sizes / sizes.sum(axis=1, keepdims=True)  # d_{i,s}, indexed [s, i]
         self.num_tasks = sizes.shape[0]
