@@ -28,15 +28,20 @@ def main() -> None:
     """netfl: a discrete-event network simulator for federated learning."""
 
 
+SET_HELP = ("change one value of the topology: a YAML path and a YAML value, e.g. --set server.algorithm.name=fedau "
+            "--set devices[0].availability.p=0.3 (repeatable)")
+
+
 @main.command()
 @click.argument("topology", type=click.Path(path_type=Path))
-def validate(topology: Path) -> None:
+@click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help=SET_HELP)
+def validate(topology: Path, overrides: tuple[str, ...]) -> None:
     """Check TOPOLOGY and print a one-screen summary of the scenario."""
     from netfl.config import load_scenario
     from netfl.config.summary import describe_scenario
 
     try:
-        scenario = load_scenario(topology)
+        scenario = load_scenario(topology, overrides=overrides)
     except NetflError as exc:
         _fail(exc)
     click.echo(f"OK {topology}")
@@ -48,15 +53,18 @@ def validate(topology: Path) -> None:
 @click.option("--out", "out_dir", type=click.Path(path_type=Path),
               help="results folder: new, empty, or an earlier run it replaces [default: results/<name>/]")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
-@click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed (an integer >= 0)")
+@click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed (an integer >= 0; world "
+                                                            "and training alike, unless it sets world_seed or "
+                                                            "training_seed)")
 @click.option("--device", default="cpu", show_default=True,
               help="where torch trains: cpu, cuda or cuda:<index> (simulated time never depends on it)")
 @click.option("--threads", type=click.IntRange(min=1),
               help="threads that train clients side by side, one torch thread each [default: every CPU this "
                    "process may use]; the results are the same whatever the count")
+@click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help=SET_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, device: str,
-             threads: int | None, quiet: bool) -> None:
+             threads: int | None, overrides: tuple[str, ...], quiet: bool) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
     from netfl.results.progress import Progress
     from netfl.results.writer import check_out_dir
@@ -64,7 +72,7 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
     from netfl.config import load_scenario
 
     try:
-        scenario = load_scenario(topology)
+        scenario = load_scenario(topology, overrides=overrides)
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
         check_out_dir(out_dir or default_out_dir(scenario))  # before the run, not after it

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
@@ -49,9 +49,10 @@ class Result:
                    pd.DataFrame(result.recorder.columns()), pd.DataFrame(device_columns(result)), outcome.out_dir)
 
 
-def load(path: str | Path) -> Scenario:
-    """A topology file, validated (ScenarioError lists every problem with its YAML path)."""
-    return load_scenario(path)
+def load(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
+    """A topology file, validated (ScenarioError lists every problem with its YAML path); ``overrides`` as
+    ``netfl simulate --set``: ``["server.algorithm.name=fedau", "devices[0].count=50"]``."""
+    return load_scenario(path, overrides=overrides)
 
 
 def from_dict(data: dict[str, Any]) -> Scenario:
@@ -60,14 +61,18 @@ def from_dict(data: dict[str, Any]) -> Scenario:
 
 
 def run(world: Scenario | dict[str, Any] | str | Path, *, seed: int | None = None, out: str | Path | None = None,
-        threads: int | None = None, device: str = "cpu", data_dir: str | Path | None = None) -> Result:
+        threads: int | None = None, device: str = "cpu", data_dir: str | Path | None = None,
+        overrides: Sequence[str] = ()) -> Result:
     """Run ``world`` (a Scenario, a dict, or a topology file's path) and return its results.
 
     ``seed`` replaces the scenario's; ``out`` also writes the run folder there (as ``netfl simulate --out``);
-    ``threads`` and ``device`` as on the command line; ``data_dir`` where the data set's files are.
+    ``threads``, ``device`` and ``overrides`` (of a file's path) as on the command line (``--set``);
+    ``data_dir`` where the data set's files are.
     """
+    if overrides and not isinstance(world, (str, Path)):
+        raise TypeError("overrides apply to a topology file; change a dict or a Scenario directly")
     if isinstance(world, (str, Path)):
-        world = load_scenario(world)
+        world = load_scenario(world, overrides=overrides)
     elif isinstance(world, dict):
         world = scenario_from_dict(world)
     else:

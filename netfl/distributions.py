@@ -44,6 +44,17 @@ class Distribution:
     kind: str  # "constant" or one of the kinds above
     params: tuple[float, ...]  # (value,) (low, high) (mean, std) (median, sigma) (values...) (mean,) (shape, scale)
 
+    def as_scenario_value(self) -> float | dict[str, object]:
+        """The value as a topology file writes it (in SI units), so that parsing it gives this distribution."""
+        k, p = self.kind, self.params
+        if k == "constant":
+            return p[0]
+        if k in ("uniform", "choice"):
+            return {k: list(p)}
+        names = {"normal": ("mean", "std"), "lognormal": ("median", "sigma"), "exponential": ("mean",),
+                 "weibull": ("shape", "scale")}[k]
+        return {k: dict(zip(names, p))}
+
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` independent values (one per device)."""
         k, p = self.kind, self.params

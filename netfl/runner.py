@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from netfl.build import build_simulation
+from netfl.config import scenario_document
 from netfl.config.schema import Scenario
 from netfl.learn.runtime import use_threads
 from netfl.results.progress import Progress
@@ -37,6 +38,8 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
     return {
         "scenario": scenario.name,
         "seed": scenario.seed,
+        "world_seed": scenario.seeds.world,
+        "training_seed": scenario.seeds.training,
         "algorithm": scenario.server.algorithm.name,
         "rounds": result.rounds,
         "final_test_accuracy": accuracies[-1] if accuracies else None,
@@ -127,7 +130,8 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
             out_dir or default_out_dir(scenario), summary=summary, metrics=result.metrics,
             devices=device_columns(result), num_classes=outcome.num_classes, events=result.recorder.columns(),
             staleness=result.staleness if scenario.server.mode == "async" else (),
-            title=f"{scenario.name}: {scenario.server.algorithm.name}")
+            title=f"{scenario.name}: {scenario.server.algorithm.name}", scenario=scenario_document(scenario),
+            source=str(scenario.source.resolve()) if scenario.source is not None else None)
     if not complete:
         raise KeyboardInterrupt
     return outcome

@@ -19,7 +19,8 @@ from cli_support import TINY, assert_user_error, run
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
-RESULT_FILES = {"summary.json", "metrics.csv", "events.parquet", "devices.parquet", "accuracy_vs_time.png"}
+RESULT_FILES = {"summary.json", "scenario.yaml", "metrics.csv", "events.parquet", "devices.parquet",
+                "accuracy_vs_time.png"}
 
 BAD_FILES = {
     # name: (text, what the message must point at)
@@ -153,7 +154,7 @@ def test_simulate_missing_fashion_mnist_files_default_out(in_tmp: Path) -> None:
     assert not (in_tmp / "results").exists()
 
 
-def test_simulate_tiny_digits_writes_four_files(in_tmp: Path) -> None:
+def test_simulate_tiny_digits_writes_its_result_files(in_tmp: Path) -> None:
     path = in_tmp / "tiny.yaml"
     path.write_text(TINY)
     out = in_tmp / "out"
@@ -224,7 +225,8 @@ def fake_run(out: Path) -> Path:
               "detail": ["", ""]}
     devices = {"device": [0, 1], "group": ["a", "a"], "battery_fraction": [0.5, float("nan")]}
     return writer.write_run(out, summary={"scenario": "fake", "complete": True}, metrics=metrics,
-                            num_classes=[2], events=events, devices=devices, title="fake")
+                            num_classes=[2], events=events, devices=devices, title="fake",
+                            scenario={"name": "fake"}, source="fake.yaml")
 
 
 def test_write_run_failing_midway_leaves_previous_folder_untouched(tmp_path: Path,

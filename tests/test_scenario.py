@@ -13,6 +13,7 @@ import yaml
 from netfl.distributions import Distribution
 from netfl.errors import NetflError, ScenarioError
 from netfl.config import Scenario, load_scenario, scenario_from_dict
+from netfl.config.schema import Every
 
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
@@ -77,7 +78,7 @@ def test_quickstart_loads() -> None:
     assert s.task.dataset.partition.kind == "dirichlet" and s.task.dataset.partition.alpha == 0.5
     assert s.server.algorithm.name == "fedavg" and s.server.algorithm.params == {"server_lr": 1.0}
     assert s.server.round.deadline == 3.0
-    assert s.eval.every == 5
+    assert s.eval.every == Every(rounds=5)
     assert s.source == QUICKSTART
 
 
@@ -108,7 +109,7 @@ def test_minimal_scenario_gets_defaults() -> None:
     assert (g.power.compute, g.power.transmit, g.power.idle) == (2.0, 0.2, 0.05)
     assert s.server.algorithm.name == "fedavg" and s.server.mode == "sync"
     assert s.server.round.participants is None and math.isinf(s.server.round.deadline)
-    assert s.eval.every == 1
+    assert s.eval.every == Every(rounds=1)
     assert s.output.dir is None
     assert s.source is None  # not from a file
 
@@ -137,8 +138,13 @@ def test_task_and_tasks_together_are_rejected() -> None:
 
 
 def test_eval_every_accepts_rounds_text() -> None:
-    assert scenario_from_dict(scenario(eval={"every": "10 rounds"})).eval.every == 10
-    assert scenario_from_dict(scenario(eval={"every": "1 round"})).eval.every == 1
+    assert scenario_from_dict(scenario(eval={"every": "10 rounds"})).eval.every == Every(rounds=10)
+    assert scenario_from_dict(scenario(eval={"every": "1 round"})).eval.every == Every(rounds=1)
+
+
+def test_eval_every_accepts_a_simulated_time() -> None:
+    assert scenario_from_dict(scenario(eval={"every": "5min"})).eval.every == Every(seconds=300.0)
+    assert scenario_from_dict(scenario(eval={"every": "90s"})).eval.every == Every(seconds=90.0)
 
 
 def test_scenario_is_frozen() -> None:

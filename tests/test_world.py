@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from netfl.backend import Evaluation
 from netfl.build import build_world
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
@@ -77,3 +78,38 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
         logs.append(sim.recorder.columns())
     assert len(logs[0]["kind"]) > 40 and "tx_start" in logs[0]["kind"]
     assert logs[0] == logs[1]
+
+
+class RisingAccuracy(FakeBackend):
+    """Accuracy 0.1 per aggregation so far: a curve whose crossing of a target is known by hand."""
+
+    def evaluate(self):
+        self.evaluations += 1
+        return Evaluation(accuracy=0.1 * len(self.contexts), loss=1.0)
+
+
+def _one_device(stop: StopSetup) -> Simulation:
+    streams = RandomStreams(0)
+    world = World(devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
+                  links=[GroupLink()], streams=streams, stop=stop, policies=_always(1, streams))
+    return Simulation(world, RisingAccuracy())
+
+
+def test_evaluation_on_a_time_grid_falls_on_its_multiples_and_at_the_stop():
+    """Rounds of 6.5 s, evaluated every 4 s up to 20 s: rows at 0, 4, ..., 20 with the rounds done by then."""
+    result = _one_device(StopSetup(sim_time_s=20.0, eval_every_s=4.0)).run()
+    assert [m.sim_time_s for m in result.metrics] == [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]
+    assert [m.round for m in result.metrics] == [0, 0, 1, 1, 2, 3]  # rounds end at 6.5, 13, 19.5
+    assert result.stopped_by == "sim_time"
+
+
+def test_the_run_stops_at_the_first_evaluation_reaching_the_target_accuracy():
+    result = _one_device(StopSetup(rounds=50, accuracy=0.3)).run()
+    assert result.stopped_by == "accuracy"
+    assert result.rounds == 3 and result.sim_time_s == approx(19.5)
+    assert [m.test_accuracy for m in result.metrics] == [0.0, 0.1, 0.2, approx(0.3)]
+
+
+def test_a_target_never_reached_leaves_the_other_limits_in_charge():
+    result = _one_device(StopSetup(rounds=4, accuracy=0.9)).run()
+    assert result.stopped_by == "rounds" and result.rounds == 4

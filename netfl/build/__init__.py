@@ -28,23 +28,27 @@ __all__ = ["build_learner", "build_simulation", "build_task", "build_world", "de
 
 def build_simulation(scenario: Scenario, *, data_dir: Path | None = None,
                      device: str = "cpu") -> tuple[Simulation, Learner]:
-    """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``)."""
+    """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``).
+
+    The world draws from the scenario's world seed, the learner (data split, model, minibatches, selection)
+    from its training seed, so a study can vary one and hold the other.
+    """
     try:
         torch_device(device)  # before loading any data
     except ValueError as exc:
         raise NetflError(f"device {exc}") from None
-    streams = RandomStreams(scenario.seed)
-    tasks = [build_task(scenario, s, streams, data_dir) for s in range(len(scenario.tasks))]
+    world_streams, training_streams = RandomStreams(scenario.seeds.world), RandomStreams(scenario.seeds.training)
+    tasks = [build_task(scenario, s, training_streams, data_dir) for s in range(len(scenario.tasks))]
     first = tasks[0]
     mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
     if scenario.engine.devices == "lazy":
-        population = population_models(scenario, streams, mix)
-        world = build_world(scenario, streams, population=population)
+        population = population_models(scenario, world_streams, mix)
+        world = build_world(scenario, world_streams, population=population)
         participation = [p for m in population
                          for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)]
     else:
-        policies, chargers = device_policies(scenario, streams, first.parts.sizes, mix)
-        world = build_world(scenario, streams, policies=policies, chargers=chargers)
+        policies, chargers = device_policies(scenario, world_streams, first.parts.sizes, mix)
+        world = build_world(scenario, world_streams, policies=policies, chargers=chargers)
         participation = [p.participation_probability() for p in policies]
-    learner = build_learner(scenario, tasks, streams, participation, device)
+    learner = build_learner(scenario, tasks, training_streams, participation, device)
     return Simulation(world, learner), learner

@@ -26,7 +26,7 @@ def device_policies(scenario: Scenario, streams: RandomStreams, sizes: np.ndarra
     """
     groups = [g for g in scenario.devices for _ in range(g.count)]
     base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos = [DeviceInfo(i, g.group, int(size), label_mix[i], scenario.seed, base_dir)
+    infos = [DeviceInfo(i, g.group, int(size), label_mix[i], scenario.seeds.world, base_dir)
              for i, (g, size) in enumerate(zip(groups, sizes))]
     policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
                 for info, g in zip(infos, groups)]
@@ -47,6 +47,6 @@ def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.
         cls = BUILTIN_POLICIES[spec.policy]
         models.append(build_population_model(spec.policy, cls.Params.model_validate(spec.params), group.count,
                                              streams.integer_seed("availability-population", group.group),
-                                             label_mix[start:start + group.count], scenario.seed))
+                                             label_mix[start:start + group.count], scenario.seeds.world))
         start += group.count
     return models

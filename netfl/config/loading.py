@@ -11,13 +11,16 @@ from __future__ import annotations
 import re
 import typing
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 
 from netfl.config.checks import check_scenario
-from netfl.config.schema import Scenario
+from netfl.config.overrides import OverrideError, apply_overrides
+from netfl.config.schema import Every, Scenario
+from netfl.distributions import Distribution
 from netfl.errors import ScenarioError
 from netfl.problems import describe_validation_error, field_keys
 
@@ -37,8 +40,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenario:
-    """Read and validate a topology file. Raises ScenarioError with every problem found."""
+def load_scenario(path: str | Path, *, overrides: Sequence[str] = (), check_references: bool = True) -> Scenario:
+    """Read and validate a topology file, after applying ``overrides`` (``path=value``, see
+    :mod:`netfl.config.overrides`). Raises ScenarioError with every problem found."""
     path = Path(path)
     source = str(path)
     try:
@@ -54,6 +58,11 @@ def load_scenario(path: str | Path, *, check_references: bool = True) -> Scenari
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ScenarioError(source, [("", f"malformed YAML: {where}{problem}")]) from None
+    if overrides and isinstance(data, dict):
+        try:
+            data = apply_overrides(data, list(overrides))
+        except OverrideError as exc:
+            raise ScenarioError(source, [(f"--set {exc.path}", exc.problem)]) from None
     return scenario_from_dict(data, source=source, base_dir=path.parent, check_references=check_references)
 
 
@@ -95,3 +104,29 @@ def _scenario_keys(model: type[BaseModel]) -> list[str]:
     if model is Scenario:
         names = ["task" if n == "tasks" else n for n in names] + ["tasks"]
     return names
+
+
+def scenario_document(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as a topology file's mapping, quantities in SI units and defaults left out (as a file
+    would): loading it gives the same scenario (a run folder's scenario.yaml, to repeat the run as it was)."""
+    return _plain(scenario)
+
+
+def _plain(value: Any) -> Any:
+    """A schema value as YAML writes it: models by their keys (aliases such as ``async``) without the values
+    that equal their defaults, a component's parameters as given, distributions in their scenario form."""
+    if isinstance(value, BaseModel):
+        out = {(info.alias or name): _plain(getattr(value, name))
+               for name, info in type(value).model_fields.items()
+               if not info.exclude and (info.is_required() or getattr(value, name) != info.default)}
+        out.update({k: _plain(v) for k, v in (value.model_extra or {}).items()})
+        return out
+    if isinstance(value, (Distribution, Every)):
+        return value.as_scenario_value()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value

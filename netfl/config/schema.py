@@ -11,8 +11,9 @@ downstream parses units.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
@@ -24,7 +25,7 @@ from netfl.registry.datasets import DATASET_NAMES
 from netfl.registry.media import MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
-from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts
+from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts, parse_quantity
 
 
 def _dist(unit_kind: str):
@@ -46,11 +47,13 @@ class StopSpec(Strict):
 
     sim_time: Seconds | None = Field(None, gt=0, description="simulated seconds")
     rounds: int | None = Field(None, gt=0, description="server rounds (aggregations)")
+    accuracy: Fraction | None = Field(None, gt=0, le=1, description="stop at the first evaluation reaching this "
+                                                                    "test accuracy (needs sim_time or rounds too)")
 
     @model_validator(mode="after")
     def _one_limit(self):
         if self.sim_time is None and self.rounds is None:
-            raise ValueError("give sim_time, rounds, or both")
+            raise ValueError("give sim_time, rounds, or both (also with accuracy: it may never be reached)")
         return self
 
 
@@ -368,17 +371,46 @@ class NetworkSpec(Strict):
     links: list[WiredLinkSpec] = []
 
 
-def _every_rounds(value: object) -> object:
+@dataclass(frozen=True)
+class Every:
+    """How often the model is evaluated: every ``rounds`` rounds, or every ``seconds`` of simulated time (a grid
+    shared by every run of a study, whatever their round lengths)."""
+
+    rounds: int | None = None
+    seconds: float | None = None
+
+    def as_scenario_value(self) -> int | str:
+        return self.rounds if self.rounds is not None else f"{self.seconds!r}s"
+
+
+def _every(value: object) -> Every:
+    if isinstance(value, Every):
+        return value
+    if isinstance(value, bool):
+        raise ValueError("write a number of rounds (10, '10 rounds') or a simulated time ('5min')")
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"must be > 0 rounds (got {value})")
+        return Every(rounds=value)
     if isinstance(value, str):
         match = re.fullmatch(r"\s*(\d+)\s*rounds?\s*", value)
-        if not match:
-            raise ValueError(f"{value!r}: write a number of rounds, e.g. 10 or '10 rounds'")
-        return int(match.group(1))
-    return value
+        if match:
+            return _every(int(match.group(1)))
+        try:
+            seconds = parse_quantity(value, "time")
+        except ValueError:
+            raise ValueError(f"{value!r}: write a number of rounds (10, '10 rounds') or a simulated time "
+                             "('5min', '30s')") from None
+        if not seconds > 0:
+            raise ValueError(f"must be a positive time (got {value!r})")
+        return Every(seconds=seconds)
+    raise ValueError(f"{value!r}: write a number of rounds (10, '10 rounds') or a simulated time ('5min')")
 
 
 class EvalSpec(Strict):
-    every: Annotated[int, BeforeValidator(_every_rounds), Field(gt=0)] = 1
+    every: Annotated[Every, BeforeValidator(_every)] = Field(
+        Every(rounds=1), description="rounds between evaluations (10), or simulated time ('5min'): a time grid "
+                                     "gives the curves of different runs the same time points")
     max_test_samples: int | None = Field(None, gt=0, description="evaluate on the first N test samples only")
 
 
@@ -395,9 +427,18 @@ class OutputSpec(Strict):
     dir: Path | None = None
 
 
+class Seeds(NamedTuple):
+    world: int
+    training: int
+
+
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, description="seeds every random draw (world_seed and training_seed when not given)")
+    world_seed: int | None = Field(None, ge=0, description="the world's draws: devices, availability, channels, "
+                                                           "media, relays, asynchronous workers")
+    training_seed: int | None = Field(None, ge=0, description="the learning's draws: data split, test split, "
+                                                              "initial model, minibatches, client selection")
     stop: StopSpec
     tasks: list[TaskSpec] = Field(min_length=1)
     devices: list[DeviceGroupSpec] = Field(min_length=1)
@@ -426,6 +467,12 @@ class Scenario(Strict):
         if dupes:
             raise ValueError(f"device group names must be unique; repeated: {', '.join(dupes)}")
         return devices
+
+    @property
+    def seeds(self) -> Seeds:
+        """The seeds in effect: ``seed`` for both, unless world_seed or training_seed says otherwise."""
+        return Seeds(self.seed if self.world_seed is None else self.world_seed,
+                     self.seed if self.training_seed is None else self.training_seed)
 
     @property
     def num_devices(self) -> int:

@@ -110,8 +110,12 @@ def describe_scenario(s: Scenario) -> str:
         stop.append(f"{s.stop.rounds} rounds")
     if s.stop.sim_time:
         stop.append(f"{format_duration(s.stop.sim_time)} simulated")
+    if s.stop.accuracy:
+        stop.append(f"{100 * s.stop.accuracy:g}% test accuracy")
     first = ", whichever comes first" if len(stop) > 1 else ""
-    lines = [f"scenario   {s.name} (seed {s.seed}); stop after {' or '.join(stop)}{first}"]
+    seeds = (f"seed {s.seed}" if s.seeds == (s.seed, s.seed)
+             else f"world seed {s.seeds.world}, training seed {s.seeds.training}")
+    lines = [f"scenario   {s.name} ({seeds}); stop after {' or '.join(stop)}{first}"]
     for i, t in enumerate(s.tasks):
         p = t.dataset.partition
         part = p.kind + (f"(alpha={p.alpha:g})" if p.kind == "dirichlet" else "") + \
@@ -137,7 +141,9 @@ def describe_scenario(s: Scenario) -> str:
         lines += [f"  {w.source} -> {w.to}: {_si(w.rate, 'bit/s')}"
                   + (f", latency {format_duration(w.latency)}" if w.latency else "") for w in s.network.links]
     lines.append(_server(s))
-    lines.append(f"eval       every {s.eval.every} round(s)")
+    every = s.eval.every
+    lines.append(f"eval       every {every.rounds} round(s)" if every.rounds is not None
+                 else f"eval       every {format_duration(every.seconds)} simulated")
     if s.engine.devices == "lazy":
         lines.append("engine     lazy: devices kept as arrays; availability advanced only when the server asks; "
                      "only working devices' events are logged")

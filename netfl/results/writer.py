@@ -20,6 +20,7 @@ from typing import Any, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from netfl.errors import NetflError
 from netfl.results.plots import plot_accuracy_vs_time, plot_staleness
@@ -85,6 +86,15 @@ def write_staleness(path: Path, staleness: Sequence[int]) -> None:
             writer.writerow([value, counts.get(value, 0)])
 
 
+def write_scenario(path: Path, scenario: dict[str, Any], source: str | None) -> None:
+    """The scenario as run, loadable as a topology file (``netfl simulate scenario.yaml``; file paths in it are
+    relative to ``source``'s folder, so copy the run folder beside the original topology to run it there)."""
+    header = ["# The scenario of this run as netfl ran it: overrides applied, defaults left out, SI units."]
+    if source is not None:
+        header.append(f"# Read from {source}; file paths below are relative to its folder.")
+    path.write_text("\n".join(header) + "\n" + yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True))
+
+
 def check_out_dir(out_dir: Path) -> None:
     """Refuse a results folder whose replacement would destroy something that is not a netfl run.
 
@@ -105,11 +115,14 @@ def check_out_dir(out_dir: Path) -> None:
 
 
 def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: Sequence[int],
-              events: dict[str, list], devices: dict[str, Any], title: str, staleness: Sequence[int] = ()) -> Path:
+              events: dict[str, list], devices: dict[str, Any], title: str, staleness: Sequence[int] = (),
+              scenario: dict[str, Any] | None = None, source: str | None = None) -> Path:
     """Write summary.json, metrics.csv, events.parquet, devices.parquet and accuracy_vs_time.png into
     ``out_dir`` atomically.
 
-    ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv and staleness.png.
+    ``scenario`` (the resolved scenario as a topology mapping; ``source``: the file it came from) adds
+    scenario.yaml; ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv
+    and staleness.png.
     """
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
@@ -122,6 +135,8 @@ def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any],
     except OSError as exc:
         raise NetflError(f"{out_dir}: cannot create the results folder: {exc}") from None
     try:
+        if scenario is not None:
+            write_scenario(staging / "scenario.yaml", scenario, source)
         write_metrics(staging / "metrics.csv", metrics, num_classes)
         write_events(staging / "events.parquet", events)
         write_devices(staging / "devices.parquet", devices)

@@ -9,6 +9,7 @@ import torch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -46,7 +47,7 @@ class SimulationResult:
     updates_received: int
     updates_applied: int
     updates_dropped: int
-    stopped_by: str  # "rounds", "sim_time", "stalled" (nothing left to happen) or "interrupted"
+    stopped_by: str  # "rounds", "sim_time", "accuracy", "stalled" (nothing left to happen) or "interrupted"
     network: Counters = field(default_factory=Counters)
     staleness: list[int] = field(default_factory=list)  # of each applied update, in rounds
     relays: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -97,6 +98,7 @@ class Simulation:
                 participants=server.participants, deadline_s=server.deadline_s, idle_wait_s=server.idle_wait_s,
                 interval_s=server.interval_s, relays=self.relays, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
+        self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
 
     def _build_relays(self, log) -> dict[str, RamRelay]:
         """A RAM relay for each node that has one, over the devices whose route to the server crosses it."""
@@ -117,11 +119,21 @@ class Simulation:
         return relays
 
     def _round_ended(self, round_index: int) -> None:
-        if (round_index + 1) % self.world.stop.eval_every == 0:
+        if self.world.stop.eval_every_s is None and (round_index + 1) % self.world.stop.eval_every == 0:
             self._evaluate(round_index + 1)
         if self.progress is not None:
             last = self.metrics[-1].test_accuracy if self.metrics else None
             self.progress(self.env.now, round_index + 1, last)
+
+    def _evaluate_on_grid(self, every_s: float):
+        """Evaluate at every multiple of ``every_s`` simulated seconds, whatever the rounds are doing."""
+        k = 1
+        while True:
+            yield self.env.timeout(k * every_s - self.env.now)
+            if self.env.peek() == math.inf:  # nothing else will ever happen: let the run end as stalled
+                return
+            self._evaluate(self.server.rounds_done)
+            k += 1
 
     def _evaluate(self, rounds_done: int) -> None:
         result: Evaluation = self.backend.evaluate()
@@ -129,22 +141,33 @@ class Simulation:
         self.metrics.append(MetricRow(self.env.now, rounds_done, result.accuracy, result.loss,
                                       received - self._last_participants, result.per_class_accuracy, result.tasks))
         self._last_participants = received
+        target = self.world.stop.accuracy
+        if target is not None and result.accuracy >= target and not self.target_reached.triggered:
+            self.target_reached.succeed()
 
     def run(self) -> SimulationResult:
+        stop = self.world.stop
         if not self.metrics:
             self._evaluate(0)  # the starting point of every accuracy-vs-time curve
         server = self.env.process(self.server.run())
-        limit = self.world.stop.sim_time_s
-        until = server if limit is None else self.env.any_of([server, self.env.timeout(limit)])
+        if stop.eval_every_s is not None:
+            self.env.process(self._evaluate_on_grid(stop.eval_every_s))
+        limits = [server] + ([self.target_reached] if stop.accuracy is not None else [])
+        if stop.sim_time_s is not None:
+            limits.append(self.env.timeout(stop.sim_time_s))
         try:
-            self.env.run(until=until)
-            stopped_by = "rounds" if not server.is_alive else "sim_time"
+            self.env.run(until=limits[0] if len(limits) == 1 else self.env.any_of(limits))
+            stopped_by = ("accuracy" if self.target_reached.triggered else "rounds" if not server.is_alive
+                          else "sim_time")
         except RuntimeError as exc:  # nothing left to happen: e.g. every async worker is dead for good
             if "No scheduled events left" not in str(exc):
                 raise
             stopped_by = "stalled"
-        if self.metrics[-1].round != self.server.rounds_done:  # the model changed since the last evaluation
-            self._evaluate(self.server.rounds_done)
+        last = self.metrics[-1]
+        changed = last.round != self.server.rounds_done  # the model changed since the last evaluation
+        on_grid = stop.eval_every_s is not None
+        if stopped_by != "accuracy" and (changed or (on_grid and last.sim_time_s < self.env.now)):
+            self._evaluate(self.server.rounds_done)  # on a time grid, the curve also ends at the stop time
         return self._result(stopped_by)
 
     def partial_result(self) -> SimulationResult:

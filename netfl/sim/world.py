@@ -84,9 +84,14 @@ class ServerSetup:
 
 @dataclass(frozen=True)
 class StopSetup:
+    """When to stop (whichever comes first) and when to evaluate: every ``eval_every`` rounds, or on a grid of
+    ``eval_every_s`` simulated seconds when given."""
+
     rounds: int | None = None
     sim_time_s: float | None = None
-    eval_every: int = 1  # rounds between evaluations
+    accuracy: float | None = None  # stop at the first evaluation reaching it
+    eval_every: int = 1
+    eval_every_s: float | None = None
 
 
 @dataclass
