@@ -130,6 +130,25 @@ def policies() -> None:
     click.echo("Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocol: netfl/policies/base.py)")
 
 
+@main.command()
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--target", "targets", type=float, multiple=True,
+              help="test accuracy to reach, between 0 and 1; repeat for several [default: the best accuracy every "
+                   "run reached, rounded down to a whole percent]")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="report folder: new, empty, or an earlier report it replaces [default: <first DIR>/report/]")
+def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None) -> None:
+    """Compare the runs under DIRS (run or study folders) by case: tables, plots and report.html."""
+    from netfl.results.report import write_report
+
+    try:
+        made = write_report(dirs, targets=targets, out_dir=out_dir)
+    except NetflError as exc:
+        _fail(exc)
+    flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""
+    click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}")
+
+
 @main.group()
 def trace() -> None:
     """Availability traces."""

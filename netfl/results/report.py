@@ -1,0 +1,176 @@
+"""``netfl report``: compare runs and studies by case — tables, plots and one self-contained report.html.
+
+Reads run folders only (summary.json, metrics.csv, devices.parquet), so a
+report can be made again, or of other folders, without running anything.
+The numbers' conventions are in report_tables.py.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from netfl.errors import NetflError
+from netfl.results import report_plots as plots
+from netfl.results.plots import time_axis
+from netfl.results.report_html import display_tables, first_lines, render
+from netfl.results.report_load import find_run_folders, load_runs
+from netfl.results.report_tables import cases_table, run_summary, runs_table
+
+UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
+
+
+@dataclass
+class Report:
+    out_dir: Path
+    runs: int
+    cases: int
+    incomplete: int
+    targets: list[float]
+
+
+def check_targets(targets: Sequence[float]) -> list[float]:
+    bad = [t for t in targets if not 0 < t <= 1]
+    if bad:
+        raise NetflError(f"--target {bad[0]:g}: a target is a test accuracy between 0 and 1, e.g. --target 0.8")
+    return sorted(set(targets))
+
+
+def default_targets(best_accuracies: Sequence[float]) -> list[float]:
+    """Without --target: the best accuracy every run reached, rounded down to a whole percent, so that every
+    case has a time to it (none when a run never evaluated)."""
+    best = [b for b in best_accuracies if not math.isnan(b)]
+    if len(best) < len(best_accuracies) or not best or min(best) < 0.01:
+        return []
+    return [math.floor(100 * min(best) + 1e-9) / 100]
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """The report replaces its folder as a whole: only a new or empty folder or an earlier report may be used."""
+    target, here = out_dir.resolve(), Path.cwd().resolve()
+    if target == here or target in here.parents:
+        raise NetflError(f"{out_dir}: is the current folder or one of its parents; name a report folder (--out DIR)")
+    if out_dir.exists() and not out_dir.is_dir():
+        raise NetflError(f"{out_dir}: exists and is not a folder; choose another report folder (--out DIR)")
+    if target.is_dir() and any(target.iterdir()) and not (target / "report.html").is_file():
+        raise NetflError(f"{out_dir}: holds files that are not a netfl report (no report.html); a report replaces "
+                         "its folder as a whole, so choose a new or empty folder (--out DIR)")
+
+
+def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir: Path | None = None) -> Report:
+    """Find every run under ``dirs``, and write the tables, plots and report.html into ``out_dir``
+    (default ``<first dir>/report``), replacing an earlier report there in one rename."""
+    dirs = [Path(d) for d in dirs]
+    if not dirs:
+        raise NetflError("name at least one run or study folder")
+    out_dir = Path(out_dir) if out_dir is not None else dirs[0] / "report"
+    targets = check_targets(targets)
+    check_out_dir(out_dir)
+    runs = load_runs(find_run_folders(dirs, skip=out_dir))
+    given = bool(targets)
+    targets = targets or default_targets([float(r.summary.get("best_test_accuracy") or math.nan) for r in runs])
+
+    tidy, summary = runs_table(runs), run_summary(runs, targets)
+    cases = cases_table(summary, targets)
+    names = list(cases["case"])
+    colours = plots.case_colours(names)
+    unit_name = time_axis([float(tidy["sim_time_s"].max() if len(tidy) else 0.0)])[1]
+    unit = (unit_name, UNITS[unit_name])
+
+    figures: list[tuple[str, str, str, bytes]] = [(
+        "accuracy_vs_time.png", "Test accuracy against simulated time",
+        "Mean over seeds, each seed's accuracy held from one evaluation to the next, on the union of their "
+        "evaluation times while every seed is running; the band spans the lowest to the highest seed. Dashed: "
+        "the targets.", plots.accuracy_vs_time(runs, names, targets, colours, unit))]
+    if targets:
+        figures.append(("time_to_target.png", "Simulated time to reach each target",
+                        "Mean over the seeds that reached the target, ± std; on top, seeds that reached it / seeds.",
+                        plots.to_target_bars(cases, targets, colours, key="time_to_{t}_s", scale=unit[1],
+                                             ylabel=f"simulated time ({unit[0]})", title="Time to target accuracy")))
+    energy_missing = [r for r in runs if "energy_j" not in r.metrics.columns]
+    if targets and len(energy_missing) < len(runs):
+        figures.append(("energy_to_target.png", "Energy to reach each target",
+                        "Energy spent by all devices until the first evaluation at the target; mean over the seeds "
+                        "that reached it, ± std; n/a where a seed has no energy_j in metrics.csv.",
+                        plots.to_target_bars(cases, targets, colours, key="energy_to_{t}_j", ylabel="energy (J)",
+                                             title="Energy to target accuracy")))
+    scatter = plots.participation(runs, names, colours)
+    if scatter is not None:
+        figures.append(("participation.png", "Participation per device",
+                        "One dot per device and seed (devices.parquet): updates it delivered against the share "
+                        "of the run it was online.", scatter))
+    histograms = _staleness_by_case(runs)
+    if histograms:
+        figures.append(("staleness.png", "Staleness", "Share of applied updates by how many global model versions "
+                        "behind they were, summed over seeds.", plots.staleness(histograms, colours)))
+
+    warnings = _warnings(runs, energy_missing, bool(targets))
+    shown = ", ".join(f"{100 * t:g} %" for t in targets) or "none"
+    meta = (f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {len(names)} case{'s' if len(names) != 1 else ''} "
+            f"from {html.escape(', '.join(map(str, dirs)))}. Target accuracy: {shown}"
+            + ("" if given else " (default: the best accuracy every run reached, rounded down to a whole percent; "
+               "choose with --target)") + ".")
+    page = render(title="netfl report", meta=meta, warnings=warnings, lines=first_lines(cases, targets, unit),
+                  tables=display_tables(cases, summary, targets, unit),
+                  figures=[(heading, caption, png) for _, heading, caption, png in figures])
+
+    def write(staging: Path) -> None:
+        for name, frame in (("runs", tidy), ("run_summary", summary), ("cases", cases)):
+            frame.to_parquet(staging / f"{name}.parquet", index=False)
+            frame.to_csv(staging / f"{name}.csv", index=False)
+        for file, _, _, png in figures:
+            (staging / file).write_bytes(png)
+        (staging / "report.html").write_text(page, encoding="utf-8")
+
+    _replace(out_dir, write)
+    return Report(out_dir, len(runs), len(names), sum(not r.complete for r in runs), targets)
+
+
+def _staleness_by_case(runs) -> dict[str, dict[int, int]]:
+    """Each case's staleness histogram summed over seeds; empty unless some update was stale (a synchronous
+    run's updates are all 0 versions behind, which is no plot)."""
+    by_case: dict[str, dict[int, int]] = {}
+    for run in runs:
+        for value, count in run.staleness_histogram.items():
+            by_case.setdefault(run.case, {})
+            by_case[run.case][value] = by_case[run.case].get(value, 0) + count
+    return by_case if any(v > 0 for h in by_case.values() for v in h) else {}
+
+
+def _warnings(runs, energy_missing, have_targets: bool) -> list[str]:
+    out = []
+    incomplete = [r for r in runs if not r.complete]
+    if incomplete:
+        out.append(f"{len(incomplete)} run(s) stopped before the end (complete: false, flagged in the tables): "
+                   + ", ".join(html.escape(f"{r.case} seed {r.seed}") for r in incomplete) + ".")
+    if energy_missing and have_targets:
+        out.append(f"Energy to target not recorded for {len(energy_missing)} of {len(runs)} run(s): their "
+                   "metrics.csv has no energy_j column (made before netfl recorded it); those cells are empty, "
+                   "not estimated.")
+    return out
+
+
+def _replace(out_dir: Path, write) -> None:
+    """Write into a hidden staging folder beside ``out_dir``, then swap it in (never a half-written report)."""
+    staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
+    previous = out_dir.parent / f".{out_dir.name}.previous-{os.getpid()}"
+    try:
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        write(staging)
+        if out_dir.exists():
+            out_dir.rename(previous)
+        staging.rename(out_dir)
+        shutil.rmtree(previous, ignore_errors=True)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise NetflError(f"{out_dir}: cannot write the report: {exc}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
