@@ -22,6 +22,7 @@ from netfl.learn.params import ParamLayout
 from netfl.learn.stacked import FusedMLP, train_stacked
 from netfl.learn.training import local_sgd, minibatch_indices
 from netfl.rng import RandomStreams
+from learn_support import linear_ce_gradient
 
 F64 = torch.float64
 
@@ -29,16 +30,6 @@ F64 = torch.float64
 def _data(shape: tuple[int, ...], n: int = 40, classes: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(4)
     return torch.rand(n, *shape, generator=g), torch.randint(0, classes, (n,), generator=g)
-
-
-def _linear_ce_gradient(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:
-    """d(mean cross-entropy)/d[W, b] of the linear model logits = x W^T + b, written out: (softmax - onehot) / n."""
-    dim = x.shape[1]
-    weight, bias = w[:classes * dim].view(classes, dim), w[classes * dim:]
-    g = torch.softmax(x @ weight.T + bias, dim=1)
-    g[torch.arange(len(y)), y] -= 1.0
-    g /= len(y)
-    return torch.cat([(g.T @ x).reshape(-1), g.sum(0)])
 
 
 def test_one_job_adds_the_correction_to_each_gradient_by_hand() -> None:
@@ -55,7 +46,7 @@ def test_one_job_adds_the_correction_to_each_gradient_by_hand() -> None:
 
     w0, w, flat = start.to(F64), start.to(F64), x.reshape(len(x), -1).to(F64)
     for idx in minibatch_indices(len(x), batch, steps, torch.Generator().manual_seed(1)):
-        g = _linear_ce_gradient(w, flat[idx], y[idx], classes)
+        g = linear_ce_gradient(w, flat[idx], y[idx], classes)
         w = w - lr * (g + wd * w + pull * (w - w0) + shift.to(F64))
     torch.testing.assert_close(out, w.float(), rtol=1e-5, atol=1e-6)
     plain = local_sgd(model, layout, start, x, y, steps=steps, batch_size=batch, lr=lr, weight_decay=wd,

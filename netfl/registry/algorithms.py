@@ -31,6 +31,8 @@ MIFA_NOTES = ("Federated Learning with Partial Client Participation (notes, July
 AFL_PAPER = "Yang, Zhang, Khanduri & Liu, Anarchic Federated Learning, ICML 2022 (slides; no public code)"
 CVAR_PAPER = ("Theodoropoulos et al., Federated Learning Under Restricted User Availability (Fed-CVaR-Avg; "
               "code PeriklisTheodoropoulos/risk-aware-FL)")
+FEDPROX_PAPER = ("Li, Sahu, Zaheer, Sanjabi, Talwalkar & Smith, Federated Optimization in Heterogeneous Networks "
+                 "(FedProx), MLSys 2020")
 MMFL_PAPER = ("Zhang, Li, Gong, Siew, Joe-Wong & El-Azouzi, Optimal Variance-Reduced Client Sampling for "
               "Multiple Models Federated Learning (poster; code haoran-zh/mmfl-Dec)")
 
@@ -55,6 +57,11 @@ class StrategyParams(BaseModel):
 class FedAvgParams(StrategyParams):
     server_lr: float = Field(1.0, gt=0, description="eta: scales the averaged update")
     weighting: Literal["samples", "uniform"] = Field("samples", description="weight by local data size or equally")
+
+
+class FedProxParams(FedAvgParams):
+    mu: float = Field(0.01, ge=0, description="proximal coefficient: clients minimise f_k(w) + mu/2 ||w - w_global||^2 "
+                                              "(0 is FedAvg)")
 
 
 class FedAvgAllParams(StrategyParams):
@@ -131,6 +138,10 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {e.name: e for e in (
         "fedavg", FedAvgParams, f"{_IMPL}.fedavg:FedAvg",
         "FedAvg: weighted mean of the updates that arrived (by data size or uniform)",
         "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017"),
+    AlgorithmEntry(
+        "fedprox", FedProxParams, f"{_IMPL}.fedprox:FedProx",
+        "FedProx: FedAvg whose clients add the proximal term mu/2 ||w - w_global||^2 to their local loss",
+        FEDPROX_PAPER),
     AlgorithmEntry(
         "fedavg_all", FedAvgAllParams, f"{_IMPL}.fedavg:FedAvgAll",
         "average all: sum of the arrived updates divided by the number of all clients",

@@ -1,0 +1,25 @@
+"""Learning test support: hand-written gradients and the minibatches the learner draws for a job."""
+
+from __future__ import annotations
+
+import torch
+
+from netfl.learn.training import minibatch_indices
+from netfl.rng import RandomStreams
+
+
+def linear_ce_gradient(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:
+    """d(mean cross-entropy)/d[W, b] of the linear model logits = x W^T + b, written out: (softmax - onehot) / n."""
+    dim = x.shape[1]
+    weight, bias = w[:classes * dim].view(classes, dim), w[classes * dim:]
+    g = torch.softmax(x @ weight.T + bias, dim=1)
+    g[torch.arange(len(y)), y] -= 1.0
+    g /= len(y)
+    return torch.cat([(g.T @ x).reshape(-1), g.sum(0)])
+
+
+def job_minibatches(seed: int, client: int, job: int, part: torch.Tensor, batch: int, steps: int) -> torch.Tensor:
+    """The minibatches (steps x batch, indices into the training set) the learner of a run with ``seed`` draws
+    for ``job`` of ``client`` (whose samples are ``part``): its own generator, seeded by (seed, client, job)."""
+    generator = torch.Generator().manual_seed(RandomStreams(seed).integer_seed("training", client, job))
+    return part[minibatch_indices(len(part), batch, steps, generator)]
