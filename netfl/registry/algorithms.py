@@ -33,6 +33,8 @@ CVAR_PAPER = ("Theodoropoulos et al., Federated Learning Under Restricted User A
               "code PeriklisTheodoropoulos/risk-aware-FL)")
 FEDPROX_PAPER = ("Li, Sahu, Zaheer, Sanjabi, Talwalkar & Smith, Federated Optimization in Heterogeneous Networks "
                  "(FedProx), MLSys 2020")
+SCAFFOLD_PAPER = ("Karimireddy, Kale, Mohri, Reddi, Stich & Suresh, SCAFFOLD: Stochastic Controlled Averaging for "
+                  "Federated Learning, ICML 2020 (option II control variates)")
 MMFL_PAPER = ("Zhang, Li, Gong, Siew, Joe-Wong & El-Azouzi, Optimal Variance-Reduced Client Sampling for "
               "Multiple Models Federated Learning (poster; code haoran-zh/mmfl-Dec)")
 
@@ -62,6 +64,10 @@ class FedAvgParams(StrategyParams):
 class FedProxParams(FedAvgParams):
     mu: float = Field(0.01, ge=0, description="proximal coefficient: clients minimise f_k(w) + mu/2 ||w - w_global||^2 "
                                               "(0 is FedAvg)")
+
+
+class ScaffoldParams(StrategyParams):
+    server_lr: float = Field(1.0, gt=0, description="eta_g: x += eta_g * mean of the arrived model updates")
 
 
 class FedAvgAllParams(StrategyParams):
@@ -142,6 +148,11 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {e.name: e for e in (
         "fedprox", FedProxParams, f"{_IMPL}.fedprox:FedProx",
         "FedProx: FedAvg whose clients add the proximal term mu/2 ||w - w_global||^2 to their local loss",
         FEDPROX_PAPER),
+    AlgorithmEntry(
+        "scaffold", ScaffoldParams, f"{_IMPL}.scaffold:Scaffold",
+        "SCAFFOLD: local gradients corrected by the control variates c - c_i; clients send their model and "
+        "control-variate updates (twice the model's bytes each way)",
+        SCAFFOLD_PAPER),
     AlgorithmEntry(
         "fedavg_all", FedAvgAllParams, f"{_IMPL}.fedavg:FedAvgAll",
         "average all: sum of the arrived updates divided by the number of all clients",
