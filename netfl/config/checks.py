@@ -14,9 +14,9 @@ import networkx as nx
 
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
-from netfl.policies import RoundPolicy, check_spec, policy_class
+from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
 from netfl.policies.population import POPULATION_MODELS, supports_population
-from netfl.registry.algorithms import validate_algorithm
+from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, validate_algorithm
 from netfl.registry.datasets import NUM_CLASSES
 
 
@@ -37,7 +37,10 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
         if group.battery is not None and group.battery.charging is not None:
             problems += [(f"devices[{i}].battery.charging{p}", m)
                          for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True)]
-    problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm, scenario)]
+    problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm)]
+    entry = ALGORITHMS.get(scenario.server.algorithm.name)
+    if entry is not None:
+        problems += [("server.algorithm", m) for m in _algorithm_fit(entry, scenario)]
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
     problems += _check_lazy_engine(scenario)
@@ -155,3 +158,39 @@ def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
     return problems
 
 
+def _algorithm_fit(entry: AlgorithmEntry, scenario: Scenario) -> list[str]:
+    """What the algorithm needs from the rest of the scenario: each client's p, one model or several, the mode."""
+    return (_participation_problems(entry.name, scenario) if entry.needs_participation else []) + \
+        _mode_problems(entry, scenario)
+
+
+def _participation_problems(name: str, scenario: Scenario) -> list[str]:
+    """Device groups whose built-in availability policy has no ``p`` (for algorithms that divide by it).
+
+    A user's policy class may set ``self.p`` without a ``p`` parameter, so only built-ins are
+    checked here; the strategy itself refuses a client without p when it is built.
+    """
+    problems = []
+    for i, group in enumerate(scenario.devices):
+        policy = BUILTIN_POLICIES.get(group.availability.policy)
+        if policy is not None and "p" not in policy.Params.model_fields:
+            problems.append(f"{name} divides each update by its client's participation probability p, but "
+                            f"devices[{i}] (group {group.group!r}) uses availability policy "
+                            f"{group.availability.policy!r}, which has no p; use bernoulli, markov or "
+                            f"cyclic there, or an algorithm that needs no p (fedau, mifa, fedavg)")
+    return problems
+
+
+def _mode_problems(entry: AlgorithmEntry, scenario: Scenario) -> list[str]:
+    """An algorithm that cannot run with the scenario's tasks or server mode."""
+    name = entry.name
+    if len(scenario.tasks) > 1 and not entry.multi_task:
+        multi = ", ".join(n for n, e in ALGORITHMS.items() if e.multi_task)
+        return [f"{name} trains one model, but the scenario lists {len(scenario.tasks)} tasks; "
+                f"algorithms that train several: {multi}"]
+    if entry.multi_task and scenario.server.mode == "async":
+        return [f"{name} plans synchronous rounds (who trains which model); use server.mode: sync"]
+    if entry.multi_task and any(n.ram is not None for n in scenario.network.nodes.values()):
+        return [f"{name} needs every selected update (and the clients' reports), but a RAM relay passes "
+                "only one per round; remove network.nodes.*.ram or use a single-model algorithm"]
+    return []

@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from netfl.policies import BUILTIN_POLICIES
 from netfl.problems import params_problems
 from netfl.registry import Entry, describe_params
 
@@ -220,46 +219,12 @@ def describe_algorithms() -> list[dict[str, Any]]:
             for name, entry in ALGORITHMS.items()]
 
 
-def validate_algorithm(spec: Any, scenario: Any = None) -> list[tuple[str, str]]:
-    """Problems with an AlgorithmSpec as (sub-path, message) pairs; empty when valid."""
+def validate_algorithm(spec: Any) -> list[tuple[str, str]]:
+    """Problems with an AlgorithmSpec's name and parameters as (sub-path, message) pairs; empty when valid.
+
+    What the algorithm needs from the rest of the scenario is checked in :mod:`netfl.config.checks`.
+    """
     entry = ALGORITHMS.get(spec.name)
     if entry is None:
         return [(".name", f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")]
-    problems = params_problems(entry.params, spec.params)
-    if scenario is not None and entry.needs_participation:
-        problems += _participation_problems(spec.name, scenario)
-    if scenario is not None:
-        problems += _mode_problems(entry, scenario)
-    return problems
-
-
-def _participation_problems(name: str, scenario: Any) -> list[tuple[str, str]]:
-    """Device groups whose built-in availability policy has no ``p`` (for algorithms that divide by it).
-
-    A user's policy class may set ``self.p`` without a ``p`` parameter, so only built-ins are
-    checked here; the strategy itself refuses a client without p when it is built.
-    """
-    problems = []
-    for i, group in enumerate(getattr(scenario, "devices", [])):
-        policy = BUILTIN_POLICIES.get(getattr(group.availability, "policy", None))
-        if policy is not None and "p" not in policy.Params.model_fields:
-            problems.append(("", f"{name} divides each update by its client's participation probability p, but "
-                                 f"devices[{i}] (group {group.group!r}) uses availability policy "
-                                 f"{group.availability.policy!r}, which has no p; use bernoulli, markov or "
-                                 f"cyclic there, or an algorithm that needs no p (fedau, mifa, fedavg)"))
-    return problems
-
-
-def _mode_problems(entry: AlgorithmEntry, scenario: Any) -> list[tuple[str, str]]:
-    """An algorithm that cannot run with the scenario's tasks or server mode."""
-    name = entry.name
-    if len(scenario.tasks) > 1 and not entry.multi_task:
-        multi = ", ".join(n for n, e in ALGORITHMS.items() if e.multi_task)
-        return [("", f"{name} trains one model, but the scenario lists {len(scenario.tasks)} tasks; "
-                     f"algorithms that train several: {multi}")]
-    if entry.multi_task and scenario.server.mode == "async":
-        return [("", f"{name} plans synchronous rounds (who trains which model); use server.mode: sync")]
-    if entry.multi_task and any(n.ram is not None for n in scenario.network.nodes.values()):
-        return [("", f"{name} needs every selected update (and the clients' reports), but a RAM relay passes "
-                     "only one per round; remove network.nodes.*.ram or use a single-model algorithm")]
-    return []
+    return params_problems(entry.params, spec.params)
