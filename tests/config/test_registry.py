@@ -19,7 +19,7 @@ from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PARTITION_KINDS
 from netfl.sim.medium import MEDIA
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 
 # Run in a fresh interpreter: this test process has long imported torch.

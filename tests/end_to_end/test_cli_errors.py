@@ -16,7 +16,7 @@ from netfl.errors import NetflError
 
 from cli_support import TINY, assert_user_error, run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
 RESULT_FILES = {"summary.json", "scenario.yaml", "metrics.csv", "events.parquet", "devices.parquet",
@@ -110,6 +110,7 @@ def test_validate_unknown_policy(tmp_path: Path) -> None:
     assert_user_error(run("validate", path), "devices[0].availability.policy", "bernoulli")
 
 
+@pytest.mark.slow
 def test_real_console_script_has_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "negative_rate.yaml"
     path.write_text(BAD_FILES["negative_rate.yaml"][0])

@@ -88,6 +88,7 @@ def test_optimal_probabilities_edge_cases() -> None:
 # ---------------------------------------------------------- the strategy
 
 
+@pytest.mark.slow
 def test_optimal_sampling_is_unbiased_monte_carlo() -> None:
     """E[sum_{i in A_s} (d_is/p_is) delta_is] = sum_i d_is delta_is, for each model s."""
     sizes = [[10, 30, 20, 40], [25, 25, 40, 10]]

@@ -15,7 +15,7 @@ from netfl.config import load_scenario, scenario_document, scenario_from_dict
 from netfl.config.overrides import OverrideError, apply_overrides
 from netfl.errors import ScenarioError
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 TOPOLOGIES = sorted((REPO / "topologies").glob("*.yaml")) + [REPO / "examples" / "custom_policy.yaml"]
 BASE = {"name": "x", "seed": 1, "devices": [{"group": "a", "availability": {"policy": "bernoulli", "p": 0.5}}],

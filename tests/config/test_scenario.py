@@ -15,7 +15,7 @@ from netfl.errors import NetflError, ScenarioError
 from netfl.config import Scenario, load_scenario, scenario_from_dict
 from netfl.config.schema import Every
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 
 BASE: dict[str, Any] = {

@@ -20,7 +20,7 @@ from netfl.results.report_tables import mean_curve
 
 from cli_support import assert_user_error, run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # (sim_time_s, round, test_accuracy, energy_j) per seed
@@ -233,6 +233,7 @@ def test_bad_target_and_an_out_folder_of_other_files(study: Path) -> None:
 # ------------------------------------------------------------------------------ real runs, rendered
 
 
+@pytest.mark.slow
 def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
     scenario = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
     scenario["stop"] = {"rounds": 10}
@@ -254,6 +255,7 @@ def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("chromium") is None,
                     reason="chromium is not on PATH (Debian: apt-get install chromium); CI installs it")
+@pytest.mark.slow
 def test_the_page_renders_in_headless_chromium(study: Path, tmp_path: Path) -> None:
     report(study, "--target", "0.7", "--target", "0.8")
     page = study / "report" / "report.html"

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from netfl.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "topologies" / "quickstart.yaml"
 
 SUMMARY_KEYS = {"scenario", "seed", "algorithm", "rounds", "final_test_accuracy", "best_test_accuracy",
@@ -110,6 +110,7 @@ def _console_script() -> Path:
     return Path(found)
 
 
+@pytest.mark.slow
 def test_console_script(tmp_path: Path) -> None:
     """The installed `netfl` entry point works (on a shortened quickstart, to stay fast)."""
     spec = yaml.safe_load(QUICKSTART.read_text())
@@ -126,6 +127,7 @@ def test_console_script(tmp_path: Path) -> None:
     assert [p.name for p in out.parent.iterdir()] == ["short"]
 
 
+@pytest.mark.slow
 def test_custom_policy_example_runs_from_the_cli(tmp_path: Path) -> None:
     """examples/custom_policy.yaml: a user-scripted policy, charging schedule, min level, 24 simulated hours."""
     out = tmp_path / "custom"
@@ -159,7 +161,7 @@ def test_trace_convert_cli_writes_a_csv_the_trace_policy_reads(tmp_path: Path) -
 
 
 @pytest.mark.parametrize("name", ["campus-wifi", "cellular", "ram-relay", "ram-relay-physical", "anarchic",
-                                  "fashion-mnist"])
+                                  pytest.param("fashion-mnist", marks=pytest.mark.slow)])
 def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
     """Each feature's scenario file runs from the CLI (cut to a few rounds to keep the suite fast)."""
     data = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())

@@ -329,7 +329,7 @@ def test_shipped_topologies_for_the_reproductions_run(name: str) -> None:
 
     from netfl.build import build_simulation
 
-    path = Path(__file__).resolve().parents[1] / "topologies" / f"{name}.yaml"
+    path = Path(__file__).resolve().parents[2] / "topologies" / f"{name}.yaml"
     data = yaml.safe_load(path.read_text())
     data["stop"] = {"rounds": 3}
     data["eval"] = {"every": 1}

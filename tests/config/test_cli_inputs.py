@@ -21,7 +21,7 @@ from netfl.config import load_scenario
 from netfl.config.summary import describe_scenario
 from cli_support import TINY, assert_user_error, run
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "topologies").glob("*.yaml")) + sorted((ROOT / "examples").glob("*.yaml"))
 
 

@@ -19,7 +19,7 @@ from netfl.sim.channel import Channel, ChannelParams, path_loss_db
 from netfl.sim.network import ram_weights
 from engine_support import Ev, FakeBackend, approx, events, network_scenario, run_network
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKET_AIR = 1500 * 8 / 1e6  # 1500-byte packets at 1 Mbit/s: 12 ms
 TX_W = 0.2
 

@@ -168,7 +168,7 @@ def test_scaffold_moves_twice_the_models_bytes() -> None:
 
 # ------------------------------------------------------------------ end to end
 
-QUICKSTART = Path(__file__).resolve().parents[1] / "topologies" / "quickstart.yaml"
+QUICKSTART = Path(__file__).resolve().parents[2] / "topologies" / "quickstart.yaml"
 
 
 def _upload_bytes(events) -> list[float]:
