@@ -16,6 +16,7 @@ Two pieces, both optional and both owned by the strategy
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -41,7 +42,7 @@ class Correction:
         return self.pull * (w - w0) + self.shift if self.pull else self.shift
 
 
-class ExtraScalars:
+class ExtraScalars(ABC):
     """Trainable scalars appended to the model's flat vector (model first, extras last).
 
     They travel with the model (download, upload, aggregation); evaluation uses the model part only.
@@ -58,6 +59,6 @@ class ExtraScalars:
         """The extras' SGD step size in a job that trains the model at ``model_lr``."""
         return model_lr
 
+    @abstractmethod
     def loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
         """A client's minibatch objective from the model's logits, the labels and the extras."""
-        raise NotImplementedError(f"{type(self).__name__} must define loss()")

@@ -3,8 +3,8 @@
 ``Simulation`` owns the SimPy environment, the devices and the server, all
 made from a :class:`~netfl.sim.world.World` (plain objects; see
 :mod:`netfl.build` for making one from a scenario). The learner is reached
-only through :class:`~netfl.backend.TrainingBackend`. This module does not
-import torch.
+only through :class:`~netfl.backend.TrainingBackend`; the engine never
+touches tensors.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_the_cli_reports_a_bad_override_in_one_line_and_exit_2():
 
 @pytest.mark.parametrize("topology", TOPOLOGIES, ids=lambda p: p.stem)
 def test_the_scenario_document_loads_back_to_the_same_scenario(topology):
-    scenario = load_scenario(topology, overrides=["world_seed=5"])
+    scenario = load_scenario(topology, overrides=["world_seed=5", "eval.every=90s", "stop.accuracy=0.8"])
     text = yaml.safe_dump(scenario_document(scenario), sort_keys=False)
     again = scenario_from_dict(yaml.safe_load(text), source=str(topology), base_dir=topology.parent)
     assert again == scenario
