@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from netfl.learn.datasets import FASHION_MNIST_DIR
-from netfl.build import build_simulation
+from netfl.assemble import build_simulation
 from netfl.config import load_scenario, scenario_from_dict
+from netfl.learn.datasets import FASHION_MNIST_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,9 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def fmnist_round(model: str, hidden: list[int], clients: int, rounds: int) -> dict:
     """A synchronous FedAvg round in which every client trains from the same global model."""
     return {
-        "name": f"bench-fmnist-{model}", "seed": 1, "stop": {"rounds": rounds},
-        "task": {"dataset": {"name": "fashion-mnist", "partition": {"kind": "dirichlet", "alpha": 0.5}},
-                 "model": {"name": model, "hidden": hidden}, "local": {"steps": 5, "batch_size": 16, "lr": 0.05}},
+        "name": f"bench-fmnist-{model}",
+        "seed": 1,
+        "stop": {"rounds": rounds},
+        "task": {
+            "dataset": {"name": "fashion-mnist", "partition": {"kind": "dirichlet", "alpha": 0.5}},
+            "model": {"name": model, "hidden": hidden},
+            "local": {"steps": 5, "batch_size": 16, "lr": 0.05},
+        },
         "devices": [{"group": "d", "count": clients, "compute": {"flops_per_s": 2e9}, "link": {"uplink": 2e7}}],
         "eval": {"every": rounds, "max_test_samples": 1000},
     }
@@ -45,10 +50,16 @@ def fmnist_round(model: str, hidden: list[int], clients: int, rounds: int) -> di
 
 def mmfl_probe(clients: int, rounds: int) -> dict:
     """MMFL optimal sampling: every client trains all three models each round to report its update norms."""
-    task = {"dataset": {"name": "fashion-mnist", "partition": {"kind": "classes", "classes_per_client": 3}},
-            "model": {"name": "mlp", "hidden": [64]}, "local": {"steps": 5, "batch_size": 32, "lr": 0.05}}
+    task = {
+        "dataset": {"name": "fashion-mnist", "partition": {"kind": "classes", "classes_per_client": 3}},
+        "model": {"name": "mlp", "hidden": [64]},
+        "local": {"steps": 5, "batch_size": 32, "lr": 0.05},
+    }
     return {
-        "name": "bench-mmfl", "seed": 1, "stop": {"rounds": rounds}, "tasks": [task] * 3,
+        "name": "bench-mmfl",
+        "seed": 1,
+        "stop": {"rounds": rounds},
+        "tasks": [task] * 3,
         "devices": [{"group": "d", "count": clients, "compute": {"flops_per_s": 2e9}, "link": {"uplink": 2e7}}],
         "server": {"algorithm": {"name": "mmfl", "sampling": "optimal"}, "round": {"participants": 4}},
         "eval": {"every": rounds, "max_test_samples": 1000},
@@ -91,8 +102,10 @@ def main() -> None:
             alone.append(t_alone)
             together.append(t_together)
         diff = float((w_alone - w_together).abs().max())
-        print(f"{name:<15} {min(alone):>15.2f} {min(together):>12.2f} {min(alone) / min(together):>8.1f}x "
-              f"{diff:>11.2e}", flush=True)
+        print(
+            f"{name:<15} {min(alone):>15.2f} {min(together):>12.2f} {min(alone) / min(together):>8.1f}x {diff:>11.2e}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

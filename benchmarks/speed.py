@@ -76,14 +76,17 @@ BENCH = ROOT / "benchmarks"
 PYTHON = sys.executable
 NETFL = str(Path(sys.executable).parent / "netfl")
 FLOWER_PYTHON = BENCH / ".venv-flower" / "bin" / "python"
-FLOWER_SETUP = ('python3 -m venv benchmarks/.venv-flower && '
-                'benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"')
+FLOWER_SETUP = (
+    "python3 -m venv benchmarks/.venv-flower && "
+    'benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"'
+)
 SECTIONS = ("startup", "w1", "clients", "threads", "engine")
 TOPOLOGIES = ("quickstart", "fashion-mnist", "mmfl")
-MB = 2 ** 20
+MB = 2**20
 
 
 # ------------------------------------------------------------------ running children
+
 
 @dataclass
 class Run:
@@ -93,6 +96,7 @@ class Run:
     ``tree_cpu_s``/``tree_rss_mb`` (only when asked) sample every process of its tree from /proc:
     CPU seconds (at least; the larger of wait4's and the samples' sum) and the peak of the summed RSS.
     """
+
     cmd: list[str]
     wall_s: float
     user_s: float
@@ -195,8 +199,17 @@ def run_together(cmds: list[list[str]], *, tree: bool = False, timeout_s: float 
     for i, (cmd, p, (out, err)) in enumerate(zip(cmds, procs, outs)):
         end, status, usage = ends[i]
         out.seek(0), err.seek(0)
-        run = Run(cmd, end - starts[i], usage.ru_utime, usage.ru_stime, usage.ru_maxrss / 1024, p.returncode,
-                  out.read().decode(errors="replace"), err.read().decode(errors="replace"), timed_out=timed_out[i])
+        run = Run(
+            cmd,
+            end - starts[i],
+            usage.ru_utime,
+            usage.ru_stime,
+            usage.ru_maxrss / 1024,
+            p.returncode,
+            out.read().decode(errors="replace"),
+            err.read().decode(errors="replace"),
+            timed_out=timed_out[i],
+        )
         if sampler:
             run.tree_cpu_s = max(run.user_s + run.sys_s, sum(sampler.cpu[p.pid].values()))
             run.tree_rss_mb = max(run.maxrss_mb, sampler.peak_rss[p.pid] / MB)
@@ -211,6 +224,7 @@ def run(cmd: list[str], **kwargs) -> Run:
 
 # ------------------------------------------------------------------ small helpers
 
+
 def median(values) -> float:
     return statistics.median(values)
 
@@ -224,6 +238,7 @@ def times(a: float, b: float, what: str) -> str:
 
 def table(header: str, columns: list[str], rows: list[list]) -> None:
     """One aligned table: a line saying what is measured and how, then the columns."""
+
     def cell(v) -> str:
         if v is None:
             return "-"
@@ -242,6 +257,7 @@ def table(header: str, columns: list[str], rows: list[list]) -> None:
 def quiet_check() -> float:
     """CPU cores busy with other work over one second before a section (this script runs nothing then),
     with a warning when it is not close to zero: the figures would be noisy."""
+
     def ticks() -> tuple[int, int]:
         with open("/proc/stat") as f:
             values = [int(v) for v in f.readline().split()[1:]]
@@ -250,8 +266,9 @@ def quiet_check() -> float:
     (total0, idle0), _, (total1, idle1) = ticks(), time.sleep(1.0), ticks()
     busy = (os.cpu_count() or 1) * (1 - (idle1 - idle0) / max(1, total1 - total0))
     if busy > 0.2:
-        print(f"   (warning: {busy:.1f} cores busy with something else just before this section; "
-              "figures will be noisy)")
+        print(
+            f"   (warning: {busy:.1f} cores busy with something else just before this section; figures will be noisy)"
+        )
     return busy
 
 
@@ -268,8 +285,15 @@ def w1_yaml(tmp: Path, rounds: int) -> Path:
 
 
 def simulate(yaml_path: Path, out: Path, threads: int | None = None) -> list[str]:
-    return [NETFL, "simulate", str(yaml_path), "--out", str(out), "--quiet",
-            *([] if threads is None else ["--threads", str(threads)])]
+    return [
+        NETFL,
+        "simulate",
+        str(yaml_path),
+        "--out",
+        str(out),
+        "--quiet",
+        *([] if threads is None else ["--threads", str(threads)]),
+    ]
 
 
 def summary(out: Path) -> dict:
@@ -279,6 +303,7 @@ def summary(out: Path) -> dict:
 
 
 # ------------------------------------------------------------------ sections
+
 
 def plain(*argv: str) -> list[str]:
     return [PYTHON, str(BENCH / "w1_plain.py"), *argv]
@@ -297,7 +322,7 @@ import time
 t0 = time.perf_counter()
 import os, sys
 from netfl.learn.runtime import use_threads
-from netfl.build import build_simulation
+from netfl.assemble import build_simulation
 from netfl.config import load_scenario
 imported = time.perf_counter() - t0
 use_threads(1)
@@ -312,15 +337,20 @@ sim.run()
 
 
 def startup(args, tmp: Path) -> dict:
-    commands = {"netfl --help": ["--help"], "netfl validate topologies/quickstart.yaml":
-                ["validate", "topologies/quickstart.yaml"], "netfl algorithms": ["algorithms"]}
+    commands = {
+        "netfl --help": ["--help"],
+        "netfl validate topologies/quickstart.yaml": ["validate", "topologies/quickstart.yaml"],
+        "netfl algorithms": ["algorithms"],
+    }
     walls: dict[str, list[float]] = {label: [] for label in commands}
     busy = quiet_check()
     for _ in range(5):
         for label, argv in commands.items():
             walls[label].append(run([NETFL, *argv]).ok().wall_s)
-    torch = {label: run([PYTHON, "-c", IMPORTS_TORCH, *argv]).ok().stderr.strip().endswith("1")
-             for label, argv in commands.items()}
+    torch = {
+        label: run([PYTHON, "-c", IMPORTS_TORCH, *argv]).ok().stderr.strip().endswith("1")
+        for label, argv in commands.items()
+    }
     # W1: from just before launching the interpreter to the line it prints as netfl's first round starts
     w1 = w1_yaml(tmp, 20)
     firsts = []
@@ -333,19 +363,36 @@ def startup(args, tmp: Path) -> dict:
         if not line.startswith("first-round"):
             raise RuntimeError(f"the first-round driver printed {line!r} (exit code {child.returncode})")
         imported, built, in_child = map(float, line.split()[1:])
-        firsts.append({"wall_s": wall, "interpreter_s": wall - in_child, "import_s": imported,
-                       "build_s": built - imported, "initial_eval_s": in_child - built})
+        firsts.append(
+            {
+                "wall_s": wall,
+                "interpreter_s": wall - in_child,
+                "import_s": imported,
+                "build_s": built - imported,
+                "initial_eval_s": in_child - built,
+            }
+        )
     rows = [[label, median(walls[label]), "yes" if torch[label] else "no"] for label in commands]
     first = {k: median(f[k] for f in firsts) for k in firsts[0]}
     rows.append(["simulate W1: process start to first round", first["wall_s"], "yes"])
-    table(f"startup: median wall of 5 runs of each command (subprocesses; others busy {busy:.1f} cores)",
-          ["command", "wall s", "imports torch"], rows)
-    print(f"   W1 to first round, median parts: interpreter start {first['interpreter_s']:.2f} s, "
-          f"import netfl and torch {first['import_s']:.2f} s, load and split data + build {first['build_s']:.2f} s, "
-          f"evaluation before round 1 {first['initial_eval_s']:.2f} s (1 torch thread)")
-    return {"commands": {label: {"walls_s": walls[label], "median_s": median(walls[label]),
-                                 "imports_torch": torch[label]} for label in commands},
-            "w1_first_round": {"runs": firsts, "median": first}, "others_busy_cores": busy}
+    table(
+        f"startup: median wall of 5 runs of each command (subprocesses; others busy {busy:.1f} cores)",
+        ["command", "wall s", "imports torch"],
+        rows,
+    )
+    print(
+        f"   W1 to first round, median parts: interpreter start {first['interpreter_s']:.2f} s, "
+        f"import netfl and torch {first['import_s']:.2f} s, load and split data + build {first['build_s']:.2f} s, "
+        f"evaluation before round 1 {first['initial_eval_s']:.2f} s (1 torch thread)"
+    )
+    return {
+        "commands": {
+            label: {"walls_s": walls[label], "median_s": median(walls[label]), "imports_torch": torch[label]}
+            for label in commands
+        },
+        "w1_first_round": {"runs": firsts, "median": first},
+        "others_busy_cores": busy,
+    }
 
 
 def w1(args, tmp: Path) -> dict:
@@ -353,8 +400,10 @@ def w1(args, tmp: Path) -> dict:
     w1_file = w1_yaml(tmp, rounds)
     flower = FLOWER_PYTHON.exists()
     if not flower:
-        print(f"\n(w1: no Flower venv at {FLOWER_PYTHON.relative_to(ROOT)}; Flower skipped. Create it with:\n"
-              f"    {FLOWER_SETUP})")
+        print(
+            f"\n(w1: no Flower venv at {FLOWER_PYTHON.relative_to(ROOT)}; Flower skipped. Create it with:\n"
+            f"    {FLOWER_SETUP})"
+        )
     base = ["--rounds", str(rounds), "--threads", "1"]
     cpus = os.cpu_count() or 1
     jobs = {"netfl": None, "netfl, 1 thread": None, "plain loop": plain(*base)}
@@ -382,44 +431,101 @@ def w1(args, tmp: Path) -> dict:
         return median(values) if values else None
 
     whole = [n for n in jobs if "in-process" not in n]
-    rows = [[n, med(n, "wall_s"), med(n, "user_s"), med(n, "sys_s"), med(n, "sys_s") / med(n, "user_s"),
-             med(n, "tree_cpu_s"), med(n, "maxrss_mb"), med(n, "tree_rss_mb"), 100 * med(n, "accuracy")]
-            for n in whole]
-    table(f"w1 whole job, process start to results: median of {args.repeat}, alternated, W1 {rounds} rounds, "
-          f"netfl at its default threads ({runs['netfl'][0]['threads']}), baselines 1 thread "
-          f"(others busy {busy:.1f} cores)",
-          ["job", "wall s", "user s", "sys s", "sys/user", "tree CPU s", "peak RSS MB", "tree RSS MB", "accuracy %"],
-          rows)
+    rows = [
+        [
+            n,
+            med(n, "wall_s"),
+            med(n, "user_s"),
+            med(n, "sys_s"),
+            med(n, "sys_s") / med(n, "user_s"),
+            med(n, "tree_cpu_s"),
+            med(n, "maxrss_mb"),
+            med(n, "tree_rss_mb"),
+            100 * med(n, "accuracy"),
+        ]
+        for n in whole
+    ]
+    table(
+        f"w1 whole job, process start to results: median of {args.repeat}, alternated, W1 {rounds} rounds, "
+        f"netfl at its default threads ({runs['netfl'][0]['threads']}), baselines 1 thread "
+        f"(others busy {busy:.1f} cores)",
+        ["job", "wall s", "user s", "sys s", "sys/user", "tree CPU s", "peak RSS MB", "tree RSS MB", "accuracy %"],
+        rows,
+    )
     print("   user/sys/peak RSS: the child's own (wait4); tree: every process it started, sampled from /proc")
     accs = [r[-1] for r in rows]
-    print(f"   final accuracies {', '.join(f'{n} {a:.1f}%' for n, a in zip(whole, accs))}: "
-          f"spread {max(accs) - min(accs):.1f} points ({'within' if max(accs) - min(accs) <= 1 else 'NOT within'} 1"
-          f"{'; --quick: too few rounds to compare' if args.quick else ''})")
+    print(
+        f"   final accuracies {', '.join(f'{n} {a:.1f}%' for n, a in zip(whole, accs))}: "
+        f"spread {max(accs) - min(accs):.1f} points ({'within' if max(accs) - min(accs) <= 1 else 'NOT within'} 1"
+        f"{'; --quick: too few rounds to compare' if args.quick else ''})"
+    )
     for netfl in ("netfl", "netfl, 1 thread"):
-        words = [times(med(netfl, "wall_s"), med(n, "wall_s"), f"the {n}" if n == "plain loop" else n)
-                 for n in whole[2:]]
+        words = [
+            times(med(netfl, "wall_s"), med(n, "wall_s"), f"the {n}" if n == "plain loop" else n) for n in whole[2:]
+        ]
         print(f"   {netfl} whole job: {', '.join(words)}")
-    rate_rows = [[f"netfl{label} (w1_netfl.py, sim.run() - eval)", med(name, "train_s"), med(name, "updates_per_s"),
-                  f'{100 * med(name, "outside_torch_share"):.1f}%', med(name, "import_build_s")]
-                 for name, label in (("netfl in-process", ", 1 thread"), (many, f", {cpus} threads"))]
+    rate_rows = [
+        [
+            f"netfl{label} (w1_netfl.py, sim.run() - eval)",
+            med(name, "train_s"),
+            med(name, "updates_per_s"),
+            f"{100 * med(name, 'outside_torch_share'):.1f}%",
+            med(name, "import_build_s"),
+        ]
+        for name, label in (("netfl in-process", ", 1 thread"), (many, f", {cpus} threads"))
+    ]
     rate_rows += [
-                  ["plain loop (w1_plain.py)", med("plain loop", "train_s"), med("plain loop", "updates_per_s"),
-                   None, None]]
+        ["plain loop (w1_plain.py)", med("plain loop", "train_s"), med("plain loop", "updates_per_s"), None, None]
+    ]
     if flower:
-        rate_rows.append(["Flower (w1_flower.py, from 1st fit)", med("Flower", "train_s"),
-                          med("Flower", "updates_per_s"), None, None])
-    table(f"w1 training rate, in-process: median of {args.repeat}, 100 clients x {rounds} rounds; baselines 1 thread",
-          ["job", "train s", "updates/s", "outside learner", "import+build s"], rate_rows)
+        rate_rows.append(
+            [
+                "Flower (w1_flower.py, from 1st fit)",
+                med("Flower", "train_s"),
+                med("Flower", "updates_per_s"),
+                None,
+                None,
+            ]
+        )
+    table(
+        f"w1 training rate, in-process: median of {args.repeat}, 100 clients x {rounds} rounds; baselines 1 thread",
+        ["job", "train s", "updates/s", "outside learner", "import+build s"],
+        rate_rows,
+    )
     for own in rate_rows[:2]:
         words = [times(1 / own[2], 1 / r[2], r[0].split(" (")[0].replace("plain", "the plain")) for r in rate_rows[2:]]
-        print(f"   {own[0].split(' (')[0]} training rate: {', '.join(words)}; "
-              f"{own[3]} of its sim.run() is engine and bookkeeping, outside the learner's calls")
-    print("   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer; Flower's "
-          "train_s runs from its first ClientApp's start and includes it")
-    return {"rounds": rounds, "runs": runs, "others_busy_cores": busy,
-            "median": {n: {k: med(n, k) for k in ("wall_s", "user_s", "sys_s", "tree_cpu_s", "maxrss_mb",
-                                                  "tree_rss_mb", "accuracy", "train_s", "updates_per_s",
-                                                  "outside_torch_share", "import_build_s")} for n in jobs}}
+        print(
+            f"   {own[0].split(' (')[0]} training rate: {', '.join(words)}; "
+            f"{own[3]} of its sim.run() is engine and bookkeeping, outside the learner's calls"
+        )
+    print(
+        "   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer; Flower's "
+        "train_s runs from its first ClientApp's start and includes it"
+    )
+    return {
+        "rounds": rounds,
+        "runs": runs,
+        "others_busy_cores": busy,
+        "median": {
+            n: {
+                k: med(n, k)
+                for k in (
+                    "wall_s",
+                    "user_s",
+                    "sys_s",
+                    "tree_cpu_s",
+                    "maxrss_mb",
+                    "tree_rss_mb",
+                    "accuracy",
+                    "train_s",
+                    "updates_per_s",
+                    "outside_torch_share",
+                    "import_build_s",
+                )
+            }
+            for n in jobs
+        },
+    }
 
 
 def clients(args, tmp: Path) -> dict:
@@ -434,19 +540,31 @@ def clients(args, tmp: Path) -> dict:
             got["plain"].append(run(plain(*base)).result())
         med = {who: {k: median(r[k] for r in rs) for k in ("train_s", "updates_per_s")} for who, rs in got.items()}
         results[n] = {"runs": got, "median": med}
-        rows.append([n, 60000 // n, med["netfl"]["train_s"], med["netfl"]["updates_per_s"],
-                     med["plain"]["train_s"], med["plain"]["updates_per_s"],
-                     med["plain"]["train_s"] / med["netfl"]["train_s"]])
-    table(f"clients: W1 at 10/100/1000 clients, {rounds} rounds, every client every round; train time, median of "
-          f"{args.repeat}, alternated, 1 thread (others busy {busy:.1f} cores)",
-          ["clients", "samples each", "netfl s", "netfl upd/s", "plain s", "plain upd/s", "netfl speed-up"], rows)
+        rows.append(
+            [
+                n,
+                60000 // n,
+                med["netfl"]["train_s"],
+                med["netfl"]["updates_per_s"],
+                med["plain"]["train_s"],
+                med["plain"]["updates_per_s"],
+                med["plain"]["train_s"] / med["netfl"]["train_s"],
+            ]
+        )
+    table(
+        f"clients: W1 at 10/100/1000 clients, {rounds} rounds, every client every round; train time, median of "
+        f"{args.repeat}, alternated, 1 thread (others busy {busy:.1f} cores)",
+        ["clients", "samples each", "netfl s", "netfl upd/s", "plain s", "plain upd/s", "netfl speed-up"],
+        rows,
+    )
     print("   netfl training: " + "; ".join(f"{r[0]} clients {times(r[2], r[4], 'the plain loop')}" for r in rows))
     print("   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer")
     return {"rounds": rounds, "others_busy_cores": busy, "by_clients": results}
 
 
 def threads(args, tmp: Path) -> dict:
-    """netfl's worker threads (1 and 2) alone and shared; and, for contrast, torch's own intra-op pool (the plain loop)."""
+    """netfl's worker threads (1 and 2) alone and shared; and, for contrast, torch's own intra-op pool (the plain
+    loop)."""
     rounds = 3 if args.quick else 20
     paths = {"W1": w1_yaml(tmp, rounds)}
     for name in TOPOLOGIES:
@@ -457,7 +575,7 @@ def threads(args, tmp: Path) -> dict:
             path = tmp / f"{name}-quick.yaml"
             path.write_text(yaml.safe_dump(data, sort_keys=False))
         paths[name] = path
-    commands = {w: (lambda p: lambda t, out: simulate(p, out, t))(p) for w, p in paths.items()}
+    commands = {w: (lambda p: lambda t, out: simulate(p, out, t))(p) for w, p in paths.items()}  # noqa: B023
     commands["W1 plain loop, torch intra-op"] = lambda t, out: plain("--threads", str(t), "--rounds", str(rounds))
     counts = (1, 2)
     walls = {w: {t: {"alone": [], "shared": []} for t in counts} for w in commands}
@@ -473,45 +591,83 @@ def threads(args, tmp: Path) -> dict:
                 shutil.rmtree(out, ignore_errors=True)
     rows, med = [], {}
     for w in commands:
-        med[w] = {t: {"alone": median(walls[w][t]["alone"]), "shared": median(max(p) for p in walls[w][t]["shared"])}
-                  for t in counts}
+        med[w] = {
+            t: {"alone": median(walls[w][t]["alone"]), "shared": median(max(p) for p in walls[w][t]["shared"])}
+            for t in counts
+        }
         m = med[w]
-        rows.append([w, m[1]["alone"], m[2]["alone"], min(counts, key=lambda t: m[t]["alone"]),
-                     m[1]["shared"], m[2]["shared"], min(counts, key=lambda t: m[t]["shared"])])
-    table(f"threads: wall s with 1 / 2 threads, alone and beside a second identical run started at the same moment "
-          f"(slower of the pair); netfl: --threads (worker threads, one torch thread each); plain loop: torch's "
-          f"intra-op threads; median of {args.repeat}{', 3 rounds each' if args.quick else ''} "
-          f"(others busy {busy:.1f} cores)",
-          ["workload", "1 alone", "2 alone", "wins", "1 shared", "2 shared", "wins"], rows)
+        rows.append(
+            [
+                w,
+                m[1]["alone"],
+                m[2]["alone"],
+                min(counts, key=lambda t: m[t]["alone"]),
+                m[1]["shared"],
+                m[2]["shared"],
+                min(counts, key=lambda t: m[t]["shared"]),
+            ]
+        )
+    table(
+        f"threads: wall s with 1 / 2 threads, alone and beside a second identical run started at the same moment "
+        f"(slower of the pair); netfl: --threads (worker threads, one torch thread each); plain loop: torch's "
+        f"intra-op threads; median of {args.repeat}{', 3 rounds each' if args.quick else ''} "
+        f"(others busy {busy:.1f} cores)",
+        ["workload", "1 alone", "2 alone", "wins", "1 shared", "2 shared", "wins"],
+        rows,
+    )
     for w in commands:
         m = med[w]
-        print(f"   {w}: 2 threads take {m[2]['alone'] / m[1]['alone']:.2f}x the time of 1 alone, "
-              f"{m[2]['shared'] / m[1]['shared']:.2f}x shared")
+        print(
+            f"   {w}: 2 threads take {m[2]['alone'] / m[1]['alone']:.2f}x the time of 1 alone, "
+            f"{m[2]['shared'] / m[1]['shared']:.2f}x shared"
+        )
     if "OMP_NUM_THREADS" in os.environ:
         print(f"   note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set in this environment")
-    return {"others_busy_cores": busy, "walls_s": walls, "median": med,
-            "workloads": {w: str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name) for w, p in paths.items()}}
+    return {
+        "others_busy_cores": busy,
+        "walls_s": walls,
+        "median": med,
+        "workloads": {w: str(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p.name) for w, p in paths.items()},
+    }
 
 
 ENGINE_RUNS = {False: ((10_000, 100_000, 1_000_000), 24), True: ((10_000, 100_000), 2)}  # quick: devices, hours
 
 
 def engine_scenario(devices: int, hours: int, churn: str) -> dict:
-    availability = {"diurnal": {"policy": "diurnal", "mixing": "20min"},
-                    "sessions": {"policy": "sessions", "on": {"exponential": {"mean": "1h"}},
-                                 "off": {"exponential": {"mean": "3h"}}}}[churn]
+    availability = {
+        "diurnal": {"policy": "diurnal", "mixing": "20min"},
+        "sessions": {
+            "policy": "sessions",
+            "on": {"exponential": {"mean": "1h"}},
+            "off": {"exponential": {"mean": "3h"}},
+        },
+    }[churn]
     return {
-        "name": f"engine-{devices}", "seed": 1, "stop": {"sim_time": f"{hours}h"},
-        "task": {"dataset": {"name": "digits", "partition": {"kind": "iid", "samples_per_client": 20}},
-                 "model": {"name": "logistic"}, "local": {"steps": 5, "batch_size": 10, "lr": 0.1}},
-        "devices": [{"group": "phones", "count": devices, "availability": availability,
-                     "compute": {"flops_per_s": {"uniform": [0.5e9, 2e9]}},
-                     "battery": {"capacity": "55kJ", "initial": {"uniform": [0.3, 1.0]}, "min_level": "20%"},
-                     "link": {"uplink": {"uniform": ["1Mbps", "10Mbps"]}, "downlink": "20Mbps", "latency": "40ms"}}],
+        "name": f"engine-{devices}",
+        "seed": 1,
+        "stop": {"sim_time": f"{hours}h"},
+        "task": {
+            "dataset": {"name": "digits", "partition": {"kind": "iid", "samples_per_client": 20}},
+            "model": {"name": "logistic"},
+            "local": {"steps": 5, "batch_size": 10, "lr": 0.1},
+        },
+        "devices": [
+            {
+                "group": "phones",
+                "count": devices,
+                "availability": availability,
+                "compute": {"flops_per_s": {"uniform": [0.5e9, 2e9]}},
+                "battery": {"capacity": "55kJ", "initial": {"uniform": [0.3, 1.0]}, "min_level": "20%"},
+                "link": {"uplink": {"uniform": ["1Mbps", "10Mbps"]}, "downlink": "20Mbps", "latency": "40ms"},
+            }
+        ],
         # interval: as in topologies/million-phones.yaml; without it a round of this tiny model lasts ~0.1
         # simulated s and 24 hours hold about a million rounds
-        "server": {"algorithm": {"name": "fedavg"},
-                   "round": {"participants": 100, "deadline": "60s", "interval": "3min"}},
+        "server": {
+            "algorithm": {"name": "fedavg"},
+            "round": {"participants": 100, "deadline": "60s", "interval": "3min"},
+        },
         "eval": {"every": "100 rounds"},
         "engine": {"devices": "lazy"},
     }
@@ -525,8 +681,10 @@ def engine(args, tmp: Path) -> dict:
         paths[n].write_text(yaml.safe_dump(engine_scenario(n, hours, args.churn), sort_keys=False))
     check = run([NETFL, "validate", str(paths[sizes[0]])])
     if check.returncode != 0:
-        print(f"\n(engine: this netfl does not accept the lazy-engine scenario yet; section skipped)\n"
-              f"{check.stderr.strip()}")
+        print(
+            f"\n(engine: this netfl does not accept the lazy-engine scenario yet; section skipped)\n"
+            f"{check.stderr.strip()}"
+        )
         return {"skipped": check.stderr.strip()}
     results, rows = {}, []
     busy = quiet_check()
@@ -540,48 +698,87 @@ def engine(args, tmp: Path) -> dict:
             continue
         r.ok()
         s = summary(out)
-        results[n] = {**r.record(), "rounds": s["rounds"], "events": s["events"], "sim_time_s": s["sim_time_s"],
-                      "run_wall_s": s["wall_time_s"]}
+        results[n] = {
+            **r.record(),
+            "rounds": s["rounds"],
+            "events": s["events"],
+            "sim_time_s": s["sim_time_s"],
+            "run_wall_s": s["wall_time_s"],
+        }
         per_device = None
         if n != sizes[0] and sizes[0] in results and "events" in results[sizes[0]]:
             per_device = (r.maxrss_mb - results[sizes[0]]["maxrss_mb"]) * MB / (n - sizes[0])
             results[n]["rss_per_device_bytes"] = per_device
         rows.append([n, r.wall_s, s["rounds"], s["events"], s["events"] / r.wall_s, r.maxrss_mb, per_device])
-    table(f"engine: lazy devices, {args.churn} availability, 100 participants per round started every 3 min, "
-          f"{hours} simulated hours; whole job (netfl simulate, 1 thread), one run each (others busy {busy:.1f} cores)",
-          ["devices", "wall s", "rounds", "events", "events/s", "peak RSS MB", "RSS B/device"], rows)
+    table(
+        f"engine: lazy devices, {args.churn} availability, 100 participants per round started every 3 min, "
+        f"{hours} simulated hours; whole job (netfl simulate, 1 thread), one run each (others busy {busy:.1f} cores)",
+        ["devices", "wall s", "rounds", "events", "events/s", "peak RSS MB", "RSS B/device"],
+        rows,
+    )
     print(f"   RSS per device: (peak RSS - the {sizes[0]:,}-device run's) / the extra devices")
-    return {"churn": args.churn, "hours": hours, "others_busy_cores": busy, "by_devices": results,
-            "scenario": engine_scenario(sizes[0], hours, args.churn)}
+    return {
+        "churn": args.churn,
+        "hours": hours,
+        "others_busy_cores": busy,
+        "by_devices": results,
+        "scenario": engine_scenario(sizes[0], hours, args.churn),
+    }
 
 
 # ------------------------------------------------------------------ main
 
+
 def environment() -> dict:
-    env = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-           "mem_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30,
-           "torch": importlib.metadata.version("torch"), "netfl": importlib.metadata.version("netfl"),
-           "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+    env = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "mem_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
+        "torch": importlib.metadata.version("torch"),
+        "netfl": importlib.metadata.version("netfl"),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     if FLOWER_PYTHON.exists():
-        versions = subprocess.run([str(FLOWER_PYTHON), "-c", "import importlib.metadata as m; "
-                                   "print(m.version('flwr'), m.version('ray'), m.version('torch'))"],
-                                  capture_output=True, text=True).stdout.split()
+        versions = subprocess.run(
+            [
+                str(FLOWER_PYTHON),
+                "-c",
+                "import importlib.metadata as m; print(m.version('flwr'), m.version('ray'), m.version('torch'))",
+            ],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         env.update(zip(("flwr", "ray", "flower_torch"), versions))
     return env
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {','.join(SECTIONS)}")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (fewer rounds, sizes, repeats)")
     parser.add_argument("--repeat", type=int, help="runs per measurement, alternated [default: 3; --quick: 1]")
-    parser.add_argument("--churn", choices=("diurnal", "sessions"), default="diurnal",
-                        help="engine section: availability of the phones [default: diurnal]")
-    parser.add_argument("--engine-timeout", type=float, default=3 * 3600,
-                        help="engine section: seconds before a run is stopped [default: 3 hours]")
-    parser.add_argument("--json", type=Path, default=BENCH / "results" / "speed.json",
-                        help="where to write every figure [default: benchmarks/results/speed.json]")
+    parser.add_argument(
+        "--churn",
+        choices=("diurnal", "sessions"),
+        default="diurnal",
+        help="engine section: availability of the phones [default: diurnal]",
+    )
+    parser.add_argument(
+        "--engine-timeout",
+        type=float,
+        default=3 * 3600,
+        help="engine section: seconds before a run is stopped [default: 3 hours]",
+    )
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=BENCH / "results" / "speed.json",
+        help="where to write every figure [default: benchmarks/results/speed.json]",
+    )
     args = parser.parse_args()
     args.repeat = args.repeat or (1 if args.quick else 3)
     only = [s.strip() for s in args.only.split(",") if s.strip()]
@@ -589,9 +786,12 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown sections {', '.join(sorted(unknown))}; choose from {', '.join(SECTIONS)}")
     env = environment()
-    print(f"netfl {env['netfl']}, torch {env['torch']}, Python {env['python']}, {env['cpus']} CPUs, "
-          f"{env['mem_gib']:.0f} GiB" + (f"; Flower {env['flwr']} (ray {env['ray']})" if "flwr" in env else "")
-          + ("; quick smoke run, figures not for the README" if args.quick else ""))
+    print(
+        f"netfl {env['netfl']}, torch {env['torch']}, Python {env['python']}, {env['cpus']} CPUs, "
+        f"{env['mem_gib']:.0f} GiB"
+        + (f"; Flower {env['flwr']} (ray {env['ray']})" if "flwr" in env else "")
+        + ("; quick smoke run, figures not for the README" if args.quick else "")
+    )
     report = {"environment": env, "quick": args.quick, "repeat": args.repeat, "sections": {}}
     with tempfile.TemporaryDirectory(prefix="netfl-speed-") as tmp:
         for name in (s for s in SECTIONS if s in only):

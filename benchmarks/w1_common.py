@@ -42,20 +42,25 @@ def read_idx(path: Path) -> np.ndarray:
     with gzip.open(path, "rb") as f:
         raw = f.read()
     dims = raw[3]
-    shape = tuple(int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims))
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(dims))
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def load_fashion_mnist() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Images as float32 N x 784 in [0, 1], labels as int64."""
+
     def images(name: str) -> np.ndarray:
-        return (read_idx(FASHION_MNIST_DIR / name).reshape(-1, 784).astype(np.float32) / 255.0)
+        return read_idx(FASHION_MNIST_DIR / name).reshape(-1, 784).astype(np.float32) / 255.0
 
     def labels(name: str) -> np.ndarray:
         return read_idx(FASHION_MNIST_DIR / name).astype(np.int64)
 
-    return (images("train-images-idx3-ubyte.gz"), labels("train-labels-idx1-ubyte.gz"),
-            images("t10k-images-idx3-ubyte.gz"), labels("t10k-labels-idx1-ubyte.gz"))
+    return (
+        images("train-images-idx3-ubyte.gz"),
+        labels("train-labels-idx1-ubyte.gz"),
+        images("t10k-images-idx3-ubyte.gz"),
+        labels("t10k-labels-idx1-ubyte.gz"),
+    )
 
 
 def iid_parts(num_samples: int, clients: int, seed: int = SEED) -> list[np.ndarray]:
@@ -79,10 +84,9 @@ def local_train(model, x, y, generator) -> None:
     import torch
 
     opt = torch.optim.SGD(model.parameters(), lr=LR)
-    order = torch.cat([torch.randperm(len(x), generator=generator)
-                       for _ in range(-(-STEPS * BATCH // len(x)))])
+    order = torch.cat([torch.randperm(len(x), generator=generator) for _ in range(-(-STEPS * BATCH // len(x)))])
     for step in range(STEPS):
-        idx = order[step * BATCH:(step + 1) * BATCH]
+        idx = order[step * BATCH : (step + 1) * BATCH]
         opt.zero_grad()
         torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
         opt.step()

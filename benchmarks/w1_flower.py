@@ -51,13 +51,12 @@ import json  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
+import w1_common as w1  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
 from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
-
-import w1_common as w1  # noqa: E402
 
 # ---------------------------------------------------------------- client side
 # This module is imported (as ``w1_flower``, not ``__main__``) by every Ray
@@ -74,8 +73,7 @@ def client_data(partition_id: int, num_partitions: int) -> tuple[torch.Tensor, t
         train_x, train_y, _, _ = w1.load_fashion_mnist()
         _train_data = (torch.from_numpy(train_x), torch.from_numpy(train_y))
     if num_partitions not in _parts:
-        _parts[num_partitions] = [torch.from_numpy(p)
-                                  for p in w1.iid_parts(len(_train_data[1]), num_partitions)]
+        _parts[num_partitions] = [torch.from_numpy(p) for p in w1.iid_parts(len(_train_data[1]), num_partitions)]
     idx = _parts[num_partitions][partition_id]
     return _train_data[0][idx], _train_data[1][idx]
 
@@ -98,17 +96,21 @@ def train(msg: Message, context: Context) -> Message:
     # free, so the plain loop's single shared generator cannot be reproduced.
     generator = torch.Generator().manual_seed(w1.SEED * 1_000_003 + int(config["server-round"]) * 10_007 + pid)
     w1.local_train(model, x, y, generator)
-    content = RecordDict({"arrays": ArrayRecord(model.state_dict()),
-                          "metrics": MetricRecord({"num-examples": len(x), "started-at": started_at})})
+    content = RecordDict(
+        {
+            "arrays": ArrayRecord(model.state_dict()),
+            "metrics": MetricRecord({"num-examples": len(x), "started-at": started_at}),
+        }
+    )
     return Message(content=content, reply_to=msg)
 
 
 # ---------------------------------------------------------------- server side
 
+
 def first_start(records: list[RecordDict], weighting_key: str) -> MetricRecord:
     """Train-metrics aggregation: when the round's first client started training."""
-    return MetricRecord({"started-at": min(float(m["started-at"]) for r in records
-                                          for m in r.metric_records.values())})
+    return MetricRecord({"started-at": min(float(m["started-at"]) for r in records for m in r.metric_records.values())})
 
 
 def make_server_app(args: argparse.Namespace, out: dict) -> ServerApp:
@@ -132,22 +134,31 @@ def make_server_app(args: argparse.Namespace, out: dict) -> ServerApp:
             out["accuracy"] = w1.accuracy(global_model, test_x, test_y)
             return MetricRecord({"accuracy": out["accuracy"]})
 
-        strategy = FedAvg(fraction_train=1.0, fraction_evaluate=0.0,
-                          min_available_nodes=args.clients, train_metrics_aggr_fn=first_start)
-        result = strategy.start(grid=grid, initial_arrays=ArrayRecord(global_model.state_dict()),
-                                num_rounds=args.rounds,
-                                train_config=ConfigRecord({"threads": args.threads}),
-                                evaluate_fn=evaluate)
+        strategy = FedAvg(
+            fraction_train=1.0,
+            fraction_evaluate=0.0,
+            min_available_nodes=args.clients,
+            train_metrics_aggr_fn=first_start,
+        )
+        result = strategy.start(
+            grid=grid,
+            initial_arrays=ArrayRecord(global_model.state_dict()),
+            num_rounds=args.rounds,
+            train_config=ConfigRecord({"threads": args.threads}),
+            evaluate_fn=evaluate,
+        )
         # Round 1 starts when its first ClientApp starts training: the ServerApp
         # sends round 1 at once, while the Simulation Engine is still starting
         # Ray and its actors (that start-up is in the process's wall time).
         first = float(result.train_metrics_clientapp[1]["started-at"])
         out["train_s"] = marks[-1] - first
         rounds = [round(b - a, 3) for a, b in zip(marks, marks[1:])]
-        print(f"w1_flower: round times seen by the ServerApp (s): {rounds}; "
-              f"round 1 minus engine start-up: {marks[1] - first:.3f}; "
-              f"rounds from the ServerApp's start of round 1: {marks[-1] - marks[0]:.3f}",
-              file=sys.stderr)
+        print(
+            f"w1_flower: round times seen by the ServerApp (s): {rounds}; "
+            f"round 1 minus engine start-up: {marks[1] - first:.3f}; "
+            f"rounds from the ServerApp's start of round 1: {marks[-1] - marks[0]:.3f}",
+            file=sys.stderr,
+        )
 
     return server_app
 
@@ -160,12 +171,19 @@ def main() -> None:
     json_out = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     out: dict = {}
-    run_simulation(server_app=make_server_app(args, out), client_app=client_app,
-                   num_supernodes=args.clients)
+    run_simulation(server_app=make_server_app(args, out), client_app=client_app, num_supernodes=args.clients)
     if "accuracy" not in out:
         sys.exit("w1_flower: the simulation ended without a final evaluation")
-    json_out.write(json.dumps({"accuracy": out["accuracy"], "train_s": out["train_s"],
-                               "updates_per_s": args.clients * args.rounds / out["train_s"]}) + "\n")
+    json_out.write(
+        json.dumps(
+            {
+                "accuracy": out["accuracy"],
+                "train_s": out["train_s"],
+                "updates_per_s": args.clients * args.rounds / out["train_s"],
+            }
+        )
+        + "\n"
+    )
     json_out.flush()
 
 

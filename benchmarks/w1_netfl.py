@@ -27,13 +27,12 @@ STARTED = time.perf_counter()
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+import w1_common as w1  # noqa: E402
 import yaml  # noqa: E402
 
-import w1_common as w1  # noqa: E402
-
-from netfl.learn.runtime import use_threads  # noqa: E402
-from netfl.build import build_simulation  # noqa: E402
+from netfl.assemble import build_simulation  # noqa: E402
 from netfl.config import scenario_from_dict  # noqa: E402
+from netfl.learn.runtime import use_threads  # noqa: E402
 
 W1_YAML = Path(__file__).resolve().parent / "w1.yaml"
 
@@ -58,6 +57,7 @@ def time_learner_calls(learner, names=("plan_round", "plan_after_probe", "aggreg
                 return method(*args, **kwargs)
             finally:
                 spent[name] += time.perf_counter() - t0
+
         return timed
 
     for name in names:
@@ -75,11 +75,21 @@ def main() -> None:
     result = sim.run()
     run_s = time.perf_counter() - started
     train_s = run_s - in_learner["evaluate"]
-    print(json.dumps({"accuracy": result.metrics[-1].test_accuracy, "train_s": train_s,
-                      "updates_per_s": args.clients * result.rounds / train_s,
-                      "outside_torch_share": 1 - sum(in_learner.values()) / run_s, "run_s": run_s,
-                      "eval_s": in_learner["evaluate"], "import_build_s": import_build_s,
-                      "rounds": result.rounds, "events": len(result.recorder)}))
+    print(
+        json.dumps(
+            {
+                "accuracy": result.metrics[-1].test_accuracy,
+                "train_s": train_s,
+                "updates_per_s": args.clients * result.rounds / train_s,
+                "outside_torch_share": 1 - sum(in_learner.values()) / run_s,
+                "run_s": run_s,
+                "eval_s": in_learner["evaluate"],
+                "import_build_s": import_build_s,
+                "rounds": result.rounds,
+                "events": len(result.recorder),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

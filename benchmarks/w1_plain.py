@@ -13,7 +13,6 @@ import time
 
 import torch
 import torch._dynamo  # noqa: F401  torch.optim imports it at its first step (~1 s): not training, so not timed
-
 import w1_common as w1
 
 
@@ -38,8 +37,15 @@ def main() -> None:
                 total[k] += v * (len(x) / len(train_y))
         global_model.load_state_dict(total)
     train_s = time.perf_counter() - started
-    print(json.dumps({"accuracy": w1.accuracy(global_model, test_x, test_y), "train_s": train_s,
-                      "updates_per_s": args.clients * args.rounds / train_s}))
+    print(
+        json.dumps(
+            {
+                "accuracy": w1.accuracy(global_model, test_x, test_y),
+                "train_s": train_s,
+                "updates_per_s": args.clients * args.rounds / train_s,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

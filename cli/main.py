@@ -30,15 +30,20 @@ def main() -> None:
     """netfl: a discrete-event network simulator for federated learning."""
 
 
-SET_HELP = ("change one value of the topology: a YAML path and a YAML value, e.g. --set server.algorithm.name=fedau "
-            "--set devices[0].availability.p=0.3 (repeatable)")
+SET_HELP = (
+    "change one value of the topology: a YAML path and a YAML value, e.g. --set server.algorithm.name=fedau "
+    "--set devices[0].availability.p=0.3 (repeatable)"
+)
 
 
 @main.command()
 @click.argument("topology", type=click.Path(path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help=SET_HELP)
-@click.option("--data-dir", type=click.Path(path_type=Path),
-              help="folder holding the data set's files, as the run will be given it")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="folder holding the data set's files, as the run will be given it",
+)
 def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) -> None:
     """Check TOPOLOGY (and that its data set's files are there) and print a one-screen summary of the scenario."""
     from netfl.config import check_data, load_scenario
@@ -55,28 +60,61 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
 
 @main.command()
 @click.argument("topology", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
-              help="results folder: new or empty, or an earlier run with --overwrite [default: results/<name>/]")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="results folder: new or empty, or an earlier run with --overwrite [default: results/<name>/]",
+)
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
-@click.option("--seed", type=click.IntRange(min=0), help="override the scenario's seed (an integer >= 0; world "
-                                                            "and training alike, unless it sets world_seed or "
-                                                            "training_seed)")
-@click.option("--device", default="cpu", show_default=True,
-              help="where torch trains: cpu, cuda or cuda:<index> (simulated time never depends on it)")
-@click.option("--threads", type=click.IntRange(min=1),
-              help="threads that train clients side by side, one torch thread each [default: every CPU this "
-                   "process may use]; the results are the same whatever the count")
+@click.option(
+    "--seed",
+    type=click.IntRange(min=0),
+    help="override the scenario's seed (an integer >= 0; world "
+    "and training alike, unless it sets world_seed or "
+    "training_seed)",
+)
+@click.option(
+    "--device",
+    default="cpu",
+    show_default=True,
+    help="where torch trains: cpu, cuda or cuda:<index> (simulated time never depends on it)",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="threads that train clients side by side, one torch thread each [default: every CPU this "
+    "process may use]; the results are the same whatever the count",
+)
 @click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help=SET_HELP)
-@click.option("--overwrite", is_flag=True, help="replace an earlier run in the results folder [default: refuse "
-                                                "with --out; without it, write to results/<name>-2, -3, ...]")
-@click.option("--checkpoint-every", "checkpoint_every", metavar="N|DURATION",
-              help="keep a checkpoint every N rounds (50) or simulated time (30min), to continue with netfl resume "
-                   "after a crash or Ctrl-C; removed when the run completes")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="replace an earlier run in the results folder [default: refuse "
+    "with --out; without it, write to results/<name>-2, -3, ...]",
+)
+@click.option(
+    "--checkpoint-every",
+    "checkpoint_every",
+    metavar="N|DURATION",
+    help="keep a checkpoint every N rounds (50) or simulated time (30min), to continue with netfl resume "
+    "after a crash or Ctrl-C; removed when the run completes",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
-def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: int | None, device: str,
-             threads: int | None, overrides: tuple[str, ...], overwrite: bool, checkpoint_every: str | None,
-             quiet: bool) -> None:
+def simulate(
+    topology: Path,
+    out_dir: Path | None,
+    data_dir: Path | None,
+    seed: int | None,
+    device: str,
+    threads: int | None,
+    overrides: tuple[str, ...],
+    overwrite: bool,
+    checkpoint_every: str | None,
+    quiet: bool,
+) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
+
     def run():
         from netfl.checkpoint import Every
         from netfl.config import check_data, load_scenario
@@ -91,8 +129,15 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
 
         wanted = out_dir or default_out_dir(scenario)
         target = prepare_out_dir(wanted, overwrite=overwrite, chosen=out_dir is not None)  # before the run
-        outcome = run_scenario(scenario, out_dir=target, data_dir=data_dir, progress=_progress(scenario, quiet),
-                               device=device, threads=threads, checkpoint_every=every)
+        outcome = run_scenario(
+            scenario,
+            out_dir=target,
+            data_dir=data_dir,
+            progress=_progress(scenario, quiet),
+            device=device,
+            threads=threads,
+            checkpoint_every=every,
+        )
         return outcome, (f"{wanted}/ holds an earlier run; --overwrite replaces it" if target != wanted else "")
 
     _run_guarded(run, quiet, resumable=checkpoint_every is not None)
@@ -100,8 +145,11 @@ def simulate(topology: Path, out_dir: Path | None, data_dir: Path | None, seed: 
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files [default: "
-                                                                   "the one the run was started with]")
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path),
+    help="folder holding the data set's files [default: the one the run was started with]",
+)
 @click.option("--device", default="cpu", show_default=True, help="where torch trains: cpu, cuda or cuda:<index>")
 @click.option("--threads", type=click.IntRange(min=1), help="training threads [default: every CPU]")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
@@ -111,6 +159,7 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
     The engine first replays the run up to the checkpoint without training (fast), then goes on; the results
     are those of a run that never stopped, bit for bit. A checkpoint is a pickle: resume only your own.
     """
+
     def run():
         from netfl.checkpoint import Checkpoint, checkpoint_path
         from netfl.config import scenario_from_dict
@@ -119,17 +168,26 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
 
         path = checkpoint_path(run_dir)
         if not path.is_file():
-            raise NetflError(f"{run_dir}: no checkpoint to resume from (looked for {path}); a run keeps one while "
-                             "it runs with netfl simulate --checkpoint-every, and removes it when it completes")
+            raise NetflError(
+                f"{run_dir}: no checkpoint to resume from (looked for {path}); a run keeps one while "
+                "it runs with netfl simulate --checkpoint-every, and removes it when it completes"
+            )
         checkpoint = Checkpoint.load(path)
         source = checkpoint.source
-        scenario = scenario_from_dict(checkpoint.scenario, source=source or str(run_dir),
-                                      base_dir=Path(source).parent if source else None)
+        scenario = scenario_from_dict(
+            checkpoint.scenario, source=source or str(run_dir), base_dir=Path(source).parent if source else None
+        )
         saved = checkpoint.options.get("data_dir")
         prepare_out_dir(run_dir, overwrite=True)
-        outcome = run_scenario(scenario, out_dir=run_dir, progress=_progress(scenario, quiet), device=device,
-                               threads=threads, resume=checkpoint,
-                               data_dir=data_dir or (Path(saved) if saved else None))
+        outcome = run_scenario(
+            scenario,
+            out_dir=run_dir,
+            progress=_progress(scenario, quiet),
+            device=device,
+            threads=threads,
+            resume=checkpoint,
+            data_dir=data_dir or (Path(saved) if saved else None),
+        )
         return outcome, f"resumed from round {checkpoint.rounds} ({checkpoint.sim_time_s:.0f} simulated s)"
 
     _run_guarded(run, quiet, resumable=True, run_dir=run_dir)
@@ -137,14 +195,19 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
 
 @main.command()
 @click.argument("run_dir", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
-              help="where the repeat goes [default: RUN_DIR-rerun, or -rerun-2, ...]")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="where the repeat goes [default: RUN_DIR-rerun, or -rerun-2, ...]",
+)
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
 @click.option("--device", default="cpu", show_default=True, help="where torch trains: cpu, cuda or cuda:<index>")
 @click.option("--threads", type=click.IntRange(min=1), help="training threads [default: every CPU]")
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
-def rerun(run_dir: Path, out_dir: Path | None, data_dir: Path | None, device: str, threads: int | None,
-          quiet: bool) -> None:
+def rerun(
+    run_dir: Path, out_dir: Path | None, data_dir: Path | None, device: str, threads: int | None, quiet: bool
+) -> None:
     """Repeat the run in RUN_DIR from its scenario.yaml, and say whether the repeat is identical.
 
     Compares events.parquet, metrics.csv and devices.parquet byte for byte, and the software versions with
@@ -157,21 +220,31 @@ def rerun(run_dir: Path, out_dir: Path | None, data_dir: Path | None, device: st
         from netfl.runner import run_scenario, software_versions
 
         scenario, recorded = load_run_scenario(run_dir)
-        changed = {k: (v, software_versions().get(k)) for k, v in recorded.items()
-                   if software_versions().get(k) != v}
+        changed = {k: (v, software_versions().get(k)) for k, v in recorded.items() if software_versions().get(k) != v}
         for name, (then, now) in sorted(changed.items()):
             click.echo(f"warning: {name} {now} here, {then} when {run_dir} was run: results may differ", err=True)
         wanted = out_dir or run_dir.with_name(f"{run_dir.name}-rerun")
         target = prepare_out_dir(wanted, chosen=out_dir is not None)
-        outcome = run_scenario(scenario, out_dir=target, data_dir=data_dir, progress=_progress(scenario, quiet),
-                               device=device, threads=threads)
+        outcome = run_scenario(
+            scenario,
+            out_dir=target,
+            data_dir=data_dir,
+            progress=_progress(scenario, quiet),
+            device=device,
+            threads=threads,
+        )
         return outcome, ""
 
     outcome = _run_guarded(run, quiet=True)
     same, different = compare_runs(run_dir, outcome.out_dir)
-    click.echo(f"repeated {run_dir} in {outcome.out_dir}/: "
-               + (f"identical ({', '.join(same)})" if not different
-                  else f"DIFFERENT: {', '.join(different)}" + (f"; identical: {', '.join(same)}" if same else "")))
+    click.echo(
+        f"repeated {run_dir} in {outcome.out_dir}/: "
+        + (
+            f"identical ({', '.join(same)})"
+            if not different
+            else f"DIFFERENT: {', '.join(different)}" + (f"; identical: {', '.join(same)}" if same else "")
+        )
+    )
     if different:
         sys.exit(1)
 
@@ -179,8 +252,9 @@ def rerun(run_dir: Path, out_dir: Path | None, data_dir: Path | None, device: st
 def _progress(scenario, quiet: bool):
     from netfl.results.progress import Progress
 
-    return Progress(max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time,
-                    enabled=None if not quiet else False)
+    return Progress(
+        max_rounds=scenario.stop.rounds, max_time_s=scenario.stop.sim_time, enabled=None if not quiet else False
+    )
 
 
 def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | None = None):
@@ -195,8 +269,11 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         _fail(exc)
     except Interrupted as exc:
         ignore_further_signals()
-        where = (f"partial results written to {exc.written}/ (complete: false)" if exc.written is not None
-                 else "stopped while building the world; nothing was written")
+        where = (
+            f"partial results written to {exc.written}/ (complete: false)"
+            if exc.written is not None
+            else "stopped while building the world; nothing was written"
+        )
         click.echo(f"interrupted: {where}", err=True)
         written = exc.written or run_dir
         if resumable and written is not None:
@@ -211,61 +288,102 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         sys.exit(130)
     s = outcome.summary
     if not quiet:
-        click.echo(f"{s['scenario']}: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s "
-                   f"({s['wall_time_s']:.1f} s real)")
-        click.echo(f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, "
-                   f"best {100 * s['best_test_accuracy']:.1f}%")
-        click.echo(f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
-                   f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J")
+        click.echo(
+            f"{s['scenario']}: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s "
+            f"({s['wall_time_s']:.1f} s real)"
+        )
+        click.echo(
+            f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, best {100 * s['best_test_accuracy']:.1f}%"
+        )
+        click.echo(
+            f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
+            f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J"
+        )
         click.echo(f"  results: {outcome.out_dir}/" + (f" ({note})" if note else ""))
     s = outcome.summary
     if s["updates_skipped"]:
-        click.echo(f"warning: {s['updates_skipped']} update(s) or report(s) were not finite (NaN or inf) and were "
-                   "skipped (server.on_divergence: skip_update)", err=True)
+        click.echo(
+            f"warning: {s['updates_skipped']} update(s) or report(s) were not finite (NaN or inf) and were "
+            "skipped (server.on_divergence: skip_update)",
+            err=True,
+        )
     divergence = outcome.result.divergence
     if divergence is not None:
-        fix = ("lower task.local.lr, or set server.on_divergence: skip_update to drop such updates and go on"
-               if divergence.where in ("update", "loss") else
-               "lower server.algorithm.server_lr or task.local.lr (skip_update cannot help: the global model "
-               "itself is not finite)")
-        click.echo(f"diverged: {divergence.describe()}, at {s['sim_time_s']:g} simulated s; results up to there "
-                   f"written to {outcome.out_dir}/ (stopped_by: diverged); {fix}", err=True)
+        fix = (
+            "lower task.local.lr, or set server.on_divergence: skip_update to drop such updates and go on"
+            if divergence.where in ("update", "loss")
+            else "lower server.algorithm.server_lr or task.local.lr (skip_update cannot help: the global model "
+            "itself is not finite)"
+        )
+        click.echo(
+            f"diverged: {divergence.describe()}, at {s['sim_time_s']:g} simulated s; results up to there "
+            f"written to {outcome.out_dir}/ (stopped_by: diverged); {fix}",
+            err=True,
+        )
         sys.exit(EXIT_DIVERGED)
     return outcome
 
 
 @main.command()
 @click.argument("study_file", type=click.Path(path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
-              help="study folder: new, empty, or an earlier sweep of it [default: the study's out, else "
-                   "results/<name>/]")
-@click.option("--jobs", "-j", type=click.IntRange(min=1),
-              help="runs side by side in local processes [default: one per CPU, at most one per run]")
-@click.option("--threads", type=click.IntRange(min=1),
-              help="training threads of each run [default: the CPUs divided among the jobs; 1 on Ray]")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="study folder: new, empty, or an earlier sweep of it [default: the study's out, else results/<name>/]",
+)
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    help="runs side by side in local processes [default: one per CPU, at most one per run]",
+)
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    help="training threads of each run [default: the CPUs divided among the jobs; 1 on Ray]",
+)
 @click.option("--ray", "use_ray", is_flag=True, help="run each run as a task on a local Ray instance")
-@click.option("--ray-address", metavar="ADDR", help="run on the Ray cluster at ADDR (ray://host:10001, host:6379 "
-                                                    "or auto)")
-@click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE",
-              help="change one value of every run, after its case and grid point (repeatable), e.g. a quick "
-                   "version: --set stop.rounds=20")
+@click.option(
+    "--ray-address", metavar="ADDR", help="run on the Ray cluster at ADDR (ray://host:10001, host:6379 or auto)"
+)
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="change one value of every run, after its case and grid point (repeatable), e.g. a quick "
+    "version: --set stop.rounds=20",
+)
 @click.option("--seeds", type=click.IntRange(min=1), help="run this many seeds instead of the study's")
 @click.option("--rerun", is_flag=True, help="run every run again, also those already complete and unchanged")
 @click.option("--dry-run", is_flag=True, help="list the runs and which are done; run nothing")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
 @click.option("--device", default="cpu", show_default=True, help="where torch trains: cpu, cuda or cuda:<index>")
 @click.option("--quiet", "-q", is_flag=True, help="print only the final tally")
-def sweep(study_file: Path, out_dir: Path | None, jobs: int | None, threads: int | None, use_ray: bool,
-          ray_address: str | None, overrides: tuple[str, ...], seeds: int | None, rerun: bool, dry_run: bool,
-          data_dir: Path | None, device: str, quiet: bool) -> None:
+def sweep(
+    study_file: Path,
+    out_dir: Path | None,
+    jobs: int | None,
+    threads: int | None,
+    use_ray: bool,
+    ray_address: str | None,
+    overrides: tuple[str, ...],
+    seeds: int | None,
+    rerun: bool,
+    dry_run: bool,
+    data_dir: Path | None,
+    device: str,
+    quiet: bool,
+) -> None:
     """Run every case and seed of the study in STUDY_FILE; re-running skips the runs already done.
 
     Exit code 0 when every run is complete, 1 when some failed (each failure is in its folder's error.txt and
     in sweep.json), 2 for a bad study file, 130 when interrupted (finished runs are kept).
     """
     from netfl.cpus import available_cpus
-    from netfl.study import load_study, run_sweep
     from netfl.signals import terminate_as_interrupt
+    from netfl.study import load_study, run_sweep
     from netfl.study.progress import SweepProgress
     from netfl.study.sweep import is_done
 
@@ -294,14 +412,22 @@ def sweep(study_file: Path, out_dir: Path | None, jobs: int | None, threads: int
         progress.start(todo)
         if not quiet:
             done = len(study.runs) - len(todo)
-            click.echo(f"{study.name}: {len(study.runs)} runs in {len(study.cases)} cases, {len(todo)} to run"
-                       f"{f' ({done} already done)' if done else ''}, in {study.out}/ on {runner.describe()}",
-                       err=True)
+            click.echo(
+                f"{study.name}: {len(study.runs)} runs in {len(study.cases)} cases, {len(todo)} to run"
+                f"{f' ({done} already done)' if done else ''}, in {study.out}/ on {runner.describe()}",
+                err=True,
+            )
 
     try:
         with terminate_as_interrupt():
-            outcome = run_sweep(study, runner, rerun=rerun, on_start=start,
-                                on_done=(lambda plan, record: None) if quiet else progress.done, tick=progress.tick)
+            outcome = run_sweep(
+                study,
+                runner,
+                rerun=rerun,
+                on_start=start,
+                on_done=(lambda plan, record: None) if quiet else progress.done,
+                tick=progress.tick,
+            )
     except NetflError as exc:
         _fail(exc)
     finally:
@@ -335,8 +461,11 @@ def algorithms() -> None:
     from netfl.registry.algorithms import ROUND_OPTIONS, describe_algorithms
 
     for algo in describe_algorithms():
-        needs = "  (needs each client's participation probability p: bernoulli, markov or cyclic)" \
-            if algo["needs_participation"] else ""
+        needs = (
+            "  (needs each client's participation probability p: bernoulli, markov or cyclic)"
+            if algo["needs_participation"]
+            else ""
+        )
         click.echo(f"{algo['name']}: {algo['summary']}{needs}")
         for param in algo["params"]:
             default = "required" if param["required"] else f"default {param['default']}"
@@ -364,17 +493,27 @@ def policies() -> None:
             default = "required" if param["required"] else f"default {param['default']}"
             click.echo(f"    {param['name']} ({param['type']}, {default}): {param['description']}".rstrip(": "))
         click.echo()
-    click.echo("Your own: availability: {policy: path/to/file.py:ClassName, ...} "
-               "(the protocol: netfl/policies/base.py)")
+    click.echo(
+        "Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocol: netfl/policies/base.py)"
+    )
 
 
 @main.command()
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--target", "targets", type=float, multiple=True,
-              help="test accuracy to reach, between 0 and 1; repeat for several [default: the best accuracy every "
-                   "run reached, rounded down to a whole percent]")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
-              help="report folder: new, empty, or an earlier report it replaces [default: <first DIR>/report/]")
+@click.option(
+    "--target",
+    "targets",
+    type=float,
+    multiple=True,
+    help="test accuracy to reach, between 0 and 1; repeat for several [default: the best accuracy every "
+    "run reached, rounded down to a whole percent]",
+)
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(path_type=Path),
+    help="report folder: new, empty, or an earlier report it replaces [default: <first DIR>/report/]",
+)
 def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None) -> None:
     """Compare the runs under DIRS (run or study folders) by case: tables, plots and report.html."""
     from netfl.results.report import write_report
@@ -396,8 +535,11 @@ def trace() -> None:
 @click.argument("pickle_file", type=click.Path(path_type=Path))
 @click.argument("csv_file", type=click.Path(path_type=Path))
 @click.option("--devices", type=click.IntRange(min=1), help="write only the first N clients")
-@click.option("--allow-pickle", is_flag=True, help="unpickle PICKLE_FILE, which runs whatever code it holds "
-                                                    "(required: only for a trace from a source you trust)")
+@click.option(
+    "--allow-pickle",
+    is_flag=True,
+    help="unpickle PICKLE_FILE, which runs whatever code it holds (required: only for a trace from a source you trust)",
+)
 def trace_convert(pickle_file: Path, csv_file: Path, devices: int | None, allow_pickle: bool) -> None:
     """Convert a FedScale device-behaviour trace (pickle) to netfl's CSV intervals.
 
@@ -407,14 +549,18 @@ def trace_convert(pickle_file: Path, csv_file: Path, devices: int | None, allow_
     from netfl.policies.traces import fedscale_to_csv
 
     if not allow_pickle:
-        _fail(f"{pickle_file}: a FedScale trace is a Python pickle, and unpickling runs whatever code the file "
-              "holds; add --allow-pickle to convert it if you trust its source")
+        _fail(
+            f"{pickle_file}: a FedScale trace is a Python pickle, and unpickling runs whatever code the file "
+            "holds; add --allow-pickle to convert it if you trust its source"
+        )
     try:
         period = fedscale_to_csv(pickle_file, csv_file, num_devices=devices, allow_pickle=True)
     except NetflError as exc:
         _fail(exc)
-    click.echo(f"wrote {csv_file}; the trace repeats every {period:g} s: "
-               f"use availability: {{policy: trace_csv, file: {csv_file}, period: {period:g}}}")
+    click.echo(
+        f"wrote {csv_file}; the trace repeats every {period:g} s: "
+        f"use availability: {{policy: trace_csv, file: {csv_file}, period: {period:g}}}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ class PluggedInAtNight(SessionPolicy):
     def next_wakeup(self, now: float) -> float:
         """The next night boundary: the only change that happens by itself."""
         day = now - now % DAY_S
-        boundaries = [day + h * 3600.0 + k * DAY_S for k in (0, 1)
-                      for h in (self.params.night_start_h, self.params.night_end_h)]
+        boundaries = [
+            day + h * 3600.0 + k * DAY_S for k in (0, 1) for h in (self.params.night_start_h, self.params.night_end_h)
+        ]
         return min(b for b in boundaries if b > now)

@@ -68,18 +68,22 @@ def main() -> None:
     elapsed = time.perf_counter() - started
 
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = ["| algorithm | final ‖w − w*‖² | mean over last 10 % of rounds | rounds to reach 1e-3 |",
-            "| --- | --- | --- | --- |"]
+    rows = [
+        "| algorithm | final ‖w − w*‖² | mean over last 10 % of rounds | rounds to reach 1e-3 |",
+        "| --- | --- | --- | --- |",
+    ]
     for label, err in curves.items():
-        tail = err[-max(1, len(err) // 10):]
+        tail = err[-max(1, len(err) // 10) :]
         below = np.flatnonzero(err < TARGET)
         reach = str(int(below[0]) + 1) if len(below) else "never"
         final = f"{err[-1]:.3g}" if np.isfinite(err[-1]) else "diverged"
         mean_tail = f"{tail.mean():.3g}" if np.all(np.isfinite(tail)) else "diverged"
         rows.append(f"| {label} | {final} | {mean_tail} | {reach} |")
-    header = (f"Quadratic toy: 10 clients, p = 0.1, eta = gamma = {ETA}, dim 5, sigma_G^2 = {sigma_g2:.1f}, "
-              f"||w0 - w*||^2 = {float(((x0 - toy.optimum) ** 2).sum()):.0f}, {args.rounds} rounds, seed {args.seed} "
-              f"({elapsed:.1f} s)")
+    header = (
+        f"Quadratic toy: 10 clients, p = 0.1, eta = gamma = {ETA}, dim 5, sigma_G^2 = {sigma_g2:.1f}, "
+        f"||w0 - w*||^2 = {float(((x0 - toy.optimum) ** 2).sum()):.0f}, {args.rounds} rounds, seed {args.seed} "
+        f"({elapsed:.1f} s)"
+    )
     table = header + "\n\n" + "\n".join(rows) + "\n"
     (args.out / "table.md").write_text(table)
 

@@ -18,15 +18,16 @@ listing every problem with its path.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 
-from netfl.runner import RunOutcome, device_columns, run_scenario
-from netfl.results.writer import events_frame, metrics_columns, prepare_out_dir
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
+from netfl.results.writer import events_frame, metrics_columns, prepare_out_dir
+from netfl.runner import RunOutcome, device_columns, run_scenario
 
 __all__ = ["Result", "load", "from_dict", "run"]
 
@@ -43,10 +44,15 @@ class Result:
     out_dir: Path | None = None
 
     @classmethod
-    def of(cls, outcome: RunOutcome) -> "Result":
+    def of(cls, outcome: RunOutcome) -> Result:
         result = outcome.result
-        return cls(outcome.summary, pd.DataFrame(metrics_columns(result.metrics, outcome.num_classes)),
-                   events_frame(result.recorder.columns()), pd.DataFrame(device_columns(result)), outcome.out_dir)
+        return cls(
+            outcome.summary,
+            pd.DataFrame(metrics_columns(result.metrics, outcome.num_classes)),
+            events_frame(result.recorder.columns()),
+            pd.DataFrame(device_columns(result)),
+            outcome.out_dir,
+        )
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
@@ -60,9 +66,17 @@ def from_dict(data: dict[str, Any]) -> Scenario:
     return scenario_from_dict(data)
 
 
-def run(world: Scenario | dict[str, Any] | str | Path, *, seed: int | None = None, out: str | Path | None = None,
-        threads: int | None = None, device: str = "cpu", data_dir: str | Path | None = None,
-        overrides: Sequence[str] = (), overwrite: bool = False) -> Result:
+def run(
+    world: Scenario | dict[str, Any] | str | Path,
+    *,
+    seed: int | None = None,
+    out: str | Path | None = None,
+    threads: int | None = None,
+    device: str = "cpu",
+    data_dir: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    overwrite: bool = False,
+) -> Result:
     """Run ``world`` (a Scenario, a dict, or a topology file's path) and return its results.
 
     ``seed`` replaces the scenario's; ``out`` also writes the run folder there (as ``netfl simulate --out``,
@@ -83,6 +97,7 @@ def run(world: Scenario | dict[str, Any] | str | Path, *, seed: int | None = Non
     data_dir = Path(data_dir) if data_dir is not None else None
     check_data(world, data_dir)
     out_dir = prepare_out_dir(Path(out), overwrite=overwrite) if out is not None else None
-    outcome = run_scenario(world, out_dir=out_dir, write=out is not None, data_dir=data_dir, device=device,
-                           threads=threads)
+    outcome = run_scenario(
+        world, out_dir=out_dir, write=out is not None, data_dir=data_dir, device=device, threads=threads
+    )
     return Result.of(outcome)

@@ -22,8 +22,9 @@ diverged``) instead of simulating hours of a meaningless model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -79,7 +80,7 @@ class Evaluation:
     accuracy: float
     loss: float
     per_class_accuracy: tuple[float, ...] = ()
-    tasks: tuple["Evaluation", ...] = ()
+    tasks: tuple[Evaluation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,12 @@ class Divergence:
 
     def describe(self) -> str:
         who = ", ".join(map(str, self.clients[:8])) + (", ..." if len(self.clients) > 8 else "")
-        what = {"update": f"the update of client(s) {who} is not finite (NaN or inf)",
-                "loss": f"the loss of client(s) {who} is not finite (NaN or inf)",
-                "global_model": f"the global model aggregated from client(s) {who or 'none'} is not finite",
-                "evaluation": "the global model's test loss is not finite"}[self.where]
+        what = {
+            "update": f"the update of client(s) {who} is not finite (NaN or inf)",
+            "loss": f"the loss of client(s) {who} is not finite (NaN or inf)",
+            "global_model": f"the global model aggregated from client(s) {who or 'none'} is not finite",
+            "evaluation": "the global model's test loss is not finite",
+        }[self.where]
         return what if self.round_index is None else f"round {self.round_index}: {what}"
 
 

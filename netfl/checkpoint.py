@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from netfl.backend import Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
 from netfl.errors import NetflError
@@ -38,7 +39,7 @@ class Every:
     seconds: float | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "Every":
+    def parse(cls, text: str) -> Every:
         """``50`` (rounds) or a simulated duration (``30min``, ``2h``)."""
         from netfl.units import parse_quantity
 
@@ -50,8 +51,9 @@ class Every:
         except (ValueError, TypeError):
             seconds = math.nan
         if not (seconds > 0 and math.isfinite(seconds)):
-            raise NetflError(f"--checkpoint-every {text}: give a number of rounds (50) or a simulated duration "
-                             "(30min, 2h)")
+            raise NetflError(
+                f"--checkpoint-every {text}: give a number of rounds (50) or a simulated duration (30min, 2h)"
+            )
         return cls(seconds=float(seconds))
 
     def describe(self) -> str:
@@ -92,7 +94,7 @@ class Checkpoint:
             raise NetflError(f"{path}: cannot write the checkpoint: {exc}") from None
 
     @classmethod
-    def load(cls, path: Path) -> "Checkpoint":
+    def load(cls, path: Path) -> Checkpoint:
         import torch
 
         try:
@@ -112,8 +114,14 @@ class Recording:
     """The learner as the engine sees it, each answer logged; ``due(context)`` after each aggregation decides
     whether to checkpoint, ``save(log, rounds, sim_time)`` does it."""
 
-    def __init__(self, learner: TrainingBackend, every: Every | None, save: Callable[[list, int, float], None],
-                 log: list[tuple[str, Any]] | None = None, done: tuple[int, float] = (0, 0.0)):
+    def __init__(
+        self,
+        learner: TrainingBackend,
+        every: Every | None,
+        save: Callable[[list, int, float], None],
+        log: list[tuple[str, Any]] | None = None,
+        done: tuple[int, float] = (0, 0.0),
+    ):
         self.learner, self.every, self._save = learner, every, save
         self.log: list[tuple[str, Any]] = log if log is not None else []
         self._rounds, self._last_time = done
@@ -169,8 +177,10 @@ class Replaying:
     def _replay(self, name: str) -> Any:
         logged, value = self._log[self._next]
         if logged != name:
-            raise NetflError(f"the checkpoint does not match this run: at answer {self._next} the engine asked "
-                             f"{name}, the checkpoint holds {logged} (was the scenario or netfl changed?)")
+            raise NetflError(
+                f"the checkpoint does not match this run: at answer {self._next} the engine asked "
+                f"{name}, the checkpoint holds {logged} (was the scenario or netfl changed?)"
+            )
         self._next += 1
         self.live.log.append((name, value))  # the resumed run's own log starts as the checkpoint's
         if not self.replaying:
@@ -181,8 +191,7 @@ class Replaying:
         return self._replay("plan_round") if self.replaying else self.live.plan_round(round_index, available)
 
     def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
-        return self._replay("plan_after_probe") if self.replaying else self.live.plan_after_probe(round_index,
-                                                                                                  reported)
+        return self._replay("plan_after_probe") if self.replaying else self.live.plan_after_probe(round_index, reported)
 
     def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
         return self._replay("submit") if self.replaying else self.live.submit(client, round_index, steps)

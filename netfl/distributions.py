@@ -51,8 +51,12 @@ class Distribution:
             return p[0]
         if k in ("uniform", "choice"):
             return {k: list(p)}
-        names = {"normal": ("mean", "std"), "lognormal": ("median", "sigma"), "exponential": ("mean",),
-                 "weibull": ("shape", "scale")}[k]
+        names = {
+            "normal": ("mean", "std"),
+            "lognormal": ("median", "sigma"),
+            "exponential": ("mean",),
+            "weibull": ("shape", "scale"),
+        }[k]
         return {k: dict(zip(names, p))}
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
@@ -120,8 +124,9 @@ class Distribution:
         return f"{self.kind}({', '.join(f'{x:g}' for x in self.params)})"
 
 
-def parse_distribution(value: object, unit_kind: str, kinds: tuple[str, ...] = PER_DEVICE_KINDS, *,
-                       constant: str = "a number") -> Distribution:
+def parse_distribution(
+    value: object, unit_kind: str, kinds: tuple[str, ...] = PER_DEVICE_KINDS, *, constant: str = "a number"
+) -> Distribution:
     """A scenario value as a Distribution of one of ``kinds`` (or a constant, described to the user as
     ``constant``); ValueError says what is accepted."""
     if isinstance(value, Distribution):
@@ -130,8 +135,9 @@ def parse_distribution(value: object, unit_kind: str, kinds: tuple[str, ...] = P
     if not isinstance(value, Mapping):
         return Distribution("constant", (q(value),))
     if len(value) != 1 or next(iter(value)) not in kinds:
-        raise ValueError(f"expected {constant} or one of {', '.join(_FORMS[k] for k in kinds)}; "
-                         f"got keys {sorted(map(str, value))}")
+        raise ValueError(
+            f"expected {constant} or one of {', '.join(_FORMS[k] for k in kinds)}; got keys {sorted(map(str, value))}"
+        )
     kind, args = next(iter(value.items()))
     if kind == "uniform":
         if not (isinstance(args, list) and len(args) == 2):

@@ -34,6 +34,13 @@ from __future__ import annotations
 
 #: The typed columns in file order (after ``sim_time_s, round, device, kind``; ``detail`` comes last) and their type.
 EVENT_FIELDS: dict[str, type] = {
-    "job": int, "task": int, "bytes": int, "flops": float, "energy_j": float, "airtime_s": float,
-    "attempts": int, "staleness": int, "cause": str,
+    "job": int,
+    "task": int,
+    "bytes": int,
+    "flops": float,
+    "energy_j": float,
+    "airtime_s": float,
+    "attempts": int,
+    "staleness": int,
+    "cause": str,
 }

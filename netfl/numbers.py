@@ -25,8 +25,9 @@ class NoBooleanNumbers(BaseModel):
             for key in _numeric_keys(cls) & data.keys():
                 if isinstance(data[key], bool):
                     value = str(data[key]).lower()
-                    raise PydanticCustomError("boolean_number", "{key}: {value} is a boolean; give a number",
-                                              {"key": key, "value": value})
+                    raise PydanticCustomError(
+                        "boolean_number", "{key}: {value} is a boolean; give a number", {"key": key, "value": value}
+                    )
         return data
 
 

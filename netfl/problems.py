@@ -30,8 +30,9 @@ def format_loc(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def describe_validation_error(err: dict[str, Any], model: type[BaseModel], *,
-                              keys_of: KeysOf = field_keys) -> tuple[str, str]:
+def describe_validation_error(
+    err: dict[str, Any], model: type[BaseModel], *, keys_of: KeysOf = field_keys
+) -> tuple[str, str]:
     """One pydantic error as (yaml path, message a user can act on).
 
     ``keys_of`` names the accepted keys of a (nested) model, for a schema whose

@@ -5,13 +5,14 @@ from __future__ import annotations
 import importlib.metadata
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from netfl.build import build_simulation
+from netfl.assemble import build_simulation
 from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint_path
 from netfl.config import scenario_document
 from netfl.config.schema import Scenario
@@ -37,8 +38,9 @@ def default_out_dir(scenario: Scenario) -> Path:
     return scenario.output.dir or Path("results") / scenario.name
 
 
-def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool,
-              updates_skipped: int = 0) -> dict[str, Any]:
+def summarize(
+    scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool, updates_skipped: int = 0
+) -> dict[str, Any]:
     """summary.json's content. ``complete``: the run ended by itself (it was not interrupted), so running it
     again gives the same results -- also when training diverged (``stopped_by: diverged``, ``divergence``);
     ``updates_skipped``: the learner's non-finite updates dropped under ``server.on_divergence: skip_update``."""
@@ -81,8 +83,9 @@ def summarize(scenario: Scenario, result: SimulationResult, *, wall_time_s: floa
     }
 
 
-def _checkpointing(scenario: Scenario, path: Path, every: Every | None, resume: Checkpoint | None,
-                   options: dict[str, Any]) -> Callable[[Learner], Any] | None:
+def _checkpointing(
+    scenario: Scenario, path: Path, every: Every | None, resume: Checkpoint | None, options: dict[str, Any]
+) -> Callable[[Learner], Any] | None:
     """What the engine should talk to: the learner with its answers logged and checkpoints saved to ``path``
     (and, resuming, first the checkpoint's answers replayed), or None for neither."""
     if every is None and resume is None:
@@ -92,8 +95,17 @@ def _checkpointing(scenario: Scenario, path: Path, every: Every | None, resume: 
 
     def wrap(learner: Learner) -> Recording | Replaying:
         def save(log: list, rounds: int, sim_time_s: float) -> None:
-            Checkpoint(scenario_document(scenario), source, options, every, list(log), learner.state(), rounds,
-                       sim_time_s, software_versions()).save(path)
+            Checkpoint(
+                scenario_document(scenario),
+                source,
+                options,
+                every,
+                list(log),
+                learner.state(),
+                rounds,
+                sim_time_s,
+                software_versions(),
+            ).save(path)
 
         done = (resume.rounds, resume.sim_time_s) if resume is not None else (0, 0.0)
         recording = Recording(learner, every, save, done=done)
@@ -119,11 +131,16 @@ def device_columns(result: SimulationResult) -> dict[str, Any]:
     """One row per device for devices.parquet: participation, online fraction, energy and battery."""
     stats, duration = result.stats, result.sim_time_s
     columns: dict[str, Any] = {
-        "device": np.arange(len(stats.group)), "group": stats.group, "tasks_started": stats.tasks_started,
+        "device": np.arange(len(stats.group)),
+        "group": stats.group,
+        "tasks_started": stats.tasks_started,
         "updates_delivered": stats.updates_delivered,
         "online_fraction": stats.online_time_s / duration if duration > 0 else np.zeros(len(stats.group)),
-        "energy_j": stats.energy_j, "charged_j": stats.charged_j,
-        "battery_fraction": stats.battery_fraction, "battery_empty": stats.battery_empty}
+        "energy_j": stats.energy_j,
+        "charged_j": stats.charged_j,
+        "battery_fraction": stats.battery_fraction,
+        "battery_empty": stats.battery_empty,
+    }
     for activity, joules in sorted(stats.energy_by_activity_j.items()):
         columns[f"energy_{activity}_j"] = joules
     return columns
@@ -134,8 +151,14 @@ def _task_summaries(scenario: Scenario, result: SimulationResult) -> list[dict[s
     out = []
     for s, task in enumerate(scenario.tasks):
         acc = [m.tasks[s].accuracy if m.tasks else m.test_accuracy for m in result.metrics]
-        out.append({"dataset": task.dataset.name, "model": task.model.name,
-                    "final_test_accuracy": acc[-1] if acc else None, "best_test_accuracy": max(acc) if acc else None})
+        out.append(
+            {
+                "dataset": task.dataset.name,
+                "model": task.model.name,
+                "final_test_accuracy": acc[-1] if acc else None,
+                "best_test_accuracy": max(acc) if acc else None,
+            }
+        )
     return out
 
 
@@ -152,14 +175,26 @@ def _staleness_summary(staleness: list[int]) -> dict[str, Any]:
     if not staleness:
         return {"mean": None, "max": None, "histogram": {}}
     values, counts = np.unique(staleness, return_counts=True)
-    return {"mean": float(np.mean(staleness)), "max": int(values[-1]),
-            "histogram": {str(int(v)): int(c) for v, c in zip(values, counts)}}
+    return {
+        "mean": float(np.mean(staleness)),
+        "max": int(values[-1]),
+        "histogram": {str(int(v)): int(c) for v, c in zip(values, counts)},
+    }
 
 
-def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: Path | None = None,
-                 progress: Progress | None = None, device: str = "cpu", threads: int | None = None,
-                 write: bool = True, extra_summary: dict[str, Any] | None = None,
-                 checkpoint_every: Every | None = None, resume: Checkpoint | None = None) -> RunOutcome:
+def run_scenario(
+    scenario: Scenario,
+    *,
+    out_dir: Path | None = None,
+    data_dir: Path | None = None,
+    progress: Progress | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
+    write: bool = True,
+    extra_summary: dict[str, Any] | None = None,
+    checkpoint_every: Every | None = None,
+    resume: Checkpoint | None = None,
+) -> RunOutcome:
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
     ``threads``: training worker threads (default: every CPU this process may use; see
@@ -173,8 +208,13 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
     started = time.perf_counter()
     threads = use_threads(threads)
     target = Path(out_dir or default_out_dir(scenario))
-    wrap = _checkpointing(scenario, checkpoint_path(target), checkpoint_every, resume,
-                          {"data_dir": str(data_dir) if data_dir is not None else None})
+    wrap = _checkpointing(
+        scenario,
+        checkpoint_path(target),
+        checkpoint_every,
+        resume,
+        {"data_dir": str(data_dir) if data_dir is not None else None},
+    )
     try:
         simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device, wrap=wrap)
     except KeyboardInterrupt:
@@ -192,17 +232,28 @@ def run_scenario(scenario: Scenario, *, out_dir: Path | None = None, data_dir: P
     with signals_deferred():  # from here on a Ctrl-C (a second one) must not destroy what is being written
         if not complete:
             result = simulation.partial_result()
-        summary = summarize(scenario, result, wall_time_s=time.perf_counter() - started, complete=complete,
-                            updates_skipped=learner.updates_skipped)
+        summary = summarize(
+            scenario,
+            result,
+            wall_time_s=time.perf_counter() - started,
+            complete=complete,
+            updates_skipped=learner.updates_skipped,
+        )
         summary.update(device=device, threads=threads, **(extra_summary or {}))
         outcome = RunOutcome(summary, None, result, [task.num_classes for task in learner.tasks])
         if write:
             outcome.out_dir = write_run(
-                target, summary=summary, metrics=result.metrics,
-                devices=device_columns(result), num_classes=outcome.num_classes, events=result.recorder.columns(),
+                target,
+                summary=summary,
+                metrics=result.metrics,
+                devices=device_columns(result),
+                num_classes=outcome.num_classes,
+                events=result.recorder.columns(),
                 staleness=result.staleness if scenario.server.mode == "async" else (),
-                title=f"{scenario.name}: {scenario.server.algorithm.name}", scenario=scenario_document(scenario),
-                source=str(scenario.source.resolve()) if scenario.source is not None else None)
+                title=f"{scenario.name}: {scenario.server.algorithm.name}",
+                scenario=scenario_document(scenario),
+                source=str(scenario.source.resolve()) if scenario.source is not None else None,
+            )
     if not complete:
         raise Interrupted(outcome.out_dir)
     if wrap is not None:

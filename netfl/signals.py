@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 
 class Interrupted(KeyboardInterrupt):
@@ -53,8 +53,9 @@ def signals_deferred() -> Iterator[list[int]]:
     if not _main_thread():
         yield received
         return
-    previous = {s: signal.signal(s, lambda signum, frame: received.append(signum))
-                for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {
+        s: signal.signal(s, lambda signum, frame: received.append(signum)) for s in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
         yield received
     finally:

@@ -19,13 +19,35 @@ _PREFIX = {"": 1.0, "n": 1e-9, "u": 1e-6, "µ": 1e-6, "m": 1e-3, "k": 1e3, "K": 
 # unit kind -> {suffix: factor to the base unit}
 UNITS: dict[str, dict[str, float]] = {
     "time": {"": 1.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0, "d": 86400.0},
-    "energy": {"": 1.0, **{p + "J": f for p, f in _PREFIX.items() if p in ("", "m", "k", "M")}, "Wh": 3600.0, "mWh": 3.6, "kWh": 3.6e6},
+    "energy": {
+        "": 1.0,
+        **{p + "J": f for p, f in _PREFIX.items() if p in ("", "m", "k", "M")},
+        "Wh": 3600.0,
+        "mWh": 3.6,
+        "kWh": 3.6e6,
+    },
     "power": {"": 1.0, **{p + "W": f for p, f in _PREFIX.items() if p in ("", "u", "m", "k")}},
-    "rate": {"": 1.0, **{p + "bps": f for p, f in _PREFIX.items() if p in ("", "k", "K", "M", "G")},
-             **{p + "bit/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G")}},
-    "bytes": {"": 1.0, "B": 1.0, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1024.0, "MiB": 1024.0**2, "GiB": 1024.0**3},
-    "flops": {"": 1.0, **{p + "FLOPS": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")},
-              **{p + "FLOP/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")}},
+    "rate": {
+        "": 1.0,
+        **{p + "bps": f for p, f in _PREFIX.items() if p in ("", "k", "K", "M", "G")},
+        **{p + "bit/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G")},
+    },
+    "bytes": {
+        "": 1.0,
+        "B": 1.0,
+        "kB": 1e3,
+        "KB": 1e3,
+        "MB": 1e6,
+        "GB": 1e9,
+        "KiB": 1024.0,
+        "MiB": 1024.0**2,
+        "GiB": 1024.0**3,
+    },
+    "flops": {
+        "": 1.0,
+        **{p + "FLOPS": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")},
+        **{p + "FLOP/s": f for p, f in _PREFIX.items() if p in ("", "k", "M", "G", "T")},
+    },
     "fraction": {"": 1.0, "%": 0.01},
     "frequency": {"": 1.0, "Hz": 1.0, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9},
     "distance": {"": 1.0, "m": 1.0, "km": 1e3},
@@ -60,14 +82,26 @@ def parse_quantity(value: object, kind: str) -> float:
     if not math.isfinite(result):
         raise ValueError(f"{value!r} is not finite; {accepted}")
     if kind == "time" and abs(result) > MAX_SECONDS:
-        raise ValueError(f"{value!r} is longer than netfl simulates: at most {MAX_SECONDS:g} s (about 317 years; "
-                         "simulated time is a float64 of seconds)")
+        raise ValueError(
+            f"{value!r} is longer than netfl simulates: at most {MAX_SECONDS:g} s (about 317 years; "
+            "simulated time is a float64 of seconds)"
+        )
     return result
 
 
 def _example(kind: str) -> str:
-    return {"time": "30s", "energy": "55kJ", "power": "2W", "rate": "20Mbps", "bytes": "1MB",
-            "flops": "2GFLOPS", "fraction": "30%", "frequency": "10MHz", "distance": "100m", "count": "10"}[kind]
+    return {
+        "time": "30s",
+        "energy": "55kJ",
+        "power": "2W",
+        "rate": "20Mbps",
+        "bytes": "1MB",
+        "flops": "2GFLOPS",
+        "fraction": "30%",
+        "frequency": "10MHz",
+        "distance": "100m",
+        "count": "10",
+    }[kind]
 
 
 def _quantity(kind: str):

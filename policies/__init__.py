@@ -11,9 +11,18 @@ class; importing this package fills it with the built-ins.
 from __future__ import annotations
 
 from netfl.policies import builtin  # noqa: F401  (fills the catalog with the built-ins)
-from netfl.policies.base import (AvailabilityPolicy, DeviceInfo, DeviceState, PolicyParams, RoundPolicy,
-                                 SessionPolicy)
+from netfl.policies.base import AvailabilityPolicy, DeviceInfo, DeviceState, PolicyParams, RoundPolicy, SessionPolicy
 from netfl.policies.catalog import BUILTIN_POLICIES, build_policy, check_spec, policy_class
 
-__all__ = ["AvailabilityPolicy", "DeviceInfo", "DeviceState", "PolicyParams", "RoundPolicy", "SessionPolicy",
-           "BUILTIN_POLICIES", "policy_class", "check_spec", "build_policy"]
+__all__ = [
+    "AvailabilityPolicy",
+    "DeviceInfo",
+    "DeviceState",
+    "PolicyParams",
+    "RoundPolicy",
+    "SessionPolicy",
+    "BUILTIN_POLICIES",
+    "policy_class",
+    "check_spec",
+    "build_policy",
+]

@@ -14,17 +14,19 @@ from netfl.policies.rounds import Bernoulli, Cyclic, Markov
 from netfl.policies.sessions import Always, Daily, Diurnal, OnOff
 from netfl.policies.traces import FedScaleTrace, IntervalTrace
 
-BUILTIN_POLICIES.update({
-    "always": Always,
-    "bernoulli": Bernoulli,
-    "markov": Markov,
-    "cyclic": Cyclic,
-    "sessions": OnOff,
-    "daily": Daily,
-    "diurnal": Diurnal,
-    "eligible": Eligible,
-    "fedscale_trace": FedScaleTrace,
-    "trace_csv": IntervalTrace,
-})
+BUILTIN_POLICIES.update(
+    {
+        "always": Always,
+        "bernoulli": Bernoulli,
+        "markov": Markov,
+        "cyclic": Cyclic,
+        "sessions": OnOff,
+        "daily": Daily,
+        "diurnal": Diurnal,
+        "eligible": Eligible,
+        "fedscale_trace": FedScaleTrace,
+        "trace_csv": IntervalTrace,
+    }
+)
 
 __all__ = ["BUILTIN_POLICIES"]

@@ -38,8 +38,10 @@ def policy_class(name: str, base_dir: Path | None = None) -> type[AvailabilityPo
     try:
         return BUILTIN_POLICIES[name]
     except KeyError:
-        raise PolicyError(f"unknown policy {name!r}; built-ins: {', '.join(BUILTIN_POLICIES)}; "
-                          "or a class of yours as path/to/file.py:ClassName") from None
+        raise PolicyError(
+            f"unknown policy {name!r}; built-ins: {', '.join(BUILTIN_POLICIES)}; "
+            "or a class of yours as path/to/file.py:ClassName"
+        ) from None
 
 
 def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = False) -> list[tuple[str, str]]:
@@ -50,8 +52,13 @@ def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = Fals
     except PolicyError as exc:
         return [(".policy", str(exc))]
     if continuous_only and not issubclass(cls, SessionPolicy):
-        return [(".policy", f"{spec.policy!r} is a per-round policy; this needs a continuous-time one "
-                            "(e.g. daily, sessions, diurnal, trace_csv)")]
+        return [
+            (
+                ".policy",
+                f"{spec.policy!r} is a per-round policy; this needs a continuous-time one "
+                "(e.g. daily, sessions, diurnal, trace_csv)",
+            )
+        ]
     try:
         params = cls.Params.model_validate(spec.params)
     except ValidationError as exc:

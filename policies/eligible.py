@@ -36,13 +36,19 @@ class NestedPolicy(PolicySpec):
             return self
         cls = BUILTIN_POLICIES.get(self.policy)
         continuous = continuous_builtins()
-        problem = (f"unknown policy {self.policy!r}; continuous-time built-ins: {', '.join(continuous)}; "
-                   f"or a class of yours as path/to/file.py:ClassName" if cls is None else
-                   f"{self.policy!r} is a per-round policy; a component must be continuous-time "
-                   f"({', '.join(continuous)})" if not issubclass(cls, SessionPolicy) else None)
+        problem = (
+            f"unknown policy {self.policy!r}; continuous-time built-ins: {', '.join(continuous)}; "
+            f"or a class of yours as path/to/file.py:ClassName"
+            if cls is None
+            else f"{self.policy!r} is a per-round policy; a component must be continuous-time ({', '.join(continuous)})"
+            if not issubclass(cls, SessionPolicy)
+            else None
+        )
         if problem is not None:
-            raise ValidationError.from_exception_data("NestedPolicy", [
-                {"type": PydanticCustomError("policy", problem), "loc": ("policy",), "input": self.policy}])
+            raise ValidationError.from_exception_data(
+                "NestedPolicy",
+                [{"type": PydanticCustomError("policy", problem), "loc": ("policy",), "input": self.policy}],
+            )
         try:
             cls.Params.model_validate(self.params)
         except ValidationError as exc:
@@ -80,15 +86,20 @@ class Eligible(SessionPolicy):
                 continue
             component = build_policy(spec, device, child_rng)
             if not isinstance(component, SessionPolicy):
-                raise PolicyError(f"eligible.{name}: {spec.policy!r} is a per-round policy; "
-                                  "a component must be continuous-time")
+                raise PolicyError(
+                    f"eligible.{name}: {spec.policy!r} is a per-round policy; a component must be continuous-time"
+                )
             self.components[name] = component
 
     @classmethod
     def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:
         """The components in full: a user's class is only loadable once the topology's folder is known."""
-        return [(f".{name}{path}", msg) for name in ("idle", "wifi") if getattr(params, name) is not None
-                for path, msg in check_spec(getattr(params, name), base_dir, continuous_only=True)]
+        return [
+            (f".{name}{path}", msg)
+            for name in ("idle", "wifi")
+            if getattr(params, name) is not None
+            for path, msg in check_spec(getattr(params, name), base_dir, continuous_only=True)
+        ]
 
     def online(self, now: float, state: DeviceState) -> bool:
         answers = [c.online(now, state) for c in self.components.values()]  # ask all: each keeps its own clock

@@ -26,7 +26,7 @@ the paper).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
@@ -35,9 +35,14 @@ from pydantic_core import InitErrorDetails, PydanticCustomError, PydanticKnownEr
 from netfl.policies.base import DeviceInfo, PolicyParams
 from netfl.units import parse_quantity
 
-__all__ = ["DataProbability", "SmallestLabelProbability", "ProbabilitySource", "resolve_probability",
-           "resolve_probabilities",
-           "nested_validation_error"]
+__all__ = [
+    "DataProbability",
+    "SmallestLabelProbability",
+    "ProbabilitySource",
+    "resolve_probability",
+    "resolve_probabilities",
+    "nested_validation_error",
+]
 
 
 class DataProbability(PolicyParams):
@@ -61,8 +66,9 @@ class SmallestLabelProbability(PolicyParams):
 _SOURCES: dict[str, type[BaseModel]] = {"data": DataProbability, "smallest_label": SmallestLabelProbability}
 
 
-def nested_validation_error(exc: ValidationError, model: type[BaseModel], title: str,
-                            prefix: tuple[str | int, ...] = ()) -> ValidationError:
+def nested_validation_error(
+    exc: ValidationError, model: type[BaseModel], title: str, prefix: tuple[str | int, ...] = ()
+) -> ValidationError:
     """Re-raise a nested model's errors so that they keep their key path.
 
     Pydantic prefixes the locations of a ValidationError raised inside a
@@ -76,9 +82,15 @@ def nested_validation_error(exc: ValidationError, model: type[BaseModel], title:
     for err in exc.errors():
         loc = prefix + tuple(err["loc"])
         if err["type"] == "extra_forbidden":
-            details.append({"type": PydanticCustomError("unknown_key", "unknown key; accepted: {accepted}",
-                                                        {"accepted": accepted}),
-                            "loc": loc, "input": err["input"]})
+            details.append(
+                {
+                    "type": PydanticCustomError(
+                        "unknown_key", "unknown key; accepted: {accepted}", {"accepted": accepted}
+                    ),
+                    "loc": loc,
+                    "input": err["input"],
+                }
+            )
         else:
             detail: InitErrorDetails = {"type": err["type"], "loc": loc, "input": err["input"]}
             if "ctx" in err:
@@ -88,8 +100,9 @@ def nested_validation_error(exc: ValidationError, model: type[BaseModel], title:
 
 
 def _custom(loc: tuple[str | int, ...], value: Any, message: str) -> ValidationError:
-    return ValidationError.from_exception_data("ProbabilitySource", [
-        {"type": PydanticCustomError("probability_source", message), "loc": loc, "input": value}])
+    return ValidationError.from_exception_data(
+        "ProbabilitySource", [{"type": PydanticCustomError("probability_source", message), "loc": loc, "input": value}]
+    )
 
 
 _ACCEPTED = "a probability in (0, 1] (e.g. 0.3 or '30%'), {from: data, ...} or {from: smallest_label, ...}"
@@ -122,13 +135,15 @@ def _parse_probability(value: Any) -> float | DataProbability | SmallestLabelPro
     return p
 
 
-ProbabilitySource = Annotated[Union[float, DataProbability, SmallestLabelProbability],
-                              PlainValidator(_parse_probability)]
+ProbabilitySource = Annotated[float | DataProbability | SmallestLabelProbability, PlainValidator(_parse_probability)]
 """A per-device participation probability: a number, or a rule resolved per device."""
 
 
-def resolve_probabilities(source: float | DataProbability | SmallestLabelProbability, label_mix: np.ndarray,
-                          shared_rng: Callable[[str], np.random.Generator]) -> np.ndarray:
+def resolve_probabilities(
+    source: float | DataProbability | SmallestLabelProbability,
+    label_mix: np.ndarray,
+    shared_rng: Callable[[str], np.random.Generator],
+) -> np.ndarray:
     """The probability ``p_n`` of each device, from the devices' label mixes (n x labels; see the module
     docstring for the rules). ``shared_rng(name)``: the generator whose draws every device shares
     (:meth:`~netfl.policies.base.DeviceInfo.shared_rng`)."""
@@ -136,8 +151,7 @@ def resolve_probabilities(source: float | DataProbability | SmallestLabelProbabi
     n, num_labels = q.shape
     if isinstance(source, DataProbability):
         # One draw for the whole scenario: every device sees the same m.
-        m = shared_rng("fedau-participation").dirichlet(
-            source.concentration * np.ones(num_labels))
+        m = shared_rng("fedau-participation").dirichlet(source.concentration * np.ones(num_labels))
         return np.minimum(np.maximum(source.floor, source.scale * num_labels * (q @ m)), 1.0)
     if isinstance(source, SmallestLabelProbability):
         held = q > 0

@@ -35,14 +35,15 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any, Callable, ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 
 from netfl import keyed_random
+from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.distributions import Distribution
 from netfl.policies.sessions import DAY, HOUR
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
@@ -72,7 +73,7 @@ class PopulationModel(ABC):
 
     # ---------------------------------------------------------------- queries
 
-    def advance(self, now: float, on_flip: "FlipHook | None" = None) -> None:
+    def advance(self, now: float, on_flip: FlipHook | None = None) -> None:
         """Bring every device to ``now``. ``on_flip(devices, at, was_on)`` sees each batch of flips."""
         if now < self._earliest:
             return
@@ -83,14 +84,14 @@ class PopulationModel(ABC):
             self._flip(due, on_flip)
         self._earliest = float(self.change.min()) if self.n else math.inf
 
-    def advance_one(self, j: int, now: float, on_flip: "FlipHook | None" = None) -> bool:
+    def advance_one(self, j: int, now: float, on_flip: FlipHook | None = None) -> bool:
         """Bring device ``j`` alone to ``now``; its state."""
         while self.change[j] <= now:
             self._flip(np.array([j]), on_flip)
         self._earliest = min(self._earliest, float(self.change[j]))
         return bool(self.state[j])
 
-    def _flip(self, due: np.ndarray, on_flip: "FlipHook | None") -> None:
+    def _flip(self, due: np.ndarray, on_flip: FlipHook | None) -> None:
         at = self.change[due]
         if on_flip is not None:
             on_flip(due, self.since[due], at, self.state[due])
@@ -337,8 +338,9 @@ def supports_population(policy: str) -> bool:
     return policy in POPULATION_MODELS
 
 
-def build_population_model(policy: str, params: Any, n: int, key: int, label_mix: np.ndarray,
-                           seed: int) -> PopulationModel:
+def build_population_model(
+    policy: str, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int
+) -> PopulationModel:
     """The population form of built-in ``policy`` for ``n`` devices; ``label_mix`` (n x labels) feeds
     probabilities given ``from: data`` or ``from: smallest_label``."""
     return POPULATION_MODELS[policy](params, n, key, label_mix, seed)

@@ -23,8 +23,7 @@ from netfl.distributions import Distribution, parse_duration
 from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
 from netfl.units import Seconds, parse_quantity
 
-__all__ = ["Duration", "parse_duration", "ClockTime", "OnOff", "Daily", "Diurnal",
-           "PRODUCTION_PROFILE"]
+__all__ = ["Duration", "parse_duration", "ClockTime", "OnOff", "Daily", "Diurnal", "PRODUCTION_PROFILE"]
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -96,8 +95,10 @@ _CLOCK = re.compile(r"^\s*(\d{1,2}):(\d{2})(?::(\d{2}(?:\.\d+)?))?\s*$")
 def _parse_clock(value: object) -> float:
     """Seconds after midnight from "HH:MM", "HH:MM:SS" or a duration with a unit ("22h")."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        raise ValueError(f"write the time of day in quotes, e.g. \"22:00\" (YAML reads an unquoted 22:00 as the "
-                         f"number 1320); got {value!r}")
+        raise ValueError(
+            f'write the time of day in quotes, e.g. "22:00" (YAML reads an unquoted 22:00 as the '
+            f"number 1320); got {value!r}"
+        )
     if isinstance(value, str):
         match = _CLOCK.match(value)
         if match:
@@ -111,7 +112,7 @@ def _parse_clock(value: object) -> float:
             seconds = math.nan
         if 0 <= seconds <= DAY:
             return seconds % DAY
-    raise ValueError(f"expected a time of day such as \"22:00\" or \"07:30:00\", got {value!r}")
+    raise ValueError(f'expected a time of day such as "22:00" or "07:30:00", got {value!r}')
 
 
 ClockTime = Annotated[float, PlainValidator(_parse_clock)]
@@ -138,11 +139,14 @@ class Daily(SessionPolicy):
         def _window_fits(self):
             length = (self.end - self.start) % DAY
             if length == 0:
-                raise ValueError("start and end are the same time of day; for a device that is always "
-                                 "online use policy: always")
+                raise ValueError(
+                    "start and end are the same time of day; for a device that is always online use policy: always"
+                )
             if 2 * self.jitter >= min(length, DAY - length):
-                raise ValueError(f"jitter ({self.jitter:g}s) must be less than half the window "
-                                 f"({length:g}s) and half the gap ({DAY - length:g}s)")
+                raise ValueError(
+                    f"jitter ({self.jitter:g}s) must be less than half the window "
+                    f"({length:g}s) and half the gap ({DAY - length:g}s)"
+                )
             return self
 
     def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
@@ -182,7 +186,8 @@ class Daily(SessionPolicy):
 # System Design", MLSys 2019, device availability over the day; Yang et al.
 # 2018, Gboard). The levels are illustrative, not a fit to a trace.
 PRODUCTION_PROFILE: tuple[float, ...] = tuple(
-    round(0.25 + 0.15 * math.cos(2 * math.pi * (h + 0.5 - 3) / 24), 3) for h in range(24))
+    round(0.25 + 0.15 * math.cos(2 * math.pi * (h + 0.5 - 3) / 24), 3) for h in range(24)
+)
 
 Probability = Annotated[float, Field(ge=0, le=1)]
 
@@ -206,9 +211,11 @@ class Diurnal(SessionPolicy):
 
     class Params(PolicyParams):
         profile: Annotated[list[Probability], Field(min_length=24, max_length=24)] | None = Field(
-            None, description="24 probabilities, hour 0 (00:00-01:00 local) first")
+            None, description="24 probabilities, hour 0 (00:00-01:00 local) first"
+        )
         preset: Literal["production"] | None = Field(
-            None, description="a built-in profile instead of profile; production when neither is given")
+            None, description="a built-in profile instead of profile; production when neither is given"
+        )
         mixing: Seconds = Field(600.0, gt=0, description="mean time between state redraws")
         time_zone_offset: Seconds = Field(0.0, description="local time minus simulated time")
 

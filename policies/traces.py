@@ -107,6 +107,7 @@ class _TracePolicy(SessionPolicy):
 
 # ---------------------------------------------------------------- FedScale
 
+
 class _FedScaleFile:
     """One loaded FedScale trace; clients are checked and normalised on first use."""
 
@@ -128,19 +129,22 @@ class _FedScaleFile:
     def _normalise(self, key: Any, record: Any) -> tuple[list[tuple[float, float]], float]:
         where = f"{self.path}: client {key!r}"
         if not isinstance(record, Mapping):
-            raise PolicyError(f"{where}: expected a dict with 'active', 'inactive' and 'finish_time', "
-                              f"got {type(record).__name__}")
+            raise PolicyError(
+                f"{where}: expected a dict with 'active', 'inactive' and 'finish_time', got {type(record).__name__}"
+            )
         missing = [k for k in ("active", "inactive", "finish_time") if k not in record]
         if missing:
-            raise PolicyError(f"{where}: missing key(s) {', '.join(map(repr, missing))} "
-                              f"(has {', '.join(map(repr, record))})")
+            raise PolicyError(
+                f"{where}: missing key(s) {', '.join(map(repr, missing))} (has {', '.join(map(repr, record))})"
+            )
         try:
             finish = float(record["finish_time"])
             active = [float(x) for x in record["active"]]
             inactive = [float(x) for x in record["inactive"]]
         except (TypeError, ValueError) as exc:
-            raise PolicyError(f"{where}: 'finish_time' must be a number and 'active'/'inactive' lists of "
-                              f"numbers ({exc})") from None
+            raise PolicyError(
+                f"{where}: 'finish_time' must be a number and 'active'/'inactive' lists of numbers ({exc})"
+            ) from None
         if not (math.isfinite(finish) and finish > 0):
             raise PolicyError(f"{where}: 'finish_time' must be > 0, got {record['finish_time']!r}")
         if len(active) != len(inactive):
@@ -156,9 +160,11 @@ class _FedScaleFile:
 _fedscale_cache: dict[tuple[str, int], _FedScaleFile] = {}
 
 #: Why a pickle is not read without the opt-in, and what to do instead.
-PICKLE_REFUSED = ("a FedScale trace is a Python pickle, and unpickling runs whatever code the file holds; convert it "
-                  "once, from a source you trust, with `netfl trace convert TRACE.pkl trace.csv --allow-pickle` and use "
-                  "policy trace_csv, or set trust_pickle: true beside file")
+PICKLE_REFUSED = (
+    "a FedScale trace is a Python pickle, and unpickling runs whatever code the file holds; convert it "
+    "once, from a source you trust, with `netfl trace convert TRACE.pkl trace.csv --allow-pickle` and use "
+    "policy trace_csv, or set trust_pickle: true beside file"
+)
 
 
 def _load_fedscale(path: Path, *, trusted: bool) -> _FedScaleFile:
@@ -173,12 +179,15 @@ def _load_fedscale(path: Path, *, trusted: bool) -> _FedScaleFile:
             with open(path, "rb") as fh:
                 data = pickle.load(fh)  # noqa: S301 -- documented: only load trusted files
         except Exception as exc:
-            raise PolicyError(f"{path}: cannot read the FedScale trace (a pickle): "
-                              f"{type(exc).__name__}: {exc}") from None
+            raise PolicyError(
+                f"{path}: cannot read the FedScale trace (a pickle): {type(exc).__name__}: {exc}"
+            ) from None
         if not isinstance(data, dict) or not data:
-            raise PolicyError(f"{path}: expected a pickled non-empty dict client id -> {{'active': [...], "
-                              f"'inactive': [...], 'finish_time': ...}}, got {type(data).__name__}"
-                              f"{' (empty)' if isinstance(data, dict) else ''}")
+            raise PolicyError(
+                f"{path}: expected a pickled non-empty dict client id -> {{'active': [...], "
+                f"'inactive': [...], 'finish_time': ...}}, got {type(data).__name__}"
+                f"{' (empty)' if isinstance(data, dict) else ''}"
+            )
         _fedscale_cache[key] = _FedScaleFile(path, data)
     return _fedscale_cache[key]
 
@@ -195,8 +204,11 @@ class FedScaleTrace(_TracePolicy):
     class Params(PolicyParams):
         file: Path = Field(description="the pickled trace, relative to the topology file")
         client_offset: int = Field(0, ge=0, description="device n replays sorted client (n + offset) mod count")
-        trust_pickle: bool = Field(False, description="read the pickle, which runs any code it holds: only for a "
-                                                      "trace from a source you trust (else convert it to CSV)")
+        trust_pickle: bool = Field(
+            False,
+            description="read the pickle, which runs any code it holds: only for a "
+            "trace from a source you trust (else convert it to CSV)",
+        )
 
     @classmethod
     def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:
@@ -210,8 +222,9 @@ class FedScaleTrace(_TracePolicy):
         self._trace = _Intervals(intervals, finish)
 
 
-def fedscale_to_csv(pickle_path: str | Path, csv_path: str | Path, num_devices: int | None = None, *,
-                    allow_pickle: bool = False) -> float:
+def fedscale_to_csv(
+    pickle_path: str | Path, csv_path: str | Path, num_devices: int | None = None, *, allow_pickle: bool = False
+) -> float:
     """Write a FedScale trace as ``trace_csv`` rows and return the period to give that policy.
 
     ``allow_pickle``: the opt-in to unpickle the trace, which runs whatever code it holds (a PolicyError
@@ -264,8 +277,9 @@ def _load_csv(path: Path) -> dict[int, list[tuple[float, float, int]]]:
     try:
         rows = _read_csv(path)
     except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); "
-                          "write the trace as CSV text") from None
+        raise PolicyError(
+            f"{path}: not a UTF-8 text file ({exc.reason} at byte {exc.start}); write the trace as CSV text"
+        ) from None
     except (OSError, csv.Error) as exc:
         raise PolicyError(f"{path}: cannot read the interval trace: {exc}") from None
     _csv_cache[key] = rows
@@ -295,8 +309,9 @@ def _read_csv(path: Path) -> dict[int, list[tuple[float, float, int]]]:
             try:
                 start, end = float(row[1]), float(row[2])
             except ValueError:
-                raise PolicyError(f"{path}:{line}: start_s and end_s must be numbers of seconds, "
-                                  f"got {row[1]!r}, {row[2]!r}") from None
+                raise PolicyError(
+                    f"{path}:{line}: start_s and end_s must be numbers of seconds, got {row[1]!r}, {row[2]!r}"
+                ) from None
             if not (math.isfinite(start) and math.isfinite(end) and 0 <= start < end):
                 raise PolicyError(f"{path}:{line}: need 0 <= start_s < end_s, got {row[1]!r}, {row[2]!r}")
             rows.setdefault(device, []).append((start, end, line))
@@ -323,6 +338,8 @@ class IntervalTrace(_TracePolicy):
         if params.period is not None:
             for _, end, line in rows:
                 if end > params.period:
-                    raise PolicyError(f"{path}:{line}: end_s {end:g} is after the period ({params.period:g} s); "
-                                      "intervals must lie within one period")
+                    raise PolicyError(
+                        f"{path}:{line}: end_s {end:g} is after the period ({params.period:g} s); "
+                        "intervals must lie within one period"
+                    )
         self._trace = _Intervals([(s, e) for s, e, _ in rows], params.period)

@@ -96,7 +96,9 @@ class _Guard:
         except PolicyError:
             raise
         except (Exception, SystemExit) as exc:  # sys.exit() in a policy must not end netfl with the user's code
-            raise PolicyError(f"{_where(exc, self._path)}: {type(exc).__name__} in {self._name}.{what}: {exc}") from None
+            raise PolicyError(
+                f"{_where(exc, self._path)}: {type(exc).__name__} in {self._name}.{what}: {exc}"
+            ) from None
 
     def _defined_at(self, fn) -> str:
         """``file:line`` of the user's method, for answers that are wrong without raising."""
@@ -109,8 +111,10 @@ class _Guard:
         if p is None:
             return None
         if isinstance(p, bool) or not isinstance(p, (int, float, np.floating)) or not 0 < float(p) <= 1:
-            raise PolicyError(f"{self._defined_at(fn)}: {self._name} gives participation probability {p!r}; "
-                              "expected a number in (0, 1], or None")
+            raise PolicyError(
+                f"{self._defined_at(fn)}: {self._name} gives participation probability {p!r}; "
+                "expected a number in (0, 1], or None"
+            )
         return float(p)
 
     def battery_marks(self) -> tuple[float, ...]:
@@ -121,14 +125,17 @@ class _Guard:
         except (TypeError, ValueError):
             marks = None
         if marks is None or not all(0 <= m <= 1 for m in marks):
-            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.battery_marks returned an unusable value; "
-                              "expected battery fractions between 0 and 1, e.g. (0.5,)")
+            raise PolicyError(
+                f"{self._defined_at(fn)}: {self._name}.battery_marks returned an unusable value; "
+                "expected battery fractions between 0 and 1, e.g. (0.5,)"
+            )
         return marks
 
     def _yes_no(self, fn, what: str, answer) -> bool:
         if not isinstance(answer, (bool, int, np.bool_)):
-            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.{what} returned {answer!r}; "
-                              "expected True or False")
+            raise PolicyError(
+                f"{self._defined_at(fn)}: {self._name}.{what} returned {answer!r}; expected True or False"
+            )
         return bool(answer)
 
 
@@ -149,9 +156,12 @@ class _GuardedSession(_Guard, SessionPolicy):
         try:
             at = float(at)
         except (TypeError, ValueError):
-            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.next_wakeup returned {at!r}; "
-                              "expected a time in seconds") from None
+            raise PolicyError(
+                f"{self._defined_at(fn)}: {self._name}.next_wakeup returned {at!r}; expected a time in seconds"
+            ) from None
         if math.isnan(at) or at <= now:
-            raise PolicyError(f"{self._defined_at(fn)}: {self._name}.next_wakeup({now:g}) returned {at:g}, "
-                              "which is not after now (math.inf: never)")
+            raise PolicyError(
+                f"{self._defined_at(fn)}: {self._name}.next_wakeup({now:g}) returned {at:g}, "
+                "which is not after now (math.inf: never)"
+            )
         return at

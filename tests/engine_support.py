@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from netfl.events import EVENT_FIELDS
+from netfl.assemble import build_world
 from netfl.backend import Evaluation, RoundContext, RoundPlan, Work, sample_uniform
+from netfl.config import scenario_from_dict
+from netfl.events import EVENT_FIELDS
 from netfl.policies import DeviceInfo, PolicyParams, RoundPolicy, SessionPolicy, build_policy
 from netfl.rng import RandomStreams
-from netfl.build import build_world
-from netfl.config import scenario_from_dict
 from netfl.sim.simulation import Simulation
 
 REL = 1e-12
@@ -49,8 +49,9 @@ class FakeBackend:
         self.evaluations = 0
 
     def plan_round(self, round_index: int, available) -> RoundPlan:
-        return RoundPlan(tuple(self.submit(c, round_index) for c in sample_uniform(available, self.participants,
-                                                                                   self.rng)))
+        return RoundPlan(
+            tuple(self.submit(c, round_index) for c in sample_uniform(available, self.participants, self.rng))
+        )
 
     def plan_after_probe(self, round_index: int, reported) -> RoundPlan:
         raise AssertionError("FakeBackend never probes")
@@ -87,11 +88,19 @@ class NeverRound(RoundPolicy):
         return False
 
 
-def group(name: str, count: int = 1, *, flops: float = 1e9, up: float = 1e6, down: float | None = None,
-          latency: float = 0.0, power: dict | None = None, battery: dict | None = None,
-          availability: dict | None = None) -> dict:
-    g = {"group": name, "count": count, "compute": {"flops_per_s": flops},
-         "link": {"uplink": up, "latency": latency}}
+def group(
+    name: str,
+    count: int = 1,
+    *,
+    flops: float = 1e9,
+    up: float = 1e6,
+    down: float | None = None,
+    latency: float = 0.0,
+    power: dict | None = None,
+    battery: dict | None = None,
+    availability: dict | None = None,
+) -> dict:
+    g = {"group": name, "count": count, "compute": {"flops_per_s": flops}, "link": {"uplink": up, "latency": latency}}
     if down is not None:
         g["link"]["downlink"] = down
     if power is not None:
@@ -103,8 +112,14 @@ def group(name: str, count: int = 1, *, flops: float = 1e9, up: float = 1e6, dow
     return g
 
 
-def scenario(devices: list[dict], *, stop: dict | None = None, round: dict | None = None, seed: int = 1,
-             check_references: bool = True):
+def scenario(
+    devices: list[dict],
+    *,
+    stop: dict | None = None,
+    round: dict | None = None,
+    seed: int = 1,
+    check_references: bool = True,
+):
     data = {
         "name": "engine-test",
         "seed": seed,
@@ -126,11 +141,15 @@ def simulate(sc, backend: FakeBackend, policy_cls: type[RoundPolicy] | None = Al
     streams = RandomStreams(sc.seed)
     groups = [g for g in sc.devices for _ in range(g.count)]
     if policy_cls is None:
-        policies = [build_policy(g.availability, info(i, g.group), streams.numpy("availability", i))
-                    for i, g in enumerate(groups)]
+        policies = [
+            build_policy(g.availability, info(i, g.group), streams.numpy("availability", i))
+            for i, g in enumerate(groups)
+        ]
     else:
-        policies = [policy_cls(policy_cls.Params(), info(i, g.group), streams.numpy("availability", i))
-                    for i, g in enumerate(groups)]
+        policies = [
+            policy_cls(policy_cls.Params(), info(i, g.group), streams.numpy("availability", i))
+            for i, g in enumerate(groups)
+        ]
     backend.participants = sc.server.round.asked
     sim = Simulation(build_world(sc, streams, policies=policies), backend)
     return sim, sim.run()
@@ -163,8 +182,10 @@ class Ev:
 def events(sim: Simulation, kind: str | None = None, device: int | None = None) -> list[Ev]:
     r = sim.recorder
     typed = {name: r.column(name) for name in EVENT_FIELDS}
-    rows = [Ev(*row, {name: column[i] for name, column in typed.items() if column[i] is not None})
-            for i, row in enumerate(zip(r.times, r.rounds, r.devices, r.kinds, r.details))]
+    rows = [
+        Ev(*row, {name: column[i] for name, column in typed.items() if column[i] is not None})
+        for i, row in enumerate(zip(r.times, r.rounds, r.devices, r.kinds, r.details))
+    ]
     return [e for e in rows if (kind is None or e.kind == kind) and (device is None or e.device == device)]
 
 
@@ -177,9 +198,14 @@ def by_job(sim: Simulation, kind: str) -> dict[int, float]:
 
 def network_scenario(devices, *, network=None, server=None, stop=None, seed=1, check=True):
     """A scenario with a ``network:`` section (and ``server:`` as given) on digits."""
-    data = {"name": "net", "seed": seed, "stop": stop or {"rounds": 3},
-            "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}},
-            "devices": devices, "server": server or {}}
+    data = {
+        "name": "net",
+        "seed": seed,
+        "stop": stop or {"rounds": 3},
+        "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}},
+        "devices": devices,
+        "server": server or {},
+    }
     if network is not None:
         data["network"] = network
     return scenario_from_dict(data, check_references=check)
@@ -192,7 +218,9 @@ def run_network(sc, backend, policy_cls=AlwaysRound):
     n = sc.num_devices
     if policy_cls is None:
         groups = [g for g in sc.devices for _ in range(g.count)]
-        policies = [build_policy(g.availability, info(i), streams.numpy("availability", i)) for i, g in enumerate(groups)]
+        policies = [
+            build_policy(g.availability, info(i), streams.numpy("availability", i)) for i, g in enumerate(groups)
+        ]
     else:
         policies = [policy_cls(policy_cls.Params(), info(i), streams.numpy("availability", i)) for i in range(n)]
     sim = Simulation(build_world(sc, streams, policies=policies), backend)
@@ -223,8 +251,9 @@ def run_with_charger(sc, charger_params: dict, policy=NeverRound, backend=None):
     streams = RandomStreams(sc.seed)
     n = sc.num_devices
     policies = [policy(policy.Params(), info(i), streams.numpy("availability", i)) for i in range(n)]
-    chargers = [PluggedBetween(PluggedBetween.Params(**charger_params), info(i), streams.numpy("charging", i))
-                for i in range(n)]
+    chargers = [
+        PluggedBetween(PluggedBetween.Params(**charger_params), info(i), streams.numpy("charging", i)) for i in range(n)
+    ]
     sim = Simulation(build_world(sc, streams, policies=policies, chargers=chargers), backend or FakeBackend())
     return sim, sim.run()
 

@@ -11,7 +11,7 @@ from netfl.rng import RandomStreams
 def linear_ce_gradient(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:
     """d(mean cross-entropy)/d[W, b] of the linear model logits = x W^T + b, written out: (softmax - onehot) / n."""
     dim = x.shape[1]
-    weight, bias = w[:classes * dim].view(classes, dim), w[classes * dim:]
+    weight, bias = w[: classes * dim].view(classes, dim), w[classes * dim :]
     g = torch.softmax(x @ weight.T + bias, dim=1)
     g[torch.arange(len(y)), y] -= 1.0
     g /= len(y)

@@ -50,8 +50,11 @@ def main() -> None:
     scenario = load_scenario(first.path / "scenario.yaml")
     seeds = [r.seed for r in runs[ps[0], algorithms[0]]]
 
-    rows = ["| p (classes per worker) | algorithm | eta | final acc | best acc | mean acc, last 25 % of the run "
-            "| CS − CD (last 25 %) |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| p (classes per worker) | algorithm | eta | final acc | best acc | mean acc, last 25 % of the run "
+        "| CS − CD (last 25 %) |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for p in ps:
         for algorithm in algorithms:
             rs = runs[p, algorithm]
@@ -59,22 +62,27 @@ def main() -> None:
             diff = ""
             if algorithm == "afa_cs" and (p, "afa_cd") in runs:
                 diff = ms(np.subtract([tail(r) for r in rs], [tail(r) for r in runs[p, "afa_cd"]]))
-            rows.append(f"| {p} | {algorithm} | {eta:.2f} | {ms([r.metrics.test_accuracy.iloc[-1] for r in rs])} | "
-                        f"{ms([r.metrics.test_accuracy.max() for r in rs])} | {ms([tail(r) for r in rs])} | {diff} |")
+            rows.append(
+                f"| {p} | {algorithm} | {eta:.2f} | {ms([r.metrics.test_accuracy.iloc[-1] for r in rs])} | "
+                f"{ms([r.metrics.test_accuracy.max() for r in rs])} | {ms([tail(r) for r in rs])} | {diff} |"
+            )
 
     devices = first.devices
     delivered = devices.groupby("group").updates_delivered.sum()
     groups = scenario.devices
     staleness = first.summary["staleness"]
     task, server = scenario.tasks[0], scenario.server
-    notes = (f"{task.dataset.name}, {task.model.name} model, M = {sum(g.count for g in groups)} workers ("
-             + ", ".join(f"{g.count} {g.group}" for g in groups)
-             + f"), m = {server.async_.buffer} updates per aggregation, {local_steps(server.async_.local_steps)}, batch {task.local.batch_size}, "
-             f"eta_L = {task.local.lr:g}, {first.summary['rounds']} aggregations per run. In the first run "
-             f"({first.case}, seed {first.seed}) the fast workers sent "
-             f"{100 * delivered.get('fast', 0) / delivered.sum():.0f} % of the updates; staleness mean "
-             f"{staleness['mean']:.1f}, max {staleness['max']} versions. Accuracy in % on the test set, mean ± std "
-             f"over seeds {seeds} (both algorithms see the same world per seed).")
+    notes = (
+        f"{task.dataset.name}, {task.model.name} model, M = {sum(g.count for g in groups)} workers ("
+        + ", ".join(f"{g.count} {g.group}" for g in groups)
+        + f"), m = {server.async_.buffer} updates per aggregation, {local_steps(server.async_.local_steps)}, "
+        f"batch {task.local.batch_size}, "
+        f"eta_L = {task.local.lr:g}, {first.summary['rounds']} aggregations per run. In the first run "
+        f"({first.case}, seed {first.seed}) the fast workers sent "
+        f"{100 * delivered.get('fast', 0) / delivered.sum():.0f} % of the updates; staleness mean "
+        f"{staleness['mean']:.1f}, max {staleness['max']} versions. Accuracy in % on the test set, mean ± std "
+        f"over seeds {seeds} (both algorithms see the same world per seed)."
+    )
     table = "\n".join(rows) + "\n\n" + notes
     (args.study_dir / "table.md").write_text(table + "\n")
     print(table)

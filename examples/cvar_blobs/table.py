@@ -53,23 +53,30 @@ def main() -> None:
     local, params = scenario.tasks[0].local, scenario.server.algorithm.params
     seeds = [r.seed for r in next(iter(runs.values()))]
 
-    rows = ["| model | alpha | overall acc (final) | "
-            + " | ".join(f"class {c} ({'rare, ' if c == RARE else ''}rho {rho[c]:g})" for c in range(len(rho)))
-            + " | rare class, mean over the last 25 % of rounds |", "| --- | --- | --- |" + " --- |" * (len(rho) + 1)]
+    rows = [
+        "| model | alpha | overall acc (final) | "
+        + " | ".join(f"class {c} ({'rare, ' if c == RARE else ''}rho {rho[c]:g})" for c in range(len(rho)))
+        + " | rare class, mean over the last 25 % of rounds |",
+        "| --- | --- | --- |" + " --- |" * (len(rho) + 1),
+    ]
     for (model, alpha), rs in runs.items():
-        rows.append(f"| {model} | {alpha:g}{' (FedAvg)' if alpha == 1 else ''} | "
-                    f"{ms([final(r, 'test_accuracy') for r in rs])} | "
-                    + " | ".join(ms([final(r, f"class_{c}_accuracy") for r in rs]) for c in range(len(rho)))
-                    + f" | {ms([rare_tail(r) for r in rs])} |")
-    notes = [f"{first.summary['rounds']} rounds (the paper: 3999), H = {local.epochs:g} epochs of batch "
-             f"{local.batch_size}, lr theta = {local.lr:g}, lr t = {params['t_lr']:g} (the paper: 1e-3 and 1e-3), "
-             f"gamma = {params['gamma']:g}, rho = {tuple(rho)}; {first.summary['relays']['relay']['passed']} updates "
-             f"relayed per run. Accuracy in % on the test set, mean ± std over seeds {seeds} (a seed fixes init, "
-             "split, batches and the relay's draws; both alphas see the same draws).",
-             "`mlp` trains with cross-entropy on the logits; `mlp_softmax` is the reference code's model "
-             "(PeriklisTheodoropoulos/risk-aware-FL), which applies a softmax before nn.CrossEntropyLoss, so the loss "
-             "is bounded below by log(1 + 2/e) = 0.55 and one-class local training never stops pushing the other "
-             "classes away."]
+        rows.append(
+            f"| {model} | {alpha:g}{' (FedAvg)' if alpha == 1 else ''} | "
+            f"{ms([final(r, 'test_accuracy') for r in rs])} | "
+            + " | ".join(ms([final(r, f"class_{c}_accuracy") for r in rs]) for c in range(len(rho)))
+            + f" | {ms([rare_tail(r) for r in rs])} |"
+        )
+    notes = [
+        f"{first.summary['rounds']} rounds (the paper: 3999), H = {local.epochs:g} epochs of batch "
+        f"{local.batch_size}, lr theta = {local.lr:g}, lr t = {params['t_lr']:g} (the paper: 1e-3 and 1e-3), "
+        f"gamma = {params['gamma']:g}, rho = {tuple(rho)}; {first.summary['relays']['relay']['passed']} updates "
+        f"relayed per run. Accuracy in % on the test set, mean ± std over seeds {seeds} (a seed fixes init, "
+        "split, batches and the relay's draws; both alphas see the same draws).",
+        "`mlp` trains with cross-entropy on the logits; `mlp_softmax` is the reference code's model "
+        "(PeriklisTheodoropoulos/risk-aware-FL), which applies a softmax before nn.CrossEntropyLoss, so the loss "
+        "is bounded below by log(1 + 2/e) = 0.55 and one-class local training never stops pushing the other "
+        "classes away.",
+    ]
     table = "\n".join(rows) + "\n\n" + "\n".join(notes)
     (args.study_dir / "table.md").write_text(table + "\n")
     print(table)
@@ -90,8 +97,14 @@ def plot(path: Path, runs: dict, rho: list[float]) -> None:
     for ax, model in zip(axes[0], models):
         for alpha in alphas:
             for i, run in enumerate(runs.get((model, alpha), [])):
-                ax.plot(run.metrics["round"], run.metrics[f"class_{RARE}_accuracy"], color=colors[alpha], lw=1,
-                        alpha=0.8, label=f"alpha = {alpha:g}" if i == 0 else None)
+                ax.plot(
+                    run.metrics["round"],
+                    run.metrics[f"class_{RARE}_accuracy"],
+                    color=colors[alpha],
+                    lw=1,
+                    alpha=0.8,
+                    label=f"alpha = {alpha:g}" if i == 0 else None,
+                )
         ax.set_title(f"{model}: rare class (rho {rho[RARE]:g}) test accuracy", fontsize=9)
         ax.set_xlabel("round")
         ax.set_ylim(-0.02, 1.02)

@@ -50,8 +50,13 @@ def read(run, rare_users: list[int]) -> Curves:
     events = pq.read_table(run.path / "events.parquet", columns=["round", "device", "kind"]).to_pandas()
     passed = events[(events.kind == "relay_pass") & events.device.isin(rare_users)]
     # event round i is the (i + 1)-th aggregation: metrics.csv's round i + 1 is the first evaluation after it
-    return Curves(run.seed, m["round"].to_numpy(), m.test_accuracy.to_numpy(), classes,
-                  sorted(int(r) + 1 for r in passed["round"]))
+    return Curves(
+        run.seed,
+        m["round"].to_numpy(),
+        m.test_accuracy.to_numpy(),
+        classes,
+        sorted(int(r) + 1 for r in passed["round"]),
+    )
 
 
 def ms(values) -> str:
@@ -84,47 +89,70 @@ def main() -> None:
         return c.rounds >= 0.75 * total_rounds
 
     labels = ", ".join(map(str, rare_labels))
-    lines = [f"| setting | overall acc | rare-pattern acc (labels {labels}) | "
-             + " | ".join(f"label {k}" for k in rare_labels)
-             + " | overall, last 25 % | rare-pattern, last 25 % | rare rounds per run | rounds since the last one |",
-             "| --- | --- | --- |" + " --- |" * (len(rare_labels) + 4)]
+    lines = [
+        f"| setting | overall acc | rare-pattern acc (labels {labels}) | "
+        + " | ".join(f"label {k}" for k in rare_labels)
+        + " | overall, last 25 % | rare-pattern, last 25 % | rare rounds per run | rounds since the last one |",
+        "| --- | --- | --- |" + " --- |" * (len(rare_labels) + 4),
+    ]
     for alpha in alphas:
         rs = runs[alpha]
         name = f"alpha = {alpha:g}" + (" (FedAvg)" if alpha == 1 else f", gamma = {gamma:g}")
         since_last = ", ".join(str(c.rounds[-1] - c.rare_rounds[-1]) if c.rare_rounds else "-" for c in rs)
-        lines.append(f"| {name} | {ms([c.acc[-1] for c in rs])} | {ms([rare(c, -1) for c in rs])} | "
-                     + " | ".join(ms([c.per_class[-1, k] for c in rs]) for k in rare_labels)
-                     + f" | {ms([c.acc[tail(c)].mean() for c in rs])} | {ms([rare(c, tail(c)).mean() for c in rs])}"
-                     f" | {', '.join(str(len(c.rare_rounds)) for c in rs)} | {since_last} |")
-    lines += ["", "Rare-pattern accuracy by rounds since the last rare round (all evaluations after the first rare "
-              "round, pooled over seeds; n = evaluations):", "",
-              "| setting | " + " | ".join(f"{lo}-{hi - 1} rounds" if hi else f"{lo}+ rounds" for lo, hi in SINCE_BINS)
-              + " |", "| --- |" + " --- |" * len(SINCE_BINS)]
+        lines.append(
+            f"| {name} | {ms([c.acc[-1] for c in rs])} | {ms([rare(c, -1) for c in rs])} | "
+            + " | ".join(ms([c.per_class[-1, k] for c in rs]) for k in rare_labels)
+            + f" | {ms([c.acc[tail(c)].mean() for c in rs])} | {ms([rare(c, tail(c)).mean() for c in rs])}"
+            f" | {', '.join(str(len(c.rare_rounds)) for c in rs)} | {since_last} |"
+        )
+    lines += [
+        "",
+        "Rare-pattern accuracy by rounds since the last rare round (all evaluations after the first rare "
+        "round, pooled over seeds; n = evaluations):",
+        "",
+        "| setting | " + " | ".join(f"{lo}-{hi - 1} rounds" if hi else f"{lo}+ rounds" for lo, hi in SINCE_BINS) + " |",
+        "| --- |" + " --- |" * len(SINCE_BINS),
+    ]
     for alpha in alphas:
         pooled = since_last_rare(runs[alpha], rare_labels)
-        lines.append(f"| alpha = {alpha:g} | "
-                     + " | ".join(f"{100 * np.mean(v):.1f} (n = {len(v)})" if v else "-" for v in pooled) + " |")
+        lines.append(
+            f"| alpha = {alpha:g} | "
+            + " | ".join(f"{100 * np.mean(v):.1f} (n = {len(v)})" if v else "-" for v in pooled)
+            + " |"
+        )
     if 1.0 in runs:  # paired by seed: same data, initial model and relay draws
         for alpha in [a for a in alphas if a != 1.0]:
-            measures = [("final overall", lambda c: c.acc[-1]), ("final rare-pattern", lambda c: rare(c, -1)),
-                        ("last-25 % rare-pattern", lambda c: rare(c, tail(c)).mean())]
-            diffs = "; ".join(f"{label} " + ", ".join(f"{100 * (f(a) - f(b)):+.1f}"
-                                                      for a, b in zip(runs[alpha], runs[1.0]))
-                              for label, f in measures)
+            measures = [
+                ("final overall", lambda c: c.acc[-1]),
+                ("final rare-pattern", lambda c: rare(c, -1)),
+                ("last-25 % rare-pattern", lambda c: rare(c, tail(c)).mean()),
+            ]
+            diffs = "; ".join(
+                f"{label} " + ", ".join(f"{100 * (f(a) - f(b)):+.1f}" for a, b in zip(runs[alpha], runs[1.0]))
+                for label, f in measures
+            )
             lines.append(f"\nalpha = {alpha:g} minus alpha = 1, seed by seed {seeds} (points): {diffs}.")
-    lines += ["", "The paper (Table 1, T = 6000, H = 20, 5 repeats; pattern 1 / pattern 2 are the two rare labels):",
-              "", "| setting | overall | pattern 1 | pattern 2 |", "| --- | --- | --- | --- |"]
+    lines += [
+        "",
+        "The paper (Table 1, T = 6000, H = 20, 5 repeats; pattern 1 / pattern 2 are the two rare labels):",
+        "",
+        "| setting | overall | pattern 1 | pattern 2 |",
+        "| --- | --- | --- | --- |",
+    ]
     lines += [f"| alpha = {a:g}, gamma = {g:g} | {o} | {p1} | {p2} |" for (a, g), (o, p1, p2) in PAPER.items()]
     task = scenario.tasks[0]
     rho = scenario.network.nodes["relay"].ram.rho
     test = scenario.eval.max_test_samples
-    lines += ["", f"netfl: K = {len(rho)}, rho of the rare users {rare_users[0]}-{rare_users[-1]} = "
-              f"{tuple(rho[u] for u in rare_users)} (labels {labels} exclusively), {total_rounds} rounds (the paper: "
-              f"6000) of H = {task.local.epochs:g} local epochs (the paper: 20), batch {task.local.batch_size} (the "
-              f"paper: 128), lr theta = {task.local.lr:g}, lr t = {scenario.server.algorithm.params['t_lr']:g}, "
-              f"model {task.model.name}. Accuracy in % on {f'the first {test}' if test else 'all'} test images of "
-              "the final global model (and averaged over the evaluations in the last 25 % of rounds), mean ± std "
-              f"over seeds {seeds}; a seed fixes init, split, batches and the relay's draws, the same for both alphas."]
+    lines += [
+        "",
+        f"netfl: K = {len(rho)}, rho of the rare users {rare_users[0]}-{rare_users[-1]} = "
+        f"{tuple(rho[u] for u in rare_users)} (labels {labels} exclusively), {total_rounds} rounds (the paper: "
+        f"6000) of H = {task.local.epochs:g} local epochs (the paper: 20), batch {task.local.batch_size} (the "
+        f"paper: 128), lr theta = {task.local.lr:g}, lr t = {scenario.server.algorithm.params['t_lr']:g}, "
+        f"model {task.model.name}. Accuracy in % on {f'the first {test}' if test else 'all'} test images of "
+        "the final global model (and averaged over the evaluations in the last 25 % of rounds), mean ± std "
+        f"over seeds {seeds}; a seed fixes init, split, batches and the relay's draws, the same for both alphas.",
+    ]
     table = "\n".join(lines)
     (args.study_dir / "table.md").write_text(table + "\n")
     print(table)
@@ -155,9 +183,13 @@ def plot(path: Path, runs: dict[float, list[Curves]], rare_labels: list[int], ga
     alphas = list(runs)
     colors = dict(zip(alphas, ["tab:red", "tab:blue", "tab:green", "tab:purple"]))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), dpi=100, sharey=True)
-    panels = [(f"rare-pattern accuracy (labels {', '.join(map(str, rare_labels))})",
-               lambda c: c.per_class[:, rare_labels].mean(1)),
-              (f"label {rare_labels[-1]} accuracy", lambda c: c.per_class[:, rare_labels[-1]])]
+    panels = [
+        (
+            f"rare-pattern accuracy (labels {', '.join(map(str, rare_labels))})",
+            lambda c: c.per_class[:, rare_labels].mean(1),
+        ),
+        (f"label {rare_labels[-1]} accuracy", lambda c: c.per_class[:, rare_labels[-1]]),
+    ]
     for ax, (title, value) in zip(axes, panels):
         for alpha in alphas:
             curves = [value(c) for c in runs[alpha]]
@@ -173,8 +205,10 @@ def plot(path: Path, runs: dict[float, list[Curves]], rare_labels: list[int], ga
         ax.set_ylim(-0.02, 1.0)
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper right", fontsize=8)
-    fig.suptitle(f"Fed-CVaR-Avg: mean over seeds (thin: each seed; grey: rare rounds of seed "
-                 f"{runs[alphas[0]][0].seed})", fontsize=9)
+    fig.suptitle(
+        f"Fed-CVaR-Avg: mean over seeds (thin: each seed; grey: rare rounds of seed {runs[alphas[0]][0].seed})",
+        fontsize=9,
+    )
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

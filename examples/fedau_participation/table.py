@@ -20,15 +20,21 @@ import numpy as np
 from netfl.config import load_scenario
 from netfl.results.report_load import find_run_folders, load_runs
 
-LABELS = {"fedau": "FedAU (K = inf)", "fedau50": "FedAU (K = 50)", "known": "known participation p",
-          "participating": "average participating", "all": "average all", "mifa": "MIFA"}
+LABELS = {
+    "fedau": "FedAU (K = inf)",
+    "fedau50": "FedAU (K = 50)",
+    "known": "known participation p",
+    "participating": "average participating",
+    "all": "average all",
+    "mifa": "MIFA",
+}
 PATTERNS = {"bernoulli": "Bernoulli", "markov": "Markovian (transition 0.05)", "cyclic": "cyclic (period 100)"}
 
 
 def tail_mean(values: np.ndarray) -> float:
     """Mean over the last 10 % of the evaluations (at least one; the round-0 evaluation left out)."""
     v = values[1:] if len(values) > 1 else values
-    return float(v[-max(1, round(0.1 * len(v))):].mean())
+    return float(v[-max(1, round(0.1 * len(v))) :].mean())
 
 
 def fmt(values: list[float]) -> str:
@@ -61,15 +67,18 @@ def main() -> None:
     seeds = sorted({run.seed for runs in cells.values() for run in runs})
     rounds = max(run.summary["rounds"] for runs in cells.values() for run in runs)
     task, clients = first.tasks[0], first.devices[0].count
-    lines = [f"FedAU vs baselines: {task.dataset.name}, {task.model.name}, N = {clients}, "
-             f"Dirichlet({task.dataset.partition.alpha:g}) label skew, participation tied to data, "
-             f"I = {task.local.steps} steps, batch {task.local.batch_size}, {rounds} rounds "
-             f"({first.server.round.interval:g} simulated s each), seeds {', '.join(map(str, seeds))}.",
-             "Test accuracy (%): mean over the last 10 % of evaluations / best"
-             + (" (mean ± std over seeds)" if len(seeds) > 1 else "")
-             + "; worst class: its accuracy over the same last 10 %.", "",
-             "| algorithm (gamma, eta) | " + " | ".join(PATTERNS.get(p, p) for p in patterns) + " |",
-             "| --- |" + " --- |" * len(patterns)]
+    lines = [
+        f"FedAU vs baselines: {task.dataset.name}, {task.model.name}, N = {clients}, "
+        f"Dirichlet({task.dataset.partition.alpha:g}) label skew, participation tied to data, "
+        f"I = {task.local.steps} steps, batch {task.local.batch_size}, {rounds} rounds "
+        f"({first.server.round.interval:g} simulated s each), seeds {', '.join(map(str, seeds))}.",
+        "Test accuracy (%): mean over the last 10 % of evaluations / best"
+        + (" (mean ± std over seeds)" if len(seeds) > 1 else "")
+        + "; worst class: its accuracy over the same last 10 %.",
+        "",
+        "| algorithm (gamma, eta) | " + " | ".join(PATTERNS.get(p, p) for p in patterns) + " |",
+        "| --- |" + " --- |" * len(patterns),
+    ]
     for case in cases:
         gamma = scenarios[case].tasks[0].local.lr
         eta = scenarios[case].server.algorithm.params.get("server_lr", 1.0)  # MIFA without one: eta = 1
@@ -78,15 +87,22 @@ def main() -> None:
             runs = cells.get((case, pattern), [])
             acc = [r.metrics.test_accuracy.to_numpy() for r in runs]
             worst = [r.metrics.filter(regex=r"^class_\d+_accuracy$").min(axis=1).to_numpy() for r in runs]
-            row.append(f"{fmt([tail_mean(a) for a in acc])} / {fmt([a.max() for a in acc])} "
-                       f"(worst class {fmt([tail_mean(w) for w in worst])})" if runs else "-")
+            row.append(
+                f"{fmt([tail_mean(a) for a in acc])} / {fmt([a.max() for a in acc])} "
+                f"(worst class {fmt([tail_mean(w) for w in worst])})"
+                if runs
+                else "-"
+            )
         lines.append(f"| {LABELS.get(case, case)} ({gamma:.3g}, {eta:g}) | " + " | ".join(row) + " |")
+
     def per_round(pattern: str) -> float:
         runs = [r for (_, p), rs in cells.items() if p == pattern for r in rs]
         return float(np.mean([r.summary["updates_received"] / r.summary["rounds"] for r in runs]))
 
-    lines += ["", f"Mean participants per round: {', '.join(f'{p} {per_round(p):.1f}' for p in patterns)} "
-              f"(of {clients})."]
+    lines += [
+        "",
+        f"Mean participants per round: {', '.join(f'{p} {per_round(p):.1f}' for p in patterns)} (of {clients}).",
+    ]
     table = "\n".join(lines)
     (args.study_dir / "table.md").write_text(table + "\n")
     print(table)

@@ -29,8 +29,12 @@ def ms(values, scale: float = 100.0, digits: int = 1) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("study_dir", type=Path, help="the study folder netfl sweep wrote")
-    parser.add_argument("--target", type=float, default=0.65,
-                        help="average accuracy whose first round and time are tabulated (default 0.65)")
+    parser.add_argument(
+        "--target",
+        type=float,
+        default=0.65,
+        help="average accuracy whose first round and time are tabulated (default 0.65)",
+    )
     args = parser.parse_args()
 
     runs: dict[str, list] = defaultdict(list)  # sampling -> runs, by seed
@@ -49,35 +53,44 @@ def main() -> None:
     def tail(run) -> float:
         """Mean average accuracy over the last 20 % of evaluations."""
         acc = run.metrics.test_accuracy.to_numpy()
-        return float(acc[-max(1, len(acc) // 5):].mean())
+        return float(acc[-max(1, len(acc) // 5) :].mean())
 
     def worst_model(run) -> float:
         return float(run.metrics.filter(regex=r"^task\d+_accuracy$").iloc[-1].min())
 
     target = f"{100 * args.target:.0f} %"
-    rows = ["| sampling | average accuracy, final (%) | mean of the last 20 % of evaluations (%) | worst model, final (%) "
-            f"| rounds to {target} | simulated s to {target} | simulated time (s) | energy (J) | uplink (MB) | updates |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| sampling | average accuracy, final (%) | mean of the last 20 % of evaluations (%) | worst model, final (%) "
+        f"| rounds to {target} | simulated s to {target} | simulated time (s) | energy (J) | uplink (MB) | updates |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for sampling, rs in runs.items():
         s = [r.summary for r in rs]
-        rows.append(f"| {sampling} | {ms([r.metrics.test_accuracy.iloc[-1] for r in rs])} | {ms([tail(r) for r in rs])} "
-                    f"| {ms([worst_model(r) for r in rs])} | {', '.join(reached(r, 'round') for r in rs)} "
-                    f"| {', '.join(reached(r, 'sim_time_s') for r in rs)} | {ms([x['sim_time_s'] for x in s], 1, 0)} "
-                    f"| {ms([x['energy_j'] for x in s], 1, 0)} | {ms([x['bytes_up'] for x in s], 1e-6, 1)} "
-                    f"| {ms([x['updates_received'] for x in s], 1, 0)} |")
+        rows.append(
+            f"| {sampling} | {ms([r.metrics.test_accuracy.iloc[-1] for r in rs])} | {ms([tail(r) for r in rs])} "
+            f"| {ms([worst_model(r) for r in rs])} | {', '.join(reached(r, 'round') for r in rs)} "
+            f"| {', '.join(reached(r, 'sim_time_s') for r in rs)} | {ms([x['sim_time_s'] for x in s], 1, 0)} "
+            f"| {ms([x['energy_j'] for x in s], 1, 0)} | {ms([x['bytes_up'] for x in s], 1e-6, 1)} "
+            f"| {ms([x['updates_received'] for x in s], 1, 0)} |"
+        )
     final = {k: np.mean([r.metrics.test_accuracy.iloc[-1] for r in rs]) for k, rs in runs.items()}
-    gaps = ", ".join(f"{100 * (final['optimal'] - final[b]):+.1f} points vs {b}"
-                     for b in samplers if b != "optimal") if "optimal" in final else ""
+    gaps = (
+        ", ".join(f"{100 * (final['optimal'] - final[b]):+.1f} points vs {b}" for b in samplers if b != "optimal")
+        if "optimal" in final
+        else ""
+    )
     tasks, server = scenario.tasks, scenario.server
     dataset, local = tasks[0].dataset, tasks[0].local
-    notes = (f"{dataset.name} ({dataset.max_train_samples or 'all'} training samples), {len(tasks)} models "
-             f"({', '.join(dict.fromkeys(t.model.name for t in tasks))}), {scenario.devices[0].count} clients, "
-             f"m = {server.round.participants} updates per round, {local.epochs:g} local epochs of batch "
-             f"{local.batch_size} at lr {local.lr:g}, {first.summary['rounds']} rounds, norms reported: "
-             f"{server.algorithm.params.get('norms', 'update')}. Accuracy on "
-             f"{scenario.eval.max_test_samples or 'all'} test samples per model, averaged over the models; mean ± "
-             f"std over seeds {seeds} (rounds and times to {target}: per seed; - never)."
-             + (f" Optimal sampling: {gaps}." if gaps else ""))
+    notes = (
+        f"{dataset.name} ({dataset.max_train_samples or 'all'} training samples), {len(tasks)} models "
+        f"({', '.join(dict.fromkeys(t.model.name for t in tasks))}), {scenario.devices[0].count} clients, "
+        f"m = {server.round.participants} updates per round, {local.epochs:g} local epochs of batch "
+        f"{local.batch_size} at lr {local.lr:g}, {first.summary['rounds']} rounds, norms reported: "
+        f"{server.algorithm.params.get('norms', 'update')}. Accuracy on "
+        f"{scenario.eval.max_test_samples or 'all'} test samples per model, averaged over the models; mean ± "
+        f"std over seeds {seeds} (rounds and times to {target}: per seed; - never)."
+        + (f" Optimal sampling: {gaps}." if gaps else "")
+    )
     table = "\n".join(rows) + "\n\n" + notes
     (args.study_dir / "table.md").write_text(table + "\n")
     print(table)

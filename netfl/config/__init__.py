@@ -2,7 +2,7 @@
 
 Imports neither torch nor simpy (a test pins that), so ``netfl validate`` and
 a notebook that only builds scenarios stay light; the building layer
-(:mod:`netfl.build`) turns a :class:`Scenario` into the engine's and the
+(:mod:`netfl.assemble`) turns a :class:`Scenario` into the engine's and the
 learner's own objects.
 """
 

@@ -59,33 +59,54 @@ def check_budget(scenario: Scenario) -> list[tuple[str, str]]:
             cost = model_cost(model.name, data.input_shape, data.num_classes, model.hidden)
         except ValueError as exc:
             shape = "x".join(map(str, data.input_shape))
-            problems.append((f"{where}.model.name", f"{model.name} does not apply to {data.name}'s {shape} inputs "
-                                                    f"({exc}); use logistic or mlp"))
+            problems.append(
+                (
+                    f"{where}.model.name",
+                    f"{model.name} does not apply to {data.name}'s {shape} inputs ({exc}); use logistic or mlp",
+                )
+            )
             continue
         model_path = f"{where}.model.hidden" if model.name in ("mlp", "mlp_softmax") else f"{where}.model"
         if cost.bytes > MAX_MODEL_BYTES:
-            problems.append((model_path, f"{model.name} has {cost.parameters:,} parameters ({_size(cost.bytes)} as "
-                                         f"float32); netfl refuses a model over {_size(MAX_MODEL_BYTES)}"))
+            problems.append(
+                (
+                    model_path,
+                    f"{model.name} has {cost.parameters:,} parameters ({_size(cost.bytes)} as "
+                    f"float32); netfl refuses a model over {_size(MAX_MODEL_BYTES)}",
+                )
+            )
             continue
         memory += cost.bytes * copies
         if cost.bytes > largest:
             largest, largest_path = cost.bytes, model_path
-        work, samples = _work(scenario, task, where, data.training_samples(task.dataset.test_fraction),
-                              cost.forward_flops, jobs_per_round)
+        work, samples = _work(
+            scenario, task, where, data.training_samples(task.dataset.test_fraction), cost.forward_flops, jobs_per_round
+        )
         problems += work
         job_flops = max(job_flops, 3 * cost.forward_flops * samples)
     if memory > MAX_MEMORY_BYTES:
         # the path of the term that weighs most: the model itself, the round's updates or the per-client state
-        terms = {largest_path: WORKING_COPIES, "server.round.participants" if server.mode == "sync" else
-                 "server.async.buffer": jobs_per_round, "server.algorithm": client_state * devices}
+        terms = {
+            largest_path: WORKING_COPIES,
+            "server.round.participants" if server.mode == "sync" else "server.async.buffer": jobs_per_round,
+            "server.algorithm": client_state * devices,
+        }
         path = max(terms, key=terms.get)
-        state = (f" + {client_state * devices:,} that {server.algorithm.name} keeps for its {devices:,} clients"
-                 if client_state else "")
+        state = (
+            f" + {client_state * devices:,} that {server.algorithm.name} keeps for its {devices:,} clients"
+            if client_state
+            else ""
+        )
         of = f" (the largest of {len(scenario.tasks)} models)" if len(scenario.tasks) > 1 else ""
-        problems.append((path, f"the run would hold about {_size(memory)} of models: {_size(largest)}{of} x "
-                               f"({WORKING_COPIES} working copies + {jobs_per_round:,} updates per round{state}); "
-                               f"netfl refuses more than {_size(MAX_MEMORY_BYTES)}: use a smaller model, fewer "
-                               "devices or participants, or an algorithm without per-client memory"))
+        problems.append(
+            (
+                path,
+                f"the run would hold about {_size(memory)} of models: {_size(largest)}{of} x "
+                f"({WORKING_COPIES} working copies + {jobs_per_round:,} updates per round{state}); "
+                f"netfl refuses more than {_size(MAX_MEMORY_BYTES)}: use a smaller model, fewer "
+                "devices or participants, or an algorithm without per-client memory",
+            )
+        )
     return problems + _durations(scenario, largest, job_flops)
 
 
@@ -95,21 +116,30 @@ def _durations(scenario: Scenario, model_bytes: int, job_flops: float) -> list[t
     for i, group in enumerate(scenario.devices):
         slowest = group.compute.flops_per_s.support_min
         if slowest > 0 and job_flops / slowest > MAX_SECONDS:
-            problems.append((f"devices[{i}].compute.flops_per_s",
-                             f"a job of {job_flops:.3g} FLOPs would take {job_flops / slowest:.3g} s at "
-                             f"{slowest:g} FLOP/s, longer than netfl simulates ({MAX_SECONDS:g} s)"))
+            problems.append(
+                (
+                    f"devices[{i}].compute.flops_per_s",
+                    f"a job of {job_flops:.3g} FLOPs would take {job_flops / slowest:.3g} s at "
+                    f"{slowest:g} FLOP/s, longer than netfl simulates ({MAX_SECONDS:g} s)",
+                )
+            )
         for name in ("uplink", "downlink"):
             rate = getattr(group.link, name)
             slowest = rate.support_min if rate is not None else 0.0
             if slowest > 0 and 8 * model_bytes / slowest > MAX_SECONDS:
-                problems.append((f"devices[{i}].link.{name}",
-                                 f"a model of {_size(model_bytes)} would take {8 * model_bytes / slowest:.3g} s at "
-                                 f"{slowest:g} bit/s, longer than netfl simulates ({MAX_SECONDS:g} s)"))
+                problems.append(
+                    (
+                        f"devices[{i}].link.{name}",
+                        f"a model of {_size(model_bytes)} would take {8 * model_bytes / slowest:.3g} s at "
+                        f"{slowest:g} bit/s, longer than netfl simulates ({MAX_SECONDS:g} s)",
+                    )
+                )
     return problems
 
 
-def _work(scenario: Scenario, task: TaskSpec, where: str, train: int, forward_flops: int,
-          jobs_per_round: int) -> tuple[list[tuple[str, str]], float]:
+def _work(
+    scenario: Scenario, task: TaskSpec, where: str, train: int, forward_flops: int, jobs_per_round: int
+) -> tuple[list[tuple[str, str]], float]:
     """Too many devices for the samples, or a job (steps x batch samples) or a round (its jobs' training FLOPs)
     beyond the bounds; and the samples of a job."""
     local, part = task.local, task.dataset.partition
@@ -117,10 +147,14 @@ def _work(scenario: Scenario, task: TaskSpec, where: str, train: int, forward_fl
         train = min(train, task.dataset.max_train_samples)
     share = part.samples_per_client or train / scenario.num_devices  # a client's mean share
     if part.samples_per_client is None and scenario.num_devices > train:
-        return [(f"{where}.dataset.partition",
-                 f"{scenario.num_devices:,} devices but {task.dataset.name} has {train:,} training samples: every "
-                 "client needs at least one; use fewer devices, or give samples_per_client (devices then share "
-                 "samples)")], 0.0
+        return [
+            (
+                f"{where}.dataset.partition",
+                f"{scenario.num_devices:,} devices but {task.dataset.name} has {train:,} training samples: every "
+                "client needs at least one; use fewer devices, or give samples_per_client (devices then share "
+                "samples)",
+            )
+        ], 0.0
     batch = min(local.batch_size, math.ceil(share))
     if local.steps is not None:
         path, samples = f"{where}.local.steps", local.steps * batch
@@ -133,14 +167,24 @@ def _work(scenario: Scenario, task: TaskSpec, where: str, train: int, forward_fl
         path, samples = "server.async.local_steps", max(steps.params) * batch
         how = f"up to {max(steps.params):,.0f} steps x {batch} samples"
     if samples > MAX_JOB_SAMPLES:
-        return [(path, f"a client's job would train on {samples:.3g} samples ({how}); netfl refuses more than "
-                       f"{MAX_JOB_SAMPLES:.0e} per job (its minibatch indices alone would take "
-                       f"{_size(8 * samples)})")], samples
+        return [
+            (
+                path,
+                f"a client's job would train on {samples:.3g} samples ({how}); netfl refuses more than "
+                f"{MAX_JOB_SAMPLES:.0e} per job (its minibatch indices alone would take "
+                f"{_size(8 * samples)})",
+            )
+        ], samples
     flops = jobs_per_round * samples * 3 * forward_flops
     if flops > MAX_ROUND_FLOPS:
-        return [(path, f"a round would train {jobs_per_round:,} jobs of {samples:.3g} samples at "
-                       f"{3 * forward_flops:,} FLOPs each, {flops:.2g} FLOPs; netfl refuses more than "
-                       f"{MAX_ROUND_FLOPS:.0e} per round (hours on a GPU, weeks on a CPU, for one round)")], samples
+        return [
+            (
+                path,
+                f"a round would train {jobs_per_round:,} jobs of {samples:.3g} samples at "
+                f"{3 * forward_flops:,} FLOPs each, {flops:.2g} FLOPs; netfl refuses more than "
+                f"{MAX_ROUND_FLOPS:.0e} per round (hours on a GPU, weeks on a CPU, for one round)",
+            )
+        ], samples
     return [], samples
 
 

@@ -37,8 +37,10 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     for i, group in enumerate(scenario.devices):
         problems += [(f"devices[{i}].availability{p}", m) for p, m in check_spec(group.availability, base_dir)]
         if group.battery is not None and group.battery.charging is not None:
-            problems += [(f"devices[{i}].battery.charging{p}", m)
-                         for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True)]
+            problems += [
+                (f"devices[{i}].battery.charging{p}", m)
+                for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True)
+            ]
     problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm)]
     entry = ALGORITHMS.get(scenario.server.algorithm.name)
     if entry is not None:
@@ -55,9 +57,13 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
             except Exception:  # already reported above
                 continue
             if per_round:
-                problems.append((f"devices[{i}].availability.policy",
-                                 f"{group.availability.policy!r} is per-round, but server.mode async has no rounds "
-                                 "for devices: use a continuous-time policy (always, sessions, daily, diurnal, ...)"))
+                problems.append(
+                    (
+                        f"devices[{i}].availability.policy",
+                        f"{group.availability.policy!r} is per-round, but server.mode async has no rounds "
+                        "for devices: use a continuous-time policy (always, sessions, daily, diurnal, ...)",
+                    )
+                )
         if any(n.ram is not None for n in scenario.network.nodes.values()):
             problems.append(("server.mode", "a RAM relay passes one update per synchronous round; use mode: sync"))
     return problems
@@ -73,17 +79,29 @@ def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
         return []
     problems: list[tuple[str, str]] = []
     if scenario.server.mode != "sync":
-        problems.append(("engine.devices", "the lazy engine runs synchronous rounds; use server.mode: sync or "
-                                           "engine.devices: eager"))
+        problems.append(
+            (
+                "engine.devices",
+                "the lazy engine runs synchronous rounds; use server.mode: sync or engine.devices: eager",
+            )
+        )
     accepted = ", ".join(POPULATION_MODELS)
     for i, group in enumerate(scenario.devices):
         if not supports_population(group.availability.policy):
-            problems.append((f"devices[{i}].availability.policy",
-                             f"{group.availability.policy!r} has no population form for engine.devices: lazy; "
-                             f"use one of {accepted}, or engine.devices: eager"))
+            problems.append(
+                (
+                    f"devices[{i}].availability.policy",
+                    f"{group.availability.policy!r} has no population form for engine.devices: lazy; "
+                    f"use one of {accepted}, or engine.devices: eager",
+                )
+            )
         if group.battery is not None and group.battery.charging is not None:
-            problems.append((f"devices[{i}].battery.charging", "the lazy engine models batteries without "
-                                                               "chargers; remove charging or use engine.devices: eager"))
+            problems.append(
+                (
+                    f"devices[{i}].battery.charging",
+                    "the lazy engine models batteries without chargers; remove charging or use engine.devices: eager",
+                )
+            )
     return problems
 
 
@@ -94,17 +112,29 @@ def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
         part, labels = task.dataset.partition, NUM_CLASSES[task.dataset.name]
         if part.classes_per_client is not None and part.classes_per_client > labels:
-            problems.append((f"{where}.dataset.partition.classes_per_client",
-                             f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}"))
+            problems.append(
+                (
+                    f"{where}.dataset.partition.classes_per_client",
+                    f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}",
+                )
+            )
         for g, group in enumerate(part.exclusive or []):
             for client in group.clients:
                 if client >= scenario.num_devices:
-                    problems.append((f"{where}.dataset.partition.exclusive[{g}].clients",
-                                     f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}"))
+                    problems.append(
+                        (
+                            f"{where}.dataset.partition.exclusive[{g}].clients",
+                            f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}",
+                        )
+                    )
             for label in group.labels:
                 if label >= labels:
-                    problems.append((f"{where}.dataset.partition.exclusive[{g}].labels",
-                                     f"label {label} does not exist: {task.dataset.name} has labels 0..{labels - 1}"))
+                    problems.append(
+                        (
+                            f"{where}.dataset.partition.exclusive[{g}].labels",
+                            f"label {label} does not exist: {task.dataset.name} has labels 0..{labels - 1}",
+                        )
+                    )
     return problems
 
 
@@ -120,7 +150,9 @@ def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
     for k, link in enumerate(scenario.network.links):
         for end, name in (("from", link.source), ("to", link.to)):
             if name not in known:
-                problems.append((f"network.links[{k}].{end}", f"unknown node {name!r}; nodes: {', '.join(sorted(known))}"))
+                problems.append(
+                    (f"network.links[{k}].{end}", f"unknown node {name!r}; nodes: {', '.join(sorted(known))}")
+                )
         graph.add_edge(link.source, link.to, latency=link.latency)
     for name in nodes:
         if name in graph and not nx.has_path(graph, name, "server"):
@@ -128,43 +160,72 @@ def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
     for i, group in enumerate(scenario.devices):
         to = group.link.to
         if to is not None and to not in nodes:
-            problems.append((f"devices[{i}].link.to", f"unknown node {to!r}; network.nodes: {', '.join(nodes) or 'none'}"))
+            problems.append(
+                (f"devices[{i}].link.to", f"unknown node {to!r}; network.nodes: {', '.join(nodes) or 'none'}")
+            )
     for i, group in enumerate(scenario.devices):
         node = nodes.get(group.link.to) if group.link.to is not None else None
         channel = group.link.channel
-        if channel is not None and "max_spectral_efficiency" in channel.model_fields_set and (
-                channel.rate is not None or (node is not None and node.medium.kind == "slotted_aloha")):
-            fixed = ("this channel has a fixed rate" if channel.rate is not None else
-                     f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's fixed rate")
-            problems.append((f"devices[{i}].link.channel.max_spectral_efficiency",
-                             f"caps adaptive rates, but {fixed}; remove it"))
+        if (
+            channel is not None
+            and "max_spectral_efficiency" in channel.model_fields_set
+            and (channel.rate is not None or (node is not None and node.medium.kind == "slotted_aloha"))
+        ):
+            fixed = (
+                "this channel has a fixed rate"
+                if channel.rate is not None
+                else f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's fixed rate"
+            )
+            problems.append(
+                (f"devices[{i}].link.channel.max_spectral_efficiency", f"caps adaptive rates, but {fixed}; remove it")
+            )
         if node is not None and node.medium.kind == "slotted_aloha" and channel is not None:
-            own = sorted(f for f in {"rate", "packet_size"} & channel.model_fields_set
-                         if getattr(channel, f) != getattr(node.medium, f))
+            own = sorted(
+                f
+                for f in {"rate", "packet_size"} & channel.model_fields_set
+                if getattr(channel, f) != getattr(node.medium, f)
+            )
             if own:
-                problems.append((f"devices[{i}].link.channel.{own[0]}",
-                                 f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's rate "
-                                 f"and packet_size; remove {' and '.join(own)} here"))
+                problems.append(
+                    (
+                        f"devices[{i}].link.channel.{own[0]}",
+                        f"under {group.link.to}'s slotted_aloha medium every packet uses the medium's rate "
+                        f"and packet_size; remove {' and '.join(own)} here",
+                    )
+                )
     for name, node in nodes.items():
         if node.ram is None:
             continue
-        groups = [(i, g) for i, g in enumerate(scenario.devices) if g.link.to is not None and g.link.to in graph
-                  and nx.has_path(graph, g.link.to, "server")
-                  and name in nx.shortest_path(graph, g.link.to, "server", weight="latency")]
+        groups = [
+            (i, g)
+            for i, g in enumerate(scenario.devices)
+            if g.link.to is not None
+            and g.link.to in graph
+            and nx.has_path(graph, g.link.to, "server")
+            and name in nx.shortest_path(graph, g.link.to, "server", weight="latency")
+        ]
         if isinstance(node.ram.rho, list):
             behind = sum(g.count for _, g in groups)
             if len(node.ram.rho) != behind:
-                problems.append((f"network.nodes.{name}.ram.rho",
-                                 f"gives {len(node.ram.rho)} weights for the {behind} devices behind this relay"))
+                problems.append(
+                    (
+                        f"network.nodes.{name}.ram.rho",
+                        f"gives {len(node.ram.rho)} weights for the {behind} devices behind this relay",
+                    )
+                )
             elif sum(node.ram.rho) <= 0:
                 problems.append((f"network.nodes.{name}.ram.rho", "weights must not all be zero"))
         elif node.ram.rho == "channel_quality":
             wired = [g.group for _, g in groups if g.link.channel is None]
             if wired:
-                problems.append((f"network.nodes.{name}.ram.rho",
-                                 f"channel_quality weighs devices by their wireless channel's mean SNR, but group(s) "
-                                 f"{', '.join(wired)} have a fixed-rate link; give them a channel, or rho as a list "
-                                 "or uniform"))
+                problems.append(
+                    (
+                        f"network.nodes.{name}.ram.rho",
+                        f"channel_quality weighs devices by their wireless channel's mean SNR, but group(s) "
+                        f"{', '.join(wired)} have a fixed-rate link; give them a channel, or rho as a list "
+                        "or uniform",
+                    )
+                )
     return problems
 
 
@@ -175,30 +236,41 @@ def _check_over_commit(scenario: Scenario, entry: AlgorithmEntry | None) -> list
     if not server.round.over_commit:
         return []
     if server.mode != "sync":
-        message = ("over-commit closes synchronous rounds; server.mode async aggregates every async.buffer "
-                   "arrivals already: remove over_commit or use server.mode: sync")
+        message = (
+            "over-commit closes synchronous rounds; server.mode async aggregates every async.buffer "
+            "arrivals already: remove over_commit or use server.mode: sync"
+        )
         return [("server.round.over_commit", message)]
     problems = []
     if server.round.participants is None:
-        problems.append("over-commit asks ceil((1 + over_commit) x participants) devices and aggregates the first "
-                        "participants updates: give server.round.participants")
+        problems.append(
+            "over-commit asks ceil((1 + over_commit) x participants) devices and aggregates the first "
+            "participants updates: give server.round.participants"
+        )
     if any(n.ram is not None for n in scenario.network.nodes.values()):
-        problems.append("a RAM relay passes one update per round, so there is no first K to keep: remove "
-                        "over_commit or network.nodes.*.ram")
+        problems.append(
+            "a RAM relay passes one update per round, so there is no first K to keep: remove "
+            "over_commit or network.nodes.*.ram"
+        )
     if entry is not None and entry.needs_participation:
-        problems.append(f"{entry.name} divides each update by its client's participation probability p to stay "
-                        "unbiased, but over-commit keeps the fastest devices' updates, which p does not describe: "
-                        "remove over_commit or use an algorithm that needs no p")
+        problems.append(
+            f"{entry.name} divides each update by its client's participation probability p to stay "
+            "unbiased, but over-commit keeps the fastest devices' updates, which p does not describe: "
+            "remove over_commit or use an algorithm that needs no p"
+        )
     if entry is not None and entry.multi_task:
-        problems.append(f"{entry.name} weighs each update by the probability that its client was picked; dropping "
-                        "the slowest picked clients breaks those weights: remove over_commit")
+        problems.append(
+            f"{entry.name} weighs each update by the probability that its client was picked; dropping "
+            "the slowest picked clients breaks those weights: remove over_commit"
+        )
     return [("server.round.over_commit", m) for m in problems]
 
 
 def _algorithm_fit(entry: AlgorithmEntry, scenario: Scenario) -> list[str]:
     """What the algorithm needs from the rest of the scenario: each client's p, one model or several, the mode."""
-    return (_participation_problems(entry.name, scenario) if entry.needs_participation else []) + \
-        _mode_problems(entry, scenario)
+    return (_participation_problems(entry.name, scenario) if entry.needs_participation else []) + _mode_problems(
+        entry, scenario
+    )
 
 
 def _participation_problems(name: str, scenario: Scenario) -> list[str]:
@@ -211,10 +283,12 @@ def _participation_problems(name: str, scenario: Scenario) -> list[str]:
     for i, group in enumerate(scenario.devices):
         policy = BUILTIN_POLICIES.get(group.availability.policy)
         if policy is not None and "p" not in policy.Params.model_fields:
-            problems.append(f"{name} divides each update by its client's participation probability p, but "
-                            f"devices[{i}] (group {group.group!r}) uses availability policy "
-                            f"{group.availability.policy!r}, which has no p; use bernoulli, markov or "
-                            f"cyclic there, or an algorithm that needs no p (fedau, mifa, fedavg)")
+            problems.append(
+                f"{name} divides each update by its client's participation probability p, but "
+                f"devices[{i}] (group {group.group!r}) uses availability policy "
+                f"{group.availability.policy!r}, which has no p; use bernoulli, markov or "
+                f"cyclic there, or an algorithm that needs no p (fedau, mifa, fedavg)"
+            )
     return problems
 
 
@@ -223,11 +297,15 @@ def _mode_problems(entry: AlgorithmEntry, scenario: Scenario) -> list[str]:
     name = entry.name
     if len(scenario.tasks) > 1 and not entry.multi_task:
         multi = ", ".join(n for n, e in ALGORITHMS.items() if e.multi_task)
-        return [f"{name} trains one model, but the scenario lists {len(scenario.tasks)} tasks; "
-                f"algorithms that train several: {multi}"]
+        return [
+            f"{name} trains one model, but the scenario lists {len(scenario.tasks)} tasks; "
+            f"algorithms that train several: {multi}"
+        ]
     if entry.multi_task and scenario.server.mode == "async":
         return [f"{name} plans synchronous rounds (who trains which model); use server.mode: sync"]
     if entry.multi_task and any(n.ram is not None for n in scenario.network.nodes.values()):
-        return [f"{name} needs every selected update (and the clients' reports), but a RAM relay passes "
-                "only one per round; remove network.nodes.*.ram or use a single-model algorithm"]
+        return [
+            f"{name} needs every selected update (and the clients' reports), but a RAM relay passes "
+            "only one per round; remove network.nodes.*.ram or use a single-model algorithm"
+        ]
     return []

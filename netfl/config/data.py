@@ -33,8 +33,13 @@ def data_problems(scenario: Scenario, data_dir: Path | None = None) -> list[tupl
         problem = missing_files(task.dataset.name, resolve_data_dir(scenario, data_dir, t))
         if problem is not None:
             where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
-            path = ("--data-dir" if data_dir is not None else
-                    f"{where}.dataset.data_dir" if task.dataset.data_dir is not None else f"{where}.dataset.name")
+            path = (
+                "--data-dir"
+                if data_dir is not None
+                else f"{where}.dataset.data_dir"
+                if task.dataset.data_dir is not None
+                else f"{where}.dataset.name"
+            )
             problems.append((path, problem))
     return problems
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 import stat
 import typing
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -83,8 +83,16 @@ def read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ScenarioError(source, [("", f"cannot read: {exc}")]) from None
     if len(raw) > MAX_FILE_BYTES:
-        raise ScenarioError(source, [("", f"is larger than {MAX_FILE_BYTES // 2**20} MiB: too big for a scenario; "
-                                          "put traces and data in the files a topology names")])
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "",
+                    f"is larger than {MAX_FILE_BYTES // 2**20} MiB: too big for a scenario; "
+                    "put traces and data in the files a topology names",
+                )
+            ],
+        )
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
@@ -121,8 +129,10 @@ def _shape_problem(data: Any) -> str | None:
             for child in children:
                 total += size(child, depth + 1)
                 if total > MAX_VALUES:
-                    raise _Refused(f"holds more than {MAX_VALUES:,} values once its YAML aliases are expanded; "
-                                   "a scenario is far smaller")
+                    raise _Refused(
+                        f"holds more than {MAX_VALUES:,} values once its YAML aliases are expanded; "
+                        "a scenario is far smaller"
+                    )
             on_path.discard(key)
             sizes[key] = total
         return sizes[key]
@@ -138,11 +148,14 @@ class _Refused(Exception):
     pass
 
 
-def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path | None = None,
-                       check_references: bool = True) -> Scenario:
+def scenario_from_dict(
+    data: Any, *, source: str = "<scenario>", base_dir: Path | None = None, check_references: bool = True
+) -> Scenario:
     if not isinstance(data, dict):
-        raise ScenarioError(source, [("", "expected a mapping of keys (name, seed, stop, task, devices, ...), "
-                                          f"got {type(data).__name__}")])
+        raise ScenarioError(
+            source,
+            [("", f"expected a mapping of keys (name, seed, stop, task, devices, ...), got {type(data).__name__}")],
+        )
     data = _yaml11_on_off_keys(data)
     try:
         scenario = Scenario.model_validate(data)
@@ -160,8 +173,10 @@ def scenario_from_dict(data: Any, *, source: str = "<scenario>", base_dir: Path 
 def _yaml11_on_off_keys(value: Any) -> Any:
     """YAML 1.1 reads the keys ``on:`` / ``off:`` (session lengths) as booleans; no netfl key is a boolean."""
     if isinstance(value, dict):
-        return {({True: "on", False: "off"}[k] if isinstance(k, bool) else k): _yaml11_on_off_keys(v)
-                for k, v in value.items()}
+        return {
+            ({True: "on", False: "off"}[k] if isinstance(k, bool) else k): _yaml11_on_off_keys(v)
+            for k, v in value.items()
+        }
     if isinstance(value, list):
         return [_yaml11_on_off_keys(v) for v in value]
     return value
@@ -189,9 +204,11 @@ def _plain(value: Any) -> Any:
     """A schema value as YAML writes it: models by their keys (aliases such as ``async``) without the values
     that equal their defaults, a component's parameters as given, distributions in their scenario form."""
     if isinstance(value, BaseModel):
-        out = {(info.alias or name): _plain(getattr(value, name))
-               for name, info in type(value).model_fields.items()
-               if not info.exclude and (info.is_required() or getattr(value, name) != info.default)}
+        out = {
+            (info.alias or name): _plain(getattr(value, name))
+            for name, info in type(value).model_fields.items()
+            if not info.exclude and (info.is_required() or getattr(value, name) != info.default)
+        }
         out.update({k: _plain(v) for k, v in (value.model_extra or {}).items()})
         return out
     if isinstance(value, (Distribution, Every)):

@@ -56,8 +56,11 @@ def parse_path(path: str) -> list[str | int]:
             position += 1
         match = _SEGMENT.match(path, position)
         if match is None or (match.group(1) is not None and keys and path[position - 1] != "."):
-            raise OverrideError(path, f"cannot read the path at {path[position:]!r}: use keys joined by dots and "
-                                      "list positions in brackets, e.g. devices[0].availability.p")
+            raise OverrideError(
+                path,
+                f"cannot read the path at {path[position:]!r}: use keys joined by dots and "
+                "list positions in brackets, e.g. devices[0].availability.p",
+            )
         keys.append(match.group(1) if match.group(1) is not None else int(match.group(2)))
         position = match.end()
     if isinstance(keys[0], int):
@@ -85,8 +88,8 @@ def apply_settings(data: dict[str, Any], settings: Mapping[str, Any]) -> dict[st
 
 def _set(data: dict[str, Any], path: str, keys: list[str | int], value: Any) -> None:
     node: Any = data
-    for depth, key in enumerate(keys[:-1]):
-        node = _child(node, keys[:depth + 1], keys[depth + 1], path)
+    for depth in range(len(keys) - 1):
+        node = _child(node, keys[: depth + 1], keys[depth + 1], path)
     _check_position(node, keys, path)
     if not isinstance(keys[-1], int) and not isinstance(node, dict):
         raise OverrideError(path, f"{_written(keys[:-1])} is {_kind(node)}, not a mapping with keys")
@@ -116,8 +119,11 @@ def _check_position(node: Any, keys: list[str | int], path: str) -> None:
     if not isinstance(node, list):
         raise OverrideError(path, f"{_written(keys[:-1])} is {_kind(node)}, not a list")
     if key >= len(node):
-        raise OverrideError(path, f"{_written(keys[:-1])} has {len(node)} entr{'y' if len(node) == 1 else 'ies'}"
-                                  + (f" (positions 0..{len(node) - 1})" if node else ""))
+        raise OverrideError(
+            path,
+            f"{_written(keys[:-1])} has {len(node)} entr{'y' if len(node) == 1 else 'ies'}"
+            + (f" (positions 0..{len(node) - 1})" if node else ""),
+        )
 
 
 def _written(keys: list[str | int]) -> str:

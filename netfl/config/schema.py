@@ -49,8 +49,12 @@ class StopSpec(Strict):
 
     sim_time: Seconds | None = Field(None, gt=0, description="simulated seconds")
     rounds: int | None = Field(None, gt=0, description="server rounds (aggregations)")
-    accuracy: Fraction | None = Field(None, gt=0, le=1, description="stop at the first evaluation reaching this "
-                                                                    "test accuracy (needs sim_time or rounds too)")
+    accuracy: Fraction | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="stop at the first evaluation reaching this test accuracy (needs sim_time or rounds too)",
+    )
 
     @model_validator(mode="after")
     def _one_limit(self):
@@ -86,13 +90,20 @@ class PartitionSpec(Strict):
     alpha: float | None = Field(None, gt=0, description="Dirichlet concentration (dirichlet)")
     classes_per_client: int | None = Field(None, gt=0, description="labels per client (classes)")
     exclusive: list[ExclusiveGroupSpec] | None = Field(
-        None, min_length=1, description="groups of clients that alone hold some labels; the other clients "
-                                        "split the remaining labels by kind")
+        None,
+        min_length=1,
+        description="groups of clients that alone hold some labels; the other clients "
+        "split the remaining labels by kind",
+    )
     quantity_skew: QuantitySkewSpec | None = Field(
-        None, description="a fraction of the clients holds a share of the samples (kinds iid, classes)")
+        None, description="a fraction of the clients holds a share of the samples (kinds iid, classes)"
+    )
     samples_per_client: int | None = Field(
-        None, gt=0, description="each client draws this many samples (its label mix by kind: iid, dirichlet, "
-                                "classes); shared between clients when clients x samples exceed the data set")
+        None,
+        gt=0,
+        description="each client draws this many samples (its label mix by kind: iid, dirichlet, "
+        "classes); shared between clients when clients x samples exceed the data set",
+    )
 
     @model_validator(mode="after")
     def _params_match_kind(self):
@@ -103,13 +114,17 @@ class PartitionSpec(Strict):
         seen_clients: dict[int, int] = {}
         seen_labels: dict[int, int] = {}
         for g, group in enumerate(self.exclusive or []):
-            for field, values, seen in (("clients", group.clients, seen_clients),
-                                        ("labels", group.labels, seen_labels)):
+            for field, values, seen in (
+                ("clients", group.clients, seen_clients),
+                ("labels", group.labels, seen_labels),
+            ):
                 for v in values:
                     if v in seen:
                         where = "given twice in this group" if seen[v] == g else f"also given in exclusive[{seen[v]}]"
-                        raise ValueError(f"exclusive[{g}].{field}: {field[:-1]} {v} is {where}; "
-                                         f"each {field[:-1]} belongs to at most one group")
+                        raise ValueError(
+                            f"exclusive[{g}].{field}: {field[:-1]} {v} is {where}; "
+                            f"each {field[:-1]} belongs to at most one group"
+                        )
                     seen[v] = g
         if self.quantity_skew is not None:
             if self.kind not in QUANTITY_SKEW_KINDS:
@@ -120,8 +135,10 @@ class PartitionSpec(Strict):
             if self.kind not in SAMPLED_KINDS:
                 raise ValueError(f"samples_per_client works with kind {one_of(SAMPLED_KINDS)}, not {self.kind!r}")
             if self.exclusive or self.quantity_skew is not None:
-                raise ValueError("samples_per_client draws every client's data alike: it cannot be combined with "
-                                 "exclusive or quantity_skew")
+                raise ValueError(
+                    "samples_per_client draws every client's data alike: it cannot be combined with "
+                    "exclusive or quantity_skew"
+                )
         return self
 
 
@@ -129,8 +146,9 @@ class DatasetSpec(Strict):
     name: Annotated[str, BeforeValidator(registered(DATASET_NAMES))]
     data_dir: Path | None = None
     test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits, blobs3)")
-    max_train_samples: int | None = Field(None, gt=0, description="train on a seeded random subset of this many "
-                                                                  "samples (CPU-scale studies)")
+    max_train_samples: int | None = Field(
+        None, gt=0, description="train on a seeded random subset of this many samples (CPU-scale studies)"
+    )
     partition: PartitionSpec = PartitionSpec()
 
 
@@ -148,7 +166,8 @@ class LocalSpec(Strict):
     lr: float = Field(0.05, gt=0)
     weight_decay: float = Field(0.0, ge=0)
     lr_schedule: Literal["constant", "inverse_round"] = Field(
-        "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)")
+        "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)"
+    )
 
     @model_validator(mode="after")
     def _steps_or_epochs(self):
@@ -191,7 +210,9 @@ class BatterySpec(Strict):
     """
 
     capacity: Joules = Field(55e3, gt=0)
-    initial: FractionDistribution = Field(Distribution("constant", (1.0,)), description="initial charge, fraction of capacity")
+    initial: FractionDistribution = Field(
+        Distribution("constant", (1.0,)), description="initial charge, fraction of capacity"
+    )
     min_level: Fraction = Field(0.0, ge=0, le=1, description="at or below this fraction the device does not take part")
     charging: PolicySpec | None = Field(None, description="when the charger is plugged in: a continuous-time policy")
     charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
@@ -220,12 +241,16 @@ class ChannelSpec(Strict):
     rician_k: float | None = Field(None, ge=0, description="Rician K factor (kind rician)")
     coherence: Seconds = Field(0.1, gt=0, description="block-fading coherence time")
     noise_figure_db: float = Field(7.0, ge=0)
-    rate: BitsPerSecond | None = Field(None, gt=0, description="fixed transmission rate (outage => retransmit); "
-                                                             "adaptive Shannon rate if omitted")
+    rate: BitsPerSecond | None = Field(
+        None, gt=0, description="fixed transmission rate (outage => retransmit); adaptive Shannon rate if omitted"
+    )
     packet_size: Bytes = Field(1500, gt=0)
     max_spectral_efficiency: float = Field(
-        MAX_SPECTRAL_EFFICIENCY, gt=0, description="bit/s/Hz an adaptive rate reaches at most (the radio's top "
-        "modulation and coding; 5.5547 is LTE's 64-QAM CQI 15, 7.4063 its 256-QAM; .inf: Shannon uncapped)")
+        MAX_SPECTRAL_EFFICIENCY,
+        gt=0,
+        description="bit/s/Hz an adaptive rate reaches at most (the radio's top "
+        "modulation and coding; 5.5547 is LTE's 64-QAM CQI 15, 7.4063 its 256-QAM; .inf: Shannon uncapped)",
+    )
 
     @field_validator("distance_m")
     @classmethod
@@ -287,9 +312,13 @@ class RoundSpec(Strict):
     deadline: Seconds = Field(float("inf"), gt=0, description="aggregate what arrived by then")
     idle_wait: Seconds = Field(10.0, gt=0, description="wait before retrying when nobody is available")
     interval: Seconds = Field(0.0, ge=0, description="minimum time from one round's start to the next (pace steering)")
-    over_commit: Fraction = Field(0.0, ge=0, description="ask ceil((1 + over_commit) x participants) devices and close "
-                                                         "the round at the first participants updates; the "
-                                                         "stragglers are stopped (30% is production FL's 130%)")
+    over_commit: Fraction = Field(
+        0.0,
+        ge=0,
+        description="ask ceil((1 + over_commit) x participants) devices and close "
+        "the round at the first participants updates; the "
+        "stragglers are stopped (30% is production FL's 130%)",
+    )
 
     @property
     def asked(self) -> int | None:
@@ -307,16 +336,21 @@ class AsyncSpec(Strict):
 
     buffer: int = Field(10, gt=0, description="m: the server aggregates whenever m updates have arrived")
     local_steps: Annotated[Distribution, _dist("count")] | None = Field(
-        None, description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; a lognormal is rounded "
-                          "(at least 1); task.local otherwise")
+        None,
+        description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; a lognormal is rounded "
+        "(at least 1); task.local otherwise",
+    )
 
     @field_validator("local_steps")
     @classmethod
     def _at_least_one_step(cls, d: Distribution | None):
         if d is not None and d.kind != "lognormal" and (d.kind == "normal" or d.support_min < 1):
-            raise ValueError(f"every job needs at least one local step; {d.describe()} can draw less than 1 "
-                             "(use e.g. {uniform: [1, 10]})")
+            raise ValueError(
+                f"every job needs at least one local step; {d.describe()} can draw less than 1 "
+                "(use e.g. {uniform: [1, 10]})"
+            )
         return d
+
     pause: Seconds = Field(0.0, ge=0, description="mean of an exponential pause before a worker pulls again")
 
 
@@ -326,9 +360,11 @@ class ServerSpec(Strict):
     round: RoundSpec = RoundSpec()
     async_: AsyncSpec = Field(AsyncSpec(), alias="async")
     on_divergence: Literal["stop", "skip_update"] = Field(
-        "stop", description="a NaN or inf in a client's update or loss: stop the run (stopped_by: diverged), or "
-                            "skip_update: drop that update, count it (updates_skipped) and go on; a global model "
-                            "that is not finite always stops the run")
+        "stop",
+        description="a NaN or inf in a client's update or loss: stop the run (stopped_by: diverged), or "
+        "skip_update: drop that update, count it (updates_skipped) and go on; a global model "
+        "that is not finite always stops the run",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -342,10 +378,16 @@ class MediumSpec(Strict):
     q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
     packet_size: Bytes = Field(1500, gt=0, description="slotted_aloha: bytes per packet (one packet per slot)")
     backoff: Literal["none", "binary_exponential"] = Field(
-        "none", description="slotted_aloha: binary_exponential halves a device's q after each collision (down to "
-                            "q/1024) and resets it after a success")
-    max_attempts: int | None = Field(None, gt=0, description="slotted_aloha: a packet dropped after this many "
-                                                             "transmissions fails the upload; unlimited if omitted")
+        "none",
+        description="slotted_aloha: binary_exponential halves a device's q after each collision (down to "
+        "q/1024) and resets it after a success",
+    )
+    max_attempts: int | None = Field(
+        None,
+        gt=0,
+        description="slotted_aloha: a packet dropped after this many "
+        "transmissions fails the upload; unlimited if omitted",
+    )
 
     @model_validator(mode="after")
     def _aloha_only(self):
@@ -353,8 +395,10 @@ class MediumSpec(Strict):
             raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
         aloha = {"rate", "q", "packet_size", "backoff", "max_attempts"} & self.model_fields_set
         if self.kind != "slotted_aloha" and aloha:
-            raise ValueError(f"{', '.join(sorted(aloha))} appl{'ies' if len(aloha) == 1 else 'y'} to kind "
-                             f"slotted_aloha only (kind is {self.kind})")
+            raise ValueError(
+                f"{', '.join(sorted(aloha))} appl{'ies' if len(aloha) == 1 else 'y'} to kind "
+                f"slotted_aloha only (kind is {self.kind})"
+            )
         return self
 
 
@@ -364,8 +408,10 @@ class RamSpec(Strict):
     mode: Literal["abstract", "first"] = "abstract"
     rho: list[Annotated[float, Field(ge=0)]] | Literal["channel_quality", "uniform"] = "uniform"
     draw: Literal["all", "arrived"] = Field(
-        "all", description="abstract: draw user i ~ rho among all users, nothing passing if i's update is missing "
-                           "(all: the paper's erasure), or among the users whose update arrived (arrived)")
+        "all",
+        description="abstract: draw user i ~ rho among all users, nothing passing if i's update is missing "
+        "(all: the paper's erasure), or among the users whose update arrived (arrived)",
+    )
 
     @model_validator(mode="after")
     def _draw_when_abstract(self):
@@ -430,8 +476,9 @@ def _every(value: object) -> Every:
         try:
             seconds = parse_quantity(value, "time")
         except ValueError:
-            raise ValueError(f"{value!r}: write a number of rounds (10, '10 rounds') or a simulated time "
-                             "('5min', '30s')") from None
+            raise ValueError(
+                f"{value!r}: write a number of rounds (10, '10 rounds') or a simulated time ('5min', '30s')"
+            ) from None
         if not seconds > 0:
             raise ValueError(f"must be a positive time (got {value!r})")
         return Every(seconds=seconds)
@@ -440,8 +487,10 @@ def _every(value: object) -> Every:
 
 class EvalSpec(Strict):
     every: Annotated[Every, BeforeValidator(_every)] = Field(
-        Every(rounds=1), description="rounds between evaluations (10), or simulated time ('5min'): a time grid "
-                                     "gives the curves of different runs the same time points")
+        Every(rounds=1),
+        description="rounds between evaluations (10), or simulated time ('5min'): a time grid "
+        "gives the curves of different runs the same time points",
+    )
     max_test_samples: int | None = Field(None, gt=0, description="evaluate on the first N test samples only")
 
 
@@ -449,9 +498,11 @@ class EngineSpec(Strict):
     """How the simulator keeps the devices (netfl/sim/fleet.py)."""
 
     devices: Literal["eager", "lazy"] = Field(
-        "eager", description="eager: every device a SimPy actor and every availability change an event; lazy: "
-                             "devices as arrays advanced only when the server asks (millions of devices; changes "
-                             "of devices that are not working are not logged)")
+        "eager",
+        description="eager: every device a SimPy actor and every availability change an event; lazy: "
+        "devices as arrays advanced only when the server asks (millions of devices; changes "
+        "of devices that are not working are not logged)",
+    )
 
 
 class OutputSpec(Strict):
@@ -466,10 +517,16 @@ class Seeds(NamedTuple):
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     seed: int = Field(0, ge=0, description="seeds every random draw (world_seed and training_seed when not given)")
-    world_seed: int | None = Field(None, ge=0, description="the world's draws: devices, availability, channels, "
-                                                           "media, relays, asynchronous workers")
-    training_seed: int | None = Field(None, ge=0, description="the learning's draws: data split, test split, "
-                                                              "initial model, minibatches, client selection")
+    world_seed: int | None = Field(
+        None,
+        ge=0,
+        description="the world's draws: devices, availability, channels, media, relays, asynchronous workers",
+    )
+    training_seed: int | None = Field(
+        None,
+        ge=0,
+        description="the learning's draws: data split, test split, initial model, minibatches, client selection",
+    )
     stop: StopSpec
     tasks: list[TaskSpec] = Field(min_length=1)
     devices: list[DeviceGroupSpec] = Field(min_length=1)
@@ -502,8 +559,10 @@ class Scenario(Strict):
     @property
     def seeds(self) -> Seeds:
         """The seeds in effect: ``seed`` for both, unless world_seed or training_seed says otherwise."""
-        return Seeds(self.seed if self.world_seed is None else self.world_seed,
-                     self.seed if self.training_seed is None else self.training_seed)
+        return Seeds(
+            self.seed if self.world_seed is None else self.world_seed,
+            self.seed if self.training_seed is None else self.training_seed,
+        )
 
     @property
     def num_devices(self) -> int:

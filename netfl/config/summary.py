@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from netfl.distributions import Distribution
-from netfl.results.progress import format_duration
 from netfl.config import Scenario
 from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
+from netfl.distributions import Distribution
+from netfl.results.progress import format_duration
 
 _MAX_VALUE_CHARS = 80  # a 24-value profile or a long rho list is cut, not allowed to wrap the screen
 
@@ -48,7 +48,7 @@ def _flow(value: Any) -> str:
 def _call(name: str, params: dict[str, Any]) -> str:
     args = ", ".join(f"{k}={_flow(v)}" for k, v in params.items())
     if len(args) > _MAX_VALUE_CHARS:
-        args = args[:_MAX_VALUE_CHARS - 3] + "..."
+        args = args[: _MAX_VALUE_CHARS - 3] + "..."
     return f"{name}({args})" if args else name
 
 
@@ -57,12 +57,20 @@ def _link(link: LinkSpec) -> str:
     latency = f", latency {format_duration(link.latency)}" if link.latency else ""
     if link.channel is not None:
         c = link.channel
-        rate = (f"fixed {_si(c.rate, 'bit/s')}" if c.rate is not None
-                else "adaptive (Shannon) rate, uncapped" if math.isinf(c.max_spectral_efficiency)
-                else f"adaptive (Shannon) rate up to {c.max_spectral_efficiency:g} bit/s/Hz")
-        return f"{where} by {'an' if c.kind[0] in 'aeiou' else 'a'} {c.kind} channel at {_dist(c.distance_m, 'm')}, {rate}{latency}"
-    down = _dist(link.downlink, "bit/s") if link.downlink is not None else (
-        "the node's broadcast" if link.to else "= uplink")
+        rate = (
+            f"fixed {_si(c.rate, 'bit/s')}"
+            if c.rate is not None
+            else "adaptive (Shannon) rate, uncapped"
+            if math.isinf(c.max_spectral_efficiency)
+            else f"adaptive (Shannon) rate up to {c.max_spectral_efficiency:g} bit/s/Hz"
+        )
+        article = "an" if c.kind[0] in "aeiou" else "a"
+        return f"{where} by {article} {c.kind} channel at {_dist(c.distance_m, 'm')}, {rate}{latency}"
+    down = (
+        _dist(link.downlink, "bit/s")
+        if link.downlink is not None
+        else ("the node's broadcast" if link.to else "= uplink")
+    )
     up = _dist(link.uplink, "bit/s") if link.uplink is not None else "none"
     return f"{where}: uplink {up}, downlink {down}{latency}"
 
@@ -75,8 +83,10 @@ def _group(g: DeviceGroupSpec) -> str:
         battery = f"battery {_si(b.capacity, 'J')} (min {b.min_level:.0%})"
         if b.charging is not None:
             battery += f", charging {_call(b.charging.policy, b.charging.params)}"
-    return (f"  {g.group:<10} x{g.count}: compute {_dist(g.compute.flops_per_s, 'FLOP/s')}; {battery}\n"
-            f"  {'':<10} availability {_call(g.availability.policy, g.availability.params)}; link {_link(g.link)}")
+    return (
+        f"  {g.group:<10} x{g.count}: compute {_dist(g.compute.flops_per_s, 'FLOP/s')}; {battery}\n"
+        f"  {'':<10} availability {_call(g.availability.policy, g.availability.params)}; link {_link(g.link)}"
+    )
 
 
 def _node(name: str, n: NodeSpec) -> str:
@@ -87,10 +97,14 @@ def _node(name: str, n: NodeSpec) -> str:
     ram = ""
     if n.ram is not None:
         rho = f"{len(n.ram.rho)} weights" if isinstance(n.ram.rho, list) else n.ram.rho
-        draw = ("drawn among all users, nothing passing when the drawn user's update is missing" if n.ram.draw == "all"
-                else "drawn among the users whose update arrived")
-        ram = f"; RAM {n.ram.mode}" + (f" (rho: {rho}; {draw})" if n.ram.mode == "abstract"
-                                       else " (the first update to arrive passes)")
+        draw = (
+            "drawn among all users, nothing passing when the drawn user's update is missing"
+            if n.ram.draw == "all"
+            else "drawn among the users whose update arrived"
+        )
+        ram = f"; RAM {n.ram.mode}" + (
+            f" (rho: {rho}; {draw})" if n.ram.mode == "abstract" else " (the first update to arrive passes)"
+        )
     return f"  {name:<10} {n.kind.replace('_', ' ')}{medium}{down}{ram}"
 
 
@@ -105,10 +119,15 @@ def _server(s: Scenario) -> str:
     r = server.round
     deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
     interval = f"; a round at most every {format_duration(r.interval)}" if r.interval else ""
-    over = (f" (over-commit {100 * r.over_commit:g}%: {r.asked} asked, the first {r.participants} updates aggregated)"
-            if r.over_commit else "")
-    return (f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round{over}; "
-            f"deadline {deadline}{interval}")
+    over = (
+        f" (over-commit {100 * r.over_commit:g}%: {r.asked} asked, the first {r.participants} updates aggregated)"
+        if r.over_commit
+        else ""
+    )
+    return (
+        f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round{over}; "
+        f"deadline {deadline}{interval}"
+    )
 
 
 def describe_scenario(s: Scenario) -> str:
@@ -120,38 +139,55 @@ def describe_scenario(s: Scenario) -> str:
     if s.stop.accuracy:
         stop.append(f"{100 * s.stop.accuracy:g}% test accuracy")
     first = ", whichever comes first" if len(stop) > 1 else ""
-    seeds = (f"seed {s.seed}" if s.seeds == (s.seed, s.seed)
-             else f"world seed {s.seeds.world}, training seed {s.seeds.training}")
+    seeds = (
+        f"seed {s.seed}"
+        if s.seeds == (s.seed, s.seed)
+        else f"world seed {s.seeds.world}, training seed {s.seeds.training}"
+    )
     lines = [f"scenario   {s.name} ({seeds}); stop after {' or '.join(stop)}{first}"]
     for i, t in enumerate(s.tasks):
         p = t.dataset.partition
-        part = p.kind + (f"(alpha={p.alpha:g})" if p.kind == "dirichlet" else "") + \
-            (f"({p.classes_per_client} classes each)" if p.kind == "classes" else "")
+        part = (
+            p.kind
+            + (f"(alpha={p.alpha:g})" if p.kind == "dirichlet" else "")
+            + (f"({p.classes_per_client} classes each)" if p.kind == "classes" else "")
+        )
         part += " partition"
         if p.samples_per_client is not None:
             part += f" ({p.samples_per_client} samples drawn per device)"
         if p.quantity_skew is not None:
             part += f" ({p.quantity_skew.clients:.0%} of the devices hold {p.quantity_skew.share:.1%} of the data)"
         for group in p.exclusive or []:
-            part += (f" (devices {', '.join(map(str, group.clients))} alone hold labels "
-                     f"{', '.join(map(str, group.labels))})")
+            part += (
+                f" (devices {', '.join(map(str, group.clients))} alone hold labels {', '.join(map(str, group.labels))})"
+            )
         subset = f" ({t.dataset.max_train_samples} samples)" if t.dataset.max_train_samples else ""
         work = f"{t.local.steps} steps" if t.local.steps else f"{t.local.epochs:g} epochs"
-        lines.append(f"task {i}     {t.dataset.name}{subset}, {part}; model {t.model.name}; "
-                     f"local {work} of batch {t.local.batch_size} at lr {t.local.lr:g}")
+        lines.append(
+            f"task {i}     {t.dataset.name}{subset}, {part}; model {t.model.name}; "
+            f"local {work} of batch {t.local.batch_size} at lr {t.local.lr:g}"
+        )
     lines.append(f"devices    {s.num_devices} in {len(s.devices)} group(s)")
     lines += [_group(g) for g in s.devices]
     nodes = s.network.nodes
     if nodes or s.network.links:
         lines.append(f"network    {len(nodes)} node(s), {len(s.network.links)} wired link(s)")
         lines += [_node(name, n) for name, n in nodes.items()]
-        lines += [f"  {w.source} -> {w.to}: {_si(w.rate, 'bit/s')}"
-                  + (f", latency {format_duration(w.latency)}" if w.latency else "") for w in s.network.links]
+        lines += [
+            f"  {w.source} -> {w.to}: {_si(w.rate, 'bit/s')}"
+            + (f", latency {format_duration(w.latency)}" if w.latency else "")
+            for w in s.network.links
+        ]
     lines.append(_server(s))
     every = s.eval.every
-    lines.append(f"eval       every {every.rounds} round(s)" if every.rounds is not None
-                 else f"eval       every {format_duration(every.seconds)} simulated")
+    lines.append(
+        f"eval       every {every.rounds} round(s)"
+        if every.rounds is not None
+        else f"eval       every {format_duration(every.seconds)} simulated"
+    )
     if s.engine.devices == "lazy":
-        lines.append("engine     lazy: devices kept as arrays; availability advanced only when the server asks; "
-                     "only working devices' events are logged")
+        lines.append(
+            "engine     lazy: devices kept as arrays; availability advanced only when the server asks; "
+            "only working devices' events are logged"
+        )
     return "\n".join(lines)

@@ -19,8 +19,15 @@ import torch
 
 from netfl.errors import DataError
 from netfl.learn.idx import read_idx
-from netfl.registry.datasets import (CIFAR10_FILES, DATASET_NAMES, FASHION_MNIST_DIR, IDX_FILES, NUM_CLASSES,
-                                     data_folder, missing_files)
+from netfl.registry.datasets import (
+    CIFAR10_FILES,
+    DATASET_NAMES,
+    FASHION_MNIST_DIR,
+    IDX_FILES,
+    NUM_CLASSES,
+    data_folder,
+    missing_files,
+)
 
 __all__ = ["DATASET_NAMES", "NUM_CLASSES", "Dataset", "load_dataset", "FASHION_MNIST_DIR"]
 
@@ -72,9 +79,7 @@ def load_dataset(
     """
     loader = _LOADERS.get(name)
     if loader is None:
-        raise DataError(
-            f"unknown dataset {name!r} (accepted: {', '.join(DATASET_NAMES)})"
-        )
+        raise DataError(f"unknown dataset {name!r} (accepted: {', '.join(DATASET_NAMES)})")
     problem = missing_files(name, data_dir)  # every missing file at once, before reading any
     if problem is not None:
         raise DataError(problem)
@@ -96,9 +101,7 @@ def _load_digits(_data_dir: Path | None, test_fraction: float, seed: int) -> Dat
     return _make("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx])
 
 
-def _stratified_split(
-    y: np.ndarray, test_fraction: float, rng: np.random.Generator
-) -> tuple[np.ndarray, np.ndarray]:
+def _stratified_split(y: np.ndarray, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per class, send round(n_c * test_fraction) random samples to test.
 
     Stratifying keeps both halves' label mix equal to the full set's, which
@@ -125,8 +128,12 @@ def _load_blobs3(_data_dir: Path | None, test_fraction: float, seed: int) -> Dat
         raise DataError(f"blobs3: test_fraction must be in (0, 1), got {test_fraction}")
     from sklearn.datasets import make_blobs  # deferred: sklearn import is slow
 
-    x, y = make_blobs(n_samples=[1000] * len(BLOBS3_CENTERS), centers=[list(c) for c in BLOBS3_CENTERS],
-                      cluster_std=0.1, random_state=11)
+    x, y = make_blobs(
+        n_samples=[1000] * len(BLOBS3_CENTERS),
+        centers=[list(c) for c in BLOBS3_CENTERS],
+        cluster_std=0.1,
+        random_state=11,
+    )
     x = np.asarray(x, dtype=np.float32).reshape(-1, 1, 1, 2)
     y = np.asarray(y, dtype=np.int64)
     train_idx, test_idx = _stratified_split(y, test_fraction, np.random.default_rng(seed))
@@ -157,8 +164,7 @@ def _read_idx_set(name: str, folder: str) -> tuple[np.ndarray, ...]:
             raise DataError(f"{x_path}: expected N×H×W images, got shape {xs.shape}")
         if ys.ndim != 1 or len(ys) != len(xs):
             raise DataError(
-                f"{root / _IDX_FILES[f'{split}_y']}: expected {len(xs)} labels "
-                f"to match {x_path}, got shape {ys.shape}"
+                f"{root / _IDX_FILES[f'{split}_y']}: expected {len(xs)} labels to match {x_path}, got shape {ys.shape}"
             )
         if len(ys) and (ys.min() < 0 or ys.max() > 9):
             raise DataError(f"{root / _IDX_FILES[f'{split}_y']}: labels must be in 0..9")

@@ -31,9 +31,7 @@ _CODE_TO_DTYPE: dict[int, np.dtype] = {
     0x0D: np.dtype(">f4"),
     0x0E: np.dtype(">f8"),
 }
-_KIND_SIZE_TO_CODE: dict[tuple[str, int], int] = {
-    (dt.kind, dt.itemsize): code for code, dt in _CODE_TO_DTYPE.items()
-}
+_KIND_SIZE_TO_CODE: dict[tuple[str, int], int] = {(dt.kind, dt.itemsize): code for code, dt in _CODE_TO_DTYPE.items()}
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -63,10 +61,7 @@ def read_idx(path: Path) -> np.ndarray:
     if len(data) < 4:
         raise DataError(f"{path}: not an IDX file (only {len(data)} bytes, header needs 4)")
     if data[0] != 0 or data[1] != 0:
-        raise DataError(
-            f"{path}: not an IDX file (magic must start with two zero bytes, "
-            f"got {data[:2].hex()})"
-        )
+        raise DataError(f"{path}: not an IDX file (magic must start with two zero bytes, got {data[:2].hex()})")
     code, ndim = data[2], data[3]
     if code not in _CODE_TO_DTYPE:
         accepted = ", ".join(f"0x{c:02X}" for c in _CODE_TO_DTYPE)
@@ -76,8 +71,7 @@ def read_idx(path: Path) -> np.ndarray:
     header_len = 4 + 4 * ndim
     if len(data) < header_len:
         raise DataError(
-            f"{path}: truncated IDX header ({ndim} dimensions need {header_len} bytes, "
-            f"file has {len(data)})"
+            f"{path}: truncated IDX header ({ndim} dimensions need {header_len} bytes, file has {len(data)})"
         )
     dims = tuple(int(d) for d in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
     dtype = _CODE_TO_DTYPE[code]
@@ -86,8 +80,7 @@ def read_idx(path: Path) -> np.ndarray:
     if actual != expected:
         what = "truncated" if actual < expected else "has trailing data"
         raise DataError(
-            f"{path}: IDX payload {what}: dims {dims} of {dtype.name} need "
-            f"{expected} bytes, found {actual}"
+            f"{path}: IDX payload {what}: dims {dims} of {dtype.name} need {expected} bytes, found {actual}"
         )
     arr = np.frombuffer(data, dtype=dtype, offset=header_len).reshape(dims)
     return arr.astype(dtype.newbyteorder("="), copy=True)

@@ -48,8 +48,8 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -57,14 +57,20 @@ import torch
 from netfl.backend import BYTES_PER_VALUE, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, Work
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
-from netfl.learn.objective import Correction
 from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
+from netfl.learn.objective import Correction
 from netfl.learn.params import ParamLayout
 from netfl.learn.partition import ClientParts
 from netfl.learn.runtime import torch_device
 from netfl.learn.stacked import train_stacked
-from netfl.learn.training import (evaluate, local_sgd, local_sgd_extended, minibatch_indices, num_local_steps,
-                                  scheduled_lr)
+from netfl.learn.training import (
+    evaluate,
+    local_sgd,
+    local_sgd_extended,
+    minibatch_indices,
+    num_local_steps,
+    scheduled_lr,
+)
 from netfl.rng import RandomStreams
 
 
@@ -92,16 +98,29 @@ class TaskSetup:
 class TaskModel:
     """One model the federation trains: its global vector, its snapshots and its analytic costs."""
 
-    def __init__(self, setup: TaskSetup, *, init_seed: int, extra_init: torch.Tensor,
-                 max_test_samples: int | None, device: torch.device):
+    def __init__(
+        self,
+        setup: TaskSetup,
+        *,
+        init_seed: int,
+        extra_init: torch.Tensor,
+        max_test_samples: int | None,
+        device: torch.device,
+    ):
         torch.manual_seed(init_seed)  # initialised on the CPU, so every device starts from the same model
         dataset = setup.dataset
-        self.model = build_model(setup.model_name, dataset.input_shape, dataset.num_classes,
-                                 hidden=tuple(setup.hidden)).to(device)
+        self.model = build_model(
+            setup.model_name, dataset.input_shape, dataset.num_classes, hidden=tuple(setup.hidden)
+        ).to(device)
         self.layout = ParamLayout.of(self.model)
         if device.type != "cpu":
-            dataset = replace(dataset, train_x=dataset.train_x.to(device), train_y=dataset.train_y.to(device),
-                              test_x=dataset.test_x.to(device), test_y=dataset.test_y.to(device))
+            dataset = replace(
+                dataset,
+                train_x=dataset.train_x.to(device),
+                train_y=dataset.train_y.to(device),
+                test_x=dataset.test_x.to(device),
+                test_y=dataset.test_y.to(device),
+            )
         self.dataset = dataset
         parts = setup.parts if isinstance(setup.parts, ClientParts) else ClientParts.of(setup.parts)
         self._indices = torch.from_numpy(parts.indices)  # every client's samples, client after client
@@ -123,7 +142,7 @@ class TaskModel:
 
     def part(self, client: int) -> torch.Tensor:
         """The client's sample indices into the training set."""
-        return self._indices[self._offsets[client]:self._offsets[client + 1]]
+        return self._indices[self._offsets[client] : self._offsets[client + 1]]
 
     def steps_of(self, client: int) -> int:
         return num_local_steps(self.client_size(client), self.local.batch_size, self.local.steps, self.local.epochs)
@@ -136,7 +155,7 @@ class TaskModel:
         return float(self._forward_flops * self.client_size(client))
 
     def model_part(self, vector: torch.Tensor) -> torch.Tensor:
-        return vector[:self.layout.size] if self.extra else vector
+        return vector[: self.layout.size] if self.extra else vector
 
     def client_data(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
         idx = self.part(client)
@@ -148,8 +167,9 @@ class TaskModel:
         return evaluate(self.model, self.layout, self.model_part(self.global_vector), x, y, self.num_classes)[1]
 
     def evaluate(self) -> Evaluation:
-        acc, loss, per_class = evaluate(self.model, self.layout, self.model_part(self.global_vector), self.test_x,
-                                        self.test_y, self.num_classes)
+        acc, loss, per_class = evaluate(
+            self.model, self.layout, self.model_part(self.global_vector), self.test_x, self.test_y, self.num_classes
+        )
         return Evaluation(acc, loss, tuple(per_class))
 
 
@@ -185,9 +205,18 @@ def all_finite(vectors: Sequence[torch.Tensor]) -> list[bool]:
 
 
 class Learner:
-    def __init__(self, tasks: Sequence[TaskSetup], *, strategy: Strategy, streams: RandomStreams,
-                 participants: int | None = None, max_test_samples: int | None = None, batched: bool = True,
-                 device: str | torch.device = "cpu", on_divergence: str = "stop"):
+    def __init__(
+        self,
+        tasks: Sequence[TaskSetup],
+        *,
+        strategy: Strategy,
+        streams: RandomStreams,
+        participants: int | None = None,
+        max_test_samples: int | None = None,
+        batched: bool = True,
+        device: str | torch.device = "cpu",
+        on_divergence: str = "stop",
+    ):
         if not tasks:
             raise ValueError("a learner needs at least one task")
         if on_divergence not in ON_DIVERGENCE:
@@ -202,9 +231,16 @@ class Learner:
         initial = torch.zeros(0) if strategy.extras is None else strategy.extras.initial.to(torch.float32).reshape(-1)
         self.device = torch_device(device)
         # task 0 keeps the stream name it always had, so single-task runs are unchanged
-        self.tasks = [TaskModel(setup, init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
-                                extra_init=initial, max_test_samples=max_test_samples, device=self.device)
-                      for s, setup in enumerate(tasks)]
+        self.tasks = [
+            TaskModel(
+                setup,
+                init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
+                extra_init=initial,
+                max_test_samples=max_test_samples,
+                device=self.device,
+            )
+            for s, setup in enumerate(tasks)
+        ]
         self.version = 0
         self._selection = streams.numpy("selection")
         self._jobs: dict[int, _Job] = {}
@@ -233,17 +269,24 @@ class Learner:
     @property
     def extra_vector(self) -> torch.Tensor:
         """The strategy's extra scalars in the first task's global vector (empty for most strategies)."""
-        return self.tasks[0].global_vector[self.tasks[0].layout.size:]
+        return self.tasks[0].global_vector[self.tasks[0].layout.size :]
 
     # ------------------------------------------------------- checkpoints
 
     def state(self) -> dict:
         """Everything a run changes in the learner (global models and their snapshots, the strategy, jobs in
         flight, the selection generator), without the data sets: what a checkpoint keeps."""
-        return {"version": self.version, "next_job": self._next_job, "jobs": self._jobs, "probes": self._probes,
-                "updates_skipped": self.updates_skipped, "made_by": self._made_by,
-                "selection": self._selection.bit_generator.state, "strategy": self.strategy,
-                "tasks": [{"global_vector": t.global_vector, "snapshots": t.snapshots} for t in self.tasks]}
+        return {
+            "version": self.version,
+            "next_job": self._next_job,
+            "jobs": self._jobs,
+            "probes": self._probes,
+            "updates_skipped": self.updates_skipped,
+            "made_by": self._made_by,
+            "selection": self._selection.bit_generator.state,
+            "strategy": self.strategy,
+            "tasks": [{"global_vector": t.global_vector, "snapshots": t.snapshots} for t in self.tasks],
+        }
 
     def restore(self, state: dict) -> None:
         """Continue from :meth:`state` (taken from a learner built from the same scenario)."""
@@ -280,12 +323,21 @@ class Learner:
         for client, task in pairs:
             if self.strategy.probe.trains:  # trained during the probe: upload only
                 job = by_client[client].jobs[task]
-                work.append(Work(client, job, decision_bytes, 0.0,
-                                 self.strategy.upload_bytes(self.tasks[task].model_bytes), task=self._task_label(task)))
+                work.append(
+                    Work(
+                        client,
+                        job,
+                        decision_bytes,
+                        0.0,
+                        self.strategy.upload_bytes(self.tasks[task].model_bytes),
+                        task=self._task_label(task),
+                    )
+                )
             else:
                 trained = self._train_work(client, task, round_index)
-                work.append(Work(client, trained.job, decision_bytes, trained.flops, trained.upload_bytes,
-                                 task=trained.task))
+                work.append(
+                    Work(client, trained.job, decision_bytes, trained.flops, trained.upload_bytes, task=trained.task)
+                )
         kept = {w.job for w in work}
         for probe in probes.values():
             for job in probe.jobs:
@@ -311,8 +363,10 @@ class Learner:
         if not all(finite):
             self._nonfinite("update", context.round_index, [u.client for u, ok in zip(updates, finite) if not ok])
             updates = [u for u, ok in zip(updates, finite) if ok]
-        models = [self.strategy.aggregate(task.global_vector, [u for u in updates if u.task == s], context)
-                  for s, task in enumerate(self.tasks)]
+        models = [
+            self.strategy.aggregate(task.global_vector, [u for u in updates if u.task == s], context)
+            for s, task in enumerate(self.tasks)
+        ]
         clients = tuple(sorted({u.client for u in updates}))
         if not all(all_finite(models)):
             raise Diverged(Divergence("global_model", context.round_index, clients))
@@ -330,8 +384,11 @@ class Learner:
             raise Diverged(Divergence("evaluation", *self._made_by))
         if len(results) == 1:
             return results[0]
-        return Evaluation(float(np.mean([r.accuracy for r in results])), float(np.mean([r.loss for r in results])),
-                          tasks=tuple(results))
+        return Evaluation(
+            float(np.mean([r.accuracy for r in results])),
+            float(np.mean([r.loss for r in results])),
+            tasks=tuple(results),
+        )
 
     # -------------------------------------------------------------- internals
 
@@ -349,17 +406,27 @@ class Learner:
         job = self._next_job
         self._next_job += 1
         model = self.tasks[task]
-        self._jobs[job] = _Job(client, task, self.version, model.steps_of(client) if steps is None else steps,
-                               scheduled_lr(model.local.lr, model.local.lr_schedule, round_index),
-                               self.strategy.correction(client, task))
+        self._jobs[job] = _Job(
+            client,
+            task,
+            self.version,
+            model.steps_of(client) if steps is None else steps,
+            scheduled_lr(model.local.lr, model.local.lr_schedule, round_index),
+            self.strategy.correction(client, task),
+        )
         return job
 
     def _train_work(self, client: int, task: int, round_index: int, steps: int | None = None) -> Work:
         job = self._new_job(client, task, round_index, steps)
         model = self.tasks[task]
-        return Work(client, job, self.strategy.download_bytes(model.model_bytes),
-                    model.job_flops(client, self._jobs[job].steps), self.strategy.upload_bytes(model.model_bytes),
-                    task=self._task_label(task))
+        return Work(
+            client,
+            job,
+            self.strategy.download_bytes(model.model_bytes),
+            model.job_flops(client, self._jobs[job].steps),
+            self.strategy.upload_bytes(model.model_bytes),
+            task=self._task_label(task),
+        )
 
     def _probe_work(self, client: int, round_index: int) -> Work:
         """Every task's model down, the probe's jobs (if it trains) and compute, one number per task up."""
@@ -367,8 +434,10 @@ class Learner:
         probe_id = self._next_job
         self._next_job += 1
         jobs = tuple(self._new_job(client, s, round_index) for s in range(len(self.tasks))) if probe.trains else ()
-        flops = sum((model.job_flops(client, self._jobs[jobs[s]].steps) if jobs else 0.0) + probe.flops(model, client)
-                    for s, model in enumerate(self.tasks))
+        flops = sum(
+            (model.job_flops(client, self._jobs[jobs[s]].steps) if jobs else 0.0) + probe.flops(model, client)
+            for s, model in enumerate(self.tasks)
+        )
         download = sum(self.strategy.download_bytes(m.model_bytes) if jobs else m.model_bytes for m in self.tasks)
         self._probes[probe_id] = _Probe(client, jobs)
         return Work(client, probe_id, download, flops, BYTES_PER_VALUE * len(self.tasks), "probe", report=True)
@@ -376,13 +445,22 @@ class Learner:
     def _report(self, probe: _Probe) -> np.ndarray:
         """The probe's number for each task, from the client's trained jobs if it has any."""
         updates = [self._update(j) for j in probe.jobs] or [None] * len(self.tasks)
-        return np.asarray([self.strategy.probe.report(model, probe.client, update)
-                           for model, update in zip(self.tasks, updates)])
+        return np.asarray(
+            [self.strategy.probe.report(model, probe.client, update) for model, update in zip(self.tasks, updates)]
+        )
 
     def _update(self, job_id: int) -> ClientUpdate:
         job = self._jobs[job_id]
-        return ClientUpdate(job.client, self.tasks[job.task].client_size(job.client), job.delta, job.version, job.lr,
-                            job.steps, task=job.task, correction=job.correction)
+        return ClientUpdate(
+            job.client,
+            self.tasks[job.task].client_size(job.client),
+            job.delta,
+            job.version,
+            job.lr,
+            job.steps,
+            task=job.task,
+            correction=job.correction,
+        )
 
     def _train(self, job_ids: Sequence[int]) -> None:
         """Compute the updates y - x of the jobs not trained yet, stacked where they can share a call.
@@ -408,9 +486,17 @@ class Learner:
                 continue
             start = model.snapshots[version]
             minibatches = [self._minibatches(job_id, batch) for job_id in members]
-            ends = train_stacked(model.model, model.layout, start, model.dataset.train_x, model.dataset.train_y,
-                                 minibatches, lr=lr, weight_decay=model.local.weight_decay,
-                                 corrections=[self._jobs[job_id].correction for job_id in members])
+            ends = train_stacked(
+                model.model,
+                model.layout,
+                start,
+                model.dataset.train_x,
+                model.dataset.train_y,
+                minibatches,
+                lr=lr,
+                weight_decay=model.local.weight_decay,
+                corrections=[self._jobs[job_id].correction for job_id in members],
+            )
             for job_id, end in zip(members, ends):
                 self._jobs[job_id].delta = end.sub_(start)
 
@@ -432,13 +518,34 @@ class Learner:
         generator = self._generator(job_id)
         local = model.local
         if model.extra:
-            end = local_sgd_extended(model.model, model.layout, start, x, y, steps=job.steps,
-                                     batch_size=local.batch_size, lr=job.lr, weight_decay=local.weight_decay,
-                                     generator=generator, extras=self.strategy.extras, correction=job.correction)
+            end = local_sgd_extended(
+                model.model,
+                model.layout,
+                start,
+                x,
+                y,
+                steps=job.steps,
+                batch_size=local.batch_size,
+                lr=job.lr,
+                weight_decay=local.weight_decay,
+                generator=generator,
+                extras=self.strategy.extras,
+                correction=job.correction,
+            )
         else:
-            end = local_sgd(model.model, model.layout, start, x, y, steps=job.steps, batch_size=local.batch_size,
-                            lr=job.lr, weight_decay=local.weight_decay, generator=generator,
-                            correction=job.correction)
+            end = local_sgd(
+                model.model,
+                model.layout,
+                start,
+                x,
+                y,
+                steps=job.steps,
+                batch_size=local.batch_size,
+                lr=job.lr,
+                weight_decay=local.weight_decay,
+                generator=generator,
+                correction=job.correction,
+            )
         return end - start
 
     def _forget_unused_snapshots(self) -> None:

@@ -87,9 +87,7 @@ def build_model(
             nn.Flatten(),
         )  # fmt: skip
         flat = _flat_size(features, (c, h, w))
-        return nn.Sequential(
-            *features, nn.Linear(flat, 128), nn.ReLU(), nn.Linear(128, num_classes)
-        )
+        return nn.Sequential(*features, nn.Linear(flat, 128), nn.ReLU(), nn.Linear(128, num_classes))
     raise ValueError(f"unknown model {name!r} (accepted: {', '.join(MODEL_NAMES)})")
 
 
@@ -119,11 +117,7 @@ def forward_flops_per_sample(model: nn.Module, input_shape: tuple[int, int, int]
         if getattr(module, "bias", None) is not None:
             total += outputs
 
-    handles = [
-        m.register_forward_hook(hook)
-        for m in model.modules()
-        if isinstance(m, (nn.Linear, nn.Conv2d))
-    ]
+    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
     try:
         with torch.no_grad():
             param = next(model.parameters(), None)

@@ -17,8 +17,8 @@ Two pieces, both optional and both owned by the strategy
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 

@@ -21,7 +21,7 @@ class ParamLayout:
     numels: tuple[int, ...]
 
     @classmethod
-    def of(cls, model: nn.Module) -> "ParamLayout":
+    def of(cls, model: nn.Module) -> ParamLayout:
         named = list(model.named_parameters())
         return cls(tuple(n for n, _ in named), tuple(p.shape for _, p in named), tuple(p.numel() for _, p in named))
 
@@ -34,5 +34,7 @@ class ParamLayout:
 
     def unflatten(self, vector: torch.Tensor) -> dict[str, torch.Tensor]:
         """Named views into ``vector`` (gradients flow back to it)."""
-        return {name: chunk.view(shape) for name, chunk, shape in
-                zip(self.names, torch.split(vector, self.numels), self.shapes)}
+        return {
+            name: chunk.view(shape)
+            for name, chunk, shape in zip(self.names, torch.split(vector, self.numels), self.shapes)
+        }

@@ -41,7 +41,7 @@ class ClientParts:
             raise ValueError("offsets must rise from 0 to the number of indices")
 
     @classmethod
-    def of(cls, parts: Sequence[np.ndarray]) -> "ClientParts":
+    def of(cls, parts: Sequence[np.ndarray]) -> ClientParts:
         sizes = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
         flat = np.concatenate([np.asarray(p, dtype=np.int64) for p in parts]) if parts else np.empty(0, np.int64)
         return cls(flat, np.concatenate([[0], np.cumsum(sizes)]))
@@ -50,7 +50,7 @@ class ClientParts:
         return len(self.offsets) - 1
 
     def __getitem__(self, client: int) -> np.ndarray:
-        return self.indices[self.offsets[client]:self.offsets[client + 1]]
+        return self.indices[self.offsets[client] : self.offsets[client + 1]]
 
     def __iter__(self):
         return (self[c] for c in range(len(self)))
@@ -60,9 +60,16 @@ class ClientParts:
         return np.diff(self.offsets)
 
 
-def sample_parts(labels: np.ndarray, num_clients: int, samples_per_client: int, kind: str,
-                 rng: np.random.Generator, *, alpha: float | None = None,
-                 classes_per_client: int | None = None) -> ClientParts:
+def sample_parts(
+    labels: np.ndarray,
+    num_clients: int,
+    samples_per_client: int,
+    kind: str,
+    rng: np.random.Generator,
+    *,
+    alpha: float | None = None,
+    classes_per_client: int | None = None,
+) -> ClientParts:
     """Give every client ``samples_per_client`` samples drawn from ``rng``, so clients may outnumber samples.
 
     ``"iid"``: uniformly; ``"dirichlet"``: each client's label mix ~ Dirichlet(``alpha``);
@@ -103,7 +110,7 @@ def sample_parts(labels: np.ndarray, num_clients: int, samples_per_client: int, 
         slots = np.flatnonzero(slot_label == position)
         pool = np.flatnonzero(labels == label)
         if len(slots) <= len(pool):
-            indices[slots] = rng.permutation(pool)[:len(slots)]
+            indices[slots] = rng.permutation(pool)[: len(slots)]
         else:
             indices[slots] = pool[rng.integers(0, len(pool), size=len(slots))]
     return ClientParts(indices, offsets)
@@ -195,14 +202,11 @@ def partition_indices(
     if num_clients > n:
         raise ValueError(f"num_clients ({num_clients}) exceeds the number of samples ({n})")
     if kind not in PARTITION_KINDS:
-        raise ValueError(
-            f"unknown partition kind {kind!r} (accepted: {', '.join(PARTITION_KINDS)})"
-        )
+        raise ValueError(f"unknown partition kind {kind!r} (accepted: {', '.join(PARTITION_KINDS)})")
     if exclusive is not None and len(exclusive) > 0:
         if quantity_skew is not None:
             raise ValueError("quantity_skew cannot be combined with exclusive: give one of them")
-        return _none_empty(_with_exclusive(labels, num_clients, kind, rng, alpha, classes_per_client, exclusive),
-                           kind)
+        return _none_empty(_with_exclusive(labels, num_clients, kind, rng, alpha, classes_per_client, exclusive), kind)
     if quantity_skew is None:
         parts = _split(labels, num_clients, kind, rng, alpha, classes_per_client, None)
     else:
@@ -217,14 +221,23 @@ def _none_empty(parts: list[np.ndarray], kind: str) -> list[np.ndarray]:
     empty = [i for i, p in enumerate(parts) if len(p) == 0]
     if empty:
         shown = _describe_ints(empty[:10]) + (", ..." if len(empty) > 10 else "")
-        raise ValueError(f"{kind} leaves {len(empty)} of {len(parts)} clients without a training sample (clients "
-                         f"{shown}), and a client without data cannot train; use fewer devices, more labels per "
-                         "client (classes_per_client), or samples_per_client (devices then share samples)")
+        raise ValueError(
+            f"{kind} leaves {len(empty)} of {len(parts)} clients without a training sample (clients "
+            f"{shown}), and a client without data cannot train; use fewer devices, more labels per "
+            "client (classes_per_client), or samples_per_client (devices then share samples)"
+        )
     return parts
 
 
-def _split(labels: np.ndarray, num_clients: int, kind: str, rng: np.random.Generator, alpha: float | None,
-           classes_per_client: int | None, weights: np.ndarray | None) -> list[np.ndarray]:
+def _split(
+    labels: np.ndarray,
+    num_clients: int,
+    kind: str,
+    rng: np.random.Generator,
+    alpha: float | None,
+    classes_per_client: int | None,
+    weights: np.ndarray | None,
+) -> list[np.ndarray]:
     """The kinds themselves, on positions 0..len(labels)-1 (unsorted parts)."""
     n = len(labels)
     if kind == "iid":
@@ -270,9 +283,15 @@ def _int_list(values: Any, what: str) -> list[int]:
     return out
 
 
-def _with_exclusive(labels: np.ndarray, num_clients: int, kind: str, rng: np.random.Generator,
-                    alpha: float | None, classes_per_client: int | None,
-                    exclusive: Sequence[Any]) -> list[np.ndarray]:
+def _with_exclusive(
+    labels: np.ndarray,
+    num_clients: int,
+    kind: str,
+    rng: np.random.Generator,
+    alpha: float | None,
+    classes_per_client: int | None,
+    exclusive: Sequence[Any],
+) -> list[np.ndarray]:
     present = np.unique(labels)
     present_set = {int(c) for c in present}
     groups: list[tuple[list[int], list[int]]] = []
@@ -284,20 +303,27 @@ def _with_exclusive(labels: np.ndarray, num_clients: int, kind: str, rng: np.ran
         group_labels = _int_list(_field(group, "labels", 1, what), f"{what}.labels")
         for c in clients:
             if not 0 <= c < num_clients:
-                raise ValueError(f"{what}.clients: client {c} is out of range: there are {num_clients} "
-                                 f"clients, numbered 0..{num_clients - 1}")
+                raise ValueError(
+                    f"{what}.clients: client {c} is out of range: there are {num_clients} "
+                    f"clients, numbered 0..{num_clients - 1}"
+                )
             if c in client_group:
-                where = ("given twice in this group" if client_group[c] == g
-                         else f"also given in exclusive[{client_group[c]}]")
+                where = (
+                    "given twice in this group"
+                    if client_group[c] == g
+                    else f"also given in exclusive[{client_group[c]}]"
+                )
                 raise ValueError(f"{what}.clients: client {c} is {where}; a client is in at most one group")
             client_group[c] = g
         for c in group_labels:
             if c not in present_set:
-                raise ValueError(f"{what}.labels: label {c} is not in the data set (labels present: "
-                                 f"{_describe_ints(present)})")
+                raise ValueError(
+                    f"{what}.labels: label {c} is not in the data set (labels present: {_describe_ints(present)})"
+                )
             if c in label_group:
-                where = ("given twice in this group" if label_group[c] == g
-                         else f"also given in exclusive[{label_group[c]}]")
+                where = (
+                    "given twice in this group" if label_group[c] == g else f"also given in exclusive[{label_group[c]}]"
+                )
                 raise ValueError(f"{what}.labels: label {c} is {where}; a label belongs to at most one group")
             label_group[c] = g
         groups.append((clients, group_labels))
@@ -306,8 +332,10 @@ def _with_exclusive(labels: np.ndarray, num_clients: int, kind: str, rng: np.ran
     for g, (clients, group_labels) in enumerate(groups):
         idx = np.flatnonzero(np.isin(labels, group_labels))
         if len(idx) < len(clients):
-            raise ValueError(f"exclusive[{g}]: labels {group_labels} have {len(idx)} samples for "
-                             f"{len(clients)} clients; every client needs at least one")
+            raise ValueError(
+                f"exclusive[{g}]: labels {group_labels} have {len(idx)} samples for "
+                f"{len(clients)} clients; every client needs at least one"
+            )
         for client, chunk in zip(clients, np.array_split(rng.permutation(idx), len(clients))):
             parts[client] = chunk
 
@@ -315,21 +343,29 @@ def _with_exclusive(labels: np.ndarray, num_clients: int, kind: str, rng: np.ran
     rest_labels = [c for c in present.tolist() if c not in label_group]
     if not rest_clients:
         if rest_labels:
-            raise ValueError(f"exclusive: every client is in a group, so labels {rest_labels} would be held by "
-                             f"nobody; leave some clients out of the groups or give those labels to a group")
+            raise ValueError(
+                f"exclusive: every client is in a group, so labels {rest_labels} would be held by "
+                f"nobody; leave some clients out of the groups or give those labels to a group"
+            )
     else:
         if not rest_labels:
-            raise ValueError(f"exclusive: the groups take every label, so clients {_describe_ints(rest_clients)} "
-                             f"would hold nothing; put them in a group or give fewer labels to the groups")
+            raise ValueError(
+                f"exclusive: the groups take every label, so clients {_describe_ints(rest_clients)} "
+                f"would hold nothing; put them in a group or give fewer labels to the groups"
+            )
         rest_idx = np.flatnonzero(np.isin(labels, rest_labels))
         if len(rest_clients) > len(rest_idx):
-            raise ValueError(f"exclusive: {len(rest_clients)} clients outside the groups but only "
-                             f"{len(rest_idx)} samples of the remaining labels")
+            raise ValueError(
+                f"exclusive: {len(rest_clients)} clients outside the groups but only "
+                f"{len(rest_idx)} samples of the remaining labels"
+            )
         try:
             sub = _split(labels[rest_idx], len(rest_clients), kind, rng, alpha, classes_per_client, None)
         except ValueError as exc:
-            raise ValueError(f"{exc} (among the {len(rest_clients)} clients and {len(rest_labels)} labels "
-                             f"outside the exclusive groups)") from None
+            raise ValueError(
+                f"{exc} (among the {len(rest_clients)} clients and {len(rest_labels)} labels "
+                f"outside the exclusive groups)"
+            ) from None
         for client, p in zip(rest_clients, sub):
             parts[client] = rest_idx[np.asarray(p, dtype=np.int64)]
     return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
@@ -347,12 +383,15 @@ def _describe_ints(values: Any) -> str:
     return ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
 
 
-def _skew_weights(num_clients: int, kind: str, rng: np.random.Generator,
-                  quantity_skew: Any) -> tuple[float, np.ndarray, np.ndarray]:
+def _skew_weights(
+    num_clients: int, kind: str, rng: np.random.Generator, quantity_skew: Any
+) -> tuple[float, np.ndarray, np.ndarray]:
     """(share, sorted heavy client indices, per-client weights summing to 1)."""
     if kind not in QUANTITY_SKEW_KINDS:
-        raise ValueError(f"quantity_skew is supported for kinds {', '.join(QUANTITY_SKEW_KINDS)}, not {kind!r}"
-                         + (" (its client sizes already vary with alpha)" if kind == "dirichlet" else ""))
+        raise ValueError(
+            f"quantity_skew is supported for kinds {', '.join(QUANTITY_SKEW_KINDS)}, not {kind!r}"
+            + (" (its client sizes already vary with alpha)" if kind == "dirichlet" else "")
+        )
     fraction = float(_field(quantity_skew, "clients", 0, "quantity_skew"))
     share = float(_field(quantity_skew, "share", 1, "quantity_skew"))
     if not 0 < fraction < 1:
@@ -361,8 +400,10 @@ def _skew_weights(num_clients: int, kind: str, rng: np.random.Generator,
         raise ValueError(f"quantity_skew.share must be a fraction of the samples in (0, 1), got {share:g}")
     m = math.floor(fraction * num_clients + 0.5)
     if not 1 <= m <= num_clients - 1:
-        raise ValueError(f"quantity_skew.clients: {fraction:.3g} of {num_clients} clients rounds to {m} "
-                         f"client(s); it must give between 1 and {num_clients - 1}")
+        raise ValueError(
+            f"quantity_skew.clients: {fraction:.3g} of {num_clients} clients rounds to {m} "
+            f"client(s); it must give between 1 and {num_clients - 1}"
+        )
     heavy = rng.choice(num_clients, size=m, replace=False)
     weights = np.full(num_clients, (1.0 - share) / (num_clients - m))
     weights[heavy] = share / m
@@ -373,15 +414,19 @@ def _check_skew(labels: np.ndarray, parts: list[np.ndarray], kind: str, share: f
     sizes = np.array([len(p) for p in parts])
     empty = np.flatnonzero(sizes == 0).tolist()
     if empty:
-        raise ValueError(f"quantity_skew leaves client(s) {_describe_ints(empty)} with no sample; use fewer "
-                         f"clients, a share closer to their fraction of the clients, or more data")
+        raise ValueError(
+            f"quantity_skew leaves client(s) {_describe_ints(empty)} with no sample; use fewer "
+            f"clients, a share closer to their fraction of the clients, or more data"
+        )
     got = sizes[heavy].sum() / sizes.sum()
     chunks = len(heavy) * (len(np.unique(labels)) if kind == "classes" else 1)  # each rounds by < 1 sample
     if abs(got - share) > _SHARE_TOLERANCE + chunks / sizes.sum():
-        raise ValueError(f"quantity_skew: the labels dealt to the clients (with this seed) do not let the heavy "
-                         f"clients hold {share:.1%} of the samples; the closest fit gives them {got:.1%} (a label's "
-                         f"samples go only to the clients holding it); use more clients, more classes_per_client, "
-                         f"or kind iid")
+        raise ValueError(
+            f"quantity_skew: the labels dealt to the clients (with this seed) do not let the heavy "
+            f"clients hold {share:.1%} of the samples; the closest fit gives them {got:.1%} (a label's "
+            f"samples go only to the clients holding it); use more clients, more classes_per_client, "
+            f"or kind iid"
+        )
 
 
 def _apportion(total: int, weights: np.ndarray) -> np.ndarray:
@@ -395,9 +440,7 @@ def _apportion(total: int, weights: np.ndarray) -> np.ndarray:
     return sizes
 
 
-def _dirichlet(
-    labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator
-) -> list[np.ndarray]:
+def _dirichlet(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator) -> list[np.ndarray]:
     classes = np.unique(labels)
     by_class = [np.flatnonzero(labels == c) for c in classes]
     for _ in range(_DIRICHLET_TRIES):
@@ -421,14 +464,15 @@ def _dirichlet(
 
 
 def _classes(
-    labels: np.ndarray, num_clients: int, k: int, rng: np.random.Generator,
+    labels: np.ndarray,
+    num_clients: int,
+    k: int,
+    rng: np.random.Generator,
     weights: np.ndarray | None = None,
 ) -> list[np.ndarray]:
     classes = np.unique(labels)
     if not 1 <= k <= len(classes):
-        raise ValueError(
-            f"classes_per_client must be in 1..{len(classes)} (the number of labels), got {k}"
-        )
+        raise ValueError(f"classes_per_client must be in 1..{len(classes)} (the number of labels), got {k}")
     # Deal labels round-robin from a shuffled cycle: client i gets positions
     # i*k .. i*k+k-1 mod C, which are distinct because k <= C.
     order = rng.permutation(classes)
@@ -454,8 +498,7 @@ def _classes(
     return [np.concatenate(b) for b in buckets]
 
 
-def _fit_shares(labels: np.ndarray, num_clients: int, holders: dict[int, list[int]],
-                weights: np.ndarray) -> np.ndarray:
+def _fit_shares(labels: np.ndarray, num_clients: int, holders: dict[int, list[int]], weights: np.ndarray) -> np.ndarray:
     """Real-valued samples per (client, label), zero where the client does not hold the label, with
     every label's total its sample count and every client's total ``weights[i]`` times the held samples:
     iterative proportional fitting (alternately rescale clients and labels) from the even split, so
@@ -497,9 +540,7 @@ def _by_label(labels: np.ndarray, num_clients: int, rng: np.random.Generator) ->
     return parts
 
 
-def label_distribution(
-    labels: np.ndarray, parts: Sequence[np.ndarray] | ClientParts, num_classes: int
-) -> np.ndarray:
+def label_distribution(labels: np.ndarray, parts: Sequence[np.ndarray] | ClientParts, num_classes: int) -> np.ndarray:
     """Return a num_clients × num_classes array of each client's label fractions.
 
     Rows sum to 1 (an empty client's row is all zeros). Used to describe the
@@ -512,7 +553,8 @@ def label_distribution(
     parts = parts if isinstance(parts, ClientParts) else ClientParts.of(parts)
     sizes = parts.sizes
     owner = np.repeat(np.arange(len(parts)), sizes)
-    counts = np.bincount(owner * num_classes + labels[parts.indices],
-                         minlength=len(parts) * num_classes).reshape(len(parts), num_classes)
+    counts = np.bincount(owner * num_classes + labels[parts.indices], minlength=len(parts) * num_classes).reshape(
+        len(parts), num_classes
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(sizes[:, None] > 0, counts / np.maximum(sizes, 1)[:, None], 0.0)

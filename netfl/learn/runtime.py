@@ -22,8 +22,9 @@ CPU this process may use; ``--threads N`` sets another count.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 import torch
 
@@ -59,8 +60,11 @@ def use_threads(threads: int | None = None) -> int:
     if threads != _threads or (threads > 1) != (_pool is not None):
         if _pool is not None:
             _pool.shutdown(wait=True)
-        _pool = (ThreadPoolExecutor(threads, thread_name_prefix="netfl-train", initializer=_one_torch_thread)
-                 if threads > 1 else None)
+        _pool = (
+            ThreadPoolExecutor(threads, thread_name_prefix="netfl-train", initializer=_one_torch_thread)
+            if threads > 1
+            else None
+        )
         _threads = threads
     return threads
 
@@ -84,8 +88,10 @@ def torch_device(name: str | torch.device) -> torch.device:
         raise ValueError(f"{name!r} is not a torch device ({exc}); use cpu, cuda or cuda:<index>") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"{name!r}: this torch ({torch.__version__}) cannot use a CUDA GPU here; install a "
-                             "CUDA build of torch (README, GPU) on a machine with an NVIDIA GPU, or use cpu")
+            raise ValueError(
+                f"{name!r}: this torch ({torch.__version__}) cannot use a CUDA GPU here; install a "
+                "CUDA build of torch (README, GPU) on a machine with an NVIDIA GPU, or use cpu"
+            )
         if device.index is not None and device.index >= torch.cuda.device_count():
             raise ValueError(f"{name!r}: there are {torch.cuda.device_count()} CUDA device(s)")
     elif device.type != "cpu":

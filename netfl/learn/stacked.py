@@ -32,7 +32,7 @@ rounding (the batched kernels sum in another order).
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -50,9 +50,18 @@ CPU_CHUNK_BYTES = 4 * 2**20
 GPU_CHUNK_BYTES = 2**30
 
 
-def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-                  minibatches: Sequence[torch.Tensor], *, lr: float, weight_decay: float,
-                  corrections: Sequence[Correction | None] | None = None) -> list[torch.Tensor]:
+def train_stacked(
+    model: nn.Module,
+    layout: ParamLayout,
+    start: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    minibatches: Sequence[torch.Tensor],
+    *,
+    lr: float,
+    weight_decay: float,
+    corrections: Sequence[Correction | None] | None = None,
+) -> list[torch.Tensor]:
     """Train one job per entry of ``minibatches`` from the vector ``start`` on (x, y); return their final vectors.
 
     ``minibatches[j]`` (steps_j x b) holds job j's minibatches as indices into (x, y), one row per SGD
@@ -72,17 +81,16 @@ def train_stacked(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x:
     budget = CPU_CHUNK_BYTES if start.device.type == "cpu" else GPU_CHUNK_BYTES
     per_chunk = max(1, budget // (start.numel() * start.element_size()))
     order = sorted(range(len(minibatches)), key=lambda j: len(minibatches[j]))
-    chunks = [order[first:first + per_chunk] for first in range(0, len(order), per_chunk)]
+    chunks = [order[first : first + per_chunk] for first in range(0, len(order), per_chunk)]
 
     def train_chunk(jobs: list[int]) -> torch.Tensor:
         steps = [len(minibatches[j]) for j in jobs]
         batches = torch.zeros(len(jobs), steps[-1], minibatches[jobs[0]].shape[1], dtype=torch.long)
         for row, j in enumerate(jobs):  # rows past a job's own steps are never read
-            batches[row, :steps[row]] = minibatches[j]
+            batches[row, : steps[row]] = minibatches[j]
         w = start.detach().expand(len(jobs), -1).clone()
         offset = None if corrections is None else _offset(start, [corrections[j] for j in jobs], lr, pull)
-        kernel.train(w, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay, pull=pull,
-                     offset=offset)
+        kernel.train(w, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay, pull=pull, offset=offset)
         return w
 
     out: list[torch.Tensor] = [start] * len(minibatches)
@@ -120,8 +128,19 @@ class FunctionalKernel:
 
         self.gradients = vmap(grad(loss))
 
-    def train(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: torch.Tensor, steps: list[int], *,
-              lr: float, weight_decay: float, pull: float = 0.0, offset: torch.Tensor | None = None) -> None:
+    def train(
+        self,
+        w: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        batches: torch.Tensor,
+        steps: list[int],
+        *,
+        lr: float,
+        weight_decay: float,
+        pull: float = 0.0,
+        offset: torch.Tensor | None = None,
+    ) -> None:
         """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place.
 
         Each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset`` (offset: n x dim or None).
@@ -134,7 +153,7 @@ class FunctionalKernel:
             first = _running_from(steps, step)
             m = n - first
             idx = batches[first:, step].reshape(-1)
-            xb = torch.index_select(x, 0, idx, out=xbuf[:m * b]).view(m, b, *x.shape[1:])
+            xb = torch.index_select(x, 0, idx, out=xbuf[: m * b]).view(m, b, *x.shape[1:])
             running = {name: p[first:] for name, p in params.items()}
             grads = self.gradients(running, xb, y[idx].view(m, b))
             targets = list(running.values())
@@ -160,7 +179,7 @@ class FusedMLP:
         self.linears = linears  # (weight name, bias name) per Linear layer, first to last
 
     @classmethod
-    def of(cls, model: nn.Module, layout: ParamLayout) -> "FusedMLP | None":
+    def of(cls, model: nn.Module, layout: ParamLayout) -> FusedMLP | None:
         """The kernel for ``model`` if it is such a stack, else None."""
         if not isinstance(model, nn.Sequential) or not len(model) or not isinstance(model[0], nn.Flatten):
             return None
@@ -174,8 +193,19 @@ class FusedMLP:
             return None
         return cls(layout, names)
 
-    def train(self, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, batches: torch.Tensor, steps: list[int], *,
-              lr: float, weight_decay: float, pull: float = 0.0, offset: torch.Tensor | None = None) -> None:
+    def train(
+        self,
+        w: torch.Tensor,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        batches: torch.Tensor,
+        steps: list[int],
+        *,
+        lr: float,
+        weight_decay: float,
+        pull: float = 0.0,
+        offset: torch.Tensor | None = None,
+    ) -> None:
         """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place.
 
         Each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset`` (offset: n x dim or None).
@@ -196,7 +226,7 @@ class FusedMLP:
             first = _running_from(steps, step)
             m = n - first
             idx = batches[first:, step].reshape(-1)
-            h = torch.index_select(flat_x, 0, idx, out=xbuf[:m * b]).view(m, b, -1)
+            h = torch.index_select(flat_x, 0, idx, out=xbuf[: m * b]).view(m, b, -1)
             layer_inputs = [h]
             for k, (wt, bias) in enumerate(zip(weights, biases)):
                 h = torch.baddbmm(bias[first:].unsqueeze(1), h, wt[first:].transpose(1, 2), out=outputs[k][:m])
@@ -204,7 +234,7 @@ class FusedMLP:
                     h.relu_()
                     layer_inputs.append(h)
             g = torch.softmax(h, dim=2)  # d(mean CE)/d(logits) = (softmax - onehot) / b
-            g.view(m * b, -1)[rows[:m * b], y[idx]] -= 1.0
+            g.view(m * b, -1)[rows[: m * b], y[idx]] -= 1.0
             g.div_(b)
             for k in range(last, -1, -1):
                 wt, bias = weights[k][first:], biases[k][first:]
@@ -223,6 +253,6 @@ def _views(w: torch.Tensor, layout: ParamLayout) -> dict[str, torch.Tensor]:
     """Each named parameter of the n stacked flat vectors in ``w`` (n x dim), as an n x shape view."""
     out, offset = {}, 0
     for name, numel, shape in zip(layout.names, layout.numels, layout.shapes):
-        out[name] = w[:, offset:offset + numel].view(len(w), *shape)
+        out[name] = w[:, offset : offset + numel].view(len(w), *shape)
         offset += numel
     return out

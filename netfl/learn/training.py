@@ -8,7 +8,7 @@ learner can snapshot, stack and batch clients freely.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -56,9 +56,21 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: 
     return torch.cat(perms)[:needed].view(steps, b) if needed else torch.empty(0, b, dtype=torch.long)
 
 
-def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor, y: torch.Tensor, *,
-              steps: int, batch_size: int, lr: float, weight_decay: float, generator: torch.Generator,
-              loss_fn: LossFn = nn.functional.cross_entropy, correction: Correction | None = None) -> torch.Tensor:
+def local_sgd(
+    model: nn.Module,
+    layout: ParamLayout,
+    start: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    generator: torch.Generator,
+    loss_fn: LossFn = nn.functional.cross_entropy,
+    correction: Correction | None = None,
+) -> torch.Tensor:
     """Run ``steps`` SGD steps on (x, y) from ``start``; return the final parameter vector.
 
     Each step: ``w <- w - lr (grad + weight_decay w + correction.term(w, start))`` (no correction: none).
@@ -73,10 +85,21 @@ def local_sgd(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: tor
     return w.detach()
 
 
-def local_sgd_extended(model: nn.Module, layout: ParamLayout, start: torch.Tensor, x: torch.Tensor,
-                       y: torch.Tensor, *, steps: int, batch_size: int, lr: float, weight_decay: float,
-                       generator: torch.Generator, extras: ExtraScalars,
-                       correction: Correction | None = None) -> torch.Tensor:
+def local_sgd_extended(
+    model: nn.Module,
+    layout: ParamLayout,
+    start: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float,
+    generator: torch.Generator,
+    extras: ExtraScalars,
+    correction: Correction | None = None,
+) -> torch.Tensor:
     """``local_sgd`` on a vector ``[theta, extra]``: the model's parameters followed by ``extras``.
 
     Each minibatch: ``loss = extras.loss(model(theta)(x_b), y_b, extra)``; theta steps at ``lr`` (with
@@ -92,8 +115,9 @@ def local_sgd_extended(model: nn.Module, layout: ParamLayout, start: torch.Tenso
         theta.requires_grad_(True)
         extra.requires_grad_(True)
         logits = functional_call(model, layout.unflatten(theta), (x[idx],))
-        grad_theta, grad_extra = torch.autograd.grad(extras.loss(logits, y[idx], extra), (theta, extra),
-                                                     allow_unused=True)
+        grad_theta, grad_extra = torch.autograd.grad(
+            extras.loss(logits, y[idx], extra), (theta, extra), allow_unused=True
+        )
         with torch.no_grad():
             if grad_theta is not None:
                 theta = _descend(theta, grad_theta, lr, weight_decay, correction, start[:n])
@@ -104,8 +128,14 @@ def local_sgd_extended(model: nn.Module, layout: ParamLayout, start: torch.Tenso
     return torch.cat([theta.detach(), extra.detach()])
 
 
-def _descend(w: torch.Tensor, grad: torch.Tensor, lr: float, weight_decay: float, correction: Correction | None,
-             start: torch.Tensor) -> torch.Tensor:
+def _descend(
+    w: torch.Tensor,
+    grad: torch.Tensor,
+    lr: float,
+    weight_decay: float,
+    correction: Correction | None,
+    start: torch.Tensor,
+) -> torch.Tensor:
     """One SGD step: ``w - lr (grad + weight_decay w + correction.term(w, start))``."""
     step = grad + weight_decay * w
     if correction is not None:
@@ -114,15 +144,22 @@ def _descend(w: torch.Tensor, grad: torch.Tensor, lr: float, weight_decay: float
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, layout: ParamLayout, w: torch.Tensor, x: torch.Tensor, y: torch.Tensor,
-             num_classes: int, batch_size: int = 2048) -> tuple[float, float, list[float]]:
+def evaluate(
+    model: nn.Module,
+    layout: ParamLayout,
+    w: torch.Tensor,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    num_classes: int,
+    batch_size: int = 2048,
+) -> tuple[float, float, list[float]]:
     """Accuracy, mean cross-entropy and per-class accuracy of ``w`` on (x, y)."""
     params = layout.unflatten(w)
     correct = torch.zeros(num_classes, device=w.device)
     total = torch.zeros(num_classes, device=w.device)
     loss_sum = 0.0
     for start in range(0, len(x), batch_size):
-        xb, yb = x[start:start + batch_size], y[start:start + batch_size]
+        xb, yb = x[start : start + batch_size], y[start : start + batch_size]
         logits = functional_call(model, params, (xb,))
         loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
         hit = (logits.argmax(1) == yb).float()

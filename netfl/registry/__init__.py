@@ -42,9 +42,16 @@ class Entry:
 
 def describe_params(params: type[BaseModel]) -> list[dict[str, Any]]:
     """A Params model's fields for listings: ``{name, type, default, required, description}`` each."""
-    return [{"name": field, "type": _type_name(info.annotation), "default": info.default,
-             "required": info.is_required(), "description": info.description or ""}
-            for field, info in params.model_fields.items()]
+    return [
+        {
+            "name": field,
+            "type": _type_name(info.annotation),
+            "default": info.default,
+            "required": info.is_required(),
+            "description": info.description or "",
+        }
+        for field, info in params.model_fields.items()
+    ]
 
 
 def registered(names: Sequence[str]) -> Callable[[Any], Any]:

@@ -13,8 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["DATASETS", "DATASET_NAMES", "NUM_CLASSES", "DatasetInfo", "FASHION_MNIST_DIR", "IDX_FILES",
-           "CIFAR10_FILES", "data_folder", "missing_files"]
+__all__ = [
+    "DATASETS",
+    "DATASET_NAMES",
+    "NUM_CLASSES",
+    "DatasetInfo",
+    "FASHION_MNIST_DIR",
+    "IDX_FILES",
+    "CIFAR10_FILES",
+    "data_folder",
+    "missing_files",
+]
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the IDX files.
 FASHION_MNIST_DIR = Path("/usr/share/datasets/fashion-mnist")
@@ -45,20 +54,49 @@ class DatasetInfo:
         return self.samples - round(self.samples * test_fraction) if self.split else self.samples
 
 
-DATASETS: dict[str, DatasetInfo] = {d.name: d for d in (
-    DatasetInfo("digits", 10, (1, 8, 8), "scikit-learn's bundled 8x8 handwritten digits (no files needed)", 1797,
-                split=True),
-    DatasetInfo("fashion-mnist", 10, (1, 28, 28), "Fashion-MNIST, the four IDX files", 60000, files=IDX_FILES,
-                gzipped=True, default_dir=FASHION_MNIST_DIR,
-                get="Install it with `apt-get install dataset-fashion-mnist` (Debian/Ubuntu) or download the four IDX "
-                    "files from the Fashion-MNIST project and "),
-    DatasetInfo("mnist", 10, (1, 28, 28), "MNIST, the four IDX files", 60000, files=IDX_FILES, gzipped=True,
-                get="Download the four IDX files from the MNIST project and "),
-    DatasetInfo("cifar10", 10, (3, 32, 32), "CIFAR-10, the python batches", 50000, files=CIFAR10_FILES,
-                subfolder="cifar-10-batches-py",
-                get="Download and unpack the CIFAR-10 python version (cifar-10-batches-py) and "),
-    DatasetInfo("blobs3", 3, (1, 1, 2), "Fed-CVaR-Avg's 2-D toy: three Gaussian blobs, generated", 3000, split=True),
-)}
+DATASETS: dict[str, DatasetInfo] = {
+    d.name: d
+    for d in (
+        DatasetInfo(
+            "digits", 10, (1, 8, 8), "scikit-learn's bundled 8x8 handwritten digits (no files needed)", 1797, split=True
+        ),
+        DatasetInfo(
+            "fashion-mnist",
+            10,
+            (1, 28, 28),
+            "Fashion-MNIST, the four IDX files",
+            60000,
+            files=IDX_FILES,
+            gzipped=True,
+            default_dir=FASHION_MNIST_DIR,
+            get="Install it with `apt-get install dataset-fashion-mnist` (Debian/Ubuntu) or download the four IDX "
+            "files from the Fashion-MNIST project and ",
+        ),
+        DatasetInfo(
+            "mnist",
+            10,
+            (1, 28, 28),
+            "MNIST, the four IDX files",
+            60000,
+            files=IDX_FILES,
+            gzipped=True,
+            get="Download the four IDX files from the MNIST project and ",
+        ),
+        DatasetInfo(
+            "cifar10",
+            10,
+            (3, 32, 32),
+            "CIFAR-10, the python batches",
+            50000,
+            files=CIFAR10_FILES,
+            subfolder="cifar-10-batches-py",
+            get="Download and unpack the CIFAR-10 python version (cifar-10-batches-py) and ",
+        ),
+        DatasetInfo(
+            "blobs3", 3, (1, 1, 2), "Fed-CVaR-Avg's 2-D toy: three Gaussian blobs, generated", 3000, split=True
+        ),
+    )
+}
 
 DATASET_NAMES: tuple[str, ...] = tuple(DATASETS)
 
@@ -86,12 +124,16 @@ def missing_files(name: str, data_dir: Path | None) -> str | None:
     folder = data_folder(name, data_dir)
     if folder is None:
         files = ", ".join(info.files) + (" (plain or .gz)" if info.gzipped else "")
-        return (f"{name}: no data folder given and {name} has no default location; it needs {files}. "
-                f"{info.get}{_DATA_DIR_HINT}.")
+        return (
+            f"{name}: no data folder given and {name} has no default location; it needs {files}. "
+            f"{info.get}{_DATA_DIR_HINT}."
+        )
     suffixes = ("", ".gz") if info.gzipped else ("",)
     missing = [f for f in info.files if not any((folder / f"{f}{s}").is_file() for s in suffixes)]
     if not missing:
         return None
     more = f" (and {len(missing) - 1} more: {', '.join(missing[1:])})" if len(missing) > 1 else ""
-    return (f"{name}: file not found: {folder / missing[0]}{'(.gz)' if info.gzipped else ''}{more}. "
-            f"{info.get}{_DATA_DIR_HINT}.")
+    return (
+        f"{name}: file not found: {folder / missing[0]}{'(.gz)' if info.gzipped else ''}{more}. "
+        f"{info.get}{_DATA_DIR_HINT}."
+    )

@@ -8,8 +8,8 @@ for a model too large to hold, or too costly to train, is refused before anythin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 __all__ = ["MODEL_NAMES", "ModelCost", "model_cost"]
 

@@ -8,8 +8,9 @@ own) and nothing is left open between plots.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -31,8 +32,15 @@ def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> 
     tasks = len(getattr(metrics[0], "tasks", ())) if metrics else 0
     for s in range(tasks):  # several models: each one thin, their mean bold
         ax.plot(times, [100 * m.tasks[s].accuracy for m in metrics], linewidth=0.9, alpha=0.7, label=f"task {s}")
-    ax.plot(times, [100 * m.test_accuracy for m in metrics], marker="o", markersize=2.5,
-            linewidth=2.0 if tasks else 1.2, color="black" if tasks else None, label="mean" if tasks else None)
+    ax.plot(
+        times,
+        [100 * m.test_accuracy for m in metrics],
+        marker="o",
+        markersize=2.5,
+        linewidth=2.0 if tasks else 1.2,
+        color="black" if tasks else None,
+        label="mean" if tasks else None,
+    )
     if tasks:
         ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel(f"simulated wall-clock time ({unit})")

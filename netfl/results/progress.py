@@ -17,8 +17,15 @@ def format_duration(seconds: float) -> str:
 
 
 class Progress:
-    def __init__(self, *, max_rounds: int | None, max_time_s: float | None, stream: TextIO | None = None,
-                 enabled: bool | None = None, width: int = 24):
+    def __init__(
+        self,
+        *,
+        max_rounds: int | None,
+        max_time_s: float | None,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        width: int = 24,
+    ):
         self.stream = stream or sys.stderr
         self.enabled = self.stream.isatty() if enabled is None else enabled
         self.max_rounds = max_rounds

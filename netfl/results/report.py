@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from netfl.errors import NetflError
 from netfl.results import report_plots as plots
 from netfl.results.plots import time_axis
 from netfl.results.report_html import display_tables, first_lines, render
-from netfl.results.writer import check_out_dir, replace_folder
 from netfl.results.report_load import find_run_folders, load_runs
 from netfl.results.report_tables import cases_table, run_summary, runs_table
+from netfl.results.writer import check_out_dir, replace_folder
 
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 
@@ -73,47 +73,101 @@ def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir
     unit_name = time_axis([float(tidy["sim_time_s"].max() if len(tidy) else 0.0)])[1]
     unit = (unit_name, UNITS[unit_name])
 
-    figures: list[tuple[str, str, str, bytes]] = [(
-        "accuracy_vs_time.png", "Test accuracy against simulated time",
-        "Mean over seeds, each seed's accuracy held from one evaluation to the next, on the union of their "
-        "evaluation times while every seed is running; the band spans the lowest to the highest seed. Dashed: "
-        "the targets.", plots.accuracy_vs_time(runs, names, targets, colours, unit))]
+    figures: list[tuple[str, str, str, bytes]] = [
+        (
+            "accuracy_vs_time.png",
+            "Test accuracy against simulated time",
+            "Mean over seeds, each seed's accuracy held from one evaluation to the next, on the union of their "
+            "evaluation times while every seed is running; the band spans the lowest to the highest seed. Dashed: "
+            "the targets.",
+            plots.accuracy_vs_time(runs, names, targets, colours, unit),
+        )
+    ]
     if targets:
-        figures.append(("time_to_target.png", "Simulated time to reach each target",
-                        "Mean over the seeds that reached the target, ± std; on top, seeds that reached it / seeds.",
-                        plots.to_target_bars(cases, targets, colours, key="time_to_{t}_s", scale=unit[1],
-                                             ylabel=f"simulated time ({unit[0]})", title="Time to target accuracy")))
+        figures.append(
+            (
+                "time_to_target.png",
+                "Simulated time to reach each target",
+                "Mean over the seeds that reached the target, ± std; on top, seeds that reached it / seeds.",
+                plots.to_target_bars(
+                    cases,
+                    targets,
+                    colours,
+                    key="time_to_{t}_s",
+                    scale=unit[1],
+                    ylabel=f"simulated time ({unit[0]})",
+                    title="Time to target accuracy",
+                ),
+            )
+        )
     energy_missing = [r for r in runs if "energy_j" not in r.metrics.columns]
     if targets and len(energy_missing) < len(runs):
         work = all("work_energy_j" in r.metrics.columns for r in runs if r not in energy_missing)
-        figures.append(("energy_to_target.png", "Energy to reach each target",
-                        ("Energy the devices spent on training and the radio (idle draw left out: it is spent with or "
-                         "without federated learning)" if work else "Energy spent by all devices")
-                        + " until the first evaluation at the target; mean over the seeds that reached it, ± std; "
-                        "n/a where a seed has no energy in metrics.csv.",
-                        plots.to_target_bars(cases, targets, colours,
-                                             key="work_energy_to_{t}_j" if work else "energy_to_{t}_j",
-                                             ylabel="training + radio energy (J)" if work else "energy (J)",
-                                             title="Energy to target accuracy")))
+        figures.append(
+            (
+                "energy_to_target.png",
+                "Energy to reach each target",
+                (
+                    "Energy the devices spent on training and the radio (idle draw left out: it is spent with or "
+                    "without federated learning)"
+                    if work
+                    else "Energy spent by all devices"
+                )
+                + " until the first evaluation at the target; mean over the seeds that reached it, ± std; "
+                "n/a where a seed has no energy in metrics.csv.",
+                plots.to_target_bars(
+                    cases,
+                    targets,
+                    colours,
+                    key="work_energy_to_{t}_j" if work else "energy_to_{t}_j",
+                    ylabel="training + radio energy (J)" if work else "energy (J)",
+                    title="Energy to target accuracy",
+                ),
+            )
+        )
     scatter = plots.participation(runs, names, colours)
     if scatter is not None:
-        figures.append(("participation.png", "Participation per device",
-                        "One dot per device and seed (devices.parquet): updates it delivered against the share "
-                        "of the run it was online.", scatter))
+        figures.append(
+            (
+                "participation.png",
+                "Participation per device",
+                "One dot per device and seed (devices.parquet): updates it delivered against the share "
+                "of the run it was online.",
+                scatter,
+            )
+        )
     histograms = _staleness_by_case(runs)
     if histograms:
-        figures.append(("staleness.png", "Staleness", "Share of applied updates by how many global model versions "
-                        "behind they were, summed over seeds.", plots.staleness(histograms, colours)))
+        figures.append(
+            (
+                "staleness.png",
+                "Staleness",
+                "Share of applied updates by how many global model versions behind they were, summed over seeds.",
+                plots.staleness(histograms, colours),
+            )
+        )
 
     warnings = _warnings(runs, energy_missing, bool(targets))
     shown = ", ".join(f"{100 * t:g} %" for t in targets) or "none"
-    meta = (f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {len(names)} case{'s' if len(names) != 1 else ''} "
-            f"from {html.escape(', '.join(map(str, dirs)))}. Target accuracy: {shown}"
-            + ("" if given else " (default: the best accuracy every run reached, rounded down to a whole percent; "
-               "choose with --target)") + ".")
-    page = render(title="netfl report", meta=meta, warnings=warnings, lines=first_lines(cases, targets, unit),
-                  tables=display_tables(cases, summary, targets, unit),
-                  figures=[(heading, caption, png) for _, heading, caption, png in figures])
+    meta = (
+        f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {len(names)} case{'s' if len(names) != 1 else ''} "
+        f"from {html.escape(', '.join(map(str, dirs)))}. Target accuracy: {shown}"
+        + (
+            ""
+            if given
+            else " (default: the best accuracy every run reached, rounded down to a whole percent; "
+            "choose with --target)"
+        )
+        + "."
+    )
+    page = render(
+        title="netfl report",
+        meta=meta,
+        warnings=warnings,
+        lines=first_lines(cases, targets, unit),
+        tables=display_tables(cases, summary, targets, unit),
+        figures=[(heading, caption, png) for _, heading, caption, png in figures],
+    )
 
     def write(staging: Path) -> None:
         for name, frame in (("runs", tidy), ("run_summary", summary), ("cases", cases)):
@@ -142,10 +196,15 @@ def _warnings(runs, energy_missing, have_targets: bool) -> list[str]:
     out = []
     incomplete = [r for r in runs if not r.complete]
     if incomplete:
-        out.append(f"{len(incomplete)} run(s) stopped before the end (complete: false, flagged in the tables): "
-                   + ", ".join(html.escape(f"{r.case} seed {r.seed}") for r in incomplete) + ".")
+        out.append(
+            f"{len(incomplete)} run(s) stopped before the end (complete: false, flagged in the tables): "
+            + ", ".join(html.escape(f"{r.case} seed {r.seed}") for r in incomplete)
+            + "."
+        )
     if energy_missing and have_targets:
-        out.append(f"Energy to target not recorded for {len(energy_missing)} of {len(runs)} run(s): their "
-                   "metrics.csv has no energy_j column (made before netfl recorded it); those cells are empty, "
-                   "not estimated.")
+        out.append(
+            f"Energy to target not recorded for {len(energy_missing)} of {len(runs)} run(s): their "
+            "metrics.csv has no energy_j column (made before netfl recorded it); those cells are empty, "
+            "not estimated."
+        )
     return out

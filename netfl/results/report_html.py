@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import html
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 
@@ -15,7 +15,8 @@ from netfl.results.report_tables import target_label
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 2em auto; max-width: 1150px;
        padding: 0 1em; color: #222; line-height: 1.45; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; }
+h2 { font-size: 1.2em; margin-top: 1.8em; border-bottom: 1px solid #ddd; }
 p.meta { color: #555; margin-top: 0; } ul { padding-left: 1.3em; } li { margin: 0.25em 0; }
 .warn { background: #fff4e0; border-left: 4px solid #e69500; padding: 0.4em 0.8em; }
 div.table { overflow-x: auto; }
@@ -60,8 +61,11 @@ def first_lines(cases: pd.DataFrame, targets: Sequence[float], unit: tuple[str, 
         never = [r["case"] for r in rows if r[f"reached_{t}"] == 0]
 
         def when(r: dict, t: str = t) -> str:
-            return (f"<b>{html.escape(r['case'])}</b> at {pm(r[f'time_to_{t}_s_mean'], r[f'time_to_{t}_s_std'], scale=1 / factor)}"
-                    f" {name} ({r[f'reached_{t}']}/{r['seeds']} seeds)")
+            return (
+                f"<b>{html.escape(r['case'])}</b> at "
+                f"{pm(r[f'time_to_{t}_s_mean'], r[f'time_to_{t}_s_std'], scale=1 / factor)}"
+                f" {name} ({r[f'reached_{t}']}/{r['seeds']} seeds)"
+            )
 
         parts = []
         if done:
@@ -76,24 +80,39 @@ def first_lines(cases: pd.DataFrame, targets: Sequence[float], unit: tuple[str, 
     return lines
 
 
-def render(*, title: str, meta: str, warnings: Sequence[str], lines: Sequence[str],
-           tables: Sequence[tuple[str, str, pd.DataFrame, int]], figures: Sequence[tuple[str, str, bytes]]) -> str:
+def render(
+    *,
+    title: str,
+    meta: str,
+    warnings: Sequence[str],
+    lines: Sequence[str],
+    tables: Sequence[tuple[str, str, pd.DataFrame, int]],
+    figures: Sequence[tuple[str, str, bytes]],
+) -> str:
     """The page: title, one line about the inputs, warnings, the per-target lines, figures, then tables.
 
     ``lines`` and ``warnings`` are trusted HTML fragments built by this package (names already escaped);
     table cells are escaped here."""
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
-           f"<h1>{html.escape(title)}</h1>", f'<p class="meta">{meta}</p>']
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f'<p class="meta">{meta}</p>',
+    ]
     out += [f'<p class="warn">{w}</p>' for w in warnings]
     if lines:
         out += ["<h2>Who reached each target first (simulated time)</h2>", "<ul>"]
         out += [f"<li>{line}</li>" for line in lines] + ["</ul>"]
     for heading, caption, png in figures:
         data = base64.b64encode(png).decode("ascii")
-        out += [f"<h2>{html.escape(heading)}</h2>", "<figure>",
-                f'<img alt="{html.escape(heading)}" src="data:image/png;base64,{data}">',
-                f"<figcaption>{caption}</figcaption>", "</figure>"]
+        out += [
+            f"<h2>{html.escape(heading)}</h2>",
+            "<figure>",
+            f'<img alt="{html.escape(heading)}" src="data:image/png;base64,{data}">',
+            f"<figcaption>{caption}</figcaption>",
+            "</figure>",
+        ]
     for heading, caption, frame, labels in tables:  # labels: how many leading columns are text (left-aligned)
         table = frame.to_html(index=False, border=0, classes=["data", f"labels{labels}"], escape=True, na_rep="—")
         out += [f"<h2>{html.escape(heading)}</h2>", f"<p>{caption}</p>", f'<div class="table">{table}</div>']
@@ -101,8 +120,9 @@ def render(*, title: str, meta: str, warnings: Sequence[str], lines: Sequence[st
     return "\n".join(out) + "\n"
 
 
-def display_tables(cases: pd.DataFrame, summary: pd.DataFrame, targets: Sequence[float],
-                   unit: tuple[str, float]) -> list[tuple[str, str, pd.DataFrame, int]]:
+def display_tables(
+    cases: pd.DataFrame, summary: pd.DataFrame, targets: Sequence[float], unit: tuple[str, float]
+) -> list[tuple[str, str, pd.DataFrame, int]]:
     """The tables as a reader wants them: percentages, one time unit, mean ± std in one cell."""
     name, factor = unit
     records = cases.to_dict("records")
@@ -113,44 +133,91 @@ def display_tables(cases: pd.DataFrame, summary: pd.DataFrame, targets: Sequence
             frame[label] = [pm(r[f"{key}_mean"], r[f"{key}_std"], 1 if scale == 100 else None, scale) for r in records]
         return frame
 
-    overview = columns((("final_test_accuracy", "final accuracy (%)", 100), ("best_test_accuracy", "best accuracy (%)", 100),
-                        ("rounds", "rounds", 1), ("sim_time_s", f"simulated time ({name})", 1 / factor),
-                        ("energy_j", "energy, all (J)", 1), ("work_energy_j", "training + radio (J)", 1)))
+    overview = columns(
+        (
+            ("final_test_accuracy", "final accuracy (%)", 100),
+            ("best_test_accuracy", "best accuracy (%)", 100),
+            ("rounds", "rounds", 1),
+            ("sim_time_s", f"simulated time ({name})", 1 / factor),
+            ("energy_j", "energy, all (J)", 1),
+            ("work_energy_j", "training + radio (J)", 1),
+        )
+    )
     overview["incomplete runs"] = cases["incomplete"]
-    traffic = columns((("updates_sent", "updates sent", 1), ("updates_received", "received", 1),
-                       ("updates_dropped", "dropped", 1), ("updates_applied", "applied", 1),
-                       ("bytes_up", "MB up", 1e-6), ("bytes_down", "MB down", 1e-6)))
+    traffic = columns(
+        (
+            ("updates_sent", "updates sent", 1),
+            ("updates_received", "received", 1),
+            ("updates_dropped", "dropped", 1),
+            ("updates_applied", "applied", 1),
+            ("bytes_up", "MB up", 1e-6),
+            ("bytes_down", "MB down", 1e-6),
+        )
+    )
     reach_rows = []
     for target in targets:
         t = target_label(target)
         for r in records:
-            reach_rows.append({
-                "target": f"≥ {100 * target:g} %", "case": r["case"], "seeds reached": f"{r[f'reached_{t}']}/{r['seeds']}",
-                f"time ({name})": pm(r[f"time_to_{t}_s_mean"], r[f"time_to_{t}_s_std"], scale=1 / factor),
-                "rounds": pm(r[f"rounds_to_{t}_mean"], r[f"rounds_to_{t}_std"]),
-                "training + radio (J)": pm(r[f"work_energy_to_{t}_j_mean"], r[f"work_energy_to_{t}_j_std"]),
-                "energy, all (J)": pm(r[f"energy_to_{t}_j_mean"], r[f"energy_to_{t}_j_std"])})
-    runs = pd.DataFrame({"case": summary["case"], "seed": summary["seed"],
-                         "complete": ["yes" if c else "NO (interrupted)" for c in summary["complete"]],
-                         "rounds": summary["rounds"].map(pm),
-                         f"simulated time ({name})": (summary["sim_time_s"] / factor).map(pm),
-                         "final accuracy (%)": (100 * summary["final_test_accuracy"]).map(lambda v: pm(v, digits=1)),
-                         "best accuracy (%)": (100 * summary["best_test_accuracy"]).map(lambda v: pm(v, digits=1)),
-                         "energy, all (J)": summary["energy_j"].map(pm),
-                         "training + radio (J)": summary["work_energy_j"].map(pm)})
+            reach_rows.append(
+                {
+                    "target": f"≥ {100 * target:g} %",
+                    "case": r["case"],
+                    "seeds reached": f"{r[f'reached_{t}']}/{r['seeds']}",
+                    f"time ({name})": pm(r[f"time_to_{t}_s_mean"], r[f"time_to_{t}_s_std"], scale=1 / factor),
+                    "rounds": pm(r[f"rounds_to_{t}_mean"], r[f"rounds_to_{t}_std"]),
+                    "training + radio (J)": pm(r[f"work_energy_to_{t}_j_mean"], r[f"work_energy_to_{t}_j_std"]),
+                    "energy, all (J)": pm(r[f"energy_to_{t}_j_mean"], r[f"energy_to_{t}_j_std"]),
+                }
+            )
+    runs = pd.DataFrame(
+        {
+            "case": summary["case"],
+            "seed": summary["seed"],
+            "complete": ["yes" if c else "NO (interrupted)" for c in summary["complete"]],
+            "rounds": summary["rounds"].map(pm),
+            f"simulated time ({name})": (summary["sim_time_s"] / factor).map(pm),
+            "final accuracy (%)": (100 * summary["final_test_accuracy"]).map(lambda v: pm(v, digits=1)),
+            "best accuracy (%)": (100 * summary["best_test_accuracy"]).map(lambda v: pm(v, digits=1)),
+            "energy, all (J)": summary["energy_j"].map(pm),
+            "training + radio (J)": summary["work_energy_j"].map(pm),
+        }
+    )
     for target in targets:
         t = target_label(target)
         runs[f"time to {100 * target:g} % ({name})"] = (summary[f"time_to_{t}_s"] / factor).map(pm)
     runs["folder"] = summary["run"]
-    tables = [("Cases", "Mean ± standard deviation over seeds (sample std, ddof = 1; a lone seed shows its value "
-                        "alone).", overview, 1),
-              ("Updates and traffic", "Mean ± std over seeds. Updates sent: those that left the devices "
-               "(devices.parquet); received, dropped and applied: counted at the server (summary.json).", traffic, 1)]
+    tables = [
+        (
+            "Cases",
+            "Mean ± standard deviation over seeds (sample std, ddof = 1; a lone seed shows its value alone).",
+            overview,
+            1,
+        ),
+        (
+            "Updates and traffic",
+            "Mean ± std over seeds. Updates sent: those that left the devices "
+            "(devices.parquet); received, dropped and applied: counted at the server (summary.json).",
+            traffic,
+            1,
+        ),
+    ]
     if reach_rows:
-        tables.append(("Reaching the targets", "First evaluation with test accuracy ≥ the target; means and stds "
-                       "over the seeds that reached it. Energy until then: on training and the radio, and all the "
-                       "devices drew, idle included (— where metrics.csv does not record it).",
-                       pd.DataFrame(reach_rows), 2))
-    tables.append(("Runs", "One row per run; every evaluation of every run is in runs.csv / runs.parquet beside this "
-                   "page.", runs, 1))
+        tables.append(
+            (
+                "Reaching the targets",
+                "First evaluation with test accuracy ≥ the target; means and stds "
+                "over the seeds that reached it. Energy until then: on training and the radio, and all the "
+                "devices drew, idle included (— where metrics.csv does not record it).",
+                pd.DataFrame(reach_rows),
+                2,
+            )
+        )
+    tables.append(
+        (
+            "Runs",
+            "One row per run; every evaluation of every run is in runs.csv / runs.parquet beside this page.",
+            runs,
+            1,
+        )
+    )
     return tables

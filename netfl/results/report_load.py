@@ -10,9 +10,10 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -24,8 +25,19 @@ from netfl.errors import NetflError
 METRICS_REQUIRED = ("sim_time_s", "round", "test_accuracy")
 METRICS_OPTIONAL = ("test_loss", "participants", "energy_j", "work_energy_j")
 #: summary.json numbers a report tabulates; a missing one (an older run) is NaN.
-SUMMARY_NUMBERS = ("rounds", "sim_time_s", "final_test_accuracy", "best_test_accuracy", "energy_j", "work_energy_j",
-                   "updates_received", "updates_applied", "updates_dropped", "bytes_up", "bytes_down")
+SUMMARY_NUMBERS = (
+    "rounds",
+    "sim_time_s",
+    "final_test_accuracy",
+    "best_test_accuracy",
+    "energy_j",
+    "work_energy_j",
+    "updates_received",
+    "updates_applied",
+    "updates_dropped",
+    "bytes_up",
+    "bytes_down",
+)
 DEVICE_COLUMNS = ("group", "tasks_started", "updates_delivered", "online_fraction")
 
 
@@ -74,8 +86,10 @@ def find_run_folders(dirs: Sequence[Path], skip: Path | None = None) -> list[Pat
                 continue
             subdirs[:] = sorted(s for s in subdirs if not s.startswith(".") and (here / s).resolve() != skip)
     if not found:
-        raise NetflError(f"{', '.join(map(str, dirs))}: no run folders found (a run folder holds summary.json, "
-                         "as written by netfl simulate --out DIR)")
+        raise NetflError(
+            f"{', '.join(map(str, dirs))}: no run folders found (a run folder holds summary.json, "
+            "as written by netfl simulate --out DIR)"
+        )
     return list(found.values())
 
 
@@ -138,7 +152,7 @@ def _read_summary(file: Path) -> dict[str, Any]:
     staleness = summary.get("staleness") or {}
     histogram = staleness.get("histogram") or {} if isinstance(staleness, dict) else None
     if not isinstance(histogram, dict) or not all(k.isdigit() and _is_number(v) for k, v in histogram.items()):
-        raise NetflError(f"{file}: 'staleness.histogram' must map staleness (\"0\", \"1\", ...) to update counts")
+        raise NetflError(f'{file}: \'staleness.histogram\' must map staleness ("0", "1", ...) to update counts')
     return summary
 
 

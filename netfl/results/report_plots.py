@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,8 +38,13 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def accuracy_vs_time(runs: Sequence[Run], cases: Sequence[str], targets: Sequence[float],
-                     colours: dict[str, tuple], unit: tuple[str, float]) -> bytes:
+def accuracy_vs_time(
+    runs: Sequence[Run],
+    cases: Sequence[str],
+    targets: Sequence[float],
+    colours: dict[str, tuple],
+    unit: tuple[str, float],
+) -> bytes:
     """Per case, the mean test accuracy over seeds (step-wise) and its min-max band against simulated time."""
     name, factor = unit
     fig = Figure(figsize=(9.0, 4.6), dpi=110)
@@ -51,13 +56,21 @@ def accuracy_vs_time(runs: Sequence[Run], cases: Sequence[str], targets: Sequenc
             continue
         label = f"{case} ({len(members)} seed{'s' if len(members) > 1 else ''})"
         if len(members) > 1:
-            ax.fill_between(grid / factor, 100 * low, 100 * high, step="post", color=colours[case], alpha=0.18,
-                            linewidth=0)
+            ax.fill_between(
+                grid / factor, 100 * low, 100 * high, step="post", color=colours[case], alpha=0.18, linewidth=0
+            )
         ax.plot(grid / factor, 100 * mean, drawstyle="steps-post", color=colours[case], linewidth=1.8, label=label)
     for target in targets:
         ax.axhline(100 * target, color="0.45", linestyle="--", linewidth=0.8)
-        ax.annotate(f"{100 * target:g} %", (0.0, 100 * target), xycoords=("axes fraction", "data"),
-                    xytext=(3, 2), textcoords="offset points", fontsize=8, color="0.35")
+        ax.annotate(
+            f"{100 * target:g} %",
+            (0.0, 100 * target),
+            xycoords=("axes fraction", "data"),
+            xytext=(3, 2),
+            textcoords="offset points",
+            fontsize=8,
+            color="0.35",
+        )
     ax.set_xlabel(f"simulated wall-clock time ({name})")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title("Test accuracy: mean over seeds, band from min to max")
@@ -67,8 +80,16 @@ def accuracy_vs_time(runs: Sequence[Run], cases: Sequence[str], targets: Sequenc
     return _png(fig)
 
 
-def to_target_bars(cases_table: pd.DataFrame, targets: Sequence[float], colours: dict[str, tuple], *,
-                   key: str, ylabel: str, title: str, scale: float = 1.0) -> bytes:
+def to_target_bars(
+    cases_table: pd.DataFrame,
+    targets: Sequence[float],
+    colours: dict[str, tuple],
+    *,
+    key: str,
+    ylabel: str,
+    title: str,
+    scale: float = 1.0,
+) -> bytes:
     """One group of bars per target, one bar per case: the mean over the seeds that reached it, ± std,
     with how many seeds reached it on top ("never" where none did).
 
@@ -77,8 +98,11 @@ def to_target_bars(cases_table: pd.DataFrame, targets: Sequence[float], colours:
     ax = fig.subplots()
     rows = cases_table.to_dict("records")
     width = 0.8 / max(len(rows), 1)
-    tops = [(r[f"{key.format(t=target_label(t))}_mean"] + np.nan_to_num(r[f"{key.format(t=target_label(t))}_std"]))
-            / scale for r in rows for t in targets]
+    tops = [
+        (r[f"{key.format(t=target_label(t))}_mean"] + np.nan_to_num(r[f"{key.format(t=target_label(t))}_std"])) / scale
+        for r in rows
+        for t in targets
+    ]
     top = max([v for v in tops if not math.isnan(v)], default=0.0) or 1.0
     for i, row in enumerate(rows):
         x0 = (i - (len(rows) - 1) / 2) * width
@@ -86,21 +110,48 @@ def to_target_bars(cases_table: pd.DataFrame, targets: Sequence[float], colours:
             t = target_label(target)
             mean, std = row[f"{key.format(t=t)}_mean"] / scale, row[f"{key.format(t=t)}_std"] / scale
             if math.isnan(mean):  # never reached, or a seed that reached it has no such number
-                ax.text(j + x0, 0.02 * top, "never" if row[f"reached_{t}"] == 0 else "n/a", ha="center",
-                        va="bottom", rotation=90, fontsize=8, color=colours[row["case"]])
+                ax.text(
+                    j + x0,
+                    0.02 * top,
+                    "never" if row[f"reached_{t}"] == 0 else "n/a",
+                    ha="center",
+                    va="bottom",
+                    rotation=90,
+                    fontsize=8,
+                    color=colours[row["case"]],
+                )
                 continue
-            ax.bar(j + x0, mean, width * 0.9, color=colours[row["case"]],
-                   yerr=None if math.isnan(std) else std, capsize=3, error_kw={"linewidth": 0.9})
-            ax.annotate(f"{row[f'reached_{t}']}/{row['seeds']}", (j + x0, mean + np.nan_to_num(std)),
-                        xytext=(0, 2), textcoords="offset points", ha="center", va="bottom", fontsize=8)
+            ax.bar(
+                j + x0,
+                mean,
+                width * 0.9,
+                color=colours[row["case"]],
+                yerr=None if math.isnan(std) else std,
+                capsize=3,
+                error_kw={"linewidth": 0.9},
+            )
+            ax.annotate(
+                f"{row[f'reached_{t}']}/{row['seeds']}",
+                (j + x0, mean + np.nan_to_num(std)),
+                xytext=(0, 2),
+                textcoords="offset points",
+                ha="center",
+                va="bottom",
+                fontsize=8,
+            )
     ax.set_xticks(range(len(targets)), [f"accuracy ≥ {100 * t:g} %" for t in targets])
     ax.set_xlim(-0.5, len(targets) - 0.5)
     ax.set_ylabel(ylabel)
     ax.set_ylim(0, 1.12 * top)
     ax.set_title(title)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(handles=[Patch(color=colours[r["case"]], label=r["case"]) for r in rows], fontsize=8,
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.legend(
+        handles=[Patch(color=colours[r["case"]], label=r["case"]) for r in rows],
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
     return _png(fig)
 
 
@@ -111,8 +162,13 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
     rng = np.random.default_rng(0)  # which devices are shown when there are too many: the same every time
     shown = False
     for i, case in enumerate(cases):
-        frames = [r.devices for r in runs if r.case == case and r.devices is not None
-                  and {"online_fraction", "updates_delivered"} <= set(r.devices.columns)]
+        frames = [
+            r.devices
+            for r in runs
+            if r.case == case
+            and r.devices is not None
+            and {"online_fraction", "updates_delivered"} <= set(r.devices.columns)
+        ]
         if not frames:
             continue
         devices = pd.concat(frames, ignore_index=True)
@@ -120,9 +176,16 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
         if len(devices) > MAX_SCATTER_POINTS:
             devices = devices.iloc[np.sort(rng.choice(len(devices), MAX_SCATTER_POINTS, replace=False))]
             note = f", {MAX_SCATTER_POINTS} shown"
-        ax.scatter(100 * devices["online_fraction"], devices["updates_delivered"], s=16, alpha=0.6,
-                   color=colours[case], edgecolors="none", marker="os^Dv<>p"[i % 8],  # a marker each: overlaps show
-                   label=f"{case} ({sum(len(f) for f in frames)} devices{note})")
+        ax.scatter(
+            100 * devices["online_fraction"],
+            devices["updates_delivered"],
+            s=16,
+            alpha=0.6,
+            color=colours[case],
+            edgecolors="none",
+            marker="os^Dv<>p"[i % 8],  # a marker each: overlaps show
+            label=f"{case} ({sum(len(f) for f in frames)} devices{note})",
+        )
         shown = True
     if not shown:
         return None
@@ -152,7 +215,7 @@ def staleness(histograms: dict[str, dict[int, int]], colours: dict[str, tuple]) 
         ax.grid(alpha=0.3, axis="y")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set_ylim(0, 112)  # room for the count on a 100 % bar
-    for ax in axes[len(cases):]:
+    for ax in axes[len(cases) :]:
         ax.set_visible(False)
     for ax in axes[::cols]:
         ax.set_ylabel("updates applied (%)")

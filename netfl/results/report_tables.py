@@ -18,7 +18,7 @@ Conventions, stated once so every table and plot agrees:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,8 +26,20 @@ import pandas as pd
 from netfl.results.report_load import SUMMARY_NUMBERS, Run
 
 #: Per-run numbers averaged per case: summary.json's, plus updates_sent (devices.parquet's updates_delivered summed).
-CASE_NUMBERS = ("rounds", "sim_time_s", "final_test_accuracy", "best_test_accuracy", "energy_j", "work_energy_j",
-                "updates_sent", "updates_received", "updates_dropped", "updates_applied", "bytes_up", "bytes_down")
+CASE_NUMBERS = (
+    "rounds",
+    "sim_time_s",
+    "final_test_accuracy",
+    "best_test_accuracy",
+    "energy_j",
+    "work_energy_j",
+    "updates_sent",
+    "updates_received",
+    "updates_dropped",
+    "updates_applied",
+    "bytes_up",
+    "bytes_down",
+)
 
 
 def target_label(target: float) -> str:
@@ -41,8 +53,10 @@ def reach(metrics: pd.DataFrame, target: float) -> dict[str, float]:
     if not len(hits):
         return {"time": math.nan, "round": math.nan, "energy": math.nan, "work_energy": math.nan}
     row = metrics.iloc[hits[0]]
-    energy = {key: float(row[column]) if column in metrics.columns else math.nan
-              for key, column in (("energy", "energy_j"), ("work_energy", "work_energy_j"))}
+    energy = {
+        key: float(row[column]) if column in metrics.columns else math.nan
+        for key, column in (("energy", "energy_j"), ("work_energy", "work_energy_j"))
+    }
     return {"time": float(row["sim_time_s"]), "round": float(row["round"]), **energy}
 
 
@@ -67,19 +81,32 @@ def run_summary(runs: Sequence[Run], targets: Sequence[float]) -> pd.DataFrame:
     rows = []
     for run in runs:
         s = run.summary
-        row = {"case": run.case, "seed": run.seed, "run": str(run.path), "complete": run.complete,
-               "scenario": s.get("scenario"), "algorithm": s.get("algorithm"),
-               "overrides": ", ".join(f"{k}={v}" for k, v in run.overrides.items()),
-               "energy_recorded": "energy_j" in run.metrics.columns}
+        row = {
+            "case": run.case,
+            "seed": run.seed,
+            "run": str(run.path),
+            "complete": run.complete,
+            "scenario": s.get("scenario"),
+            "algorithm": s.get("algorithm"),
+            "overrides": ", ".join(f"{k}={v}" for k, v in run.overrides.items()),
+            "energy_recorded": "energy_j" in run.metrics.columns,
+        }
         row |= {key: float(s[key]) if s.get(key) is not None else math.nan for key in SUMMARY_NUMBERS}
         devices = run.devices
-        row["updates_sent"] = float(devices["updates_delivered"].sum()) \
-            if devices is not None and "updates_delivered" in devices.columns else math.nan
+        row["updates_sent"] = (
+            float(devices["updates_delivered"].sum())
+            if devices is not None and "updates_delivered" in devices.columns
+            else math.nan
+        )
         for target in targets:
             t, hit = target_label(target), reach(run.metrics, target)
-            row |= {f"reached_{t}": not math.isnan(hit["time"]), f"time_to_{t}_s": hit["time"],
-                    f"rounds_to_{t}": hit["round"], f"energy_to_{t}_j": hit["energy"],
-                    f"work_energy_to_{t}_j": hit["work_energy"]}
+            row |= {
+                f"reached_{t}": not math.isnan(hit["time"]),
+                f"time_to_{t}_s": hit["time"],
+                f"rounds_to_{t}": hit["round"],
+                f"energy_to_{t}_j": hit["energy"],
+                f"work_energy_to_{t}_j": hit["work_energy"],
+            }
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -88,8 +115,12 @@ def cases_table(summary: pd.DataFrame, targets: Sequence[float]) -> pd.DataFrame
     """One row per case (in order of first appearance): seeds, mean and std of each number, targets reached."""
     rows = []
     for case, group in summary.groupby("case", sort=False):
-        row = {"case": case, "seeds": len(group), "incomplete": int((~group["complete"]).sum()),
-               "overrides": group["overrides"].iloc[0]}
+        row = {
+            "case": case,
+            "seeds": len(group),
+            "incomplete": int((~group["complete"]).sum()),
+            "overrides": group["overrides"].iloc[0],
+        }
         for key in CASE_NUMBERS:
             row |= _mean_std(key, group[key])
         for target in targets:
@@ -108,8 +139,10 @@ def _mean_std(name: str, values: pd.Series) -> dict[str, float]:
     values = values.astype(float)
     if values.isna().any():  # one seed lacking the number: no mean over the others
         return {f"{name}_mean": math.nan, f"{name}_std": math.nan}
-    return {f"{name}_mean": float(values.mean()) if len(values) else math.nan,
-            f"{name}_std": float(values.std(ddof=1)) if len(values) > 1 else math.nan}
+    return {
+        f"{name}_mean": float(values.mean()) if len(values) else math.nan,
+        f"{name}_std": float(values.std(ddof=1)) if len(values) > 1 else math.nan,
+    }
 
 
 def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:

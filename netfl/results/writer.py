@@ -17,8 +17,9 @@ import os
 import shutil
 import tempfile
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,9 +34,16 @@ from netfl.results.plots import plot_accuracy_vs_time, plot_staleness
 METRIC_COLUMNS = ("sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j", "work_energy_j")
 
 _ARROW = {int: pa.int64(), float: pa.float64(), str: pa.string()}
-EVENT_SCHEMA = pa.schema([("sim_time_s", pa.float64()), ("round", pa.int64()), ("device", pa.int64()),
-                          ("kind", pa.string()), *((name, _ARROW[t]) for name, t in EVENT_FIELDS.items()),
-                          ("detail", pa.string())])
+EVENT_SCHEMA = pa.schema(
+    [
+        ("sim_time_s", pa.float64()),
+        ("round", pa.int64()),
+        ("device", pa.int64()),
+        ("kind", pa.string()),
+        *((name, _ARROW[t]) for name, t in EVENT_FIELDS.items()),
+        ("detail", pa.string()),
+    ]
+)
 
 
 def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
@@ -154,14 +162,21 @@ def check_out_dir(out_dir: Path, *, noun: str = "run", legacy: str = "summary.js
     out_dir = Path(out_dir)
     target, here = out_dir.resolve(), Path.cwd().resolve()
     if target == here or target in here.parents:
-        raise NetflError(f"{out_dir}: is the current folder or one of its parents; name a {noun} folder of its own "
-                         "(--out DIR)")
+        raise NetflError(
+            f"{out_dir}: is the current folder or one of its parents; name a {noun} folder of its own (--out DIR)"
+        )
     if out_dir.exists() and not out_dir.is_dir():  # never rename a user's file out of the way
         raise NetflError(f"{out_dir}: exists and is not a folder; choose another {noun} folder (--out DIR)")
-    if target.is_dir() and any(target.iterdir()) and not (target / MARKER).is_file() \
-            and not (target / legacy).is_file():
-        raise NetflError(f"{out_dir}: exists and holds files that are not a netfl {noun} (no {legacy}); a {noun} "
-                         "replaces its folder as a whole, so choose a new or empty folder (--out DIR)")
+    if (
+        target.is_dir()
+        and any(target.iterdir())
+        and not (target / MARKER).is_file()
+        and not (target / legacy).is_file()
+    ):
+        raise NetflError(
+            f"{out_dir}: exists and holds files that are not a netfl {noun} (no {legacy}); a {noun} "
+            "replaces its folder as a whole, so choose a new or empty folder (--out DIR)"
+        )
 
 
 def prepare_out_dir(out_dir: Path, *, overwrite: bool = False, chosen: bool = True) -> Path:
@@ -175,11 +190,15 @@ def prepare_out_dir(out_dir: Path, *, overwrite: bool = False, chosen: bool = Tr
     check_out_dir(out_dir)
     if not overwrite and out_dir.is_dir() and any(out_dir.iterdir()):
         if chosen:
-            raise NetflError(f"{out_dir}: holds an earlier run; add --overwrite to replace it, or choose another "
-                             "folder (--out DIR)")
-        out_dir = next(free for n in itertools.count(2)
-                       if not (free := out_dir.with_name(f"{out_dir.name}-{n}")).exists()
-                       or (free.is_dir() and not any(free.iterdir())))
+            raise NetflError(
+                f"{out_dir}: holds an earlier run; add --overwrite to replace it, or choose another folder (--out DIR)"
+            )
+        out_dir = next(
+            free
+            for n in itertools.count(2)
+            if not (free := out_dir.with_name(f"{out_dir.name}-{n}")).exists()
+            or (free.is_dir() and not any(free.iterdir()))
+        )
     existing = next(p for p in out_dir.absolute().parents if p.exists())  # creates nothing before the run
     try:
         if not existing.is_dir():
@@ -187,15 +206,25 @@ def prepare_out_dir(out_dir: Path, *, overwrite: bool = False, chosen: bool = Tr
         with tempfile.TemporaryFile(dir=existing):
             pass
     except OSError as exc:
-        raise NetflError(f"{out_dir}: cannot write the results there ({exc.strerror or exc}); choose another "
-                         "folder (--out DIR)") from None
+        raise NetflError(
+            f"{out_dir}: cannot write the results there ({exc.strerror or exc}); choose another folder (--out DIR)"
+        ) from None
     return out_dir
 
 
-
-def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any], num_classes: Sequence[int],
-              events: dict[str, list], devices: dict[str, Any], title: str, staleness: Sequence[int] = (),
-              scenario: dict[str, Any] | None = None, source: str | None = None) -> Path:
+def write_run(
+    out_dir: Path,
+    *,
+    summary: dict[str, Any],
+    metrics: Sequence[Any],
+    num_classes: Sequence[int],
+    events: dict[str, list],
+    devices: dict[str, Any],
+    title: str,
+    staleness: Sequence[int] = (),
+    scenario: dict[str, Any] | None = None,
+    source: str | None = None,
+) -> Path:
     """Write summary.json, metrics.csv, events.parquet, devices.parquet and accuracy_vs_time.png into
     ``out_dir`` atomically.
 
@@ -224,6 +253,7 @@ def write_run(out_dir: Path, *, summary: dict[str, Any], metrics: Sequence[Any],
 def write_files(out_dir: Path, files: dict[str, bytes]) -> Path:
     """Write ``files`` (path inside the folder -> content) as the whole of ``out_dir``, atomically: a run
     made elsewhere (a Ray worker) lands as if written here."""
+
     def fill(staging: Path) -> None:
         for name, content in sorted(files.items(), key=lambda item: item[0] == "summary.json"):  # summary last
             target = (staging / name).resolve()

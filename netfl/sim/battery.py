@@ -15,8 +15,14 @@ import math
 
 
 class Battery:
-    def __init__(self, capacity_j: float = math.inf, level_j: float | None = None, min_level: float = 0.0,
-                 charge_w: float = 0.0, now: float = 0.0):
+    def __init__(
+        self,
+        capacity_j: float = math.inf,
+        level_j: float | None = None,
+        min_level: float = 0.0,
+        charge_w: float = 0.0,
+        now: float = 0.0,
+    ):
         self.capacity_j = capacity_j
         self.level_j = capacity_j if level_j is None else level_j
         self.min_level = min_level

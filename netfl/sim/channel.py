@@ -54,6 +54,7 @@ MIN_DISTANCE_M = 1.0
 
 # ------------------------------------------------------------------ unit math
 
+
 def path_loss_db(distance_m: float) -> float:
     """3GPP TR 36.814 macro-cell path loss, 128.1 + 37.6 log10(d / 1 km) dB.
 
@@ -99,6 +100,7 @@ def rayleigh_outage_probability(rate_bps: float, bandwidth_hz: float, mean_snr_l
 
 
 # ------------------------------------------------------------------ channel
+
 
 @dataclass(frozen=True)
 class ChannelParams:
@@ -252,6 +254,7 @@ class Channel:
 
 # ----------------------------------------------------------- dedicated link
 
+
 @dataclass(frozen=True)
 class TransferOutcome:
     """What sending ``bits`` over an unshared link took.
@@ -287,8 +290,9 @@ def _starts_before(t: float, step: float, end: float, limit: int) -> int:
     return min(n, limit)
 
 
-def transfer_time(channel: Channel, bits: float, start_t: float, bandwidth_hz: float | None = None,
-                  max_attempts: int = 8) -> TransferOutcome:
+def transfer_time(
+    channel: Channel, bits: float, start_t: float, bandwidth_hz: float | None = None, max_attempts: int = 8
+) -> TransferOutcome:
     """Exact time to push ``bits`` through ``channel`` alone, starting at ``start_t``.
 
     Adaptive rate (``rate_bps=None``): bits flow at capacity(t), integrated

@@ -13,8 +13,8 @@ arrives whatever becomes of the device).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 
 import simpy
 
@@ -28,9 +28,18 @@ from netfl.sim.recorder import EventRecorder
 
 
 class Device:
-    def __init__(self, env: simpy.Environment, profile: DeviceProfile, battery: Battery,
-                 policy: AvailabilityPolicy, recorder: EventRecorder, current_round: Callable[[], int],
-                 network: Network, charger: SessionPolicy | None = None, online: bool = False):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        profile: DeviceProfile,
+        battery: Battery,
+        policy: AvailabilityPolicy,
+        recorder: EventRecorder,
+        current_round: Callable[[], int],
+        network: Network,
+        charger: SessionPolicy | None = None,
+        online: bool = False,
+    ):
         """``online``: the state the device starts in, without an event (a device the lazy engine brings to
         life already online); the policy is asked at once either way."""
         self.env = env
@@ -173,9 +182,11 @@ class Device:
         """``at``, a policy's next wake-up, if it is after now: else time would stop (the watchdog's case, caught
         at once here for every policy; a user's script is checked as it answers, with its line)."""
         if not at > self.env.now:  # NaN too
-            raise PolicyError(f"{policy_origin(policy)}: next_wakeup({self.env.now:g}) returned {at!r}, which is not "
-                              f"after now (the {role} policy of device {self.index}); return a later time, or "
-                              "math.inf for never")
+            raise PolicyError(
+                f"{policy_origin(policy)}: next_wakeup({self.env.now:g}) returned {at!r}, which is not "
+                f"after now (the {role} policy of device {self.index}); return a later time, or "
+                "math.inf for never"
+            )
         return at
 
     def describe_process(self, name: str) -> str | None:
@@ -196,7 +207,9 @@ class Device:
             plugged = bool(charger.online(self.env.now, self))
             if plugged != self.battery.charging:
                 self.battery.set_charging(self.env.now, plugged)
-                self.log("charge_start" if plugged else "charge_stop", f"level={self.battery.fraction(self.env.now):.4f}")
+                self.log(
+                    "charge_start" if plugged else "charge_stop", f"level={self.battery.fraction(self.env.now):.4f}"
+                )
                 if plugged and self._can_boot():
                     self._revive()
                 self._power_change()
@@ -215,8 +228,11 @@ class Device:
         b = self.battery
         threshold_j = b.min_level * b.capacity_j
         # the levels at which the availability policy's answer may change (SessionPolicy.battery_marks)
-        policy_marks = [m * b.capacity_j for m in self.policy.battery_marks() if 0 < m < 1] \
-            if isinstance(self.policy, SessionPolicy) else []
+        policy_marks = (
+            [m * b.capacity_j for m in self.policy.battery_marks() if 0 < m < 1]
+            if isinstance(self.policy, SessionPolicy)
+            else []
+        )
         while True:
             self._power_changed = self.env.event()
             self._check_level(threshold_j)
@@ -224,8 +240,10 @@ class Device:
                 (0.0, math.inf if self.dead else b.time_to_empty(self.env.now), False),
                 (b.capacity_j, b.time_to_full(self.env.now) if b.charging else math.inf, False),
                 (threshold_j, b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf, False),
-                *((level, math.inf if self.dead else b.time_to_level(self.env.now, level), True)
-                  for level in policy_marks),
+                *(
+                    (level, math.inf if self.dead else b.time_to_level(self.env.now, level), True)
+                    for level in policy_marks
+                ),
             ]
             mark, wait, asks_policy = min(marks, key=lambda m: m[1])
             events = [self._power_changed]

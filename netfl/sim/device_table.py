@@ -1,6 +1,6 @@
 """Every device's fixed parameters, as one array per quantity.
 
-:func:`netfl.build.world.device_table` draws them once per group from the
+:func:`netfl.assemble.world.device_table` draws them once per group from the
 scenario seed (one stream per group and quantity), so a device's values
 depend only on the seed, its group and its position in the group. Arrays
 rather than one object per device: the lazy engine keeps a million devices
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from netfl.sim.battery import Battery
+
 
 @dataclass(frozen=True)
 class DeviceProfile:
@@ -57,9 +58,15 @@ class DeviceTable:
         return [slice(int(e - c), int(e)) for c, e in zip(counts, ends)]
 
     def profile(self, i: int) -> DeviceProfile:
-        return DeviceProfile(index=i, group=self.group_names[self.group[i]], flops_per_s=float(self.flops_per_s[i]),
-                             compute_w=float(self.compute_w[i]), transmit_w=float(self.transmit_w[i]),
-                             receive_w=float(self.receive_w[i]), idle_w=float(self.idle_w[i]))
+        return DeviceProfile(
+            index=i,
+            group=self.group_names[self.group[i]],
+            flops_per_s=float(self.flops_per_s[i]),
+            compute_w=float(self.compute_w[i]),
+            transmit_w=float(self.transmit_w[i]),
+            receive_w=float(self.receive_w[i]),
+            idle_w=float(self.idle_w[i]),
+        )
 
     def battery(self, i: int, level_j: float | None = None, now: float = 0.0) -> Battery:
         """Device i's battery at ``now`` holding ``level_j`` (its initial charge if None)."""

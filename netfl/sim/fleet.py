@@ -23,8 +23,9 @@ scenario asks for more.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
 
 import numpy as np
 import simpy
@@ -113,9 +114,11 @@ class EagerFleet:
             online_time_s=np.array([d.online_time_s for d in self.devices]),
             energy_by_activity_j=energy,
             charged_j=np.array([d.battery.charged_j for d in self.devices]),
-            battery_fraction=np.array([math.nan if d.battery.mains else d.battery.level_j / d.battery.capacity_j
-                                       for d in self.devices]),
-            battery_empty=np.array([d.dead for d in self.devices]))
+            battery_fraction=np.array(
+                [math.nan if d.battery.mains else d.battery.level_j / d.battery.capacity_j for d in self.devices]
+            ),
+            battery_empty=np.array([d.dead for d in self.devices]),
+        )
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         return _by_activity([d.battery.energy_at(now) for d in self.devices])
@@ -141,8 +144,9 @@ MakeDevice = Callable[[int, "LazyPolicy", float], Device]
 class LazyFleet:
     """Devices as arrays; a ``Device`` only while one works (see the module docstring)."""
 
-    def __init__(self, env: simpy.Environment, table: DeviceTable, models: Sequence[PopulationModel],
-                 make_device: MakeDevice):
+    def __init__(
+        self, env: simpy.Environment, table: DeviceTable, models: Sequence[PopulationModel], make_device: MakeDevice
+    ):
         self.env = env
         self.table = table
         self.slices = table.group_slices()
@@ -194,6 +198,7 @@ class LazyFleet:
 
     def _accrue(self, offset: int, rounds: bool) -> Callable:
         """A flip hook adding each finished online stretch, cut at the device's death, to its online time."""
+
         def hook(devices, since, at, was_on):
             if not was_on.any():
                 return
@@ -202,6 +207,7 @@ class LazyFleet:
                 since, at = self._round_time(since), self._round_time(at)
             cap = self.dead_at[devices]
             self.online_time_s[devices] += np.maximum(np.minimum(at, cap) - np.minimum(since, cap), 0.0)
+
         return hook
 
     def _round_time(self, rounds: np.ndarray) -> np.ndarray:
@@ -296,9 +302,14 @@ class LazyFleet:
             fraction = np.where(np.isinf(capacity), math.nan, self.level_j / capacity)
         return DeviceStats(
             group=[self.table.group_names[g] for g in self.table.group],
-            tasks_started=self.tasks_started.copy(), updates_delivered=self.updates_delivered.copy(),
-            online_time_s=online, energy_by_activity_j={a: e.copy() for a, e in self.energy_j.items()},
-            charged_j=np.zeros(len(self)), battery_fraction=fraction, battery_empty=self.dead_at <= now)
+            tasks_started=self.tasks_started.copy(),
+            updates_delivered=self.updates_delivered.copy(),
+            online_time_s=online,
+            energy_by_activity_j={a: e.copy() for a, e in self.energy_j.items()},
+            charged_j=np.zeros(len(self)),
+            battery_fraction=fraction,
+            battery_empty=self.dead_at <= now,
+        )
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         """What :meth:`stats` would fold and settle, added up on copies: the idle devices' drain since they were

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Generator, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import simpy
@@ -65,8 +66,14 @@ class Medium(ABC):
 
     kind: ClassVar[str] = ""
 
-    def __init__(self, env: simpy.Environment, *, bandwidth_hz: float | None = None, log: LogFn | None = None,
-                 rng: np.random.Generator | None = None):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        *,
+        bandwidth_hz: float | None = None,
+        log: LogFn | None = None,
+        rng: np.random.Generator | None = None,
+    ):
         if bandwidth_hz is not None and not bandwidth_hz > 0:
             raise ValueError(f"{self.kind} medium: bandwidth_hz must be > 0, got {bandwidth_hz!r}")
         self.env = env
@@ -78,8 +85,9 @@ class Medium(ABC):
         self.retransmissions = 0
 
     @abstractmethod
-    def transmit(self, sender: int, channel: Channel, bits: float,
-                 radio: RadioHooks) -> Generator[simpy.Event, Any, TxReport]:
+    def transmit(
+        self, sender: int, channel: Channel, bits: float, radio: RadioHooks
+    ) -> Generator[simpy.Event, Any, TxReport]:
         """Send ``bits`` from ``sender``; use as ``report = yield from medium.transmit(...)``."""
 
     # ------------------------------------------------------------- logging
@@ -98,8 +106,15 @@ class Medium(ABC):
 
     def _log_end(self, sender: int, bits: float, r: TxReport, radio: RadioHooks) -> None:
         self._log_retransmissions(sender, r.retransmissions)
-        self.log(sender, "tx_end", f"collisions={r.collisions} success={int(r.success)}", bytes=bits / 8,
-                 airtime_s=r.airtime_s, attempts=r.attempts, energy_j=_energy(radio, r.airtime_s))
+        self.log(
+            sender,
+            "tx_end",
+            f"collisions={r.collisions} success={int(r.success)}",
+            bytes=bits / 8,
+            airtime_s=r.airtime_s,
+            attempts=r.attempts,
+            energy_j=_energy(radio, r.airtime_s),
+        )
 
     def _log_abort(self, sender: int, start: float, interrupt: simpy.Interrupt, retransmissions: int = 0) -> None:
         self._log_retransmissions(sender, retransmissions)
@@ -117,6 +132,7 @@ def _empty_report() -> TxReport:
 
 
 # --------------------------------------------------------------- dedicated
+
 
 class DedicatedMedium(Medium):
     """No sharing: every sender has the whole band (a wired port, or a cell far from saturation)."""
@@ -147,6 +163,7 @@ class DedicatedMedium(Medium):
 
 
 # -------------------------------------------------------------------- tdma
+
 
 class TdmaMedium(Medium):
     """One sender at a time with the whole band, FIFO; the radio is off while queued."""
@@ -188,6 +205,7 @@ class TdmaMedium(Medium):
 
 
 # -------------------------------------------------------------------- fdma
+
 
 @dataclass(eq=False)
 class _Flow:
@@ -318,6 +336,7 @@ class FdmaMedium(Medium):
 
 # ----------------------------------------------------------- slotted ALOHA
 
+
 @dataclass(eq=False)
 class _Station:
     sender: int
@@ -369,9 +388,18 @@ class SlottedAlohaMedium(Medium):
 
     kind = "slotted_aloha"
 
-    def __init__(self, env: simpy.Environment, *, rate_bps: float = 1e6, packet_bits: int = 12000, q: float = 0.1,
-                 backoff: str | dict | None = None, q_min: float = 1.0 / 1024, max_attempts: int | None = None,
-                 **kw: Any):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        *,
+        rate_bps: float = 1e6,
+        packet_bits: int = 12000,
+        q: float = 0.1,
+        backoff: str | dict | None = None,
+        q_min: float = 1.0 / 1024,
+        max_attempts: int | None = None,
+        **kw: Any,
+    ):
         super().__init__(env, **kw)
         if self.rng is None:
             raise ValueError("slotted_aloha medium needs rng (a seeded numpy Generator)")
@@ -425,8 +453,8 @@ class SlottedAlohaMedium(Medium):
         first_law = np.cumsum(qs * before)
         u = self.rng.random() * (1.0 - p_idle)
         i = min(int(np.searchsorted(first_law, u, side="right")), len(stations) - 1)
-        rest = self.rng.random(len(stations) - i - 1) < qs[i + 1:]
-        return [stations[i]] + [s for s, x in zip(stations[i + 1:], rest) if x]
+        rest = self.rng.random(len(stations) - i - 1) < qs[i + 1 :]
+        return [stations[i]] + [s for s, x in zip(stations[i + 1 :], rest) if x]
 
     def _run(self):
         env = self.env
@@ -485,8 +513,13 @@ class SlottedAlohaMedium(Medium):
                 continue
             self.collisions += 1
             packet = min(self.packet_bits, s.bits - s.delivered * self.packet_bits)  # the last one may be short
-            self.log(s.sender, "collision", f"slot={k} with={len(tx) - 1}", bytes=packet / 8,
-                     energy_j=_energy(s.radio, self.slot_s))
+            self.log(
+                s.sender,
+                "collision",
+                f"slot={k} with={len(tx) - 1}",
+                bytes=packet / 8,
+                energy_j=_energy(s.radio, self.slot_s),
+            )
             if self.beb:
                 s.q = max(self.q_min, s.q / 2.0)
             self._lost(s)
@@ -504,8 +537,9 @@ class SlottedAlohaMedium(Medium):
         if bits <= 0:
             return _empty_report()
         env = self.env
-        s = _Station(sender, channel, radio, float(bits), math.ceil(bits / self.packet_bits), self.q, env.now,
-                     env.event())
+        s = _Station(
+            sender, channel, radio, float(bits), math.ceil(bits / self.packet_bits), self.q, env.now, env.event()
+        )
         self._stations.append(s)
         self._log_start(sender, bits)
         self._poke()
@@ -522,8 +556,9 @@ class SlottedAlohaMedium(Medium):
             self._log_abort(sender, s.start, interrupt, s.attempts - s.delivered - (1 if s.tries else 0))
             raise
         packets_tried = s.delivered + (0 if s.success else 1)
-        report = TxReport(s.attempts * self.slot_s, env.now - s.start, s.attempts, s.collisions,
-                          s.attempts - packets_tried, s.success)
+        report = TxReport(
+            s.attempts * self.slot_s, env.now - s.start, s.attempts, s.collisions, s.attempts - packets_tried, s.success
+        )
         self._log_end(sender, bits, report, radio)
         return report
 

@@ -20,8 +20,8 @@ radio links).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 import networkx as nx
 import numpy as np
@@ -99,8 +99,15 @@ class Radio:
 
 
 class Network:
-    def __init__(self, env: simpy.Environment, nodes: dict[str, NodeSetup], wires: list[WiredLink],
-                 attachments: Attachments, streams: RandomStreams, log: Callable[..., None]):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        nodes: dict[str, NodeSetup],
+        wires: list[WiredLink],
+        attachments: Attachments,
+        streams: RandomStreams,
+        log: Callable[..., None],
+    ):
         self.env = env
         self.attachments = attachments
         self.log = log
@@ -112,9 +119,15 @@ class Network:
         for wire in wires:
             self.graph.add_edge(wire.source, wire.target, rate=wire.rate_bps, latency=wire.latency_s)
         self.media: dict[str, Medium] = {
-            name: MEDIA[node.medium.kind](env, bandwidth_hz=node.medium.bandwidth_hz, log=log,
-                                          rng=streams.numpy("medium", name), **node.medium.params)
-            for name, node in nodes.items()}
+            name: MEDIA[node.medium.kind](
+                env,
+                bandwidth_hz=node.medium.bandwidth_hz,
+                log=log,
+                rng=streams.numpy("medium", name),
+                **node.medium.params,
+            )
+            for name, node in nodes.items()
+        }
 
     @property
     def counters(self) -> Counters:
@@ -201,8 +214,7 @@ class Attachments:
     it again gives the same channel; the lazy engine asks only for the devices that work.
     """
 
-    def __init__(self, table: DeviceTable, links: list[GroupLink], nodes: dict[str, NodeSetup],
-                 streams: RandomStreams):
+    def __init__(self, table: DeviceTable, links: list[GroupLink], nodes: dict[str, NodeSetup], streams: RandomStreams):
         self.streams = streams
         self.table = table
         self._links = links
@@ -225,8 +237,10 @@ class Attachments:
         up_bps = None if math.isnan(up) else up
         channel = None
         if link.channel is not None:
-            channel = Channel(replace(link.channel, distance_m=float(self.table.distance_m[device])),
-                              self.streams.seed_sequence("channel", device))
+            channel = Channel(
+                replace(link.channel, distance_m=float(self.table.distance_m[device])),
+                self.streams.seed_sequence("channel", device),
+            )
         down = float(self.table.downlink_bps[device])
         if math.isnan(down):
             down = self._broadcast[group] or up_bps or DEFAULT_BROADCAST_BPS

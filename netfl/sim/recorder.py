@@ -22,10 +22,34 @@ from netfl.events import EVENT_FIELDS
 SERVER = -1
 
 EVENT_KINDS = (
-    "round_start", "online", "offline", "selected", "download_start", "download_end", "train_start",
-    "train_end", "upload_start", "upload_end", "dropout", "aggregate", "battery_empty", "battery_full",
-    "below_min_level", "above_min_level", "charge_start", "charge_stop", "power_on", "late", "pull",
-    "tx_start", "tx_end", "collision", "retransmission", "relay_arrive", "relay_pass", "relay_drop",
+    "round_start",
+    "online",
+    "offline",
+    "selected",
+    "download_start",
+    "download_end",
+    "train_start",
+    "train_end",
+    "upload_start",
+    "upload_end",
+    "dropout",
+    "aggregate",
+    "battery_empty",
+    "battery_full",
+    "below_min_level",
+    "above_min_level",
+    "charge_start",
+    "charge_stop",
+    "power_on",
+    "late",
+    "pull",
+    "tx_start",
+    "tx_end",
+    "collision",
+    "retransmission",
+    "relay_arrive",
+    "relay_pass",
+    "relay_drop",
 )
 
 _TYPECODE = {int: "q", float: "d"}
@@ -45,8 +69,9 @@ class EventRecorder:
         self.devices: list[int] = []
         self.kinds: list[str] = []
         self.details: list[str] = []
-        self.fields = {name: Sparse(array("q"), array(_TYPECODE[t]) if t in _TYPECODE else [])
-                       for name, t in EVENT_FIELDS.items()}
+        self.fields = {
+            name: Sparse(array("q"), array(_TYPECODE[t]) if t in _TYPECODE else []) for name, t in EVENT_FIELDS.items()
+        }
 
     def log(self, time: float, round_index: int, device: int, kind: str, detail: str = "", **fields: Any) -> int:
         """Append one event; ``fields`` fill typed columns (None: null). Bytes are rounded to whole bytes.
@@ -95,5 +120,11 @@ class EventRecorder:
     def columns(self) -> dict[str, Any]:
         """The log's columns: lists for ``sim_time_s``, ``round``, ``device``, ``kind`` and ``detail``, a
         :class:`Sparse` for each typed one (:func:`netfl.results.writer.events_frame` makes them whole)."""
-        return {"sim_time_s": self.times, "round": self.rounds, "device": self.devices, "kind": self.kinds,
-                **self.fields, "detail": self.details}
+        return {
+            "sim_time_s": self.times,
+            "round": self.rounds,
+            "device": self.devices,
+            "kind": self.kinds,
+            **self.fields,
+            "detail": self.details,
+        }

@@ -24,14 +24,21 @@ its detail names the user drawn, ``picked=``).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
 
 class RamRelay:
-    def __init__(self, name: str, mode: str, weights: dict[int, float], rng: np.random.Generator,
-                 log: Callable[..., None], draw: str = "all"):
+    def __init__(
+        self,
+        name: str,
+        mode: str,
+        weights: dict[int, float],
+        rng: np.random.Generator,
+        log: Callable[..., None],
+        draw: str = "all",
+    ):
         if draw not in ("all", "arrived"):
             raise ValueError(f"RAM draw {draw!r}: expected 'all' (the paper's erasure rule) or 'arrived'")
         self.name = name

@@ -29,7 +29,7 @@ drawn: it comes out of the simulated devices, availability and network.
 from __future__ import annotations
 
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import simpy
@@ -42,9 +42,17 @@ from netfl.sim.relay import RamRelay
 
 
 class _ServerBase:
-    def __init__(self, env: simpy.Environment, devices: Sequence[Device], backend: TrainingBackend,
-                 recorder: EventRecorder, network: Network, *, max_rounds: int | None,
-                 on_round_end: Callable[[int], None]):
+    def __init__(
+        self,
+        env: simpy.Environment,
+        devices: Sequence[Device],
+        backend: TrainingBackend,
+        recorder: EventRecorder,
+        network: Network,
+        *,
+        max_rounds: int | None,
+        on_round_end: Callable[[int], None],
+    ):
         self.env = env
         self.devices = devices
         self.backend = backend
@@ -64,13 +72,20 @@ class _ServerBase:
 
     def describe_process(self, name: str) -> str | None:
         """Which of the server's processes ``name`` is, for the watchdog's message (netfl/sim/watchdog.py)."""
-        return {"run": "the server's rounds (taking no simulated time)", "_worker": "an asynchronous worker",
-                "_carry": "an update in flight"}.get(name)
+        return {
+            "run": "the server's rounds (taking no simulated time)",
+            "_worker": "an asynchronous worker",
+            "_carry": "an update in flight",
+        }.get(name)
 
-    def _aggregate(self, available, selected, delivered: list[int], dropped: int,
-                   versions: dict[int, int]) -> None:
-        context = RoundContext(round_index=self.round_index, sim_time_s=self.env.now, available=available,
-                               selected=tuple(selected), delivered=tuple(delivered))
+    def _aggregate(self, available, selected, delivered: list[int], dropped: int, versions: dict[int, int]) -> None:
+        context = RoundContext(
+            round_index=self.round_index,
+            sim_time_s=self.env.now,
+            available=available,
+            selected=tuple(selected),
+            delivered=tuple(delivered),
+        )
         applied = self.backend.aggregate(context)
         stale = [self.round_index - versions[job] for job in delivered]
         self.staleness += stale
@@ -84,9 +99,23 @@ class _ServerBase:
 
 
 class SyncServer(_ServerBase):
-    def __init__(self, env, devices, backend, recorder, network, *, participants: int | None, deadline_s: float, idle_wait_s: float, max_rounds: int | None,
-                 on_round_end: Callable[[int], None], interval_s: float = 0.0,
-                 relays: dict[str, RamRelay] | None = None, goal: int | None = None):
+    def __init__(
+        self,
+        env,
+        devices,
+        backend,
+        recorder,
+        network,
+        *,
+        participants: int | None,
+        deadline_s: float,
+        idle_wait_s: float,
+        max_rounds: int | None,
+        on_round_end: Callable[[int], None],
+        interval_s: float = 0.0,
+        relays: dict[str, RamRelay] | None = None,
+        goal: int | None = None,
+    ):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
         self.participants = participants
         self.goal = goal
@@ -129,8 +158,13 @@ class SyncServer(_ServerBase):
         for job in state.work:
             if job not in state.delivered:
                 self.backend.cancel(job)
-        self._aggregate(available=available, selected=selected, delivered=state.delivered,
-                        dropped=len(state.work) - len(state.delivered), versions={job: r for job in state.work})
+        self._aggregate(
+            available=available,
+            selected=selected,
+            delivered=state.delivered,
+            dropped=len(state.work) - len(state.delivered),
+            versions={job: r for job in state.work},
+        )
         self.devices.release(selected)
 
     def _run(self, work: Sequence[Work], deadline: simpy.Event | None, goal: int | None = None):
@@ -150,8 +184,11 @@ class SyncServer(_ServerBase):
                 device.log("dropout", job=w.job, task=w.task, cause="deadline" if device.can_start() else "unavailable")
                 _settle(state.done[w.job], False)
                 continue
-            device.start_task(w, uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
-                              lost=lambda j: _settle(state.done[j], False))
+            device.start_task(
+                w,
+                uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
+                lost=lambda j: _settle(state.done[j], False),
+            )
         everyone = self.env.all_of(list(state.done.values()))
         close = everyone if deadline is None else everyone | deadline
         yield close if state.goal is None else close | state.goal[1]
@@ -165,7 +202,7 @@ class SyncServer(_ServerBase):
             yield self.env.all_of(stragglers)
         return state
 
-    def _carry(self, job: int, device: Device, state: "_RoundState"):
+    def _carry(self, job: int, device: Device, state: _RoundState):
         """An upload that left its device: its own hop's latency, then the wired hops to the server or to a RAM
         relay. The device is no longer needed: it may go offline or die meanwhile."""
         node = self.network.attachments.node(device.index)
@@ -200,8 +237,21 @@ def _settle(event: simpy.Event, value: bool) -> None:
 
 
 class AsyncServer(_ServerBase):
-    def __init__(self, env, devices, backend, recorder, network, rng: np.random.Generator, *, buffer: int,
-                 local_steps, pause_s: float, max_rounds: int | None, on_round_end: Callable[[int], None]):
+    def __init__(
+        self,
+        env,
+        devices,
+        backend,
+        recorder,
+        network,
+        rng: np.random.Generator,
+        *,
+        buffer: int,
+        local_steps,
+        pause_s: float,
+        max_rounds: int | None,
+        on_round_end: Callable[[int], None],
+    ):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
         self.rng = rng
         self.buffer = buffer
@@ -220,7 +270,7 @@ class AsyncServer(_ServerBase):
             while len(self._arrived) < self.buffer:
                 self._full = self.env.event()
                 yield self._full
-            batch, self._arrived = self._arrived[:self.buffer], self._arrived[self.buffer:]
+            batch, self._arrived = self._arrived[: self.buffer], self._arrived[self.buffer :]
             versions = {job: self._versions.pop(job) for job in batch}
             self._aggregate(available=[], selected=[], delivered=batch, dropped=self._lost, versions=versions)
             self._lost = 0
@@ -240,8 +290,11 @@ class AsyncServer(_ServerBase):
             self._versions[work.job] = self.round_index
             device.log("pull", f"version={self.round_index} steps={steps or 'task'}", job=work.job, task=work.task)
             done = self.env.event()
-            device.start_task(work, uploaded=lambda j, d=device, e=done, w=work: self.env.process(self._carry(w, d, e)),
-                              lost=lambda j, e=done: self._lose(j, e))
+            device.start_task(
+                work,
+                uploaded=lambda j, d=device, e=done, w=work: self.env.process(self._carry(w, d, e)),
+                lost=lambda j, e=done: self._lose(j, e),
+            )
             yield done
 
     def _draw_steps(self, rng: np.random.Generator) -> int | None:

@@ -2,7 +2,7 @@
 
 ``Simulation`` owns the SimPy environment, the devices and the server, all
 made from a :class:`~netfl.sim.world.World` (plain objects; see
-:mod:`netfl.build` for making one from a scenario). The learner is reached
+:mod:`netfl.assemble` for making one from a scenario). The learner is reached
 only through :class:`~netfl.backend.TrainingBackend`; the engine never
 touches tensors.
 """
@@ -10,8 +10,8 @@ touches tensors.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
 from netfl.policies.base import SessionPolicy
@@ -80,32 +80,74 @@ class Simulation:
         self.server: SyncServer | AsyncServer | None = None  # built below, after the devices it schedules
         current_round = lambda: self.server.round_index if self.server is not None else 0  # noqa: E731
         log = lambda device, kind, detail="", **fields: self.recorder.log(  # noqa: E731
-            self.env.now, current_round(), device, kind, detail, **fields)
-        self.network = Network(self.env, world.nodes, world.wires,
-                               Attachments(table, world.links, world.nodes, streams), streams, log)
+            self.env.now, current_round(), device, kind, detail, **fields
+        )
+        self.network = Network(
+            self.env, world.nodes, world.wires, Attachments(table, world.links, world.nodes, streams), streams, log
+        )
         if world.population is not None:
+
             def make_device(index: int, policy: SessionPolicy, level_j: float) -> Device:
-                return Device(self.env, table.profile(index), table.battery(index, level_j, self.env.now), policy,
-                              self.recorder, current_round, self.network, online=True)
+                return Device(
+                    self.env,
+                    table.profile(index),
+                    table.battery(index, level_j, self.env.now),
+                    policy,
+                    self.recorder,
+                    current_round,
+                    self.network,
+                    online=True,
+                )
 
             self.devices: Fleet = LazyFleet(self.env, table, world.population, make_device)
         else:
             chargers = world.chargers if world.chargers is not None else [None] * len(table)
-            self.devices = EagerFleet([Device(self.env, table.profile(i), table.battery(i), policy, self.recorder,
-                                              current_round, self.network, charger)
-                                       for i, (policy, charger) in enumerate(zip(world.policies, chargers))])
+            self.devices = EagerFleet(
+                [
+                    Device(
+                        self.env,
+                        table.profile(i),
+                        table.battery(i),
+                        policy,
+                        self.recorder,
+                        current_round,
+                        self.network,
+                        charger,
+                    )
+                    for i, (policy, charger) in enumerate(zip(world.policies, chargers))
+                ]
+            )
         self.relays = self._build_relays(log)
         server = world.server
         common = dict(max_rounds=world.stop.rounds, on_round_end=self._round_ended)
         if server.mode == "async":
-            self.server = AsyncServer(self.env, self.devices, backend, self.recorder, self.network,
-                                      streams.numpy("workers"), buffer=server.buffer, local_steps=server.local_steps,
-                                      pause_s=server.pause_s, **common)
+            self.server = AsyncServer(
+                self.env,
+                self.devices,
+                backend,
+                self.recorder,
+                self.network,
+                streams.numpy("workers"),
+                buffer=server.buffer,
+                local_steps=server.local_steps,
+                pause_s=server.pause_s,
+                **common,
+            )
         else:
             self.server = SyncServer(
-                self.env, self.devices, backend, self.recorder, self.network,
-                participants=server.participants, deadline_s=server.deadline_s, idle_wait_s=server.idle_wait_s,
-                interval_s=server.interval_s, relays=self.relays, goal=server.goal, **common)
+                self.env,
+                self.devices,
+                backend,
+                self.recorder,
+                self.network,
+                participants=server.participants,
+                deadline_s=server.deadline_s,
+                idle_wait_s=server.idle_wait_s,
+                interval_s=server.interval_s,
+                relays=self.relays,
+                goal=server.goal,
+                **common,
+            )
         self.progress: Callable[[float, int, float | None], None] | None = None
         self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
 
@@ -120,11 +162,20 @@ class Simulation:
             for link, devices in zip(self.world.links, groups):
                 if name in self.network.path_nodes(link.node):
                     behind += range(devices.start, devices.stop)
-            channels = ([self.network.attachments[i].channel for i in behind] if node.ram.rho == "channel_quality"
-                        else [None] * len(behind))
+            channels = (
+                [self.network.attachments[i].channel for i in behind]
+                if node.ram.rho == "channel_quality"
+                else [None] * len(behind)
+            )
             weights = ram_weights(node.ram.rho, channels)
-            relays[name] = RamRelay(name, node.ram.mode, dict(zip(behind, weights)),
-                                    self.world.streams.numpy("relay", name), log, node.ram.draw)
+            relays[name] = RamRelay(
+                name,
+                node.ram.mode,
+                dict(zip(behind, weights)),
+                self.world.streams.numpy("relay", name),
+                log,
+                node.ram.draw,
+            )
         return relays
 
     def _round_ended(self, round_index: int) -> None:
@@ -148,9 +199,19 @@ class Simulation:
         result: Evaluation = self.backend.evaluate()
         energy = self.devices.energy_at(self.env.now)
         received = self.server.updates_received
-        self.metrics.append(MetricRow(self.env.now, rounds_done, result.accuracy, result.loss,
-                                      received - self._last_participants, result.per_class_accuracy, result.tasks,
-                                      fleet_energy_j(energy), fleet_energy_j(energy, work_only=True)))
+        self.metrics.append(
+            MetricRow(
+                self.env.now,
+                rounds_done,
+                result.accuracy,
+                result.loss,
+                received - self._last_participants,
+                result.per_class_accuracy,
+                result.tasks,
+                fleet_energy_j(energy),
+                fleet_energy_j(energy, work_only=True),
+            )
+        )
         self._last_participants = received
         target = self.world.stop.accuracy
         if target is not None and result.accuracy >= target and not self.target_reached.triggered:
@@ -168,8 +229,9 @@ class Simulation:
             limits.append(self.env.timeout(stop.sim_time_s))
         try:
             self.env.run(until=limits[0] if len(limits) == 1 else self.env.any_of(limits))
-            stopped_by = ("accuracy" if self.target_reached.triggered else "rounds" if not server.is_alive
-                          else "sim_time")
+            stopped_by = (
+                "accuracy" if self.target_reached.triggered else "rounds" if not server.is_alive else "sim_time"
+            )
         except RuntimeError as exc:  # nothing left to happen: e.g. every async worker is dead for good
             if "No scheduled events left" not in str(exc):
                 raise
@@ -190,10 +252,21 @@ class Simulation:
 
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
         return SimulationResult(
-            rounds=self.server.rounds_done, sim_time_s=self.env.now, metrics=self.metrics,
-            recorder=self.recorder, stats=self.devices.stats(), updates_received=self.server.updates_received,
-            updates_applied=self.server.updates_applied, updates_dropped=self.server.updates_dropped,
-            stopped_by=stopped_by, network=self.network.counters, staleness=list(self.server.staleness),
-            relays={name: {"passed": r.passed, "dropped": r.dropped, "erasures": r.erasures}
-                    for name, r in self.relays.items()},
-            devices=list(self.devices) if isinstance(self.devices, EagerFleet) else [], divergence=divergence)
+            rounds=self.server.rounds_done,
+            sim_time_s=self.env.now,
+            metrics=self.metrics,
+            recorder=self.recorder,
+            stats=self.devices.stats(),
+            updates_received=self.server.updates_received,
+            updates_applied=self.server.updates_applied,
+            updates_dropped=self.server.updates_dropped,
+            stopped_by=stopped_by,
+            network=self.network.counters,
+            staleness=list(self.server.staleness),
+            relays={
+                name: {"passed": r.passed, "dropped": r.dropped, "erasures": r.erasures}
+                for name, r in self.relays.items()
+            },
+            devices=list(self.devices) if isinstance(self.devices, EagerFleet) else [],
+            divergence=divergence,
+        )

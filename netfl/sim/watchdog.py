@@ -76,14 +76,17 @@ class WatchedEnvironment(simpy.Environment):
                 super().step()
             except EmptySchedule:
                 break
-        where = (f"simulated time stopped advancing at {self._instant:.6g} s: over {self.limit:,} events within "
-                 "1 us of it")
+        where = (
+            f"simulated time stopped advancing at {self._instant:.6g} s: over {self.limit:,} events within 1 us of it"
+        )
         if not resumed:
             return where
         process, count = resumed.most_common(1)[0]
         share = f"{count} of the next {sum(resumed.values())} resumptions"
-        return (f"{where}; {describe(process)} keeps resuming ({share}). A policy's next_wakeup(now) must move time "
-                f"forward by a real amount (seconds, not a rounding step)")
+        return (
+            f"{where}; {describe(process)} keeps resuming ({share}). A policy's next_wakeup(now) must move time "
+            f"forward by a real amount (seconds, not a rounding step)"
+        )
 
 
 def describe(process: simpy.Process) -> str:

@@ -1,14 +1,15 @@
 """What the engine is built from: plain objects, so a world can be made in code without a scenario.
 
-:mod:`netfl.build` turns a validated scenario into a :class:`World`; a test
+:mod:`netfl.assemble` turns a validated scenario into a :class:`World`; a test
 or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
 hertz); ``None`` means "not given" where the engine has a default.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 from netfl.distributions import Distribution
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
@@ -119,8 +120,10 @@ class World:
 
     def __post_init__(self) -> None:
         if (self.policies is None) == (self.population is None):
-            raise ValueError("give policies (one per device, the eager engine) or population (one model per "
-                             "device group, the lazy engine)")
+            raise ValueError(
+                "give policies (one per device, the eager engine) or population (one model per "
+                "device group, the lazy engine)"
+            )
         if len(self.links) != len(self.devices.group_names):
             raise ValueError(f"{len(self.links)} group links for {len(self.devices.group_names)} device groups")
         if self.policies is not None and len(self.policies) != len(self.devices):

@@ -18,28 +18,41 @@ from netfl.results.writer import read_files
 from netfl.study.spec import RunPlan
 
 
-def run_plan(plan: RunPlan, out_dir: Path, *, threads: int, data_dir: Path | None = None,
-             device: str = "cpu") -> dict[str, Any]:
+def run_plan(
+    plan: RunPlan, out_dir: Path, *, threads: int, data_dir: Path | None = None, device: str = "cpu"
+) -> dict[str, Any]:
     """Run ``plan`` into ``out_dir``; return ``{"status": "complete" | "failed", ...}`` (never raises on a run's
     own error)."""
     from netfl.runner import run_scenario  # torch is loaded here, in the run's process, not by the driver
 
     started = time.perf_counter()
     try:
-        outcome = run_scenario(plan.scenario, out_dir=out_dir, data_dir=data_dir, device=device, threads=threads,
-                               extra_summary={"study": plan.study_record()})
+        outcome = run_scenario(
+            plan.scenario,
+            out_dir=out_dir,
+            data_dir=data_dir,
+            device=device,
+            threads=threads,
+            extra_summary={"study": plan.study_record()},
+        )
     except NetflError as exc:  # the user's to fix (a missing data set, an unwritable folder): no traceback
         return _failed(str(exc), None, started)
     except Exception as exc:  # noqa: BLE001 -- a bug in netfl or a user policy: kept in full for the report
         return _failed(f"{type(exc).__name__}: {exc}", traceback.format_exc(), started)
     s = outcome.summary
-    return {"status": "complete", "wall_time_s": time.perf_counter() - started,
-            "final_test_accuracy": s["final_test_accuracy"], "sim_time_s": s["sim_time_s"], "rounds": s["rounds"],
-            "stopped_by": s["stopped_by"]}
+    return {
+        "status": "complete",
+        "wall_time_s": time.perf_counter() - started,
+        "final_test_accuracy": s["final_test_accuracy"],
+        "sim_time_s": s["sim_time_s"],
+        "rounds": s["rounds"],
+        "stopped_by": s["stopped_by"],
+    }
 
 
-def run_plan_packed(plan: RunPlan, *, threads: int, data_dir: Path | None = None,
-                    device: str = "cpu") -> tuple[dict[str, Any], dict[str, bytes]]:
+def run_plan_packed(
+    plan: RunPlan, *, threads: int, data_dir: Path | None = None, device: str = "cpu"
+) -> tuple[dict[str, Any], dict[str, bytes]]:
     """:func:`run_plan` into a temporary folder, returned as its files: for a worker on another machine,
     whose disk the study folder is not on."""
     with tempfile.TemporaryDirectory(prefix="netfl-run-") as tmp:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import multiprocessing
 import signal
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from netfl.results.writer import recover_folder
 from netfl.study.spec import RunPlan
@@ -45,8 +46,12 @@ class LocalRunner:
                 while waiting and len(running) < self.jobs:
                     plan, folder = waiting.popleft()
                     receive, send = context.Pipe(duplex=False)
-                    process = context.Process(target=_run_in_child, name=f"netfl-run {plan.label}", daemon=True,
-                                              args=(plan, folder, self.threads, self.data_dir, self.device, send))
+                    process = context.Process(
+                        target=_run_in_child,
+                        name=f"netfl-run {plan.label}",
+                        daemon=True,
+                        args=(plan, folder, self.threads, self.data_dir, self.device, send),
+                    )
                     process.start()
                     send.close()
                     running[process.sentinel] = (process, receive, plan, folder)
@@ -76,8 +81,9 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
-def _run_in_child(plan: RunPlan, folder: Path, threads: int, data_dir: Path | None, device: str,
-                  send: Connection) -> None:
+def _run_in_child(
+    plan: RunPlan, folder: Path, threads: int, data_dir: Path | None, device: str, send: Connection
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
     from netfl.study.execute import run_plan
 

@@ -35,9 +35,11 @@ class SweepProgress:
         filled = int(done * self.width)
         eta = self.eta_s(now)
         failed = f"  {self.failed} failed" if self.failed else ""
-        return (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.finished}/{self.total} runs  "
-                f"{self.running} running{failed}  {format_duration(now - self.started)} elapsed  "
-                f"ETA {format_duration(eta) if eta is not None else '-'}")
+        return (
+            f"[{'#' * filled}{'.' * (self.width - filled)}] {self.finished}/{self.total} runs  "
+            f"{self.running} running{failed}  {format_duration(now - self.started)} elapsed  "
+            f"ETA {format_duration(eta) if eta is not None else '-'}"
+        )
 
     def tick(self, running: int) -> None:
         self.running = running
@@ -69,6 +71,8 @@ def describe_record(record: dict[str, Any]) -> str:
         accuracy = record.get("final_test_accuracy")
         acc = f", final accuracy {100 * accuracy:.1f}%" if isinstance(accuracy, float) else ""
         diverged = ", training diverged (NaN or inf)" if record.get("stopped_by") == "diverged" else ""
-        return (f"complete{took} ({record['rounds']} rounds, {format_duration(record['sim_time_s'])} simulated{acc}"
-                f"{diverged})")
+        return (
+            f"complete{took} ({record['rounds']} rounds, {format_duration(record['sim_time_s'])} simulated{acc}"
+            f"{diverged})"
+        )
     return f"failed{took}: {str(record.get('error', '')).splitlines()[0] if record.get('error') else 'unknown error'}"

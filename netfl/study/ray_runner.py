@@ -10,8 +10,9 @@ as on the driver; Ray itself is the optional extra ``pip install "netfl[ray]"``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from netfl.errors import NetflError
 from netfl.results.writer import write_files
@@ -23,8 +24,15 @@ class RayRunner:
     """``address``: None starts a local Ray instance for the sweep; otherwise the cluster to join
     (``ray://host:10001``, ``host:6379`` or ``auto``)."""
 
-    def __init__(self, *, address: str | None, threads: int, data_dir: Path | None = None, device: str = "cpu",
-                 local_cpus: int | None = None):
+    def __init__(
+        self,
+        *,
+        address: str | None,
+        threads: int,
+        data_dir: Path | None = None,
+        device: str = "cpu",
+        local_cpus: int | None = None,
+    ):
         self.address, self.threads, self.data_dir, self.device = address, threads, data_dir, device
         self.local_cpus = local_cpus
 
@@ -35,8 +43,13 @@ class RayRunner:
     def run(self, runs: list[tuple[RunPlan, Path]], on_done: OnDone, tick: Callable[[int], None]) -> None:
         ray = _import_ray()
         try:
-            ray.init(address=self.address, num_cpus=None if self.address else self.local_cpus,
-                     include_dashboard=False, log_to_driver=False, configure_logging=False)
+            ray.init(
+                address=self.address,
+                num_cpus=None if self.address else self.local_cpus,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
         except Exception as exc:  # noqa: BLE001 -- Ray raises many kinds; all mean "no cluster to run on"
             raise NetflError(f"cannot start or join Ray ({self.address or 'local'}): {exc}") from None
         try:
@@ -48,8 +61,10 @@ class RayRunner:
         from netfl.study.execute import run_plan_packed
 
         task = ray.remote(num_cpus=self.threads, max_retries=0)(run_plan_packed)
-        pending = {task.remote(plan, threads=self.threads, data_dir=self.data_dir, device=self.device): (plan, folder)
-                   for plan, folder in runs}
+        pending = {
+            task.remote(plan, threads=self.threads, data_dir=self.data_dir, device=self.device): (plan, folder)
+            for plan, folder in runs
+        }
         try:
             while pending:
                 tick(len(pending))

@@ -23,8 +23,8 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,24 +39,30 @@ from netfl.problems import describe_validation_error
 
 __all__ = ["RunPlan", "Study", "load_study"]
 
+
 class StudyFile(BaseModel):
     """The keys of a study file (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid")
 
     name: str | None = Field(None, description="the study's name [default: the file's name without .yaml]")
-    base: str | dict[str, Any] = Field(description="the topology every run starts from: a path (relative to the "
-                                                   "study file) or an inline topology mapping")
+    base: str | dict[str, Any] = Field(
+        description="the topology every run starts from: a path (relative to the "
+        "study file) or an inline topology mapping"
+    )
     set: dict[str, Any] = Field(default_factory=dict, description="YAML path -> value, for every run")
-    cases: dict[str, dict[str, Any]] = Field(default_factory=dict,
-                                             description="case name -> {YAML path: value}")
+    cases: dict[str, dict[str, Any]] = Field(default_factory=dict, description="case name -> {YAML path: value}")
     grid: dict[str, list[Any] | dict[str, Any]] = Field(
-        default_factory=dict, description="YAML path -> the values it takes (a list, or a mapping of names to values)")
+        default_factory=dict, description="YAML path -> the values it takes (a list, or a mapping of names to values)"
+    )
     seeds: int | list[int] = Field(1, description="how many seeds (counting up from the scenario's own), or which")
     vary: Literal["seed", "world_seed", "training_seed"] = Field(
-        "seed", description="the seed field the seeds go to: seed (both), world_seed or training_seed")
-    out: str | None = Field(None, description="the study folder (relative to the study file) [default: "
-                                              "results/<name>/ in the current folder]")
+        "seed", description="the seed field the seeds go to: seed (both), world_seed or training_seed"
+    )
+    out: str | None = Field(
+        None,
+        description="the study folder (relative to the study file) [default: results/<name>/ in the current folder]",
+    )
 
     @field_validator("name")
     @classmethod
@@ -80,8 +86,10 @@ class StudyFile(BaseModel):
             if not values:
                 raise ValueError(f"{path}: give at least one value")
             if isinstance(values, list) and any(isinstance(v, (list, dict)) for v in values):
-                raise ValueError(f"{path}: a list of plain values; to vary a mapping or a list, name each value "
-                                 "(path: {name1: value1, name2: value2})")
+                raise ValueError(
+                    f"{path}: a list of plain values; to vary a mapping or a list, name each value "
+                    "(path: {name1: value1, name2: value2})"
+                )
         return grid
 
     @field_validator("seeds", mode="before")
@@ -141,8 +149,14 @@ class Study:
         return list(dict.fromkeys(run.case for run in self.runs))
 
 
-def load_study(path: str | Path, *, out: Path | None = None, overrides: Sequence[str] = (),
-               seeds: int | None = None, data_dir: Path | None = None) -> Study:
+def load_study(
+    path: str | Path,
+    *,
+    out: Path | None = None,
+    overrides: Sequence[str] = (),
+    seeds: int | None = None,
+    data_dir: Path | None = None,
+) -> Study:
     """Read and expand a study file; ScenarioError (naming the file, the run and the path) on any problem.
 
     ``overrides`` (``path=value``, as ``netfl simulate --set``) apply to every run after its case and grid point
@@ -163,8 +177,9 @@ def load_study(path: str | Path, *, out: Path | None = None, overrides: Sequence
     base, base_source, base_dir = _base_topology(spec, path)
     _check_paths(spec, source)
     folder = out if out is not None else (path.parent / spec.out if spec.out else Path("results") / name)
-    return Study(name, path, folder, _expand(spec, name, base, base_source, base_dir, source, list(overrides),
-                                             data_dir))
+    return Study(
+        name, path, folder, _expand(spec, name, base, base_source, base_dir, source, list(overrides), data_dir)
+    )
 
 
 def _base_topology(spec: StudyFile, path: Path) -> tuple[dict[str, Any], str, Path]:
@@ -180,8 +195,11 @@ def _base_topology(spec: StudyFile, path: Path) -> tuple[dict[str, Any], str, Pa
 
 def _check_paths(spec: StudyFile, source: str) -> None:
     problems = []
-    for where, paths in [("set", spec.set), ("grid", spec.grid),
-                         *((f"cases.{name}", settings) for name, settings in spec.cases.items())]:
+    for where, paths in [
+        ("set", spec.set),
+        ("grid", spec.grid),
+        *((f"cases.{name}", settings) for name, settings in spec.cases.items()),
+    ]:
         for p in paths:
             try:
                 parse_path(p)
@@ -193,8 +211,16 @@ def _check_paths(spec: StudyFile, source: str) -> None:
         raise ScenarioError(source, problems)
 
 
-def _expand(spec: StudyFile, name: str, base: dict[str, Any], base_source: str, base_dir: Path,
-            source: str, overrides: list[str], data_dir: Path | None = None) -> list[RunPlan]:
+def _expand(
+    spec: StudyFile,
+    name: str,
+    base: dict[str, Any],
+    base_source: str,
+    base_dir: Path,
+    source: str,
+    overrides: list[str],
+    data_dir: Path | None = None,
+) -> list[RunPlan]:
     cases = list(spec.cases.items()) or [(None, {})]
     missing_data: set[tuple[str, str]] = set()  # each missing data set is reported once, at its first run
     axes = [_axis(path, values, spec.grid) for path, values in spec.grid.items()]
@@ -218,8 +244,7 @@ def _expand(spec: StudyFile, name: str, base: dict[str, Any], base_source: str, 
             try:
                 scenario = scenario_from_dict(seeded, source=base_source, base_dir=base_dir)
             except ScenarioError as exc:
-                problems += [(f"{case}, seed {seed}: {p}" if p else f"{case}, seed {seed}", m)
-                             for p, m in exc.problems]
+                problems += [(f"{case}, seed {seed}: {p}" if p else f"{case}, seed {seed}", m) for p, m in exc.problems]
                 continue
             for p, m in data_problems(scenario, data_dir):
                 if (p, m) not in missing_data:
@@ -228,8 +253,14 @@ def _expand(spec: StudyFile, name: str, base: dict[str, Any], base_source: str, 
             folder = Path("runs", *(_folder_name(label) for label in labels), f"seed{seed}")
             runs.append(RunPlan(case, seed, {**settings, spec.vary: seed}, folder, scenario))
     folders = Counter(run.folder for run in runs)
-    problems += [(str(f), "two runs would share this folder: give their cases or grid values names that differ in "
-                          "letters or digits") for f, n in folders.items() if n > 1]
+    problems += [
+        (
+            str(f),
+            "two runs would share this folder: give their cases or grid values names that differ in letters or digits",
+        )
+        for f, n in folders.items()
+        if n > 1
+    ]
     if problems:
         raise ScenarioError(source, problems)
     return runs

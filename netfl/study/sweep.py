@@ -17,9 +17,10 @@ import json
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -33,8 +34,12 @@ STATUS_FILE = "sweep.json"
 class Runner(Protocol):
     def describe(self) -> str: ...
 
-    def run(self, runs: list[tuple[RunPlan, Path]], on_done: Callable[[RunPlan, dict[str, Any]], None],
-            tick: Callable[[int], None]) -> None: ...
+    def run(
+        self,
+        runs: list[tuple[RunPlan, Path]],
+        on_done: Callable[[RunPlan, dict[str, Any]], None],
+        tick: Callable[[int], None],
+    ) -> None: ...
 
 
 @dataclass
@@ -55,8 +60,13 @@ def is_done(plan: RunPlan, folder: Path) -> bool:
     except (OSError, ValueError, yaml.YAMLError):
         return False
     study = summary.get("study") if isinstance(summary, dict) else None
-    return (summary.get("complete") is True and saved == plan.document()
-            and isinstance(study, dict) and study.get("case") == plan.case and study.get("seed") == plan.seed)
+    return (
+        summary.get("complete") is True
+        and saved == plan.document()
+        and isinstance(study, dict)
+        and study.get("case") == plan.case
+        and study.get("seed") == plan.seed
+    )
 
 
 def check_study_dir(out: Path) -> None:
@@ -64,14 +74,20 @@ def check_study_dir(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise NetflError(f"{out}: exists and is not a folder; choose another study folder (--out DIR)")
     if out.is_dir() and any(out.iterdir()) and not (out / STATUS_FILE).is_file():
-        raise NetflError(f"{out}: exists and is not a study folder (no {STATUS_FILE}); choose a new or empty "
-                         "folder (--out DIR)")
+        raise NetflError(
+            f"{out}: exists and is not a study folder (no {STATUS_FILE}); choose a new or empty folder (--out DIR)"
+        )
 
 
-def run_sweep(study: Study, runner: Runner, *, rerun: bool = False,
-              on_start: Callable[[list[RunPlan]], None] = lambda todo: None,
-              on_done: Callable[[RunPlan, dict[str, Any]], None] = lambda plan, record: None,
-              tick: Callable[[int], None] = lambda running: None) -> SweepOutcome:
+def run_sweep(
+    study: Study,
+    runner: Runner,
+    *,
+    rerun: bool = False,
+    on_start: Callable[[list[RunPlan]], None] = lambda todo: None,
+    on_done: Callable[[RunPlan, dict[str, Any]], None] = lambda plan, record: None,
+    tick: Callable[[int], None] = lambda running: None,
+) -> SweepOutcome:
     """Run every run of ``study`` not already done (all of them with ``rerun``) with ``runner``."""
     check_study_dir(study.out)
     try:
@@ -109,6 +125,7 @@ def run_sweep(study: Study, runner: Runner, *, rerun: bool = False,
 
 def _write_failure(folder: Path, plan: RunPlan, record: dict[str, Any]) -> None:
     """The failed run's folder: the scenario it tried and what went wrong (no summary.json: not a run)."""
+
     def fill(staging: Path) -> None:
         write_scenario(staging / "scenario.yaml", plan.document(), str(plan.scenario.source or ""))
         text = f"{plan.label}: failed\n{record['error']}\n"
@@ -128,8 +145,13 @@ def _write_status(outcome: SweepOutcome) -> None:
     for plan in study.runs:
         record = {k: _finite(v) for k, v in outcome.records.get(plan.folder, {}).items() if k != "traceback"}
         runs.append({"case": plan.case, "seed": plan.seed, "folder": plan.folder.as_posix(), **record})
-    document = {"study": study.name, "file": str(study.file.resolve()), "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                "interrupted": outcome.interrupted, "runs": runs}
+    document = {
+        "study": study.name,
+        "file": str(study.file.resolve()),
+        "updated": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "interrupted": outcome.interrupted,
+        "runs": runs,
+    }
     path = study.out / STATUS_FILE
     staging = path.with_name(f".{STATUS_FILE}.{os.getpid()}")
     try:

@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 from netfl.config.budget import MAX_MEMORY_BYTES, MAX_MODEL_BYTES, MAX_ROUND_FLOPS
 from netfl.learn.models import build_model, forward_flops_per_sample
 from netfl.registry.datasets import DATASETS
 from netfl.registry.models import MODEL_NAMES, model_cost
 from netfl.results.writer import finite_json
-from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 
 def _validate(tmp_path: Path, *settings: str):
@@ -38,52 +38,117 @@ def test_model_cost_matches_the_torch_model(dataset: str, model: str) -> None:
     assert cost.forward_flops == forward_flops_per_sample(built, info.input_shape)
 
 
-@pytest.mark.parametrize("settings,path,words", [
-    (("task.model={name: mlp, hidden: [2000000000]}",), "task.model.hidden",
-     ["150,000,000,010 parameters", f"over {MAX_MODEL_BYTES // 2**30:.1f} GiB"]),
-    (("task.local.steps=1000000000000",), "task.local.steps", ["8e+12 samples", "1e+08 per job"]),
-    (("task.local={epochs: 1.0e+9}",), "task.local.epochs", ["1e+09 epochs of a client's 360 samples"]),
-    (("server.mode=async", "server.async={buffer: 2, local_steps: {uniform: [1, 1.0e+12]}}"),
-     "server.async.local_steps", ["up to 1,000,000,000,000 steps"]),
-    (("devices[0].count=40", "task.model={name: mlp, hidden: [100000]}",
-      "task.dataset.partition={kind: iid, samples_per_client: 1000}", "task.local={steps: 100000, batch_size: 1000}"),
-     "task.local.steps", ["a round would train 40 jobs", f"{MAX_ROUND_FLOPS:.0e} per round"]),
-    (("devices[0].count=20000", "task.model={name: mlp, hidden: [20000]}", "server.algorithm.name=mifa",
-      "server.round.participants=10", "task.dataset.partition={kind: iid, samples_per_client: 5}"),
-     "server.algorithm",
-     ["20,000 that mifa keeps for its 20,000 clients", f"more than {MAX_MEMORY_BYTES // 2**30:.1f}"]),
-    (("devices[0].count=2000",), "task.dataset.partition",
-     ["2,000 devices but digits has 1,438 training samples", "samples_per_client"]),
-    (("task.dataset.name=blobs3", "task.model.name=lenet5"), "task.model.name",
-     ["lenet5 does not apply to blobs3's 1x1x2 inputs"]),
-    (("devices[0].link.latency=1.7e+308",), "devices[0].link.latency", ["at most 1e+10 s"]),
-    (("stop.sim_time=400000d",), "stop.sim_time", ["longer than netfl simulates"]),
-    (("devices[0].link.uplink=1.0e-300",), "devices[0].link.uplink", ["2.08e+304 s at 1e-300 bit/s"]),
-    (("devices[0].compute.flops_per_s={uniform: [1.0e-300, 1]}",), "devices[0].compute.flops_per_s",
-     ["s at 1e-300 FLOP/s, longer than netfl simulates"]),
-], ids=["huge-model", "steps", "epochs", "async-steps", "round-flops", "client-state", "devices-over-samples",
-        "conv-on-points", "latency", "sim-time", "slow-link", "slow-device"])
-def test_absurd_values_are_refused_by_validate(tmp_path: Path, settings: tuple[str, ...], path: str,
-                                               words: list[str]) -> None:
+@pytest.mark.parametrize(
+    "settings,path,words",
+    [
+        (
+            ("task.model={name: mlp, hidden: [2000000000]}",),
+            "task.model.hidden",
+            ["150,000,000,010 parameters", f"over {MAX_MODEL_BYTES // 2**30:.1f} GiB"],
+        ),
+        (("task.local.steps=1000000000000",), "task.local.steps", ["8e+12 samples", "1e+08 per job"]),
+        (("task.local={epochs: 1.0e+9}",), "task.local.epochs", ["1e+09 epochs of a client's 360 samples"]),
+        (
+            ("server.mode=async", "server.async={buffer: 2, local_steps: {uniform: [1, 1.0e+12]}}"),
+            "server.async.local_steps",
+            ["up to 1,000,000,000,000 steps"],
+        ),
+        (
+            (
+                "devices[0].count=40",
+                "task.model={name: mlp, hidden: [100000]}",
+                "task.dataset.partition={kind: iid, samples_per_client: 1000}",
+                "task.local={steps: 100000, batch_size: 1000}",
+            ),
+            "task.local.steps",
+            ["a round would train 40 jobs", f"{MAX_ROUND_FLOPS:.0e} per round"],
+        ),
+        (
+            (
+                "devices[0].count=20000",
+                "task.model={name: mlp, hidden: [20000]}",
+                "server.algorithm.name=mifa",
+                "server.round.participants=10",
+                "task.dataset.partition={kind: iid, samples_per_client: 5}",
+            ),
+            "server.algorithm",
+            ["20,000 that mifa keeps for its 20,000 clients", f"more than {MAX_MEMORY_BYTES // 2**30:.1f}"],
+        ),
+        (
+            ("devices[0].count=2000",),
+            "task.dataset.partition",
+            ["2,000 devices but digits has 1,438 training samples", "samples_per_client"],
+        ),
+        (
+            ("task.dataset.name=blobs3", "task.model.name=lenet5"),
+            "task.model.name",
+            ["lenet5 does not apply to blobs3's 1x1x2 inputs"],
+        ),
+        (("devices[0].link.latency=1.7e+308",), "devices[0].link.latency", ["at most 1e+10 s"]),
+        (("stop.sim_time=400000d",), "stop.sim_time", ["longer than netfl simulates"]),
+        (("devices[0].link.uplink=1.0e-300",), "devices[0].link.uplink", ["2.08e+304 s at 1e-300 bit/s"]),
+        (
+            ("devices[0].compute.flops_per_s={uniform: [1.0e-300, 1]}",),
+            "devices[0].compute.flops_per_s",
+            ["s at 1e-300 FLOP/s, longer than netfl simulates"],
+        ),
+    ],
+    ids=[
+        "huge-model",
+        "steps",
+        "epochs",
+        "async-steps",
+        "round-flops",
+        "client-state",
+        "devices-over-samples",
+        "conv-on-points",
+        "latency",
+        "sim-time",
+        "slow-link",
+        "slow-device",
+    ],
+)
+def test_absurd_values_are_refused_by_validate(
+    tmp_path: Path, settings: tuple[str, ...], path: str, words: list[str]
+) -> None:
     assert_user_error(_validate(tmp_path, *settings), f"{path}: ", *words)
 
 
 def test_the_bounds_leave_room_for_real_studies(tmp_path: Path) -> None:
     """A 200-wide MLP on Fashion-MNIST with 5 epochs, MIFA over 1000 devices, a 24-hour run: all accepted."""
     data = idx_placeholders(tmp_path / "fashion")
-    result = _validate(tmp_path, "task.dataset.name=fashion-mnist", f"task.dataset.data_dir={data}",
-                       "task.model={name: mlp, hidden: [200, 200]}", "task.local={epochs: 5, batch_size: 32}",
-                       "devices[0].count=1000", "server.algorithm.name=mifa", "stop={sim_time: 24h}")
+    result = _validate(
+        tmp_path,
+        "task.dataset.name=fashion-mnist",
+        f"task.dataset.data_dir={data}",
+        "task.model={name: mlp, hidden: [200, 200]}",
+        "task.local={epochs: 5, batch_size: 32}",
+        "devices[0].count=1000",
+        "server.algorithm.name=mifa",
+        "stop={sim_time: 24h}",
+    )
     assert result.exit_code == 0, result.output
 
 
 def test_a_client_left_without_data_is_refused_before_the_run(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
-    result = run("simulate", path, "--out", tmp_path / "out", "-q", "--set", "devices[0].count=1430",
-                 "--set", "task.dataset.partition={kind: classes, classes_per_client: 1}")
-    assert_user_error(result, "task.dataset.partition: classes leaves 6 of 1430 clients without a training sample",
-                      "samples_per_client")
+    result = run(
+        "simulate",
+        path,
+        "--out",
+        tmp_path / "out",
+        "-q",
+        "--set",
+        "devices[0].count=1430",
+        "--set",
+        "task.dataset.partition={kind: classes, classes_per_client: 1}",
+    )
+    assert_user_error(
+        result,
+        "task.dataset.partition: classes leaves 6 of 1430 clients without a training sample",
+        "samples_per_client",
+    )
     assert not (tmp_path / "out").exists()
 
 
@@ -92,8 +157,17 @@ def test_a_run_whose_energy_overflows_is_still_written(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
     out = tmp_path / "out"
-    result = run("simulate", path, "--out", out, "-q", "--set", "devices[0].power={idle: 1.0e+308}",
-                 "--set", "stop={sim_time: 10s}")
+    result = run(
+        "simulate",
+        path,
+        "--out",
+        out,
+        "-q",
+        "--set",
+        "devices[0].power={idle: 1.0e+308}",
+        "--set",
+        "stop={sim_time: 10s}",
+    )
     assert result.exit_code == 0, (result.output, result.exception)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["energy_j"] is None and summary["energy_by_activity_j"]["idle"] is None
@@ -103,4 +177,7 @@ def test_a_run_whose_energy_overflows_is_still_written(tmp_path: Path) -> None:
 def test_a_summary_with_non_finite_numbers_is_still_written() -> None:
     summary = {"sim_time_s": float("inf"), "energy_j": float("nan"), "tasks": [{"best": float("-inf"), "n": 3}]}
     assert json.loads(json.dumps(finite_json(summary), allow_nan=False)) == {
-        "sim_time_s": None, "energy_j": None, "tasks": [{"best": None, "n": 3}]}
+        "sim_time_s": None,
+        "energy_j": None,
+        "tasks": [{"best": None, "n": 3}],
+    }

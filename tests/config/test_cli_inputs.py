@@ -10,20 +10,22 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 from netfl.config import load_scenario
 from netfl.config.summary import describe_scenario
-from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "topologies").glob("*.yaml")) + sorted(  # topologies; study files have their own test
-    p for p in (ROOT / "examples").glob("*.yaml") if "study" not in p.name)
+    p for p in (ROOT / "examples").glob("*.yaml") if "study" not in p.name
+)
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
@@ -43,16 +45,20 @@ def test_summary_describes_wireless_links_network_async_and_charging() -> None:
     custom = describe_scenario(load_scenario(ROOT / "examples" / "custom_policy.yaml"))
     assert "charging daily(start=21:00, end=06:30, jitter=90min)" in custom
     relay = describe_scenario(load_scenario(ROOT / "topologies" / "ram-relay.yaml"))
-    assert "RAM abstract (rho: 10 weights; drawn among all users, nothing passing when the drawn user's update " \
-           "is missing)" in relay
+    assert (
+        "RAM abstract (rho: 10 weights; drawn among all users, nothing passing when the drawn user's update "
+        "is missing)" in relay
+    )
 
 
 # --------------------------------------------------------------- bad topologies
 
 BASE: dict[str, Any] = yaml.safe_load(TINY)
 AP = {"nodes": {"ap": {"kind": "access_point"}}, "links": [{"from": "ap", "to": "server", "rate": "1Gbps"}]}
-RELAY = {"nodes": {"r": {"kind": "relay", "ram": {"rho": [0.5, 0.5]}}},
-         "links": [{"from": "r", "to": "server", "rate": "1Gbps"}]}
+RELAY = {
+    "nodes": {"r": {"kind": "relay", "ram": {"rho": [0.5, 0.5]}}},
+    "links": [{"from": "r", "to": "server", "rate": "1Gbps"}],
+}
 
 
 def device(**changes: Any) -> Callable[[dict], None]:
@@ -80,21 +86,34 @@ BAD: dict[str, tuple[Callable[[dict], None], str]] = {  # name: (edit, what the 
     "p_zero": (device(availability={"policy": "bernoulli", "p": 0}), "devices[0].availability.p"),
     "p_missing": (device(availability={"policy": "markov"}), "devices[0].availability.p"),
     "unknown_policy_key": (device(availability={"policy": "always", "x": 1}), "devices[0].availability.x"),
-    "negative_session": (device(availability={"policy": "sessions", "on": {"exponential": {"mean": "-1min"}},
-                                              "off": "5min"}), "devices[0].availability.on"),
-    "short_profile": (device(availability={"policy": "diurnal", "profile": [0.5] * 23}),
-                      "devices[0].availability.profile"),
-    "unquoted_clock": (device(battery={"charging": {"policy": "daily", "start": 1320, "end": "07:00"}}),
-                       "devices[0].battery.charging.start"),
-    "per_round_charger": (device(battery={"charging": {"policy": "bernoulli", "p": 0.5}}),
-                          "devices[0].battery.charging.policy"),
-    "missing_trace_csv": (device(availability={"policy": "trace_csv", "file": "nope.csv"}),
-                          "devices[0].availability.file"),
-    "missing_fedscale": (device(availability={"policy": "fedscale_trace", "file": "nope.pkl", "trust_pickle": True}),
-                         "devices[0].availability.file"),
-    "missing_nested_trace": (device(availability={"policy": "eligible", "idle": {"policy": "trace_csv",
-                                                                                  "file": "nope.csv"}}),
-                             "devices[0].availability.idle.file"),
+    "negative_session": (
+        device(availability={"policy": "sessions", "on": {"exponential": {"mean": "-1min"}}, "off": "5min"}),
+        "devices[0].availability.on",
+    ),
+    "short_profile": (
+        device(availability={"policy": "diurnal", "profile": [0.5] * 23}),
+        "devices[0].availability.profile",
+    ),
+    "unquoted_clock": (
+        device(battery={"charging": {"policy": "daily", "start": 1320, "end": "07:00"}}),
+        "devices[0].battery.charging.start",
+    ),
+    "per_round_charger": (
+        device(battery={"charging": {"policy": "bernoulli", "p": 0.5}}),
+        "devices[0].battery.charging.policy",
+    ),
+    "missing_trace_csv": (
+        device(availability={"policy": "trace_csv", "file": "nope.csv"}),
+        "devices[0].availability.file",
+    ),
+    "missing_fedscale": (
+        device(availability={"policy": "fedscale_trace", "file": "nope.pkl", "trust_pickle": True}),
+        "devices[0].availability.file",
+    ),
+    "missing_nested_trace": (
+        device(availability={"policy": "eligible", "idle": {"policy": "trace_csv", "file": "nope.csv"}}),
+        "devices[0].availability.idle.file",
+    ),
     "missing_user_file": (device(availability={"policy": "nope.py:Policy"}), "devices[0].availability.policy"),
     "negative_deadline": (top(server={"round": {"deadline": "-3s"}}), "server.round.deadline"),
     "unknown_server_key": (top(server={"rounds": {}}), "server.rounds"),
@@ -106,31 +125,58 @@ BAD: dict[str, tuple[Callable[[dict], None], str]] = {  # name: (edit, what the 
     "unknown_task_key": (lambda d: d["task"].update(optimizer="adam"), "task.optimizer"),
     "unknown_node": (device(link={"to": "ap", "uplink": "1Mbps"}), "devices[0].link.to"),
     "node_kind": (top(network={"nodes": {"ap": {"kind": "router"}}}), "network.nodes.ap.kind"),
-    "node_without_route": (both(top(network={"nodes": {"ap": {"kind": "access_point"}}}),
-                                device(link={"to": "ap", "uplink": "1Mbps"})), "network.nodes.ap"),
-    "wired_rate_negative": (top(network={**AP, "links": [{"from": "ap", "to": "server", "rate": "-1Gbps"}]}),
-                            "network.links[0].rate"),
-    "aloha_without_rate": (top(network={**AP, "nodes": {"ap": {"kind": "access_point",
-                                                                "medium": {"kind": "slotted_aloha"}}}}),
-                           "network.nodes.ap.medium"),
-    "aloha_q_zero": (top(network={**AP, "nodes": {"ap": {"kind": "access_point", "medium": {
-        "kind": "slotted_aloha", "rate": "1Mbps", "q": 0}}}}), "network.nodes.ap.medium.q"),
-    "rho_wrong_length": (both(top(network=RELAY), device(link={"to": "r", "uplink": "1Mbps"})),
-                         "network.nodes.r.ram.rho"),
-    "rho_negative": (both(top(network={**RELAY, "nodes": {"r": {"kind": "relay", "ram": {
-        "rho": [-1, 1, 1, 1]}}}}), device(link={"to": "r", "uplink": "1Mbps"})), "network.nodes.r.ram.rho"),
-    "channel_without_distance": (both(top(network=AP), device(link={"to": "ap", "channel": {"kind": "rayleigh"}})),
-                                 "devices[0].link.channel.distance_m"),
-    "channel_zero_power": (both(top(network=AP), device(link={"to": "ap", "channel": {"distance_m": 10,
-                                                                                        "tx_power": 0}})),
-                           "devices[0].link.channel.tx_power"),
-    "channel_feet": (both(top(network=AP), device(link={"to": "ap", "channel": {"distance_m": "10 ft"}})),
-                     "devices[0].link.channel.distance_m"),
-    "rician_without_k": (both(top(network=AP), device(link={"to": "ap", "channel": {"kind": "rician",
-                                                                                      "distance_m": 10}})),
-                         "devices[0].link.channel"),
-    "async_with_relay": (both(top(network=RELAY, server={"mode": "async"}),
-                              device(link={"to": "r", "uplink": "1Mbps"})), "server.mode"),
+    "node_without_route": (
+        both(top(network={"nodes": {"ap": {"kind": "access_point"}}}), device(link={"to": "ap", "uplink": "1Mbps"})),
+        "network.nodes.ap",
+    ),
+    "wired_rate_negative": (
+        top(network={**AP, "links": [{"from": "ap", "to": "server", "rate": "-1Gbps"}]}),
+        "network.links[0].rate",
+    ),
+    "aloha_without_rate": (
+        top(network={**AP, "nodes": {"ap": {"kind": "access_point", "medium": {"kind": "slotted_aloha"}}}}),
+        "network.nodes.ap.medium",
+    ),
+    "aloha_q_zero": (
+        top(
+            network={
+                **AP,
+                "nodes": {"ap": {"kind": "access_point", "medium": {"kind": "slotted_aloha", "rate": "1Mbps", "q": 0}}},
+            }
+        ),
+        "network.nodes.ap.medium.q",
+    ),
+    "rho_wrong_length": (
+        both(top(network=RELAY), device(link={"to": "r", "uplink": "1Mbps"})),
+        "network.nodes.r.ram.rho",
+    ),
+    "rho_negative": (
+        both(
+            top(network={**RELAY, "nodes": {"r": {"kind": "relay", "ram": {"rho": [-1, 1, 1, 1]}}}}),
+            device(link={"to": "r", "uplink": "1Mbps"}),
+        ),
+        "network.nodes.r.ram.rho",
+    ),
+    "channel_without_distance": (
+        both(top(network=AP), device(link={"to": "ap", "channel": {"kind": "rayleigh"}})),
+        "devices[0].link.channel.distance_m",
+    ),
+    "channel_zero_power": (
+        both(top(network=AP), device(link={"to": "ap", "channel": {"distance_m": 10, "tx_power": 0}})),
+        "devices[0].link.channel.tx_power",
+    ),
+    "channel_feet": (
+        both(top(network=AP), device(link={"to": "ap", "channel": {"distance_m": "10 ft"}})),
+        "devices[0].link.channel.distance_m",
+    ),
+    "rician_without_k": (
+        both(top(network=AP), device(link={"to": "ap", "channel": {"kind": "rician", "distance_m": 10}})),
+        "devices[0].link.channel",
+    ),
+    "async_with_relay": (
+        both(top(network=RELAY, server={"mode": "async"}), device(link={"to": "r", "uplink": "1Mbps"})),
+        "server.mode",
+    ),
 }
 
 
@@ -181,7 +227,7 @@ def test_negative_seed_is_a_usage_error(tiny: Path) -> None:
 
 # ----------------------------------------------------------------- user policies
 
-POLICIES = '''\
+POLICIES = """\
 import sys
 from netfl.policies import PolicyParams, RoundPolicy, SessionPolicy
 
@@ -202,7 +248,7 @@ class NeedsK(SessionPolicy):
 
     def online(self, now, state):
         return True
-'''
+"""
 
 
 def with_policy(tmp_path: Path, availability: dict) -> Path:
@@ -224,8 +270,10 @@ def test_a_wrong_answer_names_the_file_and_the_line_of_the_method(tmp_path: Path
     assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q"), "mine.py:11", "'maybe'")
 
 
-@pytest.mark.parametrize("component,where", [({"policy": "mine.py:NeedsK", "k": "x"}, ".idle.k"),
-                                             ({"policy": "mine.py:Maybe"}, ".idle.policy")])
+@pytest.mark.parametrize(
+    "component,where",
+    [({"policy": "mine.py:NeedsK", "k": "x"}, ".idle.k"), ({"policy": "mine.py:Maybe"}, ".idle.policy")],
+)
 def test_a_user_policy_inside_eligible_is_checked_by_validate(tmp_path: Path, component: dict, where: str) -> None:
     path = with_policy(tmp_path, {"policy": "eligible", "charging": False, "idle": component})
     assert_user_error(run("validate", path), f"devices[0].availability{where}")
@@ -264,12 +312,15 @@ def test_interval_trace_saved_by_a_spreadsheet_with_a_byte_order_mark_is_read(tm
 
 def test_fedscale_trace_replays_end_to_end_from_the_cli(tmp_path: Path) -> None:
     """Device n replays sorted client n mod count; online at t iff t mod finish_time is in [active_i, inactive_i)."""
-    trace = {20: {"duration": 30, "active": [10.0, 60.0], "inactive": [30.0, 70.0], "finish_time": 100.0, "model": "x"},
-             5: {"duration": 50, "active": [0.0], "inactive": [50.0], "finish_time": 80.0, "model": "y"}}
+    trace = {
+        20: {"duration": 30, "active": [10.0, 60.0], "inactive": [30.0, 70.0], "finish_time": 100.0, "model": "x"},
+        5: {"duration": 50, "active": [0.0], "inactive": [50.0], "finish_time": 80.0, "model": "y"},
+    }
     (tmp_path / "behave.pkl").write_bytes(pickle.dumps(trace))
     data = copy.deepcopy(BASE)
-    data["devices"][0].update(count=3, availability={"policy": "fedscale_trace", "file": "behave.pkl",
-                                                     "trust_pickle": True})
+    data["devices"][0].update(
+        count=3, availability={"policy": "fedscale_trace", "file": "behave.pkl", "trust_pickle": True}
+    )
     data["stop"] = {"sim_time": 250}
     data["server"] = {"round": {"idle_wait": "1s", "interval": "10s"}}  # 25 rounds: the trace decides, not rounds
     data["eval"] = {"every": 1000}
@@ -284,10 +335,27 @@ def test_fedscale_trace_replays_end_to_end_from_the_cli(tmp_path: Path) -> None:
         rows = changes[changes.device == device]
         return list(zip(rows.sim_time_s.round(9), rows.kind))
 
-    client5 = [(0.0, "online"), (50.0, "offline"), (80.0, "online"), (130.0, "offline"), (160.0, "online"),
-               (210.0, "offline"), (240.0, "online")]
-    client20 = [(10.0, "online"), (30.0, "offline"), (60.0, "online"), (70.0, "offline"), (110.0, "online"),
-                (130.0, "offline"), (160.0, "online"), (170.0, "offline"), (210.0, "online"), (230.0, "offline")]
+    client5 = [
+        (0.0, "online"),
+        (50.0, "offline"),
+        (80.0, "online"),
+        (130.0, "offline"),
+        (160.0, "online"),
+        (210.0, "offline"),
+        (240.0, "online"),
+    ]
+    client20 = [
+        (10.0, "online"),
+        (30.0, "offline"),
+        (60.0, "online"),
+        (70.0, "offline"),
+        (110.0, "online"),
+        (130.0, "offline"),
+        (160.0, "online"),
+        (170.0, "offline"),
+        (210.0, "online"),
+        (230.0, "offline"),
+    ]
     assert switches(0) == client5 and switches(1) == client20 and switches(2) == client5  # 2 mod 2 = 0
     devices = pq.read_table(tmp_path / "out" / "devices.parquet").to_pandas()
     assert devices.online_fraction[0] == pytest.approx((50 + 50 + 50 + 10) / 250)

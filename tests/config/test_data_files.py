@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 from netfl.errors import DataError
 from netfl.learn.datasets import load_dataset
 from netfl.registry.datasets import CIFAR10_FILES
-from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 FASHION = TINY.replace("name: digits", "name: fashion-mnist")
 
@@ -27,8 +27,12 @@ def test_validate_names_every_missing_file_and_the_option(tmp_path: Path) -> Non
     (tmp_path / "empty").mkdir()
     result = run("validate", _topology(tmp_path, FASHION), "--data-dir", tmp_path / "empty")
     missing = str(tmp_path / "empty" / "train-images-idx3-ubyte")
-    assert_user_error(result, "--data-dir: fashion-mnist: file not found: ",
-                      f"{missing}(.gz) (and 3 more: train-labels-idx1-ubyte", "apt-get install dataset-fashion-mnist")
+    assert_user_error(
+        result,
+        "--data-dir: fashion-mnist: file not found: ",
+        f"{missing}(.gz) (and 3 more: train-labels-idx1-ubyte",
+        "apt-get install dataset-fashion-mnist",
+    )
 
 
 def test_validate_names_the_yaml_data_dir_relative_to_the_file(tmp_path: Path) -> None:
@@ -36,16 +40,22 @@ def test_validate_names_the_yaml_data_dir_relative_to_the_file(tmp_path: Path) -
     path = _topology(tmp_path, text)
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "train-images-idx3-ubyte.gz").touch()  # one of four, gzipped
-    assert_user_error(run("validate", path), "task.dataset.data_dir: fashion-mnist: file not found: "
-                      f"{tmp_path / 'data' / 'train-labels-idx1-ubyte'}(.gz) (and 2 more")
+    assert_user_error(
+        run("validate", path),
+        "task.dataset.data_dir: fashion-mnist: file not found: "
+        f"{tmp_path / 'data' / 'train-labels-idx1-ubyte'}(.gz) (and 2 more",
+    )
     idx_placeholders(tmp_path / "data")
     assert run("validate", path).exit_code == 0
 
 
 def test_mnist_needs_a_folder(tmp_path: Path) -> None:
     path = _topology(tmp_path, TINY.replace("name: digits", "name: mnist"))
-    assert_user_error(run("validate", path), "task.dataset.name: mnist: no data folder given and mnist has no default "
-                                             "location; it needs train-images-idx3-ubyte")
+    assert_user_error(
+        run("validate", path),
+        "task.dataset.name: mnist: no data folder given and mnist has no default "
+        "location; it needs train-images-idx3-ubyte",
+    )
     result = run("validate", path, "--data-dir", idx_placeholders(tmp_path / "mnist"))
     assert result.exit_code == 0, result.output
 
@@ -56,16 +66,20 @@ def test_cifar10_is_looked_for_in_its_subfolder(tmp_path: Path) -> None:
     batches.mkdir(parents=True)
     for name in CIFAR10_FILES[:-1]:
         (batches / name).touch()
-    assert_user_error(run("validate", path, "--data-dir", tmp_path / "data"), str(batches / "test_batch"),
-                      "cifar-10-batches-py")
+    assert_user_error(
+        run("validate", path, "--data-dir", tmp_path / "data"), str(batches / "test_batch"), "cifar-10-batches-py"
+    )
     (batches / "test_batch").touch()
     assert run("validate", path, "--data-dir", tmp_path / "data").exit_code == 0
 
 
 def test_the_loader_reports_every_missing_file_before_reading_any(tmp_path: Path) -> None:
     (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(b"not read")
-    with pytest.raises(DataError, match=r"train-images-idx3-ubyte\(\.gz\) \(and 2 more: train-labels-idx1-ubyte, "
-                                        r"t10k-images-idx3-ubyte\)"):
+    with pytest.raises(
+        DataError,
+        match=r"train-images-idx3-ubyte\(\.gz\) \(and 2 more: train-labels-idx1-ubyte, "
+        r"t10k-images-idx3-ubyte\)",
+    ):
         load_dataset("mnist", data_dir=tmp_path)
 
 
@@ -86,8 +100,10 @@ def test_simulate_refuses_a_missing_data_set_before_importing_torch(tmp_path: Pa
     path = _topology(tmp_path, FASHION)
     (tmp_path / "empty").mkdir()
     args = ["simulate", str(path), "--data-dir", str(tmp_path / "empty"), "-q"]
-    code = (f"import sys\nfrom netfl.cli.main import main\ntry:\n    main({args!r})\n"
-            "except SystemExit as exc:\n    print(exc.code, 'torch' in sys.modules)\n")
+    code = (
+        f"import sys\nfrom netfl.cli.main import main\ntry:\n    main({args!r})\n"
+        "except SystemExit as exc:\n    print(exc.code, 'torch' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["2", "False"], out.stderr
     assert "file not found" in out.stderr

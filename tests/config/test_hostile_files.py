@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_support import assert_user_error, run
+
 from netfl.config import load_scenario
 from netfl.config.loading import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES
 from netfl.errors import ScenarioError
@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = (REPO / "topologies" / "quickstart.yaml").read_text()
 
 BILLION_LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi"))
+    f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcdefgh", "bcdefghi")
+)
 
 
 def refused(tmp_path: Path, text: str) -> str:
@@ -47,8 +48,10 @@ def test_deep_nesting_in_flow_or_block_style(tmp_path: Path) -> None:
 
 def test_shared_values_within_the_limits_are_read_once_and_accepted(tmp_path: Path) -> None:
     """Aliases are legitimate YAML: a shared link spec used by two groups still loads."""
-    text = QUICKSTART.replace("link: {uplink: 5Mbps, downlink: 20Mbps, latency: 30ms}",
-                              "link: &fast {uplink: 5Mbps, downlink: 20Mbps, latency: 30ms}")
+    text = QUICKSTART.replace(
+        "link: {uplink: 5Mbps, downlink: 20Mbps, latency: 30ms}",
+        "link: &fast {uplink: 5Mbps, downlink: 20Mbps, latency: 30ms}",
+    )
     text = text.replace("link: {uplink: 250kbps, downlink: 250kbps, latency: 20ms}", "link: *fast")
     path = tmp_path / "aliases.yaml"
     path.write_text(text)
@@ -78,13 +81,17 @@ def test_a_named_pipe_is_refused_without_blocking(tmp_path: Path) -> None:
     assert_user_error(run("validate", fifo), "not a regular file")
 
 
-@pytest.mark.parametrize("override, path", [
-    ("devices[0].count=true", "devices[0].count"), ("stop.rounds=yes", "stop.rounds"),
-    ("server.algorithm.server_lr=true", "server.algorithm.server_lr"),
-    ("devices[0].availability.p=false", "devices[0].availability.p"),
-    ("devices[0].battery.capacity=true", "devices[0].battery.capacity"),
-    ("task.local.lr=true", "task.local.lr"),
-])
+@pytest.mark.parametrize(
+    "override, path",
+    [
+        ("devices[0].count=true", "devices[0].count"),
+        ("stop.rounds=yes", "stop.rounds"),
+        ("server.algorithm.server_lr=true", "server.algorithm.server_lr"),
+        ("devices[0].availability.p=false", "devices[0].availability.p"),
+        ("devices[0].battery.capacity=true", "devices[0].battery.capacity"),
+        ("task.local.lr=true", "task.local.lr"),
+    ],
+)
 def test_booleans_are_not_numbers(override: str, path: str) -> None:
     value = override.partition("=")[2]
     word = {"yes": "true"}.get(value, value)

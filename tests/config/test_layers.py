@@ -52,7 +52,9 @@ def _direct_imports(module: str, parents: bool = True) -> frozenset[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             submodules = {f"{base}.{alias.name}" for alias in node.names} & known.keys()
             found.update(submodules)
             if len(submodules) < len(node.names) or parents:  # names defined in base itself
@@ -88,12 +90,12 @@ def _modules(prefix: str) -> list[str]:
 
 
 FORBIDDEN = {
-    "netfl.config": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.build", "netfl.runner", "netfl.api"},
-    "netfl.registry": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.build", "netfl.config"},
-    "netfl.policies": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.build", "netfl.config"},
-    "netfl.sim": {"torch", "netfl.config", "netfl.learn", "netfl.build", "netfl.runner", "netfl.api"},
-    "netfl.learn": {"simpy", "netfl.sim", "netfl.config", "netfl.build", "netfl.runner", "netfl.api"},
-    "netfl.results": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.build", "netfl.runner", "netfl.api"},
+    "netfl.config": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.runner", "netfl.api"},
+    "netfl.registry": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.config"},
+    "netfl.policies": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.config"},
+    "netfl.sim": {"torch", "netfl.config", "netfl.learn", "netfl.assemble", "netfl.runner", "netfl.api"},
+    "netfl.learn": {"simpy", "netfl.sim", "netfl.config", "netfl.assemble", "netfl.runner", "netfl.api"},
+    "netfl.results": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.runner", "netfl.api"},
     # a study's runs load the runner (and so torch) in their own processes; the driver itself: test_sweep
     "netfl.study": {"netfl.api", "netfl.cli"},
 }
@@ -119,19 +121,27 @@ def test_the_checker_sees_a_real_import():
     """Guard against a checker that finds nothing: the engine does reach simpy, the learner torch."""
     assert "simpy" in _reach("netfl.sim.simulation")
     assert "torch" in _reach("netfl.learn.learner")
-    assert "netfl.config.schema" in _reach("netfl.build")
+    assert "netfl.config.schema" in _reach("netfl.assemble")
 
 
 def test_importing_the_configuration_loads_neither_torch_nor_simpy():
-    code = ("import sys, netfl.config, netfl.registry.algorithms, netfl.policies; "
-            "print(sorted(m for m in ('torch', 'simpy', 'matplotlib') if m in sys.modules))")
+    code = (
+        "import sys, netfl.config, netfl.registry.algorithms, netfl.policies; "
+        "print(sorted(m for m in ('torch', 'simpy', 'matplotlib') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == "[]"
 
 
 def test_every_package_is_listed_for_installation():
     """pyproject.toml names its packages one by one: a new folder left out would be missing from a wheel."""
-    listed = set(re.search(r"^packages = \[(.*?)\]", (REPO / "pyproject.toml").read_text(), re.M | re.S)
-                 .group(1).replace('"', "").replace("\n", "").replace(" ", "").split(","))
+    listed = set(
+        re.search(r"^packages = \[(.*?)\]", (REPO / "pyproject.toml").read_text(), re.M | re.S)
+        .group(1)
+        .replace('"', "")
+        .replace("\n", "")
+        .replace(" ", "")
+        .split(",")
+    )
     on_disk = {m for m, p in _sources().items() if p.name == "__init__.py"}
     assert on_disk == listed

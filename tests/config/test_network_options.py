@@ -1,4 +1,5 @@
-"""The channel's spectral-efficiency cap and the RAM relay's draw, as a topology file gives them: checked, summarised."""
+"""The channel's spectral-efficiency cap and the RAM relay's draw, as a topology file gives them: checked and
+summarised."""
 
 from __future__ import annotations
 
@@ -31,20 +32,43 @@ def test_the_summary_states_the_cap_and_the_draw():
     assert "RAM first (the first update to arrive passes)" in validate(PHYSICAL).output
 
 
-@pytest.mark.parametrize("path, setting, where, message", [
-    (CAMPUS, "devices[1].link.channel.max_spectral_efficiency=0", "devices[1].link.channel.max_spectral_efficiency",
-     "must be > 0"),
-    (CAMPUS, "devices[1].link.channel.max_spectral_efficiency=-2", "devices[1].link.channel.max_spectral_efficiency",
-     "must be > 0"),
-    (CAMPUS, "devices[1].link.channel.max_spectral_efficiency=true", "devices[1].link.channel.max_spectral_efficiency",
-     "boolean"),
-    (CAMPUS, "devices[0].link.channel.max_spectral_efficiency=7", "devices[0].link.channel.max_spectral_efficiency",
-     "caps adaptive rates, but this channel has a fixed rate"),
-    (PHYSICAL, "devices[0].link.channel.max_spectral_efficiency=7", "devices[0].link.channel.max_spectral_efficiency",
-     "every packet uses the medium's fixed rate"),
-    (RAM, "network.nodes.relay.ram.draw=some", "network.nodes.relay.ram.draw", "use 'all' or 'arrived'"),
-    (PHYSICAL, "network.nodes.relay.ram.draw=all", "network.nodes.relay.ram", "draw applies to mode abstract only"),
-])
+@pytest.mark.parametrize(
+    "path, setting, where, message",
+    [
+        (
+            CAMPUS,
+            "devices[1].link.channel.max_spectral_efficiency=0",
+            "devices[1].link.channel.max_spectral_efficiency",
+            "must be > 0",
+        ),
+        (
+            CAMPUS,
+            "devices[1].link.channel.max_spectral_efficiency=-2",
+            "devices[1].link.channel.max_spectral_efficiency",
+            "must be > 0",
+        ),
+        (
+            CAMPUS,
+            "devices[1].link.channel.max_spectral_efficiency=true",
+            "devices[1].link.channel.max_spectral_efficiency",
+            "boolean",
+        ),
+        (
+            CAMPUS,
+            "devices[0].link.channel.max_spectral_efficiency=7",
+            "devices[0].link.channel.max_spectral_efficiency",
+            "caps adaptive rates, but this channel has a fixed rate",
+        ),
+        (
+            PHYSICAL,
+            "devices[0].link.channel.max_spectral_efficiency=7",
+            "devices[0].link.channel.max_spectral_efficiency",
+            "every packet uses the medium's fixed rate",
+        ),
+        (RAM, "network.nodes.relay.ram.draw=some", "network.nodes.relay.ram.draw", "use 'all' or 'arrived'"),
+        (PHYSICAL, "network.nodes.relay.ram.draw=all", "network.nodes.relay.ram", "draw applies to mode abstract only"),
+    ],
+)
 def test_bad_values_name_their_yaml_path(path, setting, where, message):
     result = validate(path, setting)
     assert result.exit_code == 2 and "Traceback" not in result.output

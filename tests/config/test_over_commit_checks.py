@@ -18,8 +18,14 @@ def data(round_: dict, *, server: dict | None = None, availability: dict | None 
     group = {"group": "phones", "count": 20, "compute": {"flops_per_s": "1GFLOPS"}, "link": {"uplink": "5Mbps"}}
     if availability is not None:
         group["availability"] = availability
-    return {"name": "oc", "stop": {"rounds": 3}, "task": copy.deepcopy(DIGITS), "devices": [group],
-            "server": {"round": round_, **(server or {})}, **extra}
+    return {
+        "name": "oc",
+        "stop": {"rounds": 3},
+        "task": copy.deepcopy(DIGITS),
+        "devices": [group],
+        "server": {"round": round_, **(server or {})},
+        **extra,
+    }
 
 
 def problems(d: dict) -> dict[str, str]:
@@ -30,27 +36,40 @@ def problems(d: dict) -> dict[str, str]:
 
 def test_over_commit_is_accepted_with_participants_and_any_sync_algorithm() -> None:
     for name in ("fedavg", "fedau", "mifa", "scaffold", "afa_cs", "fedbuff", "fed_cvar"):
-        sc = scenario_from_dict(data({"participants": 10, "over_commit": "30%", "deadline": "2min"},
-                                     server={"algorithm": {"name": name}}))
+        sc = scenario_from_dict(
+            data({"participants": 10, "over_commit": "30%", "deadline": "2min"}, server={"algorithm": {"name": name}})
+        )
         assert sc.server.round.asked == 13
 
 
-@pytest.mark.parametrize("round_,server,expect", [
-    ({"over_commit": 0.3}, {}, "give server.round.participants"),
-    ({"participants": 5, "over_commit": 0.3}, {"mode": "async"}, "server.mode: sync"),
-    ({"participants": 5, "over_commit": 0.3}, {"algorithm": {"name": "fedavg_known"}}, "participation probability"),
-    ({"participants": 5, "over_commit": 0.3}, {"algorithm": {"name": "umifa"}}, "participation probability"),
-])
+@pytest.mark.parametrize(
+    "round_,server,expect",
+    [
+        ({"over_commit": 0.3}, {}, "give server.round.participants"),
+        ({"participants": 5, "over_commit": 0.3}, {"mode": "async"}, "server.mode: sync"),
+        ({"participants": 5, "over_commit": 0.3}, {"algorithm": {"name": "fedavg_known"}}, "participation probability"),
+        ({"participants": 5, "over_commit": 0.3}, {"algorithm": {"name": "umifa"}}, "participation probability"),
+    ],
+)
 def test_combinations_that_make_no_sense_are_refused(round_: dict, server: dict, expect: str) -> None:
-    found = problems(data(round_, server=server, availability={"policy": "bernoulli", "p": 0.5}
-                          if server.get("mode") != "async" else None))
+    found = problems(
+        data(
+            round_,
+            server=server,
+            availability={"policy": "bernoulli", "p": 0.5} if server.get("mode") != "async" else None,
+        )
+    )
     assert expect in found["server.round.over_commit"]
 
 
 def test_over_commit_behind_a_ram_relay_is_refused() -> None:
-    d = data({"participants": 5, "over_commit": 0.3},
-             network={"nodes": {"relay": {"kind": "relay", "ram": {"mode": "first"}}},
-                      "links": [{"from": "relay", "to": "server", "rate": "100Mbps"}]})
+    d = data(
+        {"participants": 5, "over_commit": 0.3},
+        network={
+            "nodes": {"relay": {"kind": "relay", "ram": {"mode": "first"}}},
+            "links": [{"from": "relay", "to": "server", "rate": "100Mbps"}],
+        },
+    )
     d["devices"][0]["link"]["to"] = "relay"
     assert "RAM relay" in problems(d)["server.round.over_commit"]
 

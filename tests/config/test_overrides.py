@@ -9,7 +9,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from netfl.build import build_simulation
+from netfl.assemble import build_simulation
 from netfl.cli.main import main
 from netfl.config import load_scenario, scenario_document, scenario_from_dict
 from netfl.config.overrides import OverrideError, apply_overrides
@@ -18,20 +18,30 @@ from netfl.errors import ScenarioError
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 TOPOLOGIES = sorted((REPO / "topologies").glob("*.yaml")) + [REPO / "examples" / "custom_policy.yaml"]
-BASE = {"name": "x", "seed": 1, "devices": [{"group": "a", "availability": {"policy": "bernoulli", "p": 0.5}}],
-        "server": {}}
+BASE = {
+    "name": "x",
+    "seed": 1,
+    "devices": [{"group": "a", "availability": {"policy": "bernoulli", "p": 0.5}}],
+    "server": {},
+}
 
 
-@pytest.mark.parametrize("text,path,value", [
-    ("seed=3", ["seed"], 3),
-    ("devices[0].availability.p=0.3", ["devices", 0, "availability", "p"], 0.3),
-    ("server.algorithm.name=fedau", ["server", "algorithm", "name"], "fedau"),   # mappings created on the way
-    ("eval.every=5min", ["eval", "every"], "5min"),
-    ("devices[0].availability={policy: markov, p: 0.2, q: 0.1}", ["devices", 0, "availability"],
-     {"policy": "markov", "p": 0.2, "q": 0.1}),
-    ("devices[0].hidden=[64, 32]", ["devices", 0, "hidden"], [64, 32]),
-    ("name=", ["name"], None),
-])
+@pytest.mark.parametrize(
+    "text,path,value",
+    [
+        ("seed=3", ["seed"], 3),
+        ("devices[0].availability.p=0.3", ["devices", 0, "availability", "p"], 0.3),
+        ("server.algorithm.name=fedau", ["server", "algorithm", "name"], "fedau"),  # mappings created on the way
+        ("eval.every=5min", ["eval", "every"], "5min"),
+        (
+            "devices[0].availability={policy: markov, p: 0.2, q: 0.1}",
+            ["devices", 0, "availability"],
+            {"policy": "markov", "p": 0.2, "q": 0.1},
+        ),
+        ("devices[0].hidden=[64, 32]", ["devices", 0, "hidden"], [64, 32]),
+        ("name=", ["name"], None),
+    ],
+)
 def test_an_override_sets_one_yaml_typed_value(text, path, value):
     data = apply_overrides(BASE, [text])
     node = data
@@ -45,16 +55,19 @@ def test_overrides_apply_in_order():
     assert apply_overrides(BASE, ["seed=3", "seed=4"])["seed"] == 4
 
 
-@pytest.mark.parametrize("text,message", [
-    ("seed", "seed: write path=value"),
-    ("devices[3].count=2", "devices[3].count: devices has 1 entry (positions 0..0)"),
-    ("seed.world=3", "seed.world: seed is 1, not a mapping with keys"),
-    ("name[0]=a", "name[0]: name is 'x', not a list"),
-    ("tasks[0].local.lr=1", "tasks[0].local.lr: tasks does not exist, so it has no position 0"),
-    ("devices[0]count=2", "devices[0]count: cannot read the path at 'count'"),
-    ("[0].a=1", "a path starts with a key"),
-    ("name=[unclosed", "name: the value '[unclosed' is not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("seed", "seed: write path=value"),
+        ("devices[3].count=2", "devices[3].count: devices has 1 entry (positions 0..0)"),
+        ("seed.world=3", "seed.world: seed is 1, not a mapping with keys"),
+        ("name[0]=a", "name[0]: name is 'x', not a list"),
+        ("tasks[0].local.lr=1", "tasks[0].local.lr: tasks does not exist, so it has no position 0"),
+        ("devices[0]count=2", "devices[0]count: cannot read the path at 'count'"),
+        ("[0].a=1", "a path starts with a key"),
+        ("name=[unclosed", "name: the value '[unclosed' is not valid YAML"),
+    ],
+)
 def test_a_bad_override_names_its_path_and_the_problem(text, message):
     with pytest.raises(OverrideError) as err:
         apply_overrides(BASE, [text])

@@ -38,8 +38,9 @@ print(" ".join(sorted(m for m in ("torch", "simpy") if m in sys.modules)) or "ne
 
 
 def test_help_validate_algorithms_and_policies_import_neither_torch_nor_simpy() -> None:
-    out = subprocess.run([sys.executable, "-c", _NO_TORCH, str(QUICKSTART)], capture_output=True, text=True,
-                         cwd=REPO, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, str(QUICKSTART)], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "neither", f"imported: {out.stdout.strip()}"
 
@@ -49,7 +50,8 @@ def test_help_validate_algorithms_and_policies_import_neither_torch_nor_simpy() 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_every_algorithm_entry_loads_its_strategy(name: str) -> None:
-    from netfl.learn.algorithms import ALGORITHMS as STRATEGIES, Strategy
+    from netfl.learn.algorithms import ALGORITHMS as STRATEGIES
+    from netfl.learn.algorithms import Strategy
 
     entry = ALGORITHMS[name]
     cls = entry.load()
@@ -113,22 +115,34 @@ def test_algorithms_listing_shows_every_algorithm_with_its_paper() -> None:
         assert f"{name}: {entry.summary}" in [line.split("  (needs")[0] for line in lines], name
         assert f"    paper: {entry.paper}" in lines, name
     assert "seed 00" not in result.output  # papers are cited by authors and title
-    options = lines[lines.index(next(line for line in lines if line.startswith("Round options"))):]
+    options = lines[lines.index(next(line for line in lines if line.startswith("Round options"))) :]
     assert options[1].startswith("over_commit (fraction, default 0): ask ceil((1 + over_commit) x participants)")
     assert options[2].startswith("    paper: Bonawitz et al., Towards Federated Learning at Scale: System Design")
 
 
-@pytest.mark.parametrize("old,new,problem", [
-    ("name: digits", "name: imagenet", "task.dataset.name: "
-     "'imagenet' is not accepted; use 'digits', 'fashion-mnist', 'mnist', 'cifar10' or 'blobs3'"),
-    ("name: mlp,", "name: mlpp,", "task.model.name: "
-     "'mlpp' is not accepted; use 'logistic', 'mlp', 'lenet5', 'cnn' or 'mlp_softmax'"),
-    ("name: digits", "name: 7", "task.dataset.name: 7 is not accepted; use 'digits', "),
-    ("name: fedavg,", "name: fedavgg,", "server.algorithm.name: unknown algorithm 'fedavgg'; accepted: "
-     + ", ".join(ALGORITHMS)),
-])
-def test_unknown_name_gives_file_yaml_path_and_accepted_names(tmp_path: Path, old: str, new: str,
-                                                               problem: str) -> None:
+@pytest.mark.parametrize(
+    "old,new,problem",
+    [
+        (
+            "name: digits",
+            "name: imagenet",
+            "task.dataset.name: "
+            "'imagenet' is not accepted; use 'digits', 'fashion-mnist', 'mnist', 'cifar10' or 'blobs3'",
+        ),
+        (
+            "name: mlp,",
+            "name: mlpp,",
+            "task.model.name: 'mlpp' is not accepted; use 'logistic', 'mlp', 'lenet5', 'cnn' or 'mlp_softmax'",
+        ),
+        ("name: digits", "name: 7", "task.dataset.name: 7 is not accepted; use 'digits', "),
+        (
+            "name: fedavg,",
+            "name: fedavgg,",
+            "server.algorithm.name: unknown algorithm 'fedavgg'; accepted: " + ", ".join(ALGORITHMS),
+        ),
+    ],
+)
+def test_unknown_name_gives_file_yaml_path_and_accepted_names(tmp_path: Path, old: str, new: str, problem: str) -> None:
     text = QUICKSTART.read_text()
     assert old in text
     bad = tmp_path / "bad.yaml"

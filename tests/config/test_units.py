@@ -7,7 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from netfl.distributions import PER_DEVICE_KINDS as KINDS, Distribution, parse_distribution
+from netfl.distributions import PER_DEVICE_KINDS as KINDS
+from netfl.distributions import Distribution, parse_distribution
 from netfl.units import UNITS, parse_quantity
 
 # ------------------------------------------------------------------------- quantities
@@ -79,8 +80,17 @@ def test_negative_quantities_parse_so_the_field_can_say_what_is_wrong() -> None:
 
 @pytest.mark.parametrize(
     ("value", "kind"),
-    [("5Mbs", "rate"), ("10 parsecs", "time"), ("55KJ", "energy"), ("2 watts", "power"), ("3kbps", "time"),
-     ("fast", "flops"), ("", "time"), ("1.2.3s", "time"), ("50 %", "energy")],
+    [
+        ("5Mbs", "rate"),
+        ("10 parsecs", "time"),
+        ("55KJ", "energy"),
+        ("2 watts", "power"),
+        ("3kbps", "time"),
+        ("fast", "flops"),
+        ("", "time"),
+        ("1.2.3s", "time"),
+        ("50 %", "energy"),
+    ],
 )
 def test_unknown_suffix_lists_accepted_units(value: str, kind: str) -> None:
     with pytest.raises(ValueError) as info:

@@ -12,11 +12,11 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import yaml
+from cli_support import TINY, assert_user_error, run
 
 from netfl.errors import PolicyError
 from netfl.policies import DeviceInfo, build_policy
 from netfl.policies.traces import fedscale_to_csv
-from cli_support import TINY, assert_user_error, run
 
 
 class _Payload:
@@ -48,8 +48,12 @@ def test_validate_and_simulate_refuse_a_pickle_without_trust_pickle(tmp_path: Pa
     _, marker = _hostile(tmp_path)
     path = _topology(tmp_path)
     for command in (["validate", path], ["simulate", path, "--out", tmp_path / "out", "-q"]):
-        assert_user_error(run(*command), "devices[0].availability.trust_pickle: a FedScale trace is a Python pickle",
-                          "netfl trace convert TRACE.pkl trace.csv --allow-pickle", "policy trace_csv")
+        assert_user_error(
+            run(*command),
+            "devices[0].availability.trust_pickle: a FedScale trace is a Python pickle",
+            "netfl trace convert TRACE.pkl trace.csv --allow-pickle",
+            "policy trace_csv",
+        )
     assert not marker.exists() and not (tmp_path / "out").exists()
 
 
@@ -77,8 +81,12 @@ def test_building_the_policy_directly_still_refuses(tmp_path: Path) -> None:
 
 def test_trace_convert_needs_allow_pickle(tmp_path: Path) -> None:
     source, marker = _hostile(tmp_path)
-    assert_user_error(run("trace", "convert", source, tmp_path / "trace.csv"), str(source),
-                      "unpickling runs whatever code the file holds", "--allow-pickle")
+    assert_user_error(
+        run("trace", "convert", source, tmp_path / "trace.csv"),
+        str(source),
+        "unpickling runs whatever code the file holds",
+        "--allow-pickle",
+    )
     assert not marker.exists() and not (tmp_path / "trace.csv").exists()
     good = tmp_path / "good.pkl"
     good.write_bytes(pickle.dumps({1: {"active": [0.0], "inactive": [5.0], "finish_time": 10.0}}))

@@ -6,14 +6,13 @@ import json
 
 import pandas as pd
 import pytest
+from cli_support import TINY
 from click.testing import CliRunner
 
 import netfl
 from netfl.cli.main import main
 from netfl.config.schema import DeviceGroupSpec
 from netfl.errors import ScenarioError
-
-from cli_support import TINY
 
 
 @pytest.fixture
@@ -27,9 +26,29 @@ def test_run_from_a_file_gives_dataframes_and_writes_nothing(tiny, tmp_path) -> 
     result = netfl.run(tiny)
     assert result.out_dir is None and list(tmp_path.iterdir()) == [tiny]
     assert isinstance(result.metrics, pd.DataFrame) and list(result.metrics.columns[:6]) == [
-        "sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j"]
-    assert list(result.events.columns) == ["sim_time_s", "round", "device", "kind", "job", "task", "bytes", "flops",
-                                           "energy_j", "airtime_s", "attempts", "staleness", "cause", "detail"]
+        "sim_time_s",
+        "round",
+        "test_accuracy",
+        "test_loss",
+        "participants",
+        "energy_j",
+    ]
+    assert list(result.events.columns) == [
+        "sim_time_s",
+        "round",
+        "device",
+        "kind",
+        "job",
+        "task",
+        "bytes",
+        "flops",
+        "energy_j",
+        "airtime_s",
+        "attempts",
+        "staleness",
+        "cause",
+        "detail",
+    ]
     assert result.metrics.energy_j.iloc[-1] == result.summary["energy_j"]  # to the bit: last evaluation at the stop
     assert len(result.devices) == 4 and result.devices.energy_j.sum() == pytest.approx(result.summary["energy_j"])
     assert result.summary["rounds"] == 2 and result.metrics["round"].iloc[-1] == 2
@@ -50,10 +69,18 @@ def test_a_world_built_in_code_is_checked_like_a_file(tiny) -> None:
     world = netfl.load(tiny)
     bigger = world.model_copy(update={"devices": [world.devices[0].model_copy(update={"count": 6})]})
     assert netfl.run(bigger).summary["num_devices"] == 6
-    group = DeviceGroupSpec.model_validate({"group": "x", "count": 2, "compute": {"flops_per_s": 1e9},
-                                            "link": {"uplink": 1e6}, "availability": {"policy": "nope"}})
+    group = DeviceGroupSpec.model_validate(
+        {
+            "group": "x",
+            "count": 2,
+            "compute": {"flops_per_s": 1e9},
+            "link": {"uplink": 1e6},
+            "availability": {"policy": "nope"},
+        }
+    )
     with pytest.raises(ScenarioError, match="unknown policy 'nope'"):
         netfl.run(world.model_copy(update={"devices": [group]}))
     with pytest.raises(netfl.ScenarioError, match="stop"):
-        netfl.from_dict({"name": "x", "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}},
-                        "devices": []})
+        netfl.from_dict(
+            {"name": "x", "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}}, "devices": []}
+        )

@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_support import TINY, assert_user_error, run
+
 from netfl.checkpoint import Checkpoint, Every, checkpoint_path
 from netfl.config import load_scenario
 from netfl.errors import NetflError
@@ -41,8 +41,9 @@ def same_bytes(a: Path, b: Path) -> None:
         assert (a / name).read_bytes() == (b / name).read_bytes(), name
 
 
-def interrupted_and_resumed(tmp_path: Path, topology: Path, overrides: list[str], stop_at: int,
-                            every: Every) -> Checkpoint:
+def interrupted_and_resumed(
+    tmp_path: Path, topology: Path, overrides: list[str], stop_at: int, every: Every
+) -> Checkpoint:
     scenario = load_scenario(topology, overrides=overrides)
     run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
     with pytest.raises(Interrupted):
@@ -62,18 +63,20 @@ def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path: Path) -> None:
 
 
 def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
-    checkpoint = interrupted_and_resumed(tmp_path, REPO / "topologies" / "quickstart.yaml", [], 40,
-                                         Every(seconds=60.0))
+    checkpoint = interrupted_and_resumed(tmp_path, REPO / "topologies" / "quickstart.yaml", [], 40, Every(seconds=60.0))
     assert 60.0 <= checkpoint.sim_time_s and checkpoint.rounds < 40
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("topology, overrides, stop_at", [
-    ("anarchic.yaml", [], 25),  # asynchronous: jobs in flight at the checkpoint, stale updates after it
-    ("mmfl.yaml", [], 12),  # several models and a probe every round
-    ("ram-relay.yaml", [], 30),  # Fed-CVaR-Avg's extra scalar behind a random-access relay
-    ("million-phones.yaml", ["devices[0].count=2000", "stop.rounds=12"], 8),  # the lazy engine
-])
+@pytest.mark.parametrize(
+    "topology, overrides, stop_at",
+    [
+        ("anarchic.yaml", [], 25),  # asynchronous: jobs in flight at the checkpoint, stale updates after it
+        ("mmfl.yaml", [], 12),  # several models and a probe every round
+        ("ram-relay.yaml", [], 30),  # Fed-CVaR-Avg's extra scalar behind a random-access relay
+        ("million-phones.yaml", ["devices[0].count=2000", "stop.rounds=12"], 8),  # the lazy engine
+    ],
+)
 def test_resuming_every_kind_of_run(tmp_path: Path, topology: str, overrides: list[str], stop_at: int) -> None:
     interrupted_and_resumed(tmp_path, REPO / "topologies" / topology, overrides, stop_at, Every(rounds=3))
 
@@ -81,8 +84,7 @@ def test_resuming_every_kind_of_run(tmp_path: Path, topology: str, overrides: li
 def test_a_checkpoint_of_another_scenario_is_refused(tmp_path: Path) -> None:
     scenario = load_scenario(REPO / "topologies" / "quickstart.yaml")
     with pytest.raises(Interrupted):
-        run_scenario(scenario, out_dir=tmp_path / "a", threads=1, checkpoint_every=Every(rounds=5),
-                     progress=StopAt(12))
+        run_scenario(scenario, out_dir=tmp_path / "a", threads=1, checkpoint_every=Every(rounds=5), progress=StopAt(12))
     checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "a"))
     other = load_scenario(REPO / "topologies" / "anarchic.yaml")
     with pytest.raises(NetflError, match="the checkpoint does not match this run"):
@@ -95,8 +97,9 @@ def test_resume_without_a_checkpoint_or_with_a_damaged_one(tmp_path: Path) -> No
     assert_user_error(run("resume", tmp_path / "broken"), "not a netfl checkpoint")
 
 
-@pytest.mark.parametrize("text, expected", [("50", Every(rounds=50)), ("30min", Every(seconds=1800.0)),
-                                            ("2h", Every(seconds=7200.0))])
+@pytest.mark.parametrize(
+    "text, expected", [("50", Every(rounds=50)), ("30min", Every(seconds=1800.0)), ("2h", Every(seconds=7200.0))]
+)
 def test_checkpoint_every_reads_rounds_or_a_duration(text: str, expected: Every) -> None:
     assert Every.parse(text) == expected
 
@@ -104,8 +107,11 @@ def test_checkpoint_every_reads_rounds_or_a_duration(text: str, expected: Every)
 @pytest.mark.parametrize("text", ["0", "-3", "soon", "0s", "inf"])
 def test_checkpoint_every_refuses_nonsense(text: str, tmp_path: Path) -> None:
     (tmp_path / "tiny.yaml").write_text(TINY)
-    assert_user_error(run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "o", "--checkpoint-every", text),
-                      "--checkpoint-every", "number of rounds")
+    assert_user_error(
+        run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "o", "--checkpoint-every", text),
+        "--checkpoint-every",
+        "number of rounds",
+    )
 
 
 def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
@@ -128,11 +134,18 @@ def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> No
     topology = tmp_path / "run.yaml"
     topology.write_text(TINY.replace("stop: {rounds: 2}", "stop: {rounds: 300}"))
     netfl = Path(sys.executable).parent / "netfl"
-    whole = subprocess.run([netfl, "simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1"],
-                           capture_output=True, text=True, timeout=300)
+    whole = subprocess.run(
+        [netfl, "simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert whole.returncode == 0, whole.stderr
-    process = subprocess.Popen([netfl, "simulate", topology, "--out", tmp_path / "cut", "-q", "--threads", "1",
-                                "--checkpoint-every", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [netfl, "simulate", topology, "--out", tmp_path / "cut", "-q", "--threads", "1", "--checkpoint-every", "10"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
     while not saved.exists():  # the first checkpoint is written: kill the run right after it
         assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"

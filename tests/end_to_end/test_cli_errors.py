@@ -11,18 +11,24 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from cli_support import TINY, assert_user_error, run
 
 import netfl.results.writer as writer
 from netfl.errors import NetflError
 from netfl.sim.recorder import EventRecorder
 
-from cli_support import TINY, assert_user_error, run
-
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
-RESULT_FILES = {".netfl-output", "summary.json", "scenario.yaml", "metrics.csv", "events.parquet", "devices.parquet",
-                "accuracy_vs_time.png"}
+RESULT_FILES = {
+    ".netfl-output",
+    "summary.json",
+    "scenario.yaml",
+    "metrics.csv",
+    "events.parquet",
+    "devices.parquet",
+    "accuracy_vs_time.png",
+}
 
 BAD_FILES = {
     # name: (text, what the message must point at)
@@ -30,16 +36,26 @@ BAD_FILES = {
     "unknown_key.yaml": (TINY.replace("seed: 1", "seeed: 1"), "seeed"),
     "wrong_type.yaml": (TINY.replace("count: 4", "count: many"), "devices[0].count"),
     "negative_rate.yaml": (TINY.replace("uplink: 10Mbps", "uplink: -5Mbps"), "devices[0].link.uplink"),
-    "over_commit_negative.yaml": (TINY + "server:\n  round: {participants: 2, over_commit: -30%}\n",
-                                  "server.round.over_commit"),
-    "over_commit_without_participants.yaml": (TINY + "server:\n  round: {over_commit: 30%}\n",
-                                              "server.round.over_commit: over-commit asks"),
-    "over_commit_async.yaml": (TINY + "server:\n  mode: async\n  round: {participants: 2, over_commit: 30%}\n",
-                               "server.round.over_commit: over-commit closes synchronous rounds"),
-    "fedbuff_k.yaml": (TINY + "server:\n  mode: async\n  algorithm: {name: fedbuff, K: 4}\n",
-                       "server.algorithm: FedBuff's buffer size K"),
-    "fedbuff_weight.yaml": (TINY + "server:\n  mode: async\n  algorithm: {name: fedbuff, staleness_weight: sqrt}\n",
-                            "server.algorithm.staleness_weight"),
+    "over_commit_negative.yaml": (
+        TINY + "server:\n  round: {participants: 2, over_commit: -30%}\n",
+        "server.round.over_commit",
+    ),
+    "over_commit_without_participants.yaml": (
+        TINY + "server:\n  round: {over_commit: 30%}\n",
+        "server.round.over_commit: over-commit asks",
+    ),
+    "over_commit_async.yaml": (
+        TINY + "server:\n  mode: async\n  round: {participants: 2, over_commit: 30%}\n",
+        "server.round.over_commit: over-commit closes synchronous rounds",
+    ),
+    "fedbuff_k.yaml": (
+        TINY + "server:\n  mode: async\n  algorithm: {name: fedbuff, K: 4}\n",
+        "server.algorithm: FedBuff's buffer size K",
+    ),
+    "fedbuff_weight.yaml": (
+        TINY + "server:\n  mode: async\n  algorithm: {name: fedbuff, staleness_weight: sqrt}\n",
+        "server.algorithm.staleness_weight",
+    ),
 }
 
 
@@ -98,8 +114,9 @@ def test_validate_malformed_yaml_gives_line_and_column(tmp_path: Path) -> None:
 
 def test_validate_lists_every_problem(tmp_path: Path) -> None:
     path = tmp_path / "many.yaml"
-    path.write_text(TINY.replace("seed: 1", "seeed: 1").replace("count: 4", "count: 0")
-                    .replace("uplink: 10Mbps", "uplink: 10Mbs"))
+    path.write_text(
+        TINY.replace("seed: 1", "seeed: 1").replace("count: 4", "count: 0").replace("uplink: 10Mbps", "uplink: 10Mbs")
+    )
     result = run("validate", path)
     assert_user_error(result, f"{path}: 3 problem(s)", "seeed", "devices[0].count", "devices[0].link.uplink")
     assert "Mbps" in result.stderr  # what is accepted
@@ -127,8 +144,9 @@ def test_real_console_script_has_no_traceback(tmp_path: Path) -> None:
     path = tmp_path / "negative_rate.yaml"
     path.write_text(BAD_FILES["negative_rate.yaml"][0])
     assert NETFL_SCRIPT.exists(), NETFL_SCRIPT
-    proc = subprocess.run([str(NETFL_SCRIPT), "validate", str(path)], capture_output=True, text=True,
-                          timeout=60, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(NETFL_SCRIPT), "validate", str(path)], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith(f"error: {path}: 1 problem(s)")
@@ -152,8 +170,13 @@ def test_simulate_missing_fashion_mnist_files(in_tmp: Path) -> None:
     empty = in_tmp / "empty-data"
     empty.mkdir()
     result = run("simulate", path, "--data-dir", empty, "--out", in_tmp / "out")
-    assert_user_error(result, str(empty / "train-images-idx3-ubyte"), "file not found",
-                      "apt-get install dataset-fashion-mnist", "--data-dir")
+    assert_user_error(
+        result,
+        str(empty / "train-images-idx3-ubyte"),
+        "file not found",
+        "apt-get install dataset-fashion-mnist",
+        "--data-dir",
+    )
     # neither the --out folder nor a default results/ folder, nor any staging folder
     assert sorted(p.name for p in in_tmp.iterdir()) == ["empty-data", "fashion.yaml"]
     assert list(empty.iterdir()) == []
@@ -257,21 +280,40 @@ def test_failed_write_during_simulate_keeps_previous_results(in_tmp: Path, monke
 
 
 def fake_run(out: Path) -> Path:
-    metrics = [SimpleNamespace(sim_time_s=t, round=r, test_accuracy=0.5 + r / 10, test_loss=1.0 / (r + 1),
-                               participants=3, energy_j=t, work_energy_j=t / 2, per_class_accuracy=[0.5, 0.6])
-               for r, t in ((1, 10.0), (2, 20.0))]
+    metrics = [
+        SimpleNamespace(
+            sim_time_s=t,
+            round=r,
+            test_accuracy=0.5 + r / 10,
+            test_loss=1.0 / (r + 1),
+            participants=3,
+            energy_j=t,
+            work_energy_j=t / 2,
+            per_class_accuracy=[0.5, 0.6],
+        )
+        for r, t in ((1, 10.0), (2, 20.0))
+    ]
     recorder = EventRecorder()
     recorder.log(0.0, 0, 0, "start")
     recorder.log(10.0, 1, 1, "upload", job=0, bytes=100)
     events = recorder.columns()
     devices = {"device": [0, 1], "group": ["a", "a"], "battery_fraction": [0.5, float("nan")]}
-    return writer.write_run(out, summary={"scenario": "fake", "complete": True}, metrics=metrics,
-                            num_classes=[2], events=events, devices=devices, title="fake",
-                            scenario={"name": "fake"}, source="fake.yaml")
+    return writer.write_run(
+        out,
+        summary={"scenario": "fake", "complete": True},
+        metrics=metrics,
+        num_classes=[2],
+        events=events,
+        devices=devices,
+        title="fake",
+        scenario={"name": "fake"},
+        source="fake.yaml",
+    )
 
 
-def test_write_run_failing_midway_leaves_previous_folder_untouched(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_run_failing_midway_leaves_previous_folder_untouched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "results" / "fake"
     before = make_old_run(out)
     monkeypatch.setattr(writer, "plot_accuracy_vs_time", _fail_plot)
@@ -337,8 +379,11 @@ def test_write_errors_are_user_errors_and_leave_nothing(tmp_path: Path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("device,expected", [("tpu", "is not a torch device"), ("cuda:x", "is not a torch device")]
-                         + ([] if __import__("torch").cuda.is_available() else [("cuda", "cannot use a CUDA GPU")]))
+@pytest.mark.parametrize(
+    "device,expected",
+    [("tpu", "is not a torch device"), ("cuda:x", "is not a torch device")]
+    + ([] if __import__("torch").cuda.is_available() else [("cuda", "cannot use a CUDA GPU")]),
+)
 def test_unusable_training_device(in_tmp: Path, device: str, expected: str) -> None:
     path = in_tmp / "tiny.yaml"
     path.write_text(TINY)

@@ -7,8 +7,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from netfl.runner import run_scenario
 from netfl.config import scenario_from_dict
+from netfl.runner import run_scenario
 
 ROUNDS = 5
 SLOW = 2
@@ -17,27 +17,37 @@ SLOW = 2
 def small_scenario(seed: int):
     """Digits, 6 devices: 4 fast ones with a battery, available with p = 0.6; 2 that
     compute at 1 kFLOP/s and always miss the 2 s deadline (their work is dropped)."""
-    return scenario_from_dict({
-        "name": "determinism",
-        "seed": seed,
-        "stop": {"rounds": ROUNDS},
-        "task": {
-            "dataset": {"name": "digits", "partition": {"kind": "iid"}},
-            "model": {"name": "logistic"},
-            "local": {"steps": 5, "batch_size": 16, "lr": 0.1},
-        },
-        "devices": [
-            {"group": "fast", "count": 4, "compute": {"flops_per_s": {"uniform": [1e8, 1e9]}},
-             "battery": {"capacity": "1kJ", "initial": {"uniform": [0.5, 1.0]}},
-             "availability": {"policy": "bernoulli", "p": 0.6},
-             "link": {"uplink": "1Mbps", "downlink": "4Mbps", "latency": "10ms"}},
-            {"group": "slow", "count": SLOW, "compute": {"flops_per_s": 1e3},
-             "availability": {"policy": "bernoulli", "p": 1.0},
-             "link": {"uplink": {"uniform": ["100kbps", "1Mbps"]}}},
-        ],
-        "server": {"round": {"deadline": "2s"}},
-        "eval": {"every": 1},
-    })
+    return scenario_from_dict(
+        {
+            "name": "determinism",
+            "seed": seed,
+            "stop": {"rounds": ROUNDS},
+            "task": {
+                "dataset": {"name": "digits", "partition": {"kind": "iid"}},
+                "model": {"name": "logistic"},
+                "local": {"steps": 5, "batch_size": 16, "lr": 0.1},
+            },
+            "devices": [
+                {
+                    "group": "fast",
+                    "count": 4,
+                    "compute": {"flops_per_s": {"uniform": [1e8, 1e9]}},
+                    "battery": {"capacity": "1kJ", "initial": {"uniform": [0.5, 1.0]}},
+                    "availability": {"policy": "bernoulli", "p": 0.6},
+                    "link": {"uplink": "1Mbps", "downlink": "4Mbps", "latency": "10ms"},
+                },
+                {
+                    "group": "slow",
+                    "count": SLOW,
+                    "compute": {"flops_per_s": 1e3},
+                    "availability": {"policy": "bernoulli", "p": 1.0},
+                    "link": {"uplink": {"uniform": ["100kbps", "1Mbps"]}},
+                },
+            ],
+            "server": {"round": {"deadline": "2s"}},
+            "eval": {"every": 1},
+        }
+    )
 
 
 def _run(seed: int, out: Path) -> dict:

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cli_support import TINY, run
 
 EXIT_DIVERGED = 3
@@ -25,13 +24,17 @@ def _simulate(tmp_path: Path, *settings: str):
     return result, summary, metrics
 
 
-@pytest.mark.parametrize("settings,where", [
-    (("task.model.name=lenet5", "task.local.lr=1e6", "task.local.steps=5"), "update"),
-    (("task.local.lr=.inf",), "update"),
-    (("task.model.name=mlp", "server.algorithm={name: fedavg, server_lr: 1e30}"), "evaluation"),
-])
-def test_a_diverging_run_stops_with_its_round_and_clients(tmp_path: Path, settings: tuple[str, ...],
-                                                          where: str) -> None:
+@pytest.mark.parametrize(
+    "settings,where",
+    [
+        (("task.model.name=lenet5", "task.local.lr=1e6", "task.local.steps=5"), "update"),
+        (("task.local.lr=.inf",), "update"),
+        (("task.model.name=mlp", "server.algorithm={name: fedavg, server_lr: 1e30}"), "evaluation"),
+    ],
+)
+def test_a_diverging_run_stops_with_its_round_and_clients(
+    tmp_path: Path, settings: tuple[str, ...], where: str
+) -> None:
     result, summary, metrics = _simulate(tmp_path, *settings)
     assert result.exit_code == EXIT_DIVERGED, (result.output, result.exception)
     assert "Traceback" not in result.output and result.stdout == ""

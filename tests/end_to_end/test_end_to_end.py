@@ -20,12 +20,38 @@ from netfl.cli.main import main
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "topologies" / "quickstart.yaml"
 
-SUMMARY_KEYS = {"scenario", "seed", "algorithm", "rounds", "final_test_accuracy", "best_test_accuracy",
-                "sim_time_s", "wall_time_s", "energy_j", "updates_received", "updates_applied",
-                "updates_dropped", "complete"}
+SUMMARY_KEYS = {
+    "scenario",
+    "seed",
+    "algorithm",
+    "rounds",
+    "final_test_accuracy",
+    "best_test_accuracy",
+    "sim_time_s",
+    "wall_time_s",
+    "energy_j",
+    "updates_received",
+    "updates_applied",
+    "updates_dropped",
+    "complete",
+}
 METRIC_COLUMNS = ["sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j"]
-EVENT_COLUMNS = ["sim_time_s", "round", "device", "kind", "job", "task", "bytes", "flops", "energy_j", "airtime_s",
-                 "attempts", "staleness", "cause", "detail"]
+EVENT_COLUMNS = [
+    "sim_time_s",
+    "round",
+    "device",
+    "kind",
+    "job",
+    "task",
+    "bytes",
+    "flops",
+    "energy_j",
+    "airtime_s",
+    "attempts",
+    "staleness",
+    "cause",
+    "detail",
+]
 EVENT_KINDS = {"online", "offline", "train_start", "train_end", "upload_start", "upload_end", "aggregate"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -41,8 +67,15 @@ def quickstart_run(tmp_path_factory) -> tuple[Path, object]:
 def test_cli_exits_cleanly(quickstart_run) -> None:
     out, result = quickstart_run
     assert result.exit_code == 0, result.output + repr(result.exception)
-    assert sorted(p.name for p in out.iterdir()) == [".netfl-output", "accuracy_vs_time.png", "devices.parquet",
-                                                     "events.parquet", "metrics.csv", "scenario.yaml", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".netfl-output",
+        "accuracy_vs_time.png",
+        "devices.parquet",
+        "events.parquet",
+        "metrics.csv",
+        "scenario.yaml",
+        "summary.json",
+    ]
     # nothing left over from the atomic write: no hidden staging or previous folder beside the output
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
 
@@ -70,7 +103,7 @@ def test_metrics_csv(quickstart_run) -> None:
     out, _ = quickstart_run
     lines = (out / "metrics.csv").read_text().splitlines()
     header = lines[0].split(",")
-    assert header[:len(METRIC_COLUMNS)] == METRIC_COLUMNS
+    assert header[: len(METRIC_COLUMNS)] == METRIC_COLUMNS
     rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
     assert len(rows) >= 2
     assert int(rows[0]["round"]) == 0 and float(rows[0]["sim_time_s"]) == 0.0
@@ -127,8 +160,13 @@ def test_console_script(tmp_path: Path) -> None:
     topology = tmp_path / "short.yaml"
     topology.write_text(yaml.safe_dump(spec))
     out = tmp_path / "results" / "short"
-    proc = subprocess.run([str(_console_script()), "simulate", str(topology), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    proc = subprocess.run(
+        [str(_console_script()), "simulate", str(topology), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "results:" in proc.stdout
     s = json.loads((out / "summary.json").read_text())
@@ -156,8 +194,10 @@ def test_custom_policy_example_runs_from_the_cli(tmp_path: Path) -> None:
 def test_trace_convert_cli_writes_a_csv_the_trace_policy_reads(tmp_path: Path) -> None:
     import pickle
 
-    trace = {7: {"duration": 100, "active": [0.0, 50.0], "inactive": [10.0, 60.0], "finish_time": 100.0, "model": "x"},
-             9: {"duration": 100, "active": [20.0], "inactive": [30.0], "finish_time": 100.0, "model": "x"}}
+    trace = {
+        7: {"duration": 100, "active": [0.0, 50.0], "inactive": [10.0, 60.0], "finish_time": 100.0, "model": "x"},
+        9: {"duration": 100, "active": [20.0], "inactive": [30.0], "finish_time": 100.0, "model": "x"},
+    }
     src = tmp_path / "trace.pkl"
     src.write_bytes(pickle.dumps(trace))
     result = CliRunner().invoke(main, ["trace", "convert", str(src), str(tmp_path / "trace.csv"), "--allow-pickle"])
@@ -165,13 +205,23 @@ def test_trace_convert_cli_writes_a_csv_the_trace_policy_reads(tmp_path: Path) -
     assert "period: 100" in result.output
     rows = (tmp_path / "trace.csv").read_text().split()
     assert rows[0] == "device,start_s,end_s" and rows[1:] == ["0,0.0,10.0", "0,50.0,60.0", "1,20.0,30.0"]
-    missing = CliRunner().invoke(main, ["trace", "convert", str(tmp_path / "nope.pkl"), str(tmp_path / "x.csv"),
-                                        "--allow-pickle"])
+    missing = CliRunner().invoke(
+        main, ["trace", "convert", str(tmp_path / "nope.pkl"), str(tmp_path / "x.csv"), "--allow-pickle"]
+    )
     assert missing.exit_code == 2 and "Traceback" not in missing.output
 
 
-@pytest.mark.parametrize("name", ["campus-wifi", "cellular", "ram-relay", "ram-relay-physical", "anarchic",
-                                  pytest.param("fashion-mnist", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "campus-wifi",
+        "cellular",
+        "ram-relay",
+        "ram-relay-physical",
+        "anarchic",
+        pytest.param("fashion-mnist", marks=pytest.mark.slow),
+    ],
+)
 def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
     """Each feature's scenario file runs from the CLI (cut to a few rounds to keep the suite fast)."""
     data = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
@@ -209,9 +259,11 @@ def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
     readme = (ROOT / "README.md").read_text()
     block = re.search(r"```\n(quickstart: .*?)\n```", readme, re.S).group(1)
     expected = re.sub(r"\([\d.]+ s real\)", "(… s real)", block)
-    got = (f"quickstart: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s (… s real)\n"
-           f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, best {100 * s['best_test_accuracy']:.1f}%\n"
-           f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
-           f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J\n"
-           f"  results: results/quickstart/")
+    got = (
+        f"quickstart: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s (… s real)\n"
+        f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, best {100 * s['best_test_accuracy']:.1f}%\n"
+        f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
+        f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J\n"
+        f"  results: results/quickstart/"
+    )
     assert got == expected

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from cli_support import idx_placeholders, run
+
 from netfl.config import load_scenario
 from netfl.study import load_study
 
@@ -24,8 +24,13 @@ REPRODUCTIONS = sorted(p.parent for p in EXAMPLES.glob("*/study.yaml"))
 
 
 def test_the_examples_have_their_studies() -> None:
-    assert {p.name for p in REPRODUCTIONS} >= {"fedau_participation", "afa_noniid", "cvar_blobs", "cvar_fashion",
-                                              "mmfl_sampling"}
+    assert {p.name for p in REPRODUCTIONS} >= {
+        "fedau_participation",
+        "afa_noniid",
+        "cvar_blobs",
+        "cvar_fashion",
+        "mmfl_sampling",
+    }
     assert EXAMPLES / "quickstart_study.yaml" in STUDIES
     assert REPO / "docs" / "studies" / "fashion-diurnal" / "study.yaml" in STUDIES
 
@@ -48,14 +53,31 @@ def test_every_reproduction_is_a_topology_a_study_and_a_table(folder: Path) -> N
 @pytest.mark.slow
 def test_a_table_script_reads_a_tiny_real_sweep(tmp_path: Path) -> None:
     out = tmp_path / "cvar_blobs"
-    result = run("sweep", EXAMPLES / "cvar_blobs" / "study.yaml", "--set", "stop.rounds=3", "--set", "eval.every=1",
-                 "--seeds", "1", "--jobs", "2", "--out", out)
+    result = run(
+        "sweep",
+        EXAMPLES / "cvar_blobs" / "study.yaml",
+        "--set",
+        "stop.rounds=3",
+        "--set",
+        "eval.every=1",
+        "--seeds",
+        "1",
+        "--jobs",
+        "2",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
-    table = subprocess.run([sys.executable, EXAMPLES / "cvar_blobs" / "table.py", out], capture_output=True,
-                           text=True, check=True).stdout
+    table = subprocess.run(
+        [sys.executable, EXAMPLES / "cvar_blobs" / "table.py", out], capture_output=True, text=True, check=True
+    ).stdout
     rows = [line for line in table.splitlines() if line.startswith("| mlp")]
-    assert [row.split(" | ")[:2] for row in rows] == [["| mlp", "1 (FedAvg)"], ["| mlp", "0.1"],
-                                                      ["| mlp_softmax", "1 (FedAvg)"], ["| mlp_softmax", "0.1"]]
+    assert [row.split(" | ")[:2] for row in rows] == [
+        ["| mlp", "1 (FedAvg)"],
+        ["| mlp", "0.1"],
+        ["| mlp_softmax", "1 (FedAvg)"],
+        ["| mlp_softmax", "0.1"],
+    ]
     assert "3 rounds (the paper: 3999)" in table and "3 updates relayed per run" in table
     assert (out / "table.md").read_text() in table
     assert (out / "rare_class.png").stat().st_size > 0

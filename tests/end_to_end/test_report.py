@@ -14,26 +14,39 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from cli_support import assert_user_error, run
 
 import netfl
 from netfl.results.report_tables import mean_curve
-
-from cli_support import assert_user_error, run
 
 REPO = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 # (sim_time_s, round, test_accuracy, energy_j) per seed
-FEDAVG = {1: [(0, 0, 0.10, 0), (10, 5, 0.60, 50), (20, 10, 0.75, 100), (30, 15, 0.82, 150)],
-          2: [(0, 0, 0.10, 0), (12, 5, 0.72, 40), (24, 10, 0.79, 80), (36, 15, 0.80, 120)],
-          3: [(0, 0, 0.10, 0), (8, 5, 0.55, 30), (16, 10, 0.65, 60), (24, 15, 0.69, 90)]}
-MIFA = {1: [(0, 0, 0.10), (15, 5, 0.71), (30, 10, 0.81)],
-        2: [(0, 0, 0.10), (15, 5, 0.69), (30, 10, 0.78)]}  # metrics without energy_j (older runs)
+FEDAVG = {
+    1: [(0, 0, 0.10, 0), (10, 5, 0.60, 50), (20, 10, 0.75, 100), (30, 15, 0.82, 150)],
+    2: [(0, 0, 0.10, 0), (12, 5, 0.72, 40), (24, 10, 0.79, 80), (36, 15, 0.80, 120)],
+    3: [(0, 0, 0.10, 0), (8, 5, 0.55, 30), (16, 10, 0.65, 60), (24, 15, 0.69, 90)],
+}
+MIFA = {
+    1: [(0, 0, 0.10), (15, 5, 0.71), (30, 10, 0.81)],
+    2: [(0, 0, 0.10), (15, 5, 0.69), (30, 10, 0.78)],
+}  # metrics without energy_j (older runs)
 
 
-def write_run(folder: Path, rows: list[tuple], *, seed: int, case: str | None = None, complete: bool = True,
-              received: int = 40, dropped: int = 0, bytes_up: float = 1e6, delivered: tuple[int, ...] = (3, 5),
-              staleness: dict[str, int] | None = None) -> Path:
+def write_run(
+    folder: Path,
+    rows: list[tuple],
+    *,
+    seed: int,
+    case: str | None = None,
+    complete: bool = True,
+    received: int = 40,
+    dropped: int = 0,
+    bytes_up: float = 1e6,
+    delivered: tuple[int, ...] = (3, 5),
+    staleness: dict[str, int] | None = None,
+) -> Path:
     """A run folder as netfl simulate writes it, with the numbers given (energy_j when rows have 4 fields)."""
     folder.mkdir(parents=True)
     metrics = pd.DataFrame([row[:3] for row in rows], columns=["sim_time_s", "round", "test_accuracy"])
@@ -44,17 +57,36 @@ def write_run(folder: Path, rows: list[tuple], *, seed: int, case: str | None = 
         metrics["work_energy_j"] = [row[3] / 10 for row in rows]  # training and radio: a tenth, idle the rest
     metrics["class_0_accuracy"] = 0.5
     metrics.to_csv(folder / "metrics.csv", index=False, float_format="%.6f")
-    summary = {"scenario": "hand", "seed": seed, "algorithm": "fedavg", "rounds": rows[-1][1],
-               "final_test_accuracy": rows[-1][2], "best_test_accuracy": max(r[2] for r in rows),
-               "sim_time_s": rows[-1][0], "energy_j": 10.0 * seed, "updates_received": received,
-               "updates_applied": received, "updates_dropped": dropped, "bytes_up": bytes_up, "bytes_down": 2 * bytes_up,
-               "complete": complete, "staleness": {"mean": 0.0, "max": 0, "histogram": staleness or {"0": received}}}
+    summary = {
+        "scenario": "hand",
+        "seed": seed,
+        "algorithm": "fedavg",
+        "rounds": rows[-1][1],
+        "final_test_accuracy": rows[-1][2],
+        "best_test_accuracy": max(r[2] for r in rows),
+        "sim_time_s": rows[-1][0],
+        "energy_j": 10.0 * seed,
+        "updates_received": received,
+        "updates_applied": received,
+        "updates_dropped": dropped,
+        "bytes_up": bytes_up,
+        "bytes_down": 2 * bytes_up,
+        "complete": complete,
+        "staleness": {"mean": 0.0, "max": 0, "histogram": staleness or {"0": received}},
+    }
     if case is not None:
         summary["study"] = {"case": case, "seed": seed, "overrides": {"server.algorithm.name": case}}
     (folder / "summary.json").write_text(json.dumps(summary))
-    pd.DataFrame({"device": range(len(delivered)), "group": "phones", "tasks_started": [d + 1 for d in delivered],
-                  "updates_delivered": list(delivered), "online_fraction": np.linspace(0.2, 0.9, len(delivered)),
-                  "energy_j": 1.0}).to_parquet(folder / "devices.parquet")
+    pd.DataFrame(
+        {
+            "device": range(len(delivered)),
+            "group": "phones",
+            "tasks_started": [d + 1 for d in delivered],
+            "updates_delivered": list(delivered),
+            "online_fraction": np.linspace(0.2, 0.9, len(delivered)),
+            "energy_j": 1.0,
+        }
+    ).to_parquet(folder / "devices.parquet")
     return folder
 
 
@@ -64,8 +96,16 @@ def study(tmp_path: Path) -> Path:
     'baseline': a plain run (no study key), nested deeper."""
     root = tmp_path / "study"
     for seed, rows in FEDAVG.items():
-        write_run(root / "fedavg" / f"seed{seed}", rows, seed=seed, case="fedavg", received=36 + 4 * seed,
-                  dropped=[2, 0, 4][seed - 1], bytes_up=1e6 * seed, delivered=(seed, 10))
+        write_run(
+            root / "fedavg" / f"seed{seed}",
+            rows,
+            seed=seed,
+            case="fedavg",
+            received=36 + 4 * seed,
+            dropped=[2, 0, 4][seed - 1],
+            bytes_up=1e6 * seed,
+            delivered=(seed, 10),
+        )
     write_run(root / "mifa" / "a", MIFA[1], seed=1, case="mifa", staleness={"0": 5, "1": 3, "2": 1})
     write_run(root / "mifa" / "b", MIFA[2], seed=2, case="mifa", complete=False, staleness={"0": 6, "3": 2})
     write_run(root / "extra" / "deeper" / "baseline", [(0, 0, 0.1, 0), (40, 5, 0.9, 70)], seed=7)
@@ -88,7 +128,9 @@ def test_time_rounds_and_energy_to_target_per_run(study: Path) -> None:
     assert fedavg1["work_energy_to_0.7_j"] == 10
     assert (fedavg2["time_to_0.7_s"], fedavg2["rounds_to_0.7"], fedavg2["energy_to_0.7_j"]) == (12, 5, 40)
     assert (fedavg2["time_to_0.8_s"], fedavg2["energy_to_0.8_j"]) == (36, 120)  # 0.80 >= 0.8: reached
-    assert not fedavg3["reached_0.7"] and math.isnan(fedavg3["time_to_0.7_s"]) and math.isnan(fedavg3["energy_to_0.7_j"])
+    assert (
+        not fedavg3["reached_0.7"] and math.isnan(fedavg3["time_to_0.7_s"]) and math.isnan(fedavg3["energy_to_0.7_j"])
+    )
     mifa1 = runs.loc[("mifa", 1)]
     assert mifa1["time_to_0.7_s"] == 15 and math.isnan(mifa1["energy_to_0.7_j"])  # no energy_j column: never invented
     assert list(runs["updates_sent"]) == [8, 11, 12, 13, 8, 8]  # devices.parquet's updates_delivered, summed
@@ -106,15 +148,15 @@ def test_cases_mean_std_and_reached_counts(study: Path) -> None:
     assert fedavg["final_test_accuracy_std"] == pytest.approx(0.07)
     # 0.7 reached by seeds 1 (20 s, 100 J) and 2 (12 s, 40 J): mean 16, std sqrt(4² + 4²) = sqrt(32)
     assert fedavg["reached_0.7"] == 2
-    assert fedavg["time_to_0.7_s_mean"] == pytest.approx(16) and fedavg["time_to_0.7_s_std"] == pytest.approx(32 ** 0.5)
+    assert fedavg["time_to_0.7_s_mean"] == pytest.approx(16) and fedavg["time_to_0.7_s_std"] == pytest.approx(32**0.5)
     assert fedavg["energy_to_0.7_j_mean"] == pytest.approx(70)
-    assert fedavg["energy_to_0.7_j_std"] == pytest.approx(1800 ** 0.5)
+    assert fedavg["energy_to_0.7_j_std"] == pytest.approx(1800**0.5)
     assert fedavg["work_energy_to_0.7_j_mean"] == pytest.approx(7)  # 10 J and 4 J
-    assert fedavg["work_energy_to_0.7_j_std"] == pytest.approx(18 ** 0.5)
+    assert fedavg["work_energy_to_0.7_j_std"] == pytest.approx(18**0.5)
     assert fedavg["rounds_to_0.7_mean"] == pytest.approx(7.5)
     # 0.8: seeds 1 (30 s) and 2 (36 s)
     assert (fedavg["reached_0.8"], fedavg["time_to_0.8_s_mean"]) == (2, pytest.approx(33))
-    assert fedavg["time_to_0.8_s_std"] == pytest.approx(18 ** 0.5)
+    assert fedavg["time_to_0.8_s_std"] == pytest.approx(18**0.5)
     # updates: received 40, 44, 48; dropped 2, 0, 4; bytes up 1, 2, 3 MB
     assert (fedavg["updates_received_mean"], fedavg["updates_received_std"]) == (44, 4)
     assert (fedavg["updates_dropped_mean"], fedavg["updates_dropped_std"]) == (2, 2)
@@ -122,7 +164,7 @@ def test_cases_mean_std_and_reached_counts(study: Path) -> None:
     assert (fedavg["updates_sent_mean"], fedavg["updates_sent_std"]) == (12, 1)
     # mifa: 0.7 at 15 s and 30 s; 0.8 by one seed only -> no spread; no energy recorded -> NaN, not a guess
     assert (mifa["reached_0.7"], mifa["time_to_0.7_s_mean"]) == (2, 22.5)
-    assert mifa["time_to_0.7_s_std"] == pytest.approx(112.5 ** 0.5)
+    assert mifa["time_to_0.7_s_std"] == pytest.approx(112.5**0.5)
     assert (mifa["reached_0.8"], mifa["time_to_0.8_s_mean"]) == (1, 30) and math.isnan(mifa["time_to_0.8_s_std"])
     assert math.isnan(mifa["energy_to_0.7_j_mean"])
     # one seed: its value, std NaN (ddof=1)
@@ -133,8 +175,19 @@ def test_cases_mean_std_and_reached_counts(study: Path) -> None:
 def test_tidy_runs_table_has_every_evaluation(study: Path) -> None:
     report(study, "--target", "0.7")
     tidy = pd.read_parquet(study / "report" / "runs.parquet")
-    assert list(tidy.columns) == ["case", "seed", "run", "complete", "sim_time_s", "round", "test_accuracy",
-                                  "test_loss", "participants", "energy_j", "work_energy_j"]
+    assert list(tidy.columns) == [
+        "case",
+        "seed",
+        "run",
+        "complete",
+        "sim_time_s",
+        "round",
+        "test_accuracy",
+        "test_loss",
+        "participants",
+        "energy_j",
+        "work_energy_j",
+    ]
     assert len(tidy) == 4 * 3 + 3 * 2 + 2
     mifa2 = tidy[(tidy["case"] == "mifa") & (tidy["seed"] == 2)]
     assert list(mifa2["test_accuracy"]) == [0.10, 0.69, 0.78] and mifa2["energy_j"].isna().all()
@@ -143,9 +196,11 @@ def test_tidy_runs_table_has_every_evaluation(study: Path) -> None:
 
 
 def test_mean_curve_holds_each_value_until_the_next_evaluation() -> None:
-    curves = [(np.array([0, 10, 20, 30]), np.array([0.1, 0.6, 0.75, 0.82])),
-              (np.array([0, 12, 24, 36]), np.array([0.1, 0.72, 0.79, 0.80])),
-              (np.array([0, 8, 16, 24]), np.array([0.1, 0.55, 0.65, 0.69]))]
+    curves = [
+        (np.array([0, 10, 20, 30]), np.array([0.1, 0.6, 0.75, 0.82])),
+        (np.array([0, 12, 24, 36]), np.array([0.1, 0.72, 0.79, 0.80])),
+        (np.array([0, 8, 16, 24]), np.array([0.1, 0.55, 0.65, 0.69])),
+    ]
     grid, mean, low, high = mean_curve(curves)
     assert list(grid) == [0, 8, 10, 12, 16, 20, 24]  # union of times, up to the earliest last evaluation
     at = dict(zip(grid, zip(mean, low, high)))
@@ -159,16 +214,23 @@ def test_the_report_page_names_targets_first_cases_and_flags(study: Path) -> Non
     page = (study / "report" / "report.html").read_text()
     text = re.sub(r"<[^>]+>", "", page)
     # every mifa seed reached 70 %; fedavg only 2 of 3 (faster, but that mean is over the lucky seeds)
-    assert "accuracy ≥ 70 %: First mifa at 22.5 ± 10.6 s (2/2 seeds); then baseline at 40 s (1/1 seeds). " \
-           "In some seeds only: fedavg at 16.0 ± 5.7 s (2/3 seeds)." in text
+    assert (
+        "accuracy ≥ 70 %: First mifa at 22.5 ± 10.6 s (2/2 seeds); then baseline at 40 s (1/1 seeds). "
+        "In some seeds only: fedavg at 16.0 ± 5.7 s (2/3 seeds)." in text
+    )
     assert "accuracy ≥ 80 %: First baseline at 40 s (1/1 seeds)." in text
     assert "Energy to target not recorded for 2 of 6 run(s)" in text
     assert "1 run(s) stopped before the end" in text and "NO (interrupted)" in text
     assert "<script" not in page and "http://" not in page and "https://" not in page
     assert page.count('src="data:image/png;base64,') == 5
     written = {p.name for p in (study / "report").iterdir()}
-    assert {"accuracy_vs_time.png", "time_to_target.png", "energy_to_target.png", "participation.png",
-            "staleness.png"} <= written  # mifa's updates were stale
+    assert {
+        "accuracy_vs_time.png",
+        "time_to_target.png",
+        "energy_to_target.png",
+        "participation.png",
+        "staleness.png",
+    } <= written  # mifa's updates were stale
     assert all((study / "report" / f).read_bytes().startswith(PNG_MAGIC) for f in written if f.endswith(".png"))
 
 
@@ -206,17 +268,20 @@ def test_a_folder_without_runs(tmp_path: Path) -> None:
     assert_user_error(run("report", tmp_path / "missing"), "missing: no such folder")
 
 
-@pytest.mark.parametrize("file, content, expected", [
-    ("summary.json", "{\"rounds\": 3,", "not valid JSON"),
-    ("summary.json", "[1, 2]", "not a JSON object"),
-    ("summary.json", json.dumps({"seed": 1, "rounds": "many"}), "'rounds' is 'many', not a number"),
-    ("summary.json", json.dumps({"seed": 1, "study": {"seed": 2}}), "non-empty 'case'"),
-    ("metrics.csv", "sim_time_s,round\n0,0\n", "no column test_accuracy"),
-    ("metrics.csv", "sim_time_s,round,test_accuracy\n0,0,0.1\n5,1,oops\n", "row 3, column test_accuracy: 'oops'"),
-    ("metrics.csv", "sim_time_s,round,test_accuracy\n5,0,0.1\n1,1,0.2\n", "row 3: sim_time_s goes back in time"),
-    ("metrics.csv", "", "cannot be read as CSV"),
-    ("devices.parquet", "not parquet", "cannot be read as Parquet"),
-])
+@pytest.mark.parametrize(
+    "file, content, expected",
+    [
+        ("summary.json", '{"rounds": 3,', "not valid JSON"),
+        ("summary.json", "[1, 2]", "not a JSON object"),
+        ("summary.json", json.dumps({"seed": 1, "rounds": "many"}), "'rounds' is 'many', not a number"),
+        ("summary.json", json.dumps({"seed": 1, "study": {"seed": 2}}), "non-empty 'case'"),
+        ("metrics.csv", "sim_time_s,round\n0,0\n", "no column test_accuracy"),
+        ("metrics.csv", "sim_time_s,round,test_accuracy\n0,0,0.1\n5,1,oops\n", "row 3, column test_accuracy: 'oops'"),
+        ("metrics.csv", "sim_time_s,round,test_accuracy\n5,0,0.1\n1,1,0.2\n", "row 3: sim_time_s goes back in time"),
+        ("metrics.csv", "", "cannot be read as CSV"),
+        ("devices.parquet", "not parquet", "cannot be read as Parquet"),
+    ],
+)
 def test_a_damaged_file_is_one_message_naming_it(tmp_path: Path, file: str, content: str, expected: str) -> None:
     folder = write_run(tmp_path / "runs" / "r", FEDAVG[1], seed=1)
     (folder / file).write_text(content)
@@ -227,7 +292,9 @@ def test_a_damaged_file_is_one_message_naming_it(tmp_path: Path, file: str, cont
 
 
 def test_bad_target_and_an_out_folder_of_other_files(study: Path) -> None:
-    assert_user_error(run("report", study, "--target", "70"), "--target 70: a target is a test accuracy between 0 and 1")
+    assert_user_error(
+        run("report", study, "--target", "70"), "--target 70: a target is a test accuracy between 0 and 1"
+    )
     (study / "notes").mkdir()
     (study / "notes" / "thesis.tex").write_text("keep me")
     assert_user_error(run("report", study, "--out", study / "notes"), "not a netfl report")
@@ -241,8 +308,9 @@ def test_bad_target_and_an_out_folder_of_other_files(study: Path) -> None:
 def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
     scenario = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
     scenario["stop"] = {"rounds": 10}
-    outcomes = [netfl.run(netfl.from_dict(scenario), seed=seed, out=tmp_path / "study" / f"seed{seed}")
-                for seed in (1, 2)]
+    outcomes = [
+        netfl.run(netfl.from_dict(scenario), seed=seed, out=tmp_path / "study" / f"seed{seed}") for seed in (1, 2)
+    ]
     result = report(tmp_path / "study", "--target", "0.5")
     assert result.stdout.startswith("2 run(s) in 2 case(s):")
     summary = pd.read_csv(tmp_path / "study" / "report" / "run_summary.csv").set_index("case")
@@ -261,29 +329,44 @@ def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
     assert "Energy to target not recorded" not in (tmp_path / "study" / "report" / "report.html").read_text()
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None,
-                    reason="chromium is not on PATH (Debian: apt-get install chromium); CI installs it")
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="chromium is not on PATH (Debian: apt-get install chromium); CI installs it",
+)
 @pytest.mark.slow
 def test_the_page_renders_in_headless_chromium(study: Path, tmp_path: Path) -> None:
     report(study, "--target", "0.7", "--target", "0.8")
     page = study / "report" / "report.html"
     # A copy with a probe that records, once loaded, each image's decoded size: a broken data URI has width 0.
     probe = tmp_path / "probe.html"
-    probe.write_text(page.read_text().replace("</body>", (
-        "<script>window.addEventListener('load', () => document.body.setAttribute('data-images', "
-        "JSON.stringify([...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]))));"
-        "</script></body>")))
+    probe.write_text(
+        page.read_text().replace(
+            "</body>",
+            (
+                "<script>window.addEventListener('load', () => document.body.setAttribute('data-images', "
+                "JSON.stringify([...document.images].map(i => [i.complete, i.naturalWidth, i.naturalHeight]))));"
+                "</script></body>"
+            ),
+        )
+    )
     chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
-    dom = subprocess.run(chromium + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120,
-                         check=True).stdout
+    dom = subprocess.run(
+        chromium + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     images = json.loads(re.search(r'data-images="([^"]*)"', dom).group(1).replace("&quot;", '"'))
     assert len(images) == 5 and all(done and width > 400 and height > 200 for done, width, height in images)
     assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,', dom)) == 5
     assert dom.count('<table class="dataframe data') == 4 and "<td>fedavg</td>" in dom
     shot = tmp_path / "page.png"
-    subprocess.run(chromium + [f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
-                   capture_output=True, timeout=120, check=True, cwd=tmp_path)
+    subprocess.run(
+        chromium + [f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+        cwd=tmp_path,
+    )
     from matplotlib.image import imread
+
     pixels = imread(shot)[:, :, :3]
     assert pixels.shape[:2] == (3000, 1200)
     # the plots' case colours (tab10 blue and orange, nowhere in the page's own grey-and-amber style) are on screen

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_support import TINY, with_ctrl_c
 
 NETFL = Path(sys.executable).parent / "netfl"
@@ -29,7 +28,8 @@ class Beacon(RoundPolicy):
 """
 #: A run that would go on for hours (10^6 rounds), with the beacon.
 ENDLESS = TINY.replace("stop: {rounds: 2}", "stop: {rounds: 1000000}").replace(
-    "    link: {uplink: 10Mbps}\n", "    link: {uplink: 10Mbps}\n    availability: {policy: beacon.py:Beacon}\n")
+    "    link: {uplink: 10Mbps}\n", "    link: {uplink: 10Mbps}\n    availability: {policy: beacon.py:Beacon}\n"
+)
 #: A policy whose construction takes long: the world is still being built when the signal comes.
 SLOW_TO_BUILD = """\
 import time
@@ -56,8 +56,14 @@ def start(tmp_path: Path, topology: str, out: Path) -> subprocess.Popen:
     (tmp_path / "slow.py").write_text(SLOW_TO_BUILD)
     path = tmp_path / "run.yaml"
     path.write_text(topology)
-    return subprocess.Popen([NETFL, "simulate", path, "--out", out], cwd=tmp_path, preexec_fn=with_ctrl_c,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [NETFL, "simulate", path, "--out", out],
+        cwd=tmp_path,
+        preexec_fn=with_ctrl_c,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def under_way(tmp_path: Path) -> None:
@@ -104,8 +110,13 @@ def test_a_second_ctrl_c_does_not_destroy_the_results_being_written(tmp_path: Pa
 
 def test_ctrl_c_while_the_world_is_built_writes_nothing_and_says_so(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    process = start(tmp_path, TINY.replace("    link: {uplink: 10Mbps}\n", "    link: {uplink: 10Mbps}\n"
-                                           "    availability: {policy: slow.py:Slow}\n"), out)
+    process = start(
+        tmp_path,
+        TINY.replace(
+            "    link: {uplink: 10Mbps}\n", "    link: {uplink: 10Mbps}\n    availability: {policy: slow.py:Slow}\n"
+        ),
+        out,
+    )
     under_way(tmp_path)
     process.send_signal(signal.SIGINT)
     _, stderr = finish(process)

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_support import TINY, assert_user_error, run, with_ctrl_c
+
 from netfl.config import load_scenario
 from netfl.results.report import write_report
 from netfl.runner import run_scenario
@@ -76,12 +76,15 @@ def test_every_run_is_a_run_folder_with_its_case_and_seed(study_file: Path, tmp_
     for plan in study.runs:
         summary = json.loads((tmp_path / "out" / plan.folder / "summary.json").read_text())
         assert summary["complete"] and summary["rounds"] == 3
-        assert summary["study"] == {"case": plan.case, "seed": plan.seed,
-                                    "overrides": {**plan.settings}}
+        assert summary["study"] == {"case": plan.case, "seed": plan.seed, "overrides": {**plan.settings}}
         assert summary["algorithm"] == plan.case and summary["seed"] == plan.seed
     status = json.loads((tmp_path / "out" / "sweep.json").read_text())
     assert [(r["case"], r["seed"], r["status"]) for r in status["runs"]] == [
-        ("fedavg", 1, "complete"), ("fedavg", 2, "complete"), ("fedau", 1, "complete"), ("fedau", 2, "complete")]
+        ("fedavg", 1, "complete"),
+        ("fedavg", 2, "complete"),
+        ("fedau", 1, "complete"),
+        ("fedau", 2, "complete"),
+    ]
     made = write_report([tmp_path / "out"], targets=(0.1,), out_dir=tmp_path / "report")
     assert (made.runs, made.cases) == (4, 2)
 
@@ -91,8 +94,9 @@ def test_a_sweep_run_is_the_run_simulate_makes_bit_for_bit(study_file: Path, tmp
     run_sweep(study, local(jobs=1))
     plan = study.runs[3]  # fedau, seed 2
     alone = tmp_path / "alone"
-    scenario = load_scenario(tmp_path / "tiny.yaml", overrides=["stop.rounds=3", "server.algorithm={name: fedau}",
-                                                                 "seed=2"])
+    scenario = load_scenario(
+        tmp_path / "tiny.yaml", overrides=["stop.rounds=3", "server.algorithm={name: fedau}", "seed=2"]
+    )
     run_scenario(scenario, out_dir=alone, threads=1)
     for name in ("metrics.csv", "events.parquet", "devices.parquet", "scenario.yaml"):
         assert (tmp_path / "out" / plan.folder / name).read_bytes() == (alone / name).read_bytes(), name
@@ -119,13 +123,18 @@ def test_a_second_sweep_runs_only_what_changed_or_failed(study_file: Path, tmp_p
 
 
 def test_a_failing_run_is_recorded_and_the_others_finish(study_file: Path, tmp_path: Path) -> None:
-    study_file.write_text(STUDY + "grid:\n  devices[0].availability: {good: {policy: always}, "
-                                  "broken: {policy: broken.py:Broken}}\n")
+    study_file.write_text(
+        STUDY + "grid:\n  devices[0].availability: {good: {policy: always}, broken: {policy: broken.py:Broken}}\n"
+    )
     study = load_study(study_file, out=tmp_path / "out")
     outcome = run_sweep(study, local())
     failed = outcome.with_status("failed")
-    assert [p.label for p in failed] == ["fedavg, availability=broken, seed 1", "fedavg, availability=broken, seed 2",
-                                         "fedau, availability=broken, seed 1", "fedau, availability=broken, seed 2"]
+    assert [p.label for p in failed] == [
+        "fedavg, availability=broken, seed 1",
+        "fedavg, availability=broken, seed 2",
+        "fedau, availability=broken, seed 1",
+        "fedau, availability=broken, seed 2",
+    ]
     assert len(outcome.with_status("complete")) == 4
     folder = tmp_path / "out" / failed[0].folder
     assert sorted(p.name for p in folder.iterdir()) == [".netfl-output", "error.txt", "scenario.yaml"]
@@ -137,20 +146,26 @@ def test_a_failing_run_is_recorded_and_the_others_finish(study_file: Path, tmp_p
 
 
 def test_a_run_whose_process_dies_is_a_failed_run(study_file: Path, tmp_path: Path) -> None:
-    (tmp_path / "killer.py").write_text(FAILING_POLICY.replace(
-        'raise RuntimeError("this policy is broken")', "import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
-        .replace("class Broken", "class Killer"))
-    study_file.write_text(STUDY.replace("seeds: 2", "seeds: 1") + "grid:\n  devices[0].availability: "
-                                                                  "{dies: {policy: killer.py:Killer}}\n")
+    (tmp_path / "killer.py").write_text(
+        FAILING_POLICY.replace(
+            'raise RuntimeError("this policy is broken")', "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+        ).replace("class Broken", "class Killer")
+    )
+    study_file.write_text(
+        STUDY.replace("seeds: 2", "seeds: 1") + "grid:\n  devices[0].availability: {dies: {policy: killer.py:Killer}}\n"
+    )
     outcome = run_sweep(load_study(study_file, out=tmp_path / "out"), local())
     assert [outcome.records[p.folder]["error"] for p in outcome.study.runs] == [
-        "the run's process was ended by SIGKILL (killed: out of memory?)"] * 2
+        "the run's process was ended by SIGKILL (killed: out of memory?)"
+    ] * 2
     assert not [p for p in (tmp_path / "out").rglob(".*partial*")]
 
 
 def test_the_cli_tallies_and_exits_1_when_a_run_failed(study_file: Path, tmp_path: Path) -> None:
-    study_file.write_text(STUDY.replace("seeds: 2", "seeds: 1") + "grid:\n  devices[0].availability: "
-                                                                  "{broken: {policy: broken.py:Broken}}\n")
+    study_file.write_text(
+        STUDY.replace("seeds: 2", "seeds: 1") + "grid:\n  devices[0].availability: "
+        "{broken: {policy: broken.py:Broken}}\n"
+    )
     out = tmp_path / "out"
     result = run("sweep", study_file, "--out", out, "--jobs", "2", "-q")
     assert result.exit_code == 1, result.output
@@ -183,13 +198,21 @@ def test_the_progress_line_counts_runs_and_estimates_the_rest() -> None:
 @pytest.mark.slow
 def test_ctrl_c_keeps_finished_runs_and_records_the_rest(study_file: Path, tmp_path: Path) -> None:
     """One short run, then one that would take minutes: Ctrl-C after the first leaves it whole."""
-    study_file.write_text(STUDY.replace("seeds: 2", "seeds: 1").replace(
-        "fedau: {server.algorithm: {name: fedau}}", "long: {stop.rounds: 1000000}"))
+    study_file.write_text(
+        STUDY.replace("seeds: 2", "seeds: 1").replace(
+            "fedau: {server.algorithm: {name: fedau}}", "long: {stop.rounds: 1000000}"
+        )
+    )
     out = tmp_path / "out"
     netfl = Path(sys.executable).parent / "netfl"
-    sweep = subprocess.Popen([netfl, "sweep", study_file, "--out", out, "--jobs", "1"], cwd=tmp_path,
-                             preexec_fn=with_ctrl_c,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sweep = subprocess.Popen(
+        [netfl, "sweep", study_file, "--out", out, "--jobs", "1"],
+        cwd=tmp_path,
+        preexec_fn=with_ctrl_c,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not (out / "runs" / "fedavg" / "seed1" / "summary.json").exists() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -212,8 +235,9 @@ def test_ray_tasks_land_the_same_runs_as_local_processes(study_file: Path, tmp_p
 
     study_file.write_text(STUDY.replace("seeds: 2", "seeds: 1"))
     local_outcome = run_sweep(load_study(study_file, out=tmp_path / "local"), local())
-    ray_outcome = run_sweep(load_study(study_file, out=tmp_path / "ray"),
-                            RayRunner(address=None, threads=1, local_cpus=2))
+    ray_outcome = run_sweep(
+        load_study(study_file, out=tmp_path / "ray"), RayRunner(address=None, threads=1, local_cpus=2)
+    )
     assert [r["status"] for r in ray_outcome.records.values()] == ["complete"] * 2
     for plan in local_outcome.study.runs:
         for name in ("summary.json", "metrics.csv", "events.parquet", "devices.parquet", "scenario.yaml"):
@@ -227,10 +251,13 @@ def test_ray_tasks_land_the_same_runs_as_local_processes(study_file: Path, tmp_p
 
 
 def test_the_study_driver_loads_neither_torch_nor_simpy() -> None:
-    code = ("import sys, netfl.study, netfl.study.local, netfl.study.ray_runner, netfl.study.progress; "
-            "print(sorted(m for m in ('torch', 'simpy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": ""})
+    code = (
+        "import sys, netfl.study, netfl.study.local, netfl.study.ray_runner, netfl.study.progress; "
+        "print(sorted(m for m in ('torch', 'simpy') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": ""}
+    )
     assert out.stdout.strip() == "[]"
 
 

@@ -28,6 +28,7 @@ def block_times(ch: Channel, n: int) -> np.ndarray:
 
 # ------------------------------------------------------------ unit math
 
+
 def test_shannon_rate_exact():
     assert shannon_rate(1e6, 15.0) == 4e6  # log2(16) = 4
     assert shannon_rate(2e6, 3.0) == 4e6
@@ -75,6 +76,7 @@ def test_params_validation():
 
 
 # ------------------------------------------------------------ fading
+
 
 def test_rayleigh_outage_monte_carlo():
     # mean SNR ~ 10 dB at 1 MHz; R = 1 Mbit/s -> threshold 1, P_out ~ 0.1
@@ -155,6 +157,7 @@ def test_seed_sequence_is_not_consumed():
 
 
 # ------------------------------------------------------------ transfers
+
 
 def test_awgn_adaptive_transfer_is_bits_over_capacity():
     ch = Channel(ChannelParams(kind="awgn", distance_m=250.0), 0)

@@ -12,10 +12,9 @@ from __future__ import annotations
 import math
 
 import pytest
+from engine_support import FakeBackend, approx, kinds, network_scenario, run_network
 
 from netfl.sim.channel import Channel, ChannelParams, transfer_time
-
-from engine_support import FakeBackend, approx, kinds, network_scenario, run_network
 
 B = 5e6
 CAP = 5.5547
@@ -37,12 +36,16 @@ def test_a_close_device_hits_the_cap_a_far_one_stays_below_it():
     assert near.shannon_capacity(0.0) == pytest.approx(B * math.log2(1 + snr_by_hand(20.0)), rel=1e-12)
     assert near.capacity(0.0) == CAP * B  # 27.77 Mbit/s, not 97.7
     assert math.log2(1 + snr_by_hand(400.0)) == pytest.approx(3.424, abs=0.001)
-    assert far.capacity(0.0) == far.shannon_capacity(0.0) == pytest.approx(B * math.log2(1 + snr_by_hand(400.0)),
-                                                                           rel=1e-12)
+    assert (
+        far.capacity(0.0)
+        == far.shannon_capacity(0.0)
+        == pytest.approx(B * math.log2(1 + snr_by_hand(400.0)), rel=1e-12)
+    )
     # 8 Mbit at each rate
     assert transfer_time(near, 8e6, 0.0).duration_s == pytest.approx(8e6 / (CAP * B), rel=1e-12)
-    assert transfer_time(far, 8e6, 0.0).duration_s == pytest.approx(8e6 / (B * math.log2(1 + snr_by_hand(400.0))),
-                                                                    rel=1e-12)
+    assert transfer_time(far, 8e6, 0.0).duration_s == pytest.approx(
+        8e6 / (B * math.log2(1 + snr_by_hand(400.0))), rel=1e-12
+    )
     # the cap is the channel's own: 256-QAM LTE's 7.4063, or none
     assert awgn(20.0, max_spectral_efficiency=7.4063).capacity(0.0) == 7.4063 * B
     assert awgn(20.0, max_spectral_efficiency=math.inf).capacity(0.0) == near.shannon_capacity(0.0)
@@ -63,14 +66,26 @@ def test_the_cap_must_be_positive(value):
 def test_uploads_over_tdma_take_bits_over_the_capped_rate_near_and_shannon_far():
     """Two AWGN devices on one 5 MHz TDMA access point, 20 m and 400 m away: each upload's airtime by hand."""
     sc = network_scenario(
-        [{"group": "near", "count": 1, "compute": {"flops_per_s": 1e9},
-          "link": {"to": "ap", "channel": {"kind": "awgn", "distance_m": 20.0}}},
-         {"group": "far", "count": 1, "compute": {"flops_per_s": 1e9},
-          "link": {"to": "ap", "channel": {"kind": "awgn", "distance_m": 400.0}}}],
-        network={"nodes": {"ap": {"kind": "access_point", "medium": {"kind": "tdma", "bandwidth": B},
-                                  "downlink": 50e6}},
-                 "links": [{"from": "ap", "to": "server", "rate": 1e9}]},
-        stop={"rounds": 1})
+        [
+            {
+                "group": "near",
+                "count": 1,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"to": "ap", "channel": {"kind": "awgn", "distance_m": 20.0}},
+            },
+            {
+                "group": "far",
+                "count": 1,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"to": "ap", "channel": {"kind": "awgn", "distance_m": 400.0}},
+            },
+        ],
+        network={
+            "nodes": {"ap": {"kind": "access_point", "medium": {"kind": "tdma", "bandwidth": B}, "downlink": 50e6}},
+            "links": [{"from": "ap", "to": "server", "rate": 1e9}],
+        },
+        stop={"rounds": 1},
+    )
     backend = FakeBackend(model_bytes=250_000, flops=1e9)
     sim, _ = run_network(sc, backend)
     airtime = {device: e.field("airtime_s") for _, device, e in kinds(sim, "tx_end")}

@@ -11,11 +11,9 @@ from __future__ import annotations
 import math
 
 import pytest
-
-from netfl.sim.battery import Battery
-
 from engine_support import FakeBackend, NeverRound, approx, by_job, events, group, scenario, simulate
 
+from netfl.sim.battery import Battery
 
 B = 250_000  # model bytes
 W = 2.5e9  # FLOPs per job
@@ -31,8 +29,12 @@ def task_duration(speed: float) -> float:
 
 
 def test_task_phases_take_bytes_over_rate_plus_latency_and_flops_over_speed() -> None:
-    sc = scenario([group("a", 2, flops=FAST, up=UP, down=DOWN, latency=LAT),
-                   group("b", 1, flops=SLOW, up=UP, down=DOWN, latency=LAT)])
+    sc = scenario(
+        [
+            group("a", 2, flops=FAST, up=UP, down=DOWN, latency=LAT),
+            group("b", 1, flops=SLOW, up=UP, down=DOWN, latency=LAT),
+        ]
+    )
     backend = FakeBackend(B, W)
     sim, result = simulate(sc, backend)
 
@@ -51,8 +53,12 @@ def test_task_phases_take_bytes_over_rate_plus_latency_and_flops_over_speed() ->
 
 
 def test_round_aggregates_when_the_slowest_participant_finishes() -> None:
-    sc = scenario([group("a", 2, flops=FAST, up=UP, down=DOWN, latency=LAT),
-                   group("b", 1, flops=SLOW, up=UP, down=DOWN, latency=LAT)])
+    sc = scenario(
+        [
+            group("a", 2, flops=FAST, up=UP, down=DOWN, latency=LAT),
+            group("b", 1, flops=SLOW, up=UP, down=DOWN, latency=LAT),
+        ]
+    )
     backend = FakeBackend(B, W)
     sim, result = simulate(sc, backend)
 
@@ -76,9 +82,13 @@ def test_round_aggregates_when_the_slowest_participant_finishes() -> None:
 def test_deadline_aggregates_at_the_deadline_and_drops_the_stragglers() -> None:
     deadline = 5.0  # fast devices need 3.85 s, the slow one 7.6 s
     power = {"compute": 2.0, "transmit": 0.0, "idle": 0.0}
-    sc = scenario([group("a", 2, flops=FAST, up=UP, down=DOWN, latency=LAT, power=power),
-                   group("b", 1, flops=SLOW, up=UP, down=DOWN, latency=LAT, power=power)],
-                  round={"deadline": deadline})
+    sc = scenario(
+        [
+            group("a", 2, flops=FAST, up=UP, down=DOWN, latency=LAT, power=power),
+            group("b", 1, flops=SLOW, up=UP, down=DOWN, latency=LAT, power=power),
+        ],
+        round={"deadline": deadline},
+    )
     backend = FakeBackend(B, W)
     sim, result = simulate(sc, backend)
 
@@ -149,10 +159,13 @@ def test_device_whose_battery_cannot_last_a_job_drops_out_when_empty() -> None:
     # Download: 8 * 125000 B / 1 Mbit/s = 1 s idle (1 J), then a 10 s job at 4 W:
     # empty 9 J / 4 W = 2.25 s after the job starts, at t = 3.25 s.
     power = {"compute": 3.0, "transmit": 0.0, "idle": 1.0}
-    sc = scenario([group("weak", 1, flops=1e9, up=1e6, power=power,
-                         battery={"capacity": 100.0, "initial": 0.1}),
-                   group("mains", 1, flops=1e9, up=1e6, power=power)],
-                  stop={"rounds": 3})
+    sc = scenario(
+        [
+            group("weak", 1, flops=1e9, up=1e6, power=power, battery={"capacity": 100.0, "initial": 0.1}),
+            group("mains", 1, flops=1e9, up=1e6, power=power),
+        ],
+        stop={"rounds": 3},
+    )
     backend = FakeBackend(model_bytes=125_000, flops=1e10)
     sim, result = simulate(sc, backend)
 
@@ -184,8 +197,12 @@ def test_device_whose_battery_cannot_last_a_job_drops_out_when_empty() -> None:
 
 def test_device_below_min_level_is_not_eligible() -> None:
     power = {"compute": 2.0, "transmit": 0.0, "idle": 0.0}
-    sc = scenario([group("low", 1, power=power, battery={"capacity": 100.0, "initial": 0.1, "min_level": 0.2}),
-                   group("high", 1, power=power, battery={"capacity": 100.0, "initial": 1.0, "min_level": 0.2})])
+    sc = scenario(
+        [
+            group("low", 1, power=power, battery={"capacity": 100.0, "initial": 0.1, "min_level": 0.2}),
+            group("high", 1, power=power, battery={"capacity": 100.0, "initial": 1.0, "min_level": 0.2}),
+        ]
+    )
     backend = FakeBackend(model_bytes=1000, flops=1e9)
     sim, result = simulate(sc, backend)
 
@@ -199,9 +216,10 @@ def test_device_below_min_level_is_not_eligible() -> None:
 def test_device_that_drains_below_min_level_drops_out_of_selection() -> None:
     # 50 J of 100, min level 30 %: one 1 s job at 25 W leaves 25 J = 25 % < 30 %.
     power = {"compute": 25.0, "transmit": 0.0, "idle": 0.0}
-    sc = scenario([group("d", 1, flops=1e9, up=1e6,
-                         power=power, battery={"capacity": 100.0, "initial": 0.5, "min_level": 0.3})],
-                  round={"idle_wait": 4.0})
+    sc = scenario(
+        [group("d", 1, flops=1e9, up=1e6, power=power, battery={"capacity": 100.0, "initial": 0.5, "min_level": 0.3})],
+        round={"idle_wait": 4.0},
+    )
     backend = FakeBackend(model_bytes=125_000, flops=1e9)  # 1 s down, 1 s train, 1 s up
     sim, result = simulate(sc, backend)
 
@@ -217,17 +235,33 @@ def test_energy_by_activity_matches_the_schedule() -> None:
     # Each job: download 0.5 s at 0.5 x 0.2 W receive, train W/S = 1.25 s at 2 W,
     # upload 2 s at 0.2 W; idle 0.05 W all the time; two rounds of one job.
     power = {"compute": 2.0, "transmit": 0.2, "idle": 0.05}
-    sc = scenario([group("d", 1, flops=FAST, up=UP, down=DOWN, latency=LAT, power=power,
-                         battery={"capacity": 1000.0, "initial": 1.0})],
-                  stop={"rounds": 2})
+    sc = scenario(
+        [
+            group(
+                "d",
+                1,
+                flops=FAST,
+                up=UP,
+                down=DOWN,
+                latency=LAT,
+                power=power,
+                battery={"capacity": 1000.0, "initial": 1.0},
+            )
+        ],
+        stop={"rounds": 2},
+    )
     backend = FakeBackend(B, W)
     sim, result = simulate(sc, backend)
 
     end = 2 * task_duration(FAST)
     assert result.sim_time_s == approx(end)
     battery = result.devices[0].battery
-    expected = {"idle": 0.05 * end, "compute": 2 * 2.0 * W / FAST,
-                "transmit": 2 * 0.2 * 8 * B / UP, "receive": 2 * 0.1 * 8 * B / DOWN}
+    expected = {
+        "idle": 0.05 * end,
+        "compute": 2 * 2.0 * W / FAST,
+        "transmit": 2 * 0.2 * 8 * B / UP,
+        "receive": 2 * 0.1 * 8 * B / DOWN,
+    }
     assert battery.energy_j == {k: approx(v) for k, v in expected.items()}
     assert sum(battery.energy_j.values()) == approx(battery.total_energy_j)
     assert battery.total_energy_j == approx(sum(expected.values()))
@@ -259,8 +293,11 @@ def test_exactly_min_k_n_selected(participants: int | None, n: int) -> None:
 
 def test_bernoulli_availability_fraction() -> None:
     p, n, rounds, k = 0.3, 10, 400, 2
-    sc = scenario([group("d", n, flops=1e9, up=1e7, availability={"policy": "bernoulli", "p": p})],
-                  round={"participants": k, "idle_wait": 1.0}, stop={"rounds": rounds})
+    sc = scenario(
+        [group("d", n, flops=1e9, up=1e7, availability={"policy": "bernoulli", "p": p})],
+        round={"participants": k, "idle_wait": 1.0},
+        stop={"rounds": rounds},
+    )
     backend = FakeBackend(model_bytes=1000, flops=1e6)
     sim, result = simulate(sc, backend, policy_cls=None)
 
@@ -303,10 +340,13 @@ def test_stop_at_sim_time_mid_round() -> None:
     assert max(sim.recorder.times) <= 10.0
 
 
-@pytest.mark.parametrize("stop,by,rounds,time", [
-    ({"rounds": 2, "sim_time": 100.0}, "rounds", 2, 2 * 3.85),
-    ({"rounds": 100, "sim_time": "10s"}, "sim_time", 2, 10.0),
-])
+@pytest.mark.parametrize(
+    "stop,by,rounds,time",
+    [
+        ({"rounds": 2, "sim_time": 100.0}, "rounds", 2, 2 * 3.85),
+        ({"rounds": 100, "sim_time": "10s"}, "sim_time", 2, 10.0),
+    ],
+)
 def test_whichever_limit_comes_first(stop: dict, by: str, rounds: int, time: float) -> None:
     sc = scenario([group("d", 1, flops=FAST, up=UP, down=DOWN, latency=LAT)], stop=stop)
     backend = FakeBackend(B, W)

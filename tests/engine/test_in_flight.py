@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from engine_support import AlwaysRound, FakeBackend, PluggedBetween, approx, events, info
 
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
-
-from engine_support import AlwaysRound, FakeBackend, PluggedBetween, approx, events, info
 
 LATENCY = 0.5
 UPLOAD_END, ARRIVAL = 7.0, 7.5
@@ -30,19 +29,38 @@ CAPACITY_J = 0.05 * EMPTY_AT + 0.1 * 2.0 + 2.0 * 2.5 + 0.2 * 2.0
 def _table(capacity_j: list[float]) -> DeviceTable:
     n = len(capacity_j)
     return DeviceTable(
-        group=np.zeros(n, dtype=np.int32), group_names=["phone"], flops_per_s=np.full(n, 1e9),
-        compute_w=np.full(n, 2.0), transmit_w=np.full(n, 0.2), receive_w=np.full(n, 0.1), idle_w=np.full(n, 0.05),
-        capacity_j=np.asarray(capacity_j), initial_j=np.asarray(capacity_j), min_level=np.zeros(n),
-        charge_w=np.zeros(n), uplink_bps=np.full(n, 1e6), downlink_bps=np.full(n, 1e6), distance_m=np.full(n, math.nan))
+        group=np.zeros(n, dtype=np.int32),
+        group_names=["phone"],
+        flops_per_s=np.full(n, 1e9),
+        compute_w=np.full(n, 2.0),
+        transmit_w=np.full(n, 0.2),
+        receive_w=np.full(n, 0.1),
+        idle_w=np.full(n, 0.05),
+        capacity_j=np.asarray(capacity_j),
+        initial_j=np.asarray(capacity_j),
+        min_level=np.zeros(n),
+        charge_w=np.zeros(n),
+        uplink_bps=np.full(n, 1e6),
+        downlink_bps=np.full(n, 1e6),
+        distance_m=np.full(n, math.nan),
+    )
 
 
 def _world(server: ServerSetup, stop: StopSetup) -> World:
     """Device 0 goes offline at 7.2 s (its session ends); device 1's battery empties at 7.25 s."""
     streams = RandomStreams(0)
-    policies = [PluggedBetween(PluggedBetween.Params(start=0.0, end=OFFLINE_AT), info(0), streams.numpy("a", 0)),
-                AlwaysRound(AlwaysRound.Params(), info(1), streams.numpy("a", 1))]
-    return World(devices=_table([math.inf, CAPACITY_J]), links=[GroupLink(latency_s=LATENCY)], streams=streams,
-                 stop=stop, server=server, policies=policies)
+    policies = [
+        PluggedBetween(PluggedBetween.Params(start=0.0, end=OFFLINE_AT), info(0), streams.numpy("a", 0)),
+        AlwaysRound(AlwaysRound.Params(), info(1), streams.numpy("a", 1)),
+    ]
+    return World(
+        devices=_table([math.inf, CAPACITY_J]),
+        links=[GroupLink(latency_s=LATENCY)],
+        streams=streams,
+        stop=stop,
+        server=server,
+        policies=policies,
+    )
 
 
 def test_device_offline_or_dead_during_the_latency_still_delivers_at_upload_end_plus_latency():
@@ -52,7 +70,9 @@ def test_device_offline_or_dead_during_the_latency_still_delivers_at_upload_end_
 
     assert [e.time for e in events(sim, "upload_end")] == [approx(UPLOAD_END)] * 2
     assert [(e.time, e.device, e.field("cause")) for e in events(sim, "offline")] == [
-        (approx(OFFLINE_AT), 0, "policy"), (approx(EMPTY_AT), 1, "battery_empty")]
+        (approx(OFFLINE_AT), 0, "policy"),
+        (approx(EMPTY_AT), 1, "battery_empty"),
+    ]
     assert [e.time for e in events(sim, "battery_empty")] == [approx(EMPTY_AT)]
     assert events(sim, "dropout") == []
     (aggregate,) = events(sim, "aggregate")
@@ -83,7 +103,9 @@ def test_async_worker_offline_during_the_latency_still_delivers():
 
     mine = [e for e in events(sim) if e.device == 0]
     assert [(e.kind, e.time) for e in mine if e.kind in ("upload_end", "offline")] == [
-        ("upload_end", approx(UPLOAD_END)), ("offline", approx(OFFLINE_AT))]
+        ("upload_end", approx(UPLOAD_END)),
+        ("offline", approx(OFFLINE_AT)),
+    ]
     assert events(sim, "dropout") == []
     assert events(sim, "aggregate")[0].time == approx(ARRIVAL)
     assert result.updates_received == 1

@@ -14,17 +14,27 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from engine_support import FakeBackend, events, group, scenario, simulate
 
-from netfl.rng import RandomStreams
-from netfl.build import build_world, population_models
+from netfl.assemble import build_world, population_models
 from netfl.config.schema import Every
+from netfl.rng import RandomStreams
 from netfl.sim.fleet import EagerFleet, LazyFleet
 from netfl.sim.simulation import Simulation
 
-from engine_support import FakeBackend, events, group, scenario, simulate
-
-WORK_KINDS = {"round_start", "selected", "download_start", "download_end", "train_start", "train_end",
-              "upload_start", "upload_end", "dropout", "aggregate", "late"}
+WORK_KINDS = {
+    "round_start",
+    "selected",
+    "download_start",
+    "download_end",
+    "train_start",
+    "train_end",
+    "upload_start",
+    "upload_end",
+    "dropout",
+    "aggregate",
+    "late",
+}
 
 
 def lazy(sc, backend: FakeBackend) -> tuple[Simulation, object]:
@@ -41,12 +51,19 @@ def work_events(sim) -> list[tuple]:
 
 def batteries_world(over_commit: float = 0.0):
     """Phones whose idle drain and work take some below min_level and some to empty within the run."""
-    phones = group("phones", 5, flops=2e9, up=2e6, power={"compute": 2.0, "transmit": 0.5, "idle": 0.5},
-                   battery={"capacity": 60.0, "initial": {"uniform": [0.2, 1.0]}, "min_level": 0.3},
-                   availability={"policy": "always"})
+    phones = group(
+        "phones",
+        5,
+        flops=2e9,
+        up=2e6,
+        power={"compute": 2.0, "transmit": 0.5, "idle": 0.5},
+        battery={"capacity": 60.0, "initial": {"uniform": [0.2, 1.0]}, "min_level": 0.3},
+        availability={"policy": "always"},
+    )
     boards = group("boards", 4, flops=0.5e9, up=1e6, availability={"policy": "always"})
-    return scenario([phones, boards], stop={"rounds": 12},
-                    round={"participants": 3, "deadline": 4.0, "over_commit": over_commit})
+    return scenario(
+        [phones, boards], stop={"rounds": 12}, round={"participants": 3, "deadline": 4.0, "over_commit": over_commit}
+    )
 
 
 @pytest.mark.parametrize("over_commit", [0.0, 0.5])
@@ -56,16 +73,17 @@ def test_lazy_and_eager_engines_agree_where_they_draw_the_same_world(over_commit
     lazy_sim, lazily = lazy(batteries_world(over_commit), FakeBackend())
     if over_commit:
         assert "over_commit" in eager_sim.recorder.column("cause")
-    assert [(c.round_index, tuple(c.available), c.selected, c.delivered) for c in eager_sim.backend.contexts] == \
-        [(c.round_index, tuple(c.available), c.selected, c.delivered) for c in lazy_sim.backend.contexts]
+    assert [(c.round_index, tuple(c.available), c.selected, c.delivered) for c in eager_sim.backend.contexts] == [
+        (c.round_index, tuple(c.available), c.selected, c.delivered) for c in lazy_sim.backend.contexts
+    ]
     assert work_events(eager_sim) == work_events(lazy_sim)
     assert eager.rounds == lazily.rounds and eager.sim_time_s == pytest.approx(lazily.sim_time_s, rel=1e-12)
     a, b = eager.stats, lazily.stats
     for activity in ("idle", "compute", "transmit", "receive"):
-        assert a.energy_by_activity_j[activity] == pytest.approx(b.energy_by_activity_j[activity], rel=1e-9,
-                                                                 abs=1e-9), activity
-    assert np.array_equal(a.tasks_started, b.tasks_started) and np.array_equal(a.updates_delivered,
-                                                                                b.updates_delivered)
+        assert a.energy_by_activity_j[activity] == pytest.approx(
+            b.energy_by_activity_j[activity], rel=1e-9, abs=1e-9
+        ), activity
+    assert np.array_equal(a.tasks_started, b.tasks_started) and np.array_equal(a.updates_delivered, b.updates_delivered)
     assert np.allclose(a.battery_fraction, b.battery_fraction, equal_nan=True, rtol=1e-9)
     assert np.array_equal(a.battery_empty, b.battery_empty)
     assert a.online_time_s == pytest.approx(b.online_time_s, rel=1e-9)
@@ -105,9 +123,11 @@ def test_lazy_runs_repeat_bit_for_bit() -> None:
 
 
 def test_lazy_per_round_patterns_and_diurnal_run() -> None:
-    groups = [group("markov", 50, availability={"policy": "markov", "p": 0.3}),
-              group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": 4}),
-              group("night", 50, availability={"policy": "diurnal", "mixing": "1min"})]
+    groups = [
+        group("markov", 50, availability={"policy": "markov", "p": 0.3}),
+        group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": 4}),
+        group("night", 50, availability={"policy": "diurnal", "mixing": "1min"}),
+    ]
     sim, result = lazy(scenario(groups, stop={"rounds": 30}, round={"participants": 10}), FakeBackend())
     assert result.rounds == 30
     cyclic = [sum(50 <= c < 100 for c in map(int, ctx.available)) for ctx in sim.backend.contexts]
@@ -130,9 +150,10 @@ def test_a_hundred_thousand_lazy_devices_stay_small() -> None:
 
 # ------------------------------------------------------------- from the YAML
 
+
 def _problems(data: dict) -> list[tuple[str, str]]:
-    from netfl.errors import ScenarioError
     from netfl.config import scenario_from_dict
+    from netfl.errors import ScenarioError
 
     try:
         scenario_from_dict(data)
@@ -142,11 +163,18 @@ def _problems(data: dict) -> list[tuple[str, str]]:
 
 
 def _lazy_dict(**changes) -> dict:
-    data = {"name": "lazy", "seed": 1, "stop": {"rounds": 3},
-            "task": {"dataset": {"name": "digits", "partition": {"kind": "iid", "samples_per_client": 5}},
-                     "model": {"name": "logistic"}},
-            "devices": [group("phones", 3000, availability={"policy": "sessions", "on": "10min", "off": "30min"})],
-            "server": {"round": {"participants": 30}}, "engine": {"devices": "lazy"}}
+    data = {
+        "name": "lazy",
+        "seed": 1,
+        "stop": {"rounds": 3},
+        "task": {
+            "dataset": {"name": "digits", "partition": {"kind": "iid", "samples_per_client": 5}},
+            "model": {"name": "logistic"},
+        },
+        "devices": [group("phones", 3000, availability={"policy": "sessions", "on": "10min", "off": "30min"})],
+        "server": {"round": {"participants": 30}},
+        "engine": {"devices": "lazy"},
+    }
     data.update(changes)
     return data
 
@@ -163,9 +191,13 @@ def test_lazy_engine_refuses_what_it_cannot_keep_as_arrays() -> None:
 
 def test_samples_per_client_combines_only_with_sampled_kinds() -> None:
     task = _lazy_dict()["task"]
-    for partition, words in (({"kind": "by_label", "samples_per_client": 5}, "kind 'iid', 'dirichlet' or 'classes'"),
-                             ({"kind": "iid", "samples_per_client": 5, "exclusive": [{"clients": [0], "labels": [1]}]},
-                              "cannot be combined")):
+    for partition, words in (
+        ({"kind": "by_label", "samples_per_client": 5}, "kind 'iid', 'dirichlet' or 'classes'"),
+        (
+            {"kind": "iid", "samples_per_client": 5, "exclusive": [{"clients": [0], "labels": [1]}]},
+            "cannot be combined",
+        ),
+    ):
         data = _lazy_dict(task={**task, "dataset": {"name": "digits", "partition": partition}})
         assert any(words in msg for _, msg in _problems(data)), partition
 
@@ -203,6 +235,7 @@ def test_lazy_engine_from_the_cli_writes_every_device(tmp_path) -> None:
 
 # ------------------------------------------------------- energy at evaluations
 
+
 def _on_a_grid(sc, seconds: float):
     return sc.model_copy(update={"eval": sc.eval.model_copy(update={"every": Every(seconds=seconds)})})
 
@@ -210,8 +243,13 @@ def _on_a_grid(sc, seconds: float):
 def _run(engine: str, sc):
     sim, result = simulate(sc, FakeBackend(), policy_cls=None) if engine == "eager" else lazy(sc, FakeBackend())
     stats = result.stats
-    state = (sim.recorder.columns(), {a: e.tobytes() for a, e in stats.energy_by_activity_j.items()},
-             stats.battery_fraction.tobytes(), stats.online_time_s.tobytes(), stats.battery_empty.tobytes())
+    state = (
+        sim.recorder.columns(),
+        {a: e.tobytes() for a, e in stats.energy_by_activity_j.items()},
+        stats.battery_fraction.tobytes(),
+        stats.online_time_s.tobytes(),
+        stats.battery_empty.tobytes(),
+    )
     return state, [m.energy_j for m in result.metrics], result
 
 

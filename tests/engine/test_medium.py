@@ -64,6 +64,7 @@ def test_registry_and_errors():
 
 # ------------------------------------------------------------ dedicated
 
+
 def test_dedicated_is_transfer_time_and_radio_follows_airtime():
     env = simpy.Environment()
     log = []
@@ -83,6 +84,7 @@ def test_dedicated_is_transfer_time_and_radio_follows_airtime():
 
 
 # ------------------------------------------------------------ tdma
+
 
 def test_tdma_fifo_finishes_at_T_2T_3T():
     env = simpy.Environment()
@@ -123,6 +125,7 @@ def test_tdma_interrupts_free_the_slot_and_the_queue():
 
 
 # ------------------------------------------------------------ fdma
+
 
 def test_fdma_two_equal_senders_get_half_band_capacity():
     env = simpy.Environment()
@@ -167,6 +170,7 @@ def test_fdma_late_joiner_slows_the_first_by_hand():
 
 def test_fdma_single_fading_sender_matches_dedicated():
     from netfl.sim.channel import transfer_time
+
     ch = Channel(ChannelParams(kind="rayleigh", distance_m=400.0, coherence_s=0.05, bandwidth_hz=B), 5)
     env = simpy.Environment()
     m = make_medium("fdma", env, bandwidth_hz=B)
@@ -209,12 +213,20 @@ def test_fdma_fixed_rate_in_outage_alone_fails():
 
 # ------------------------------------------------------------ slotted ALOHA
 
+
 def saturate(n: int, q: float, slots: int, seed: int = 1, **kw):
     """n senders with endless backlogs over ``slots`` slots; high-SNR AWGN links (no outage)."""
     env = simpy.Environment()
     collisions = []
-    m = make_medium("slotted_aloha", env, bandwidth_hz=B, q=q, rng=np.random.default_rng(seed),
-                    log=lambda s, k, d, **fields: collisions.append(s) if k == "collision" else None, **kw)
+    m = make_medium(
+        "slotted_aloha",
+        env,
+        bandwidth_hz=B,
+        q=q,
+        rng=np.random.default_rng(seed),
+        log=lambda s, k, d, **fields: collisions.append(s) if k == "collision" else None,
+        **kw,
+    )
     radios = [Radio(env) for _ in range(n)]
     for i in range(n):
         env.process(m.transmit(i, awgn(10.0, seed=i), 1e15, radios[i]))
@@ -300,8 +312,9 @@ def test_aloha_interrupt_mid_slot_and_others_carry_on():
 
 def test_aloha_outage_is_lost_and_retried():
     env = simpy.Environment()
-    m = make_medium("slotted_aloha", env, bandwidth_hz=B, q=1.0, rate_bps=2e6, rng=np.random.default_rng(0),
-                    max_attempts=4)
+    m = make_medium(
+        "slotted_aloha", env, bandwidth_hz=B, q=1.0, rate_bps=2e6, rng=np.random.default_rng(0), max_attempts=4
+    )
     res = {}
     env.process(send(env, m, 0, awgn(5000.0), 12000, Radio(env), res))  # far: capacity < 2 Mbit/s
     env.run()

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from engine_support import Ev, FakeBackend, approx, events, network_scenario, run_network
 
 from netfl.config import scenario_from_dict
 from netfl.sim.channel import Channel, ChannelParams, path_loss_db
 from netfl.sim.network import ram_weights
-from engine_support import Ev, FakeBackend, approx, events, network_scenario, run_network
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKET_AIR = 1500 * 8 / 1e6  # 1500-byte packets at 1 Mbit/s: 12 ms
@@ -25,13 +25,20 @@ TX_W = 0.2
 
 
 def ap_network(medium: dict) -> dict:
-    return {"nodes": {"ap": {"kind": "access_point", "medium": medium, "downlink": 1e9}},
-            "links": [{"from": "ap", "to": "server", "rate": 1e9}]}
+    return {
+        "nodes": {"ap": {"kind": "access_point", "medium": medium, "downlink": 1e9}},
+        "links": [{"from": "ap", "to": "server", "rate": 1e9}],
+    }
 
 
 def wireless(name: str, count: int, channel: dict) -> dict:
-    return {"group": name, "count": count, "compute": {"flops_per_s": 1e9},
-            "power": {"compute": 0.0, "transmit": TX_W, "idle": 0.0}, "link": {"to": "ap", "channel": channel}}
+    return {
+        "group": name,
+        "count": count,
+        "compute": {"flops_per_s": 1e9},
+        "power": {"compute": 0.0, "transmit": TX_W, "idle": 0.0},
+        "link": {"to": "ap", "channel": channel},
+    }
 
 
 def detail(ev: Ev, key: str) -> float:
@@ -41,8 +48,11 @@ def detail(ev: Ev, key: str) -> float:
 def test_failed_transmission_counts_its_airtime_and_energy():
     # AWGN at 3 km: SNR over 1 MHz is about -16 dB, so a fixed 1 Mbit/s never gets through; the dedicated
     # medium gives up after 8 attempts of the first packet: 8 x 12 ms on the air at 0.2 W.
-    sc = network_scenario([wireless("far", 1, {"kind": "awgn", "distance_m": 3000, "rate": "1Mbps", "packet_size": "1500B"})],
-              network=ap_network({"kind": "dedicated", "bandwidth": "1MHz"}), stop={"rounds": 1})
+    sc = network_scenario(
+        [wireless("far", 1, {"kind": "awgn", "distance_m": 3000, "rate": "1Mbps", "packet_size": "1500B"})],
+        network=ap_network({"kind": "dedicated", "bandwidth": "1MHz"}),
+        stop={"rounds": 1},
+    )
     sim, result = run_network(sc, FakeBackend(model_bytes=10_000, flops=1e9))
     (drop,) = events(sim, "dropout")
     assert drop.field("cause") == "transmission_failed"
@@ -56,9 +66,19 @@ def test_failed_transmission_counts_its_airtime_and_energy():
 
 def test_transmission_cut_at_the_deadline_counts_the_airtime_spent():
     # direct 1 Mbit/s link, 1 Mbit model: download [0, 1], train [1, 2], upload from 2; deadline at 2.5 s
-    sc = network_scenario([{"group": "g", "count": 1, "compute": {"flops_per_s": 1e9},
-                "power": {"compute": 0.0, "transmit": TX_W, "idle": 0.0}, "link": {"uplink": 1e6}}],
-              server={"round": {"deadline": 2.5}}, stop={"rounds": 1})
+    sc = network_scenario(
+        [
+            {
+                "group": "g",
+                "count": 1,
+                "compute": {"flops_per_s": 1e9},
+                "power": {"compute": 0.0, "transmit": TX_W, "idle": 0.0},
+                "link": {"uplink": 1e6},
+            }
+        ],
+        server={"round": {"deadline": 2.5}},
+        stop={"rounds": 1},
+    )
     sim, result = run_network(sc, FakeBackend(model_bytes=125_000, flops=1e9))
     (drop,) = events(sim, "dropout")
     assert drop.time == approx(2.5) and drop.field("cause") == "deadline"
@@ -68,8 +88,11 @@ def test_transmission_cut_at_the_deadline_counts_the_airtime_spent():
 
 
 def test_tx_end_energy_is_transmit_power_times_airtime():
-    sc = network_scenario([wireless("near", 2, {"kind": "rayleigh", "distance_m": 50, "coherence": "10ms"})],
-              network=ap_network({"kind": "fdma", "bandwidth": "1MHz"}), stop={"rounds": 2})
+    sc = network_scenario(
+        [wireless("near", 2, {"kind": "rayleigh", "distance_m": 50, "coherence": "10ms"})],
+        network=ap_network({"kind": "fdma", "bandwidth": "1MHz"}),
+        stop={"rounds": 2},
+    )
     sim, result = run_network(sc, FakeBackend(model_bytes=50_000, flops=1e6))
     ends = events(sim, "tx_end")
     assert len(ends) == 4
@@ -80,9 +103,12 @@ def test_tx_end_energy_is_transmit_power_times_airtime():
 
 def test_aloha_collisions_carry_bytes_and_energy():
     # q = 1: both backlogged senders transmit in every slot, so every slot collides until the deadline
-    sc = network_scenario([wireless("pair", 2, {"kind": "awgn", "distance_m": 10})],
-              network=ap_network({"kind": "slotted_aloha", "bandwidth": "1MHz", "rate": "1Mbps", "q": 1.0}),
-              server={"round": {"deadline": 1.0}}, stop={"rounds": 1})
+    sc = network_scenario(
+        [wireless("pair", 2, {"kind": "awgn", "distance_m": 10})],
+        network=ap_network({"kind": "slotted_aloha", "bandwidth": "1MHz", "rate": "1Mbps", "q": 1.0}),
+        server={"round": {"deadline": 1.0}},
+        stop={"rounds": 1},
+    )
     sim, result = run_network(sc, FakeBackend(model_bytes=4_000, flops=1e6))  # 3 packets; the first never gets through
     collisions = events(sim, "collision")
     assert collisions and all(c.field("bytes") == 1500 for c in collisions)
@@ -126,8 +152,14 @@ def test_relay_never_passes_a_user_whose_rho_is_zero():
     from netfl.sim.relay import RamRelay
 
     log = []
-    relay = RamRelay("r", "abstract", {0: 0.0, 1: 0.3, 2: 0.7}, np.random.default_rng(0),
-                     lambda d, k, detail, **fields: log.append((d, k)), draw="arrived")
+    relay = RamRelay(
+        "r",
+        "abstract",
+        {0: 0.0, 1: 0.3, 2: 0.7},
+        np.random.default_rng(0),
+        lambda d, k, detail, **fields: log.append((d, k)),
+        draw="arrived",
+    )
     relay.hold(10, 0, 1000)
     assert relay.release() is None and log[-1] == (0, "relay_drop") and relay.dropped == 1
     # among those that arrived, rho renormalised: users 0 and 2 arrive, 2 always passes

@@ -7,14 +7,13 @@ import math
 
 import numpy as np
 import pytest
+from engine_support import AlwaysRound, FakeBackend, approx, events, group, info, scenario, simulate
 
-from netfl.build import build_world
+from netfl.assemble import build_world
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
-
-from engine_support import AlwaysRound, FakeBackend, approx, events, group, info, scenario, simulate
 
 # Four mains-powered devices, 1 Mbit/s both ways, no latency; each job moves 250 kB down and up (2 s each) and
 # computes 2.5 GFLOP: 2.5, 5, 1 and 2 s at these speeds. So device d's update arrives 6.5, 9, 5 and 6 s after
@@ -25,15 +24,30 @@ SPEEDS = [1e9, 0.5e9, 2.5e9, 1.25e9]
 def world(goal: int | None, *, deadline_s: float = math.inf, rounds: int = 2) -> World:
     n = len(SPEEDS)
     table = DeviceTable(
-        group=np.zeros(n, dtype=np.int32), group_names=["phones"], flops_per_s=np.asarray(SPEEDS),
-        compute_w=np.full(n, 2.0), transmit_w=np.full(n, 0.2), receive_w=np.full(n, 0.1), idle_w=np.full(n, 0.05),
-        capacity_j=np.full(n, math.inf), initial_j=np.full(n, math.inf), min_level=np.zeros(n),
-        charge_w=np.zeros(n), uplink_bps=np.full(n, 1e6), downlink_bps=np.full(n, 1e6), distance_m=np.full(n, math.nan))
+        group=np.zeros(n, dtype=np.int32),
+        group_names=["phones"],
+        flops_per_s=np.asarray(SPEEDS),
+        compute_w=np.full(n, 2.0),
+        transmit_w=np.full(n, 0.2),
+        receive_w=np.full(n, 0.1),
+        idle_w=np.full(n, 0.05),
+        capacity_j=np.full(n, math.inf),
+        initial_j=np.full(n, math.inf),
+        min_level=np.zeros(n),
+        charge_w=np.zeros(n),
+        uplink_bps=np.full(n, 1e6),
+        downlink_bps=np.full(n, 1e6),
+        distance_m=np.full(n, math.nan),
+    )
     streams = RandomStreams(0)
-    return World(devices=table, links=[GroupLink()], streams=streams, stop=StopSetup(rounds=rounds),
-                 server=ServerSetup(participants=n, goal=goal, deadline_s=deadline_s),
-                 policies=[AlwaysRound(AlwaysRound.Params(), info(i), streams.numpy("availability", i))
-                           for i in range(n)])
+    return World(
+        devices=table,
+        links=[GroupLink()],
+        streams=streams,
+        stop=StopSetup(rounds=rounds),
+        server=ServerSetup(participants=n, goal=goal, deadline_s=deadline_s),
+        policies=[AlwaysRound(AlwaysRound.Params(), info(i), streams.numpy("availability", i)) for i in range(n)],
+    )
 
 
 def run(w: World) -> tuple[Simulation, object]:
@@ -73,7 +87,9 @@ def test_a_deadline_before_the_kth_arrival_closes_the_round_as_a_deadline() -> N
     assert sim.backend.contexts[0].delivered == (2, 3)
     assert result.sim_time_s == approx(6.2)
     assert [(e.device, e.field("job"), e.field("cause")) for e in events(sim, "dropout")] == [
-        (0, 0, "deadline"), (1, 1, "deadline")]
+        (0, 0, "deadline"),
+        (1, 1, "deadline"),
+    ]
 
 
 def test_a_deadline_after_the_kth_arrival_changes_nothing() -> None:
@@ -87,7 +103,9 @@ def test_a_straggler_stopped_mid_upload_counts_its_airtime() -> None:
     sim, result = run(world(goal=2, rounds=1))
     assert sim.backend.contexts[0].delivered == (2, 3)
     assert [(e.device, e.field("job"), e.field("cause")) for e in events(sim, "dropout")] == [
-        (0, 0, "over_commit"), (1, 1, "over_commit")]
+        (0, 0, "over_commit"),
+        (1, 1, "over_commit"),
+    ]
     assert result.stats.energy_by_activity_j["transmit"][0] == approx(0.2 * 1.5)
 
 
@@ -120,13 +138,17 @@ def test_updates_arriving_at_the_same_instant_as_the_kth_are_late() -> None:
     sc = scenario([group("d", 3, flops=1e9, up=1e6)], stop={"rounds": 1}, round={"participants": 1, "over_commit": 2})
     sim, result = simulate(sc, FakeBackend())
     assert sim.backend.contexts[0].delivered == (0,) and result.sim_time_s == approx(6.5)
-    assert [(e.time, e.device, e.field("job")) for e in events(sim, "late")] == [(approx(6.5), 1, 1),
-                                                                                (approx(6.5), 2, 2)]
+    assert [(e.time, e.device, e.field("job")) for e in events(sim, "late")] == [
+        (approx(6.5), 1, 1),
+        (approx(6.5), 2, 2),
+    ]
     assert sim.backend.cancelled == [1, 2] and events(sim, "dropout") == []
 
 
-@pytest.mark.parametrize("participants,over_commit,asked", [
-    (10, 0.3, 13), (10, "30%", 13), (10, "10%", 11), (10, 0.0, 10), (3, 0.3, 4), (1, 0.3, 2), (7, 1.0, 14)])
+@pytest.mark.parametrize(
+    "participants,over_commit,asked",
+    [(10, 0.3, 13), (10, "30%", 13), (10, "10%", 11), (10, 0.0, 10), (3, 0.3, 4), (1, 0.3, 2), (7, 1.0, 14)],
+)
 def test_asked_is_the_ceiling_without_float_noise(participants: int, over_commit, asked: int) -> None:
     sc = scenario([group("d", 2)], round={"participants": participants, "over_commit": over_commit})
     assert sc.server.round.asked == asked
@@ -136,7 +158,9 @@ def test_no_over_commit_builds_the_world_of_today() -> None:
     """over_commit absent or 0: no goal, and the learner asks exactly ``participants``."""
     for rnd in ({"participants": 3}, {"participants": 3, "over_commit": 0}):
         sc = scenario([group("d", 5)], round=rnd)
-        server = build_world(sc, RandomStreams(0), policies=[AlwaysRound(AlwaysRound.Params(), info(i),
-                                                                         np.random.default_rng(i))
-                                                             for i in range(5)]).server
+        server = build_world(
+            sc,
+            RandomStreams(0),
+            policies=[AlwaysRound(AlwaysRound.Params(), info(i), np.random.default_rng(i)) for i in range(5)],
+        ).server
         assert server == ServerSetup(participants=3)

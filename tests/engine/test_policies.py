@@ -79,11 +79,22 @@ def on_time_before(intervals: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def test_registry_names() -> None:
-    assert list(BUILTIN_POLICIES) == ["always", "bernoulli", "markov", "cyclic", "sessions", "daily", "diurnal",
-                                      "eligible", "fedscale_trace", "trace_csv"]
+    assert list(BUILTIN_POLICIES) == [
+        "always",
+        "bernoulli",
+        "markov",
+        "cyclic",
+        "sessions",
+        "daily",
+        "diurnal",
+        "eligible",
+        "fedscale_trace",
+        "trace_csv",
+    ]
 
 
 # ------------------------------------------------------------ round patterns
+
 
 def test_bernoulli_long_run() -> None:
     p, n = 0.3, 20_000
@@ -117,7 +128,7 @@ def test_cyclic_exact_phases() -> None:
     changes = np.flatnonzero(np.diff(seq[first_on:].astype(int))) + 1
     runs = np.diff(np.concatenate([[0], changes]))  # whole runs from the first on round
     assert set(runs[0::2]) == {30} and set(runs[1::2]) == {70}  # on then off, exact lengths
-    assert seq[first_on:first_on + 900].mean() == 0.3  # 9 whole cycles: exactly p
+    assert seq[first_on : first_on + 900].mean() == 0.3  # 9 whole cycles: exactly p
 
 
 def test_cyclic_offset_as_reference() -> None:
@@ -134,6 +145,7 @@ def test_cyclic_offset_as_reference() -> None:
 
 
 # ------------------------------------------------------- probability sources
+
 
 class FakeDirichlet:
     def __init__(self, m: list[float]):
@@ -190,21 +202,27 @@ def test_probability_errors_have_paths() -> None:
 
 # ------------------------------------------------------------------ sessions
 
+
 def gamma(x: float) -> float:
     return math.gamma(x)
 
 
 DURATIONS = {  # spec, mean, standard deviation (seconds)
     "exponential": ({"exponential": {"mean": "30min"}}, 1800.0, 1800.0),
-    "lognormal": ({"lognormal": {"median": "20min", "sigma": 1.0}}, 1200 * math.exp(0.5),
-                  1200 * math.exp(0.5) * math.sqrt(math.e - 1)),
-    "weibull": ({"weibull": {"shape": 0.8, "scale": "1h"}}, 3600 * gamma(1 + 1 / 0.8),
-                3600 * math.sqrt(gamma(1 + 2 / 0.8) - gamma(1 + 1 / 0.8) ** 2)),
+    "lognormal": (
+        {"lognormal": {"median": "20min", "sigma": 1.0}},
+        1200 * math.exp(0.5),
+        1200 * math.exp(0.5) * math.sqrt(math.e - 1),
+    ),
+    "weibull": (
+        {"weibull": {"shape": 0.8, "scale": "1h"}},
+        3600 * gamma(1 + 1 / 0.8),
+        3600 * math.sqrt(gamma(1 + 2 / 0.8) - gamma(1 + 1 / 0.8) ** 2),
+    ),
 }
 
 
-@pytest.mark.parametrize("on,off", [("exponential", "weibull"), ("lognormal", "exponential"),
-                                    ("weibull", "lognormal")])
+@pytest.mark.parametrize("on,off", [("exponential", "weibull"), ("lognormal", "exponential"), ("weibull", "lognormal")])
 def test_onoff_session_lengths_match_means(on: str, off: str) -> None:
     (on_spec, on_mean, on_sd), (off_spec, off_mean, off_sd) = DURATIONS[on], DURATIONS[off]
     assert parse_duration(on_spec).mean == pytest.approx(on_mean)
@@ -231,8 +249,10 @@ SPECS = {
     "sessions": dict(on={"weibull": {"shape": 0.8, "scale": "1h"}}, off={"lognormal": {"median": "20min", "sigma": 1}}),
     "daily": dict(start="21:00", end="06:30", jitter="90min"),
     "diurnal": dict(preset="production", mixing="2min", time_zone_offset="-5h"),
-    "eligible": dict(idle={"policy": "sessions", "on": {"exponential": {"mean": "40min"}}, "off": "20min"},
-                     wifi={"policy": "diurnal", "mixing": "5min"}),
+    "eligible": dict(
+        idle={"policy": "sessions", "on": {"exponential": {"mean": "40min"}}, "off": "20min"},
+        wifi={"policy": "diurnal", "mixing": "5min"},
+    ),
 }
 
 
@@ -307,8 +327,10 @@ def test_diurnal_offset_and_presets() -> None:
 
 
 def test_eligible_composes_charging_idle_wifi() -> None:
-    spec = dict(idle={"policy": "daily", "start": "00:00", "end": "12:00"},
-                wifi={"policy": "daily", "start": "06:00", "end": "18:00"})
+    spec = dict(
+        idle={"policy": "daily", "start": "00:00", "end": "12:00"},
+        wifi={"policy": "daily", "start": "06:00", "end": "18:00"},
+    )
     pol = make("eligible", **spec)
     plugged, unplugged = State(charging=True), State(charging=False)
     assert not pol.online(5 * HOUR, plugged) and pol.next_wakeup(5 * HOUR) == 6 * HOUR  # idle but no Wi-Fi
@@ -327,8 +349,9 @@ def test_eligible_components_use_their_own_streams() -> None:
 
 
 def test_eligible_nested_errors_have_paths() -> None:
-    found = problems("eligible", wifi={"policy": "sessions", "on": "bogus", "of": "1h"},
-                     idle={"policy": "markov", "p": 0.3})
+    found = problems(
+        "eligible", wifi={"policy": "sessions", "on": "bogus", "of": "1h"}, idle={"policy": "markov", "p": 0.3}
+    )
     assert "quantity" in found[".wifi.on"]
     assert "accepted: on, off" in found[".wifi.of"] and "missing" in found[".wifi.off"]
     assert "per-round" in found[".idle.policy"]
@@ -336,6 +359,7 @@ def test_eligible_nested_errors_have_paths() -> None:
 
 
 # -------------------------------------------------------------------- traces
+
 
 def write_pickle(path: Path, data: Any) -> Path:
     path.write_bytes(pickle.dumps(data))
@@ -355,13 +379,23 @@ def test_fedscale_trace_intervals_and_mapping(tmp_path: Path) -> None:
     pol = make("fedscale_trace", trust_pickle=True, file="behave.pkl", device=device(0))
     assert pol.client_id == 3
     s = State()
-    for t, expected in [(99.999, False), (100, True), (199.999, True), (200, False), (500, True), (700, False),
-                        (3000 + 150, True), (3000 + 250, False), (7 * 1000 + 600, True)]:
+    for t, expected in [
+        (99.999, False),
+        (100, True),
+        (199.999, True),
+        (200, False),
+        (500, True),
+        (700, False),
+        (3000 + 150, True),
+        (3000 + 250, False),
+        (7 * 1000 + 600, True),
+    ]:
         assert pol.online(t, s) == expected, t
     assert pol.next_wakeup(0) == 100 and pol.next_wakeup(150) == 200 and pol.next_wakeup(800) == 1100
     assert make("fedscale_trace", trust_pickle=True, file="behave.pkl", device=device(4)).client_id == 7  # 4 mod 3 = 1
-    offset = make("fedscale_trace", trust_pickle=True, file=str(tmp_path / "behave.pkl"), client_offset=2,
-                  device=device(0))
+    offset = make(
+        "fedscale_trace", trust_pickle=True, file=str(tmp_path / "behave.pkl"), client_offset=2, device=device(0)
+    )
     assert offset.client_id == 10
     wrap = walk(make("fedscale_trace", trust_pickle=True, file="behave.pkl", device=device(2)), 3000)
     assert wrap.tolist() == [[0, 100], [900, 1100], [1900, 2100], [2900, 3000]]  # 900-1000 then 0-100: one session
@@ -396,13 +430,16 @@ def test_csv_trace_merges_and_repeats(tmp_path: Path) -> None:
     assert walk(make("trace_csv", file="t.csv", device=device(2)), 1000).size == 0  # no rows: never online
 
 
-@pytest.mark.parametrize("text,line,what", [
-    ("device,start_s,end_s\n0,1,2\n0,abc,5\n", 3, "numbers"),
-    ("device,start_s,end_s\n0,1,2\n\n-1,1,2\n", 4, "device index"),
-    ("device,start_s,end_s\n0,5,5\n", 2, "start_s < end_s"),
-    ("device,begin,end\n0,1,2\n", 1, "header"),
-    ("device,start_s,end_s\n0,1,2,3\n", 2, "3 fields"),
-])
+@pytest.mark.parametrize(
+    "text,line,what",
+    [
+        ("device,start_s,end_s\n0,1,2\n0,abc,5\n", 3, "numbers"),
+        ("device,start_s,end_s\n0,1,2\n\n-1,1,2\n", 4, "device index"),
+        ("device,start_s,end_s\n0,5,5\n", 2, "start_s < end_s"),
+        ("device,begin,end\n0,1,2\n", 1, "header"),
+        ("device,start_s,end_s\n0,1,2,3\n", 2, "3 fields"),
+    ],
+)
 def test_csv_trace_bad_rows_name_the_line(tmp_path: Path, text: str, line: int, what: str) -> None:
     path = write_csv(tmp_path / "bad.csv", text)
     with pytest.raises(PolicyError, match=rf"bad.csv:{line}: .*{what}"):
@@ -419,9 +456,17 @@ def test_fedscale_to_csv_round_trip(tmp_path: Path) -> None:
     pkl = write_pickle(tmp_path / "behave.pkl", FEDSCALE)
     period = fedscale_to_csv(pkl, tmp_path / "behave.csv", num_devices=7, allow_pickle=True)  # more devices
     assert period == 1000
-    times = np.concatenate([np.random.default_rng(1).uniform(0, 5000, 2000),
-                            [b + k * 1000 + e for b in (0, 100, 200, 250, 300, 500, 700, 900)
-                             for k in range(4) for e in (-1e-6, 0, 1e-6)]])
+    times = np.concatenate(
+        [
+            np.random.default_rng(1).uniform(0, 5000, 2000),
+            [
+                b + k * 1000 + e
+                for b in (0, 100, 200, 250, 300, 500, 700, 900)
+                for k in range(4)
+                for e in (-1e-6, 0, 1e-6)
+            ],
+        ]
+    )
     for n in range(7):
         device = info(index=n, base_dir=tmp_path)
         a = make("fedscale_trace", trust_pickle=True, file="behave.pkl", device=device)
@@ -431,8 +476,10 @@ def test_fedscale_to_csv_round_trip(tmp_path: Path) -> None:
 
 
 def test_fedscale_to_csv_tiles_shorter_cycles(tmp_path: Path) -> None:
-    data = {1: {"active": [10], "inactive": [20], "finish_time": 50},
-            2: {"active": [0], "inactive": [30], "finish_time": 100}}
+    data = {
+        1: {"active": [10], "inactive": [20], "finish_time": 50},
+        2: {"active": [0], "inactive": [30], "finish_time": 100},
+    }
     pkl = write_pickle(tmp_path / "mixed.pkl", data)
     assert fedscale_to_csv(pkl, tmp_path / "mixed.csv", allow_pickle=True) == 100
     a = make("fedscale_trace", trust_pickle=True, file=str(pkl))

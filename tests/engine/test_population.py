@@ -38,9 +38,13 @@ def test_sessions_online_fraction_and_mean_lengths() -> None:
 
 
 def test_sessions_lognormal_and_weibull_means() -> None:
-    m = model("sessions", n=50_000, on={"lognormal": {"median": "10min", "sigma": 0.8}},
-              off={"weibull": {"shape": 0.7, "scale": "20min"}})
-    on_mean = 600 * math.exp(0.8 ** 2 / 2)
+    m = model(
+        "sessions",
+        n=50_000,
+        on={"lognormal": {"median": "10min", "sigma": 0.8}},
+        off={"weibull": {"shape": 0.7, "scale": "20min"}},
+    )
+    on_mean = 600 * math.exp(0.8**2 / 2)
     off_mean = 1200 * math.gamma(1 + 1 / 0.7)
     m.advance(10 * DAY)
     assert m.state.mean() == pytest.approx(on_mean / (on_mean + off_mean), abs=0.01)
@@ -48,8 +52,11 @@ def test_sessions_lognormal_and_weibull_means() -> None:
 
 def test_the_realisation_does_not_depend_on_when_the_engine_asks() -> None:
     spec = dict(on={"exponential": {"mean": "20min"}}, off={"uniform": ["5min", "1h"]})
-    often, once, one_by_one = model("sessions", n=500, **spec), model("sessions", n=500, **spec), \
-        model("sessions", n=500, **spec)
+    often, once, one_by_one = (
+        model("sessions", n=500, **spec),
+        model("sessions", n=500, **spec),
+        model("sessions", n=500, **spec),
+    )
     times = np.arange(0, 6 * HOUR, 77.0)
     for t in times:
         often.advance(t)

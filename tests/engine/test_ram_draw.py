@@ -12,13 +12,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from engine_support import AlwaysRound, FakeBackend, NeverRound, events, info, network_scenario
 
-from netfl.build import build_world
+from netfl.assemble import build_world
 from netfl.rng import RandomStreams
 from netfl.sim.relay import RamRelay
 from netfl.sim.simulation import Simulation
-
-from engine_support import AlwaysRound, FakeBackend, NeverRound, events, info, network_scenario
 
 RHO = [0.5, 0.3, 0.15, 0.05]
 ROUNDS = 4000
@@ -30,8 +29,9 @@ def within_binomial(count: int, n: int, p: float) -> bool:
 
 def run_relay(draw: str, seed: int = 7) -> tuple[np.ndarray, RamRelay]:
     """Users 0 and 1 arrive every round, user 2 in even rounds, user 3 never. Returns the passes per user."""
-    relay = RamRelay("r", "abstract", dict(enumerate(RHO)), RandomStreams(seed).numpy("relay", "r"),
-                     lambda *a, **k: None, draw=draw)
+    relay = RamRelay(
+        "r", "abstract", dict(enumerate(RHO)), RandomStreams(seed).numpy("relay", "r"), lambda *a, **k: None, draw=draw
+    )
     passed = np.zeros(len(RHO), dtype=int)
     for r in range(ROUNDS):
         for device in (0, 1, 2) if r % 2 == 0 else (0, 1):
@@ -71,8 +71,9 @@ def test_the_renormalised_rule_always_passes_one_of_those_that_arrived():
 def test_when_every_update_arrives_both_rules_draw_the_same_users():
     picks = {}
     for draw in ("all", "arrived"):
-        relay = RamRelay("r", "abstract", dict(enumerate(RHO)), RandomStreams(3).numpy("relay", "r"),
-                         lambda *a, **k: None, draw=draw)
+        relay = RamRelay(
+            "r", "abstract", dict(enumerate(RHO)), RandomStreams(3).numpy("relay", "r"), lambda *a, **k: None, draw=draw
+        )
         picks[draw] = []
         for r in range(500):
             for device in range(4):
@@ -88,12 +89,17 @@ def test_an_erasure_in_a_simulated_round_aggregates_nothing_and_names_the_user_d
     def run(draw: str):
         sc = network_scenario(
             [{"group": "u", "count": 4, "compute": {"flops_per_s": 1e12}, "link": {"to": "relay", "uplink": 1e9}}],
-            network={"nodes": {"relay": {"kind": "relay", "ram": {"mode": "abstract", "rho": RHO, "draw": draw}}},
-                     "links": [{"from": "relay", "to": "server", "rate": 1e9}]},
-            stop={"rounds": rounds})
+            network={
+                "nodes": {"relay": {"kind": "relay", "ram": {"mode": "abstract", "rho": RHO, "draw": draw}}},
+                "links": [{"from": "relay", "to": "server", "rate": 1e9}],
+            },
+            stop={"rounds": rounds},
+        )
         streams = RandomStreams(sc.seed)
-        policies = [(NeverRound if i == 3 else AlwaysRound)(AlwaysRound.Params(), info(i), streams.numpy("a", i))
-                    for i in range(4)]
+        policies = [
+            (NeverRound if i == 3 else AlwaysRound)(AlwaysRound.Params(), info(i), streams.numpy("a", i))
+            for i in range(4)
+        ]
         backend = FakeBackend(model_bytes=1000, flops=1.0)
         sim = Simulation(build_world(sc, streams, policies=policies), backend)
         return sim, sim.run(), backend

@@ -9,12 +9,11 @@ import pytest
 from click.testing import CliRunner
 
 from netfl.cli.main import main
-from netfl.errors import PolicyError
-from netfl.policies import DeviceInfo, build_policy, policy_class
 from netfl.config import load_scenario
-from netfl.errors import ScenarioError
+from netfl.errors import PolicyError, ScenarioError
+from netfl.policies import DeviceInfo, build_policy, policy_class
 
-GOOD = '''
+GOOD = """
 from netfl.policies import PolicyParams, RoundPolicy
 
 class EveryKth(RoundPolicy):
@@ -23,9 +22,9 @@ class EveryKth(RoundPolicy):
 
     def participates(self, round_index):
         return round_index % self.params.k == 0
-'''
+"""
 
-TOPOLOGY = '''
+TOPOLOGY = """
 name: user-policy
 seed: 3
 stop: {{rounds: 4}}
@@ -36,7 +35,7 @@ devices:
     compute: {{flops_per_s: 1e9}}
     availability: {{policy: "{ref}"{params}}}
     link: {{uplink: 1Mbps}}
-'''
+"""
 
 
 def write(tmp_path: Path, code: str, *, ref: str = "pol.py:EveryKth", params: str = "") -> Path:
@@ -48,6 +47,7 @@ def write(tmp_path: Path, code: str, *, ref: str = "pol.py:EveryKth", params: st
 
 def info(tmp_path: Path) -> DeviceInfo:
     import numpy as np
+
     return DeviceInfo(0, "g", 10, np.full(10, 0.1), 0, tmp_path)
 
 
@@ -55,6 +55,7 @@ def test_user_policy_loads_relative_to_the_topology_and_runs(tmp_path):
     topo = write(tmp_path, GOOD, params=", k: 3")
     scenario = load_scenario(topo)
     import numpy as np
+
     policy = build_policy(scenario.devices[0].availability, info(tmp_path), np.random.default_rng(0))
     assert [policy.participates(r) for r in range(6)] == [True, False, False, True, False, False]
     result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
@@ -70,15 +71,29 @@ def test_bad_parameter_of_a_user_policy_names_the_yaml_path(tmp_path):
     assert any(p == "devices[0].availability.k" for p, _ in err.value.problems)
 
 
-@pytest.mark.parametrize("code, ref, expect", [
-    ("def broken(:\n    pass\n", "pol.py:EveryKth", "pol.py:1: syntax error"),
-    ("import math\nraise RuntimeError('boom at import')\n", "pol.py:EveryKth", "pol.py:2: RuntimeError while importing"),
-    (GOOD, "pol.py:Missing", "no class 'Missing'; classes defined there: EveryKth"),
-    ("class NotAPolicy:\n    pass\n", "pol.py:NotAPolicy", "must subclass netfl.policies.RoundPolicy or SessionPolicy"),
-    ("from netfl.policies import RoundPolicy\nclass Half(RoundPolicy):\n    pass\n", "pol.py:Half",
-     "does not define participates"),
-    (GOOD, "nothere.py:EveryKth", "file not found"),
-])
+@pytest.mark.parametrize(
+    "code, ref, expect",
+    [
+        ("def broken(:\n    pass\n", "pol.py:EveryKth", "pol.py:1: syntax error"),
+        (
+            "import math\nraise RuntimeError('boom at import')\n",
+            "pol.py:EveryKth",
+            "pol.py:2: RuntimeError while importing",
+        ),
+        (GOOD, "pol.py:Missing", "no class 'Missing'; classes defined there: EveryKth"),
+        (
+            "class NotAPolicy:\n    pass\n",
+            "pol.py:NotAPolicy",
+            "must subclass netfl.policies.RoundPolicy or SessionPolicy",
+        ),
+        (
+            "from netfl.policies import RoundPolicy\nclass Half(RoundPolicy):\n    pass\n",
+            "pol.py:Half",
+            "does not define participates",
+        ),
+        (GOOD, "nothere.py:EveryKth", "file not found"),
+    ],
+)
 def test_load_errors_name_the_file_and_line(tmp_path, code, ref, expect):
     topo = write(tmp_path, code, ref=ref)
     result = CliRunner().invoke(main, ["validate", str(topo)])
@@ -87,7 +102,7 @@ def test_load_errors_name_the_file_and_line(tmp_path, code, ref, expect):
 
 
 def test_exception_inside_the_policy_stops_the_run_with_file_and_line(tmp_path):
-    code = '''
+    code = """
     from netfl.policies import RoundPolicy
 
     class Flaky(RoundPolicy):
@@ -95,7 +110,7 @@ def test_exception_inside_the_policy_stops_the_run_with_file_and_line(tmp_path):
             if round_index == 2:
                 return 1 / 0
             return True
-    '''
+    """
     topo = write(tmp_path, code, ref="pol.py:Flaky")
     result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
     assert result.exit_code == 2
@@ -104,7 +119,7 @@ def test_exception_inside_the_policy_stops_the_run_with_file_and_line(tmp_path):
 
 
 def test_session_policy_answers_are_checked(tmp_path):
-    code = '''
+    code = """
     from netfl.policies import SessionPolicy
 
     class Stuck(SessionPolicy):
@@ -113,7 +128,7 @@ def test_session_policy_answers_are_checked(tmp_path):
 
         def next_wakeup(self, now):
             return now  # would loop forever at the same instant
-    '''
+    """
     topo = write(tmp_path, code, ref="pol.py:Stuck")
     result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
     assert result.exit_code == 2
@@ -127,7 +142,7 @@ def test_policy_class_rejects_unknown_builtin():
 
 # ------------------------------------------- what a policy declares through the protocol
 
-SETS_P = '''
+SETS_P = """
 from netfl.policies import PolicyParams, RoundPolicy
 
 class Half(RoundPolicy):
@@ -137,7 +152,7 @@ class Half(RoundPolicy):
 
     def participates(self, round_index):
         return bool(self.rng.random() < self.p)
-'''
+"""
 
 
 def test_a_user_policy_gives_its_p_to_algorithms_that_divide_by_it(tmp_path):
@@ -147,16 +162,20 @@ def test_a_user_policy_gives_its_p_to_algorithms_that_divide_by_it(tmp_path):
     result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
     assert result.exit_code == 0, result.output
     import numpy as np
+
     policy = build_policy(load_scenario(topo).devices[0].availability, info(tmp_path), np.random.default_rng(0))
     assert policy.participation_probability() == 0.5
 
 
-@pytest.mark.parametrize("method,answer,expect", [
-    ("participation_probability", "return 2.0", "participation probability 2.0"),
-    ("battery_marks", "return ['half']", "battery fractions between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "method,answer,expect",
+    [
+        ("participation_probability", "return 2.0", "participation probability 2.0"),
+        ("battery_marks", "return ['half']", "battery fractions between 0 and 1"),
+    ],
+)
 def test_declarations_are_checked(tmp_path, method, answer, expect):
-    code = f'''
+    code = f"""
     from netfl.policies import SessionPolicy
 
     class Odd(SessionPolicy):
@@ -165,9 +184,10 @@ def test_declarations_are_checked(tmp_path, method, answer, expect):
 
         def {method}(self):
             {answer}
-    '''
+    """
     topo = write(tmp_path, code, ref="pol.py:Odd")
     import numpy as np
+
     policy = build_policy(load_scenario(topo).devices[0].availability, info(tmp_path), np.random.default_rng(0))
     with pytest.raises(PolicyError, match=expect) as err:
         getattr(policy, method)()

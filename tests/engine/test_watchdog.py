@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from engine_support import FakeBackend, NeverRound, info
 
 from netfl.cli.main import main
 from netfl.errors import PolicyError
@@ -25,8 +26,6 @@ from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.watchdog import SimulationStuck, event_limit
 from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
-
-from engine_support import FakeBackend, NeverRound, info
 
 TOPOLOGY = """\
 name: stuck
@@ -97,6 +96,7 @@ def test_a_user_charger_that_wakes_at_now_is_refused_at_once(tmp_path):
 
 # ------------------------------------------------------------ worlds built in code (no user script, no guard)
 
+
 class WakeAtNow(SessionPolicy):
     """Not scripted, so not guarded by the script loader: the engine itself must refuse the answer."""
 
@@ -107,19 +107,35 @@ class WakeAtNow(SessionPolicy):
         return now
 
 
-def _world(policy_cls, *, server: ServerSetup = ServerSetup(), chargers=None, n: int = 2) -> World:
+def _world(policy_cls, *, server: ServerSetup | None = None, chargers=None, n: int = 2) -> World:
+    server = server or ServerSetup()
     streams = RandomStreams(0)
     table = DeviceTable(
-        group=np.zeros(n, dtype=np.int32), group_names=["g"], flops_per_s=np.full(n, 1e9), compute_w=np.full(n, 2.0),
-        transmit_w=np.full(n, 0.2), receive_w=np.full(n, 0.1), idle_w=np.full(n, 0.05),
-        capacity_j=np.full(n, 1e4 if chargers else math.inf), initial_j=np.full(n, 1e4 if chargers else math.inf),
-        min_level=np.zeros(n), charge_w=np.full(n, 10.0), uplink_bps=np.full(n, 1e6), downlink_bps=np.full(n, 1e6),
-        distance_m=np.full(n, math.nan))
+        group=np.zeros(n, dtype=np.int32),
+        group_names=["g"],
+        flops_per_s=np.full(n, 1e9),
+        compute_w=np.full(n, 2.0),
+        transmit_w=np.full(n, 0.2),
+        receive_w=np.full(n, 0.1),
+        idle_w=np.full(n, 0.05),
+        capacity_j=np.full(n, 1e4 if chargers else math.inf),
+        initial_j=np.full(n, 1e4 if chargers else math.inf),
+        min_level=np.zeros(n),
+        charge_w=np.full(n, 10.0),
+        uplink_bps=np.full(n, 1e6),
+        downlink_bps=np.full(n, 1e6),
+        distance_m=np.full(n, math.nan),
+    )
     policies = [policy_cls(policy_cls.Params(), info(i), streams.numpy("a", i)) for i in range(n)]
-    return World(devices=table, links=[GroupLink()], streams=streams, server=server,
-                 stop=StopSetup(sim_time_s=60.0, eval_every=10**9), policies=policies,
-                 chargers=[c(c.Params(), info(i), streams.numpy("c", i)) for i, c in enumerate(chargers)]
-                 if chargers else None)
+    return World(
+        devices=table,
+        links=[GroupLink()],
+        streams=streams,
+        server=server,
+        stop=StopSetup(sim_time_s=60.0, eval_every=10**9),
+        policies=policies,
+        chargers=[c(c.Params(), info(i), streams.numpy("c", i)) for i, c in enumerate(chargers)] if chargers else None,
+    )
 
 
 def test_next_wakeup_at_now_is_an_immediate_error_naming_class_and_file():

@@ -5,28 +5,37 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from engine_support import AlwaysRound, FakeBackend, approx, events, info, network_scenario
 
+from netfl.assemble import build_world
 from netfl.backend import Evaluation
-from netfl.build import build_world
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, ServerSetup, StopSetup, WiredLink, World
 
-from engine_support import AlwaysRound, FakeBackend, approx, events, info, network_scenario
 
-
-def _table(groups: list[tuple[str, int]], *, uplink: list[float], downlink: list[float],
-           distance: list[float]) -> DeviceTable:
+def _table(
+    groups: list[tuple[str, int]], *, uplink: list[float], downlink: list[float], distance: list[float]
+) -> DeviceTable:
     n = sum(count for _, count in groups)
     return DeviceTable(
         group=np.repeat(np.arange(len(groups), dtype=np.int32), [count for _, count in groups]),
-        group_names=[name for name, _ in groups], flops_per_s=np.full(n, 1e9), compute_w=np.full(n, 2.0),
-        transmit_w=np.full(n, 0.2), receive_w=np.full(n, 0.1), idle_w=np.full(n, 0.05),
-        capacity_j=np.full(n, math.inf), initial_j=np.full(n, math.inf), min_level=np.zeros(n),
-        charge_w=np.zeros(n), uplink_bps=np.asarray(uplink), downlink_bps=np.asarray(downlink),
-        distance_m=np.asarray(distance))
+        group_names=[name for name, _ in groups],
+        flops_per_s=np.full(n, 1e9),
+        compute_w=np.full(n, 2.0),
+        transmit_w=np.full(n, 0.2),
+        receive_w=np.full(n, 0.1),
+        idle_w=np.full(n, 0.05),
+        capacity_j=np.full(n, math.inf),
+        initial_j=np.full(n, math.inf),
+        min_level=np.zeros(n),
+        charge_w=np.zeros(n),
+        uplink_bps=np.asarray(uplink),
+        downlink_bps=np.asarray(downlink),
+        distance_m=np.asarray(distance),
+    )
 
 
 def _always(n: int, streams: RandomStreams) -> list[AlwaysRound]:
@@ -36,8 +45,13 @@ def _always(n: int, streams: RandomStreams) -> list[AlwaysRound]:
 def test_one_device_world_in_code_follows_the_hand_computed_timeline():
     """250 kB down and up at 1 Mbit/s (2 s each) and 2.5 GFLOP at 1 GFLOP/s (2.5 s): a round takes 6.5 s."""
     streams = RandomStreams(0)
-    world = World(devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
-                  links=[GroupLink()], streams=streams, stop=StopSetup(rounds=2), policies=_always(1, streams))
+    world = World(
+        devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
+        links=[GroupLink()],
+        streams=streams,
+        stop=StopSetup(rounds=2),
+        policies=_always(1, streams),
+    )
     sim = Simulation(world, FakeBackend())
     result = sim.run()
     assert result.rounds == 2
@@ -49,26 +63,47 @@ def test_one_device_world_in_code_follows_the_hand_computed_timeline():
 def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
     """Two wired devices and two behind a TDMA access point over Rayleigh channels: the same event log."""
     sc = network_scenario(
-        [{"group": "wired", "count": 2, "compute": {"flops_per_s": 1e9}, "power": {"transmit": 0.2},
-          "link": {"uplink": 2e6, "latency": 0.01}},
-         {"group": "radio", "count": 2, "compute": {"flops_per_s": 1e9},
-          "link": {"to": "ap", "channel": {"kind": "rayleigh", "distance_m": {"choice": [50.0, 80.0]}}}}],
-        network={"nodes": {"ap": {"kind": "access_point", "medium": {"kind": "tdma", "bandwidth": 5e6},
-                                  "downlink": 20e6}},
-                 "links": [{"from": "ap", "to": "server", "rate": 1e8, "latency": 0.005}]},
-        server={"round": {"participants": 3, "deadline": 60.0}}, stop={"rounds": 4})
+        [
+            {
+                "group": "wired",
+                "count": 2,
+                "compute": {"flops_per_s": 1e9},
+                "power": {"transmit": 0.2},
+                "link": {"uplink": 2e6, "latency": 0.01},
+            },
+            {
+                "group": "radio",
+                "count": 2,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"to": "ap", "channel": {"kind": "rayleigh", "distance_m": {"choice": [50.0, 80.0]}}},
+            },
+        ],
+        network={
+            "nodes": {"ap": {"kind": "access_point", "medium": {"kind": "tdma", "bandwidth": 5e6}, "downlink": 20e6}},
+            "links": [{"from": "ap", "to": "server", "rate": 1e8, "latency": 0.005}],
+        },
+        server={"round": {"participants": 3, "deadline": 60.0}},
+        stop={"rounds": 4},
+    )
     streams = RandomStreams(sc.seed)
     from_scenario = build_world(sc, streams, policies=_always(4, streams))
     distances = from_scenario.devices.distance_m  # drawn from the scenario seed; copied, not re-derived
     streams = RandomStreams(sc.seed)
     by_hand = World(
-        devices=_table([("wired", 2), ("radio", 2)], uplink=[2e6, 2e6, math.nan, math.nan],
-                       downlink=[2e6, 2e6, math.nan, math.nan], distance=[math.nan, math.nan, *distances[2:]]),
+        devices=_table(
+            [("wired", 2), ("radio", 2)],
+            uplink=[2e6, 2e6, math.nan, math.nan],
+            downlink=[2e6, 2e6, math.nan, math.nan],
+            distance=[math.nan, math.nan, *distances[2:]],
+        ),
         links=[GroupLink(latency_s=0.01), GroupLink("ap", channel=ChannelParams(kind="rayleigh", bandwidth_hz=5e6))],
-        streams=streams, stop=StopSetup(rounds=4),
+        streams=streams,
+        stop=StopSetup(rounds=4),
         server=ServerSetup(participants=3, deadline_s=60.0),
         nodes={"ap": NodeSetup("access_point", MediumSetup("tdma", 5e6), downlink_bps=20e6)},
-        wires=[WiredLink("ap", "server", 1e8, 0.005)], policies=_always(4, streams))
+        wires=[WiredLink("ap", "server", 1e8, 0.005)],
+        policies=_always(4, streams),
+    )
     assert set(distances[2:]) <= {50.0, 80.0}
     logs = []
     for world in (from_scenario, by_hand):
@@ -90,8 +125,13 @@ class RisingAccuracy(FakeBackend):
 
 def _one_device(stop: StopSetup) -> Simulation:
     streams = RandomStreams(0)
-    world = World(devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
-                  links=[GroupLink()], streams=streams, stop=stop, policies=_always(1, streams))
+    world = World(
+        devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
+        links=[GroupLink()],
+        streams=streams,
+        stop=stop,
+        policies=_always(1, streams),
+    )
     return Simulation(world, RisingAccuracy())
 
 
@@ -136,5 +176,11 @@ def test_cumulative_energy_at_each_evaluation_is_the_hand_computed_draw():
     assert [m.energy_j for m in result.metrics] == [approx(_energy_by_hand(t)) for t in times]
     assert result.metrics[-1].energy_j == result.energy_j == approx(2 * (0.05 * 6.5 + 5.6))  # to the bit
     by_kind = {(e.kind, e.round): e.field("energy_j") for e in events(sim) if "energy_j" in e.values}
-    assert by_kind == {("download_end", 0): approx(0.2), ("train_end", 0): approx(5.0), ("upload_end", 0): approx(0.4),
-                       ("download_end", 1): approx(0.2), ("train_end", 1): approx(5.0), ("upload_end", 1): approx(0.4)}
+    assert by_kind == {
+        ("download_end", 0): approx(0.2),
+        ("train_end", 0): approx(5.0),
+        ("upload_end", 0): approx(0.4),
+        ("download_end", 1): approx(0.2),
+        ("train_end", 1): approx(5.0),
+        ("upload_end", 1): approx(0.4),
+    }

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from netfl.backend import RoundContext
+from netfl.config import scenario_from_dict
 from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.fedcvar import cvar_objective
@@ -16,7 +17,6 @@ from netfl.learn.datasets import load_dataset
 from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.learn.partition import partition_indices
 from netfl.rng import RandomStreams
-from netfl.config import scenario_from_dict
 
 F64 = torch.float64
 
@@ -93,15 +93,19 @@ def test_afa_cs_memory_over_three_aggregations_by_hand() -> None:
     torch.testing.assert_close(x, vec(-lr * 2 / 3, 0.0), rtol=0, atol=1e-15)
     # round 1: worker 1 (K=2) with [0, 3] and worker 0 again (K=4, stale) with [1, 1]
     # memory [[1,1],[0,3],[0,0]] -> mean [1/3, 4/3]
-    x = s.aggregate(x, [grad_update(1, (0.0, 3.0), steps=2, lr=lr),
-                        grad_update(0, (1.0, 1.0), steps=4, lr=lr, version=0)], ctx(1, 2))
+    x = s.aggregate(
+        x,
+        [grad_update(1, (0.0, 3.0), steps=2, lr=lr), grad_update(0, (1.0, 1.0), steps=4, lr=lr, version=0)],
+        ctx(1, 2),
+    )
     torch.testing.assert_close(x, vec(-lr * (2 / 3 + 1 / 3), -lr * 4 / 3), rtol=0, atol=1e-14)
     # round 2: worker 2 with [3, -3]; memory [[1,1],[0,3],[3,-3]] -> mean [4/3, 1/3]
     x = s.aggregate(x, [grad_update(2, (3.0, -3.0), steps=3, lr=lr)], ctx(2, 1))
     expect = vec(-lr * (2 / 3 + 1 / 3 + 4 / 3), -lr * (4 / 3 + 1 / 3))
     torch.testing.assert_close(x, expect, rtol=0, atol=1e-14)
-    torch.testing.assert_close(s.memory, torch.tensor([[1.0, 1.0], [0.0, 3.0], [3.0, -3.0]], dtype=F64),
-                               rtol=0, atol=1e-14)
+    torch.testing.assert_close(
+        s.memory, torch.tensor([[1.0, 1.0], [0.0, 3.0], [3.0, -3.0]], dtype=F64), rtol=0, atol=1e-14
+    )
     # a round with nothing arrived changes nothing
     assert torch.equal(s.aggregate(x, [], ctx(3)), x)
 
@@ -109,8 +113,9 @@ def test_afa_cs_memory_over_three_aggregations_by_hand() -> None:
 def test_afa_cs_later_arrival_of_the_same_worker_wins() -> None:
     lr = 0.1
     s = make("afa_cs", ClientInfo((1, 1), lr), server_lr=1.0)
-    out = s.aggregate(vec(0.0), [grad_update(0, (5.0,), steps=1, lr=lr), grad_update(0, (1.0,), steps=2, lr=lr)],
-                      ctx(0, 2))
+    out = s.aggregate(
+        vec(0.0), [grad_update(0, (5.0,), steps=1, lr=lr), grad_update(0, (1.0,), steps=2, lr=lr)], ctx(0, 2)
+    )
     torch.testing.assert_close(out, vec(-lr * 0.5), rtol=0, atol=1e-15)  # memory [1, 0]
 
 
@@ -145,8 +150,9 @@ def test_fed_cvar_server_adopts_one_update_and_averages_several() -> None:
     x = vec(1.0, 2.0, 0.0)  # (theta, t)
     one = s.aggregate(x, [ClientUpdate(2, 1, vec(0.5, -1.0, 0.25), 0, 0.1, 5)], ctx(0, 1))
     assert one.tolist() == [1.5, 1.0, 0.25]  # the relayed user's result
-    two = s.aggregate(x, [ClientUpdate(0, 1, vec(1.0, 0.0, 1.0), 0), ClientUpdate(1, 9, vec(0.0, 2.0, 0.0), 0)],
-                      ctx(1, 2))
+    two = s.aggregate(
+        x, [ClientUpdate(0, 1, vec(1.0, 0.0, 1.0), 0), ClientUpdate(1, 9, vec(0.0, 2.0, 0.0), 0)], ctx(1, 2)
+    )
     assert two.tolist() == [1.5, 3.0, 0.5]  # plain mean, not weighted by samples
     assert torch.equal(s.aggregate(x, [], ctx(2)), x)
 
@@ -159,9 +165,19 @@ def test_fed_cvar_params_and_t_lr_schedule() -> None:
 
 
 def _blobs_learner(strategy, parts, *, lr: float = 0.05, steps: int = 6) -> Learner:
-    return Learner([TaskSetup(load_dataset("blobs3", seed=3), parts, "mlp", [16],
-                             LocalConfig(steps=steps, epochs=None, batch_size=20, lr=lr))], strategy=strategy,
-                   streams=RandomStreams(5))
+    return Learner(
+        [
+            TaskSetup(
+                load_dataset("blobs3", seed=3),
+                parts,
+                "mlp",
+                [16],
+                LocalConfig(steps=steps, epochs=None, batch_size=20, lr=lr),
+            )
+        ],
+        strategy=strategy,
+        streams=RandomStreams(5),
+    )
 
 
 def _run_relay_rounds(learner: Learner, picks: list[int]) -> list[torch.Tensor]:
@@ -258,30 +274,49 @@ def test_by_label_partition() -> None:
 
 
 def _scenario(algorithm: dict, *, mode: str = "sync", relay: bool = False) -> dict:
-    data = {"name": "t", "seed": 1, "stop": {"rounds": 4},
-            "task": {"dataset": {"name": "blobs3", "partition": {"kind": "by_label"}},
-                     "model": {"name": "mlp", "hidden": [8]}, "local": {"steps": 3, "batch_size": 20, "lr": 0.05}},
-            "devices": [{"group": "users", "count": 3, "compute": {"flops_per_s": 1e9},
-                         "link": {"uplink": "5Mbps", "latency": "5ms"}}],
-            "server": {"algorithm": algorithm, "mode": mode}, "eval": {"every": 2}}
+    data = {
+        "name": "t",
+        "seed": 1,
+        "stop": {"rounds": 4},
+        "task": {
+            "dataset": {"name": "blobs3", "partition": {"kind": "by_label"}},
+            "model": {"name": "mlp", "hidden": [8]},
+            "local": {"steps": 3, "batch_size": 20, "lr": 0.05},
+        },
+        "devices": [
+            {
+                "group": "users",
+                "count": 3,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"uplink": "5Mbps", "latency": "5ms"},
+            }
+        ],
+        "server": {"algorithm": algorithm, "mode": mode},
+        "eval": {"every": 2},
+    }
     if relay:
-        data["network"] = {"nodes": {"relay": {"kind": "relay", "ram": {"mode": "abstract", "rho": [0.5, 0.4, 0.1]}}},
-                           "links": [{"from": "relay", "to": "server", "rate": "100Mbps"}]}
+        data["network"] = {
+            "nodes": {"relay": {"kind": "relay", "ram": {"mode": "abstract", "rho": [0.5, 0.4, 0.1]}}},
+            "links": [{"from": "relay", "to": "server", "rate": "100Mbps"}],
+        }
         data["devices"][0]["link"]["to"] = "relay"
     if mode == "async":
         data["server"]["async"] = {"buffer": 2, "local_steps": {"uniform": [1, 4]}}
     return data
 
 
-@pytest.mark.parametrize("spec,path", [
-    ({"name": "fed_cvar", "alpha": 0}, "server.algorithm.alpha"),
-    ({"name": "fed_cvar", "alpha": 1.5}, "server.algorithm.alpha"),
-    ({"name": "fed_cvar", "gamma": -0.1}, "server.algorithm.gamma"),
-    ({"name": "fed_cvar", "gamma": 1.01}, "server.algorithm.gamma"),
-    ({"name": "fed_cvar", "t_lr": 0}, "server.algorithm.t_lr"),
-    ({"name": "afa_cs", "server_lr": -1}, "server.algorithm.server_lr"),
-    ({"name": "afa_cd", "beta": 0.9}, "server.algorithm.beta"),
-])
+@pytest.mark.parametrize(
+    "spec,path",
+    [
+        ({"name": "fed_cvar", "alpha": 0}, "server.algorithm.alpha"),
+        ({"name": "fed_cvar", "alpha": 1.5}, "server.algorithm.alpha"),
+        ({"name": "fed_cvar", "gamma": -0.1}, "server.algorithm.gamma"),
+        ({"name": "fed_cvar", "gamma": 1.01}, "server.algorithm.gamma"),
+        ({"name": "fed_cvar", "t_lr": 0}, "server.algorithm.t_lr"),
+        ({"name": "afa_cs", "server_lr": -1}, "server.algorithm.server_lr"),
+        ({"name": "afa_cd", "beta": 0.9}, "server.algorithm.beta"),
+    ],
+)
 def test_bad_parameters_are_named_with_their_yaml_path(spec: dict, path: str) -> None:
     with pytest.raises(ScenarioError) as info:
         scenario_from_dict(_scenario(spec))
@@ -295,11 +330,13 @@ def test_afa_accepts_both_server_modes(name: str, mode: str) -> None:
 
 
 def test_fed_cvar_and_afa_run_end_to_end() -> None:
-    from netfl.build import build_simulation
+    from netfl.assemble import build_simulation
 
-    runs = [_scenario({"name": "fed_cvar", "alpha": 0.1, "gamma": 0.1, "t_lr": 0.05}, relay=True),
-            _scenario({"name": "afa_cs", "server_lr": 2.0}, mode="async"),
-            _scenario({"name": "afa_cd"}, mode="async")]
+    runs = [
+        _scenario({"name": "fed_cvar", "alpha": 0.1, "gamma": 0.1, "t_lr": 0.05}, relay=True),
+        _scenario({"name": "afa_cs", "server_lr": 2.0}, mode="async"),
+        _scenario({"name": "afa_cd"}, mode="async"),
+    ]
     for data in runs:
         sim, _ = build_simulation(scenario_from_dict(copy.deepcopy(data)))
         result = sim.run()
@@ -327,7 +364,7 @@ def test_shipped_topologies_for_the_reproductions_run(name: str) -> None:
 
     import yaml
 
-    from netfl.build import build_simulation
+    from netfl.assemble import build_simulation
 
     path = Path(__file__).resolve().parents[2] / "topologies" / f"{name}.yaml"
     data = yaml.safe_load(path.read_text())

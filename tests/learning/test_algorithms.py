@@ -10,13 +10,13 @@ import torch
 from pydantic import ValidationError
 
 from netfl.backend import RoundContext
+from netfl.config import scenario_from_dict
+from netfl.config.schema import AlgorithmSpec, LocalSpec
 from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate, IntervalWeights, build_strategy
 from netfl.learn.algorithms.toy import QuadraticToy
 from netfl.learn.training import scheduled_lr
 from netfl.registry.algorithms import describe_algorithms
-from netfl.config import scenario_from_dict
-from netfl.config.schema import AlgorithmSpec, LocalSpec
 
 F64 = torch.float64
 
@@ -26,7 +26,9 @@ def vec(*values: float) -> torch.Tensor:
 
 
 def ctx(r: int, n_delivered: int = 0) -> RoundContext:
-    return RoundContext(round_index=r, sim_time_s=float(r), available=(), selected=(), delivered=tuple(range(n_delivered)))
+    return RoundContext(
+        round_index=r, sim_time_s=float(r), available=(), selected=(), delivered=tuple(range(n_delivered))
+    )
 
 
 def upd(client: int, *delta: float, lr: float | None = None) -> ClientUpdate:
@@ -50,9 +52,24 @@ def run_rounds(strategy, x: torch.Tensor, rounds: list[list[ClientUpdate]]) -> l
 
 
 def test_registry_names_and_metadata() -> None:
-    assert set(ALGORITHMS) == {"fedavg", "fedprox", "scaffold", "fedavg_all", "fedavg_known", "fedavg_unbiased",
-                               "fedau", "mifa", "umifa", "mifam", "umifam", "afa_cd", "afa_cs", "fedbuff", "fed_cvar",
-                               "mmfl"}
+    assert set(ALGORITHMS) == {
+        "fedavg",
+        "fedprox",
+        "scaffold",
+        "fedavg_all",
+        "fedavg_known",
+        "fedavg_unbiased",
+        "fedau",
+        "mifa",
+        "umifa",
+        "mifam",
+        "umifam",
+        "afa_cd",
+        "afa_cs",
+        "fedbuff",
+        "fed_cvar",
+        "mmfl",
+    }
     listing = {d["name"]: d for d in describe_algorithms()}
     assert set(listing) == set(ALGORITHMS)
     for name, cls in ALGORITHMS.items():
@@ -73,9 +90,15 @@ def test_unknown_parameters_are_rejected(name: str) -> None:
     assert isinstance(build_strategy(AlgorithmSpec(name=name), clients), ALGORITHMS[name])
 
 
-@pytest.mark.parametrize("spec,field", [
-    ({"name": "fedau", "K": 0}, "K"), ({"name": "mifam", "beta": 1.0}, "beta"),
-    ({"name": "umifa", "store": "table"}, "store"), ({"name": "fedavg_all", "server_lr": -1}, "server_lr")])
+@pytest.mark.parametrize(
+    "spec,field",
+    [
+        ({"name": "fedau", "K": 0}, "K"),
+        ({"name": "mifam", "beta": 1.0}, "beta"),
+        ({"name": "umifa", "store": "table"}, "store"),
+        ({"name": "fedavg_all", "server_lr": -1}, "server_lr"),
+    ],
+)
 def test_bad_parameter_values_are_named(spec: dict, field: str) -> None:
     with pytest.raises(ValidationError) as info:
         build_strategy(AlgorithmSpec(**spec), ClientInfo((1,), 0.1, (0.5,)))
@@ -130,11 +153,21 @@ def test_algorithms_dividing_by_p_refuse_clients_without_one(name: str) -> None:
 
 
 def _scenario(algorithm: dict, policy: dict) -> dict:
-    return {"name": "t", "stop": {"rounds": 1},
-            "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}},
-            "devices": [{"group": "a", "count": 2, "compute": {"flops_per_s": 1e9}, "link": {"uplink": "5Mbps"},
-                         "availability": copy.deepcopy(policy)}],
-            "server": {"algorithm": algorithm}}
+    return {
+        "name": "t",
+        "stop": {"rounds": 1},
+        "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}},
+        "devices": [
+            {
+                "group": "a",
+                "count": 2,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"uplink": "5Mbps"},
+                "availability": copy.deepcopy(policy),
+            }
+        ],
+        "server": {"algorithm": algorithm},
+    }
 
 
 def test_validation_names_policies_without_p() -> None:
@@ -337,12 +370,29 @@ def test_learner_passes_the_scheduled_lr() -> None:
             return x
 
     g = torch.Generator().manual_seed(0)
-    data = Dataset("toy", torch.rand(8, 1, 2, 2, generator=g), torch.arange(8) % 2,
-                   torch.rand(4, 1, 2, 2, generator=g), torch.arange(4) % 2, 2, (1, 2, 2))
+    data = Dataset(
+        "toy",
+        torch.rand(8, 1, 2, 2, generator=g),
+        torch.arange(8) % 2,
+        torch.rand(4, 1, 2, 2, generator=g),
+        torch.arange(4) % 2,
+        2,
+        (1, 2, 2),
+    )
     parts = [np.arange(0, 4), np.arange(4, 8)]
-    learner = Learner([TaskSetup(data, parts, "logistic", [],
-                                 LocalConfig(steps=1, epochs=None, batch_size=2, lr=0.4, lr_schedule="inverse_round"))],
-                      strategy=Recorder(Recorder.Params(), ClientInfo((4, 4), 0.4)), streams=RandomStreams(1))
+    learner = Learner(
+        [
+            TaskSetup(
+                data,
+                parts,
+                "logistic",
+                [],
+                LocalConfig(steps=1, epochs=None, batch_size=2, lr=0.4, lr_schedule="inverse_round"),
+            )
+        ],
+        strategy=Recorder(Recorder.Params(), ClientInfo((4, 4), 0.4)),
+        streams=RandomStreams(1),
+    )
     jobs = (learner.submit(0, 0).job, learner.submit(1, 3).job)
     learner.aggregate(RoundContext(3, 0.0, (0, 1), (0, 1), jobs))
     assert [u.lr for u in seen] == [0.4, 0.1]

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from netfl.backend import RoundContext
+from netfl.config.schema import AlgorithmSpec
 from netfl.learn.algorithms import ClientInfo, ClientUpdate, build_strategy
 from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.datasets import Dataset
@@ -16,7 +17,6 @@ from netfl.learn.models import build_model
 from netfl.learn.params import ParamLayout
 from netfl.learn.training import local_sgd, minibatch_indices, num_local_steps
 from netfl.rng import RandomStreams
-from netfl.config.schema import AlgorithmSpec
 
 CTX = RoundContext(round_index=0, sim_time_s=0.0, available=(0, 1), selected=(0, 1), delivered=(0, 1))
 
@@ -57,8 +57,11 @@ def test_fedavg_server_learning_rate(weighting: str, avg: list[float]) -> None:
 
 def test_fedavg_three_clients_float64() -> None:
     x = torch.tensor([0.5, -1.0], dtype=torch.float64)
-    deltas = [torch.tensor([0.3, 0.1], dtype=torch.float64), torch.tensor([-0.6, 0.9], dtype=torch.float64),
-              torch.tensor([1.2, -0.3], dtype=torch.float64)]
+    deltas = [
+        torch.tensor([0.3, 0.1], dtype=torch.float64),
+        torch.tensor([-0.6, 0.9], dtype=torch.float64),
+        torch.tensor([1.2, -0.3], dtype=torch.float64),
+    ]
     sizes = [2, 5, 13]
     updates = [ClientUpdate(i, n, d, 0) for i, (n, d) in enumerate(zip(sizes, deltas))]
     out = FedAvg(FedAvg.Params(server_lr=0.7), ClientInfo(tuple(sizes), local_lr=0.1)).aggregate(x, updates, CTX)
@@ -95,7 +98,7 @@ def test_minibatches_cover_each_sample_once_per_epoch(n: int, b: int) -> None:
     assert all(len(x) == size for x in batches)  # every step costs the same
     stream = batches.reshape(-1).tolist()
     for e in range(epochs):  # each run of n consecutive draws is one pass over the data
-        assert sorted(stream[e * n:(e + 1) * n]) == list(range(n))
+        assert sorted(stream[e * n : (e + 1) * n]) == list(range(n))
     # one epoch's worth of steps sees every sample
     one_epoch = minibatch_indices(n, b, num_local_steps(n, b, None, 1.0), torch.Generator().manual_seed(4))
     assert set(one_epoch.reshape(-1).tolist()) == set(range(n))
@@ -109,13 +112,16 @@ def test_minibatches_depend_only_on_the_generator() -> None:
     assert not all(torch.equal(x, y) for x, y in zip(a, c))
 
 
-@pytest.mark.parametrize("n,b,steps,epochs,want", [
-    (10, 3, 7, None, 7),
-    (10, 3, None, 1.0, 4),  # ceil(10/3)
-    (32, 16, None, 1.0, 2),
-    (10, 4, None, 2.5, 7),  # ceil(6.25)
-    (100, 10, None, 0.001, 1),  # at least one step
-])
+@pytest.mark.parametrize(
+    "n,b,steps,epochs,want",
+    [
+        (10, 3, 7, None, 7),
+        (10, 3, None, 1.0, 4),  # ceil(10/3)
+        (32, 16, None, 1.0, 2),
+        (10, 4, None, 2.5, 7),  # ceil(6.25)
+        (100, 10, None, 0.001, 1),  # at least one step
+    ],
+)
 def test_num_local_steps(n: int, b: int, steps: int | None, epochs: float | None, want: int) -> None:
     assert num_local_steps(n, b, steps, epochs) == want
 
@@ -132,8 +138,18 @@ def _logistic_problem(seed: int = 0):
 
 def test_local_sgd_with_zero_lr_returns_the_start() -> None:
     model, layout, start, x, y = _logistic_problem()
-    out = local_sgd(model, layout, start, x, y, steps=5, batch_size=4, lr=0.0, weight_decay=0.0,
-                    generator=torch.Generator().manual_seed(0))
+    out = local_sgd(
+        model,
+        layout,
+        start,
+        x,
+        y,
+        steps=5,
+        batch_size=4,
+        lr=0.0,
+        weight_decay=0.0,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.equal(out, start)
     assert out is not start  # a new tensor: the snapshot is never modified in place
 
@@ -143,8 +159,18 @@ def test_one_local_sgd_step_is_a_gradient_step(weight_decay: float) -> None:
     model, layout, start, x, y = _logistic_problem(1)
     lr, b = 0.3, 4
     before = start.clone()
-    out = local_sgd(model, layout, start, x, y, steps=1, batch_size=b, lr=lr, weight_decay=weight_decay,
-                    generator=torch.Generator().manual_seed(5))
+    out = local_sgd(
+        model,
+        layout,
+        start,
+        x,
+        y,
+        steps=1,
+        batch_size=b,
+        lr=lr,
+        weight_decay=weight_decay,
+        generator=torch.Generator().manual_seed(5),
+    )
     assert torch.equal(start, before)
 
     # the same minibatch, by hand with a plain nn.Linear and autograd
@@ -175,17 +201,29 @@ def _dataset(side: int = 2) -> Dataset:
     return Dataset("toy", train_x, train_y, test_x, test_y, 3, (1, side, side))
 
 
-def _learner(weighting: str, parts: list[np.ndarray], *, model: str = "logistic", batched: bool = True,
-             weight_decay: float = 0.0, epochs: float | None = None) -> Learner:
+def _learner(
+    weighting: str,
+    parts: list[np.ndarray],
+    *,
+    model: str = "logistic",
+    batched: bool = True,
+    weight_decay: float = 0.0,
+    epochs: float | None = None,
+) -> Learner:
     strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
     local = LocalConfig(steps=None if epochs else 3, epochs=epochs, batch_size=4, lr=0.2, weight_decay=weight_decay)
-    return Learner([TaskSetup(_dataset(8 if model == "lenet5" else 2), parts, model, [8], local)],
-                   strategy=strategy, streams=RandomStreams(9), batched=batched)
+    return Learner(
+        [TaskSetup(_dataset(8 if model == "lenet5" else 2), parts, model, [8], local)],
+        strategy=strategy,
+        streams=RandomStreams(9),
+        batched=batched,
+    )
 
 
 def _context(r: int, delivered: tuple[int, ...]) -> RoundContext:
-    return RoundContext(round_index=r, sim_time_s=float(r), available=(0, 1, 2), selected=(0, 1, 2),
-                        delivered=delivered)
+    return RoundContext(
+        round_index=r, sim_time_s=float(r), available=(0, 1, 2), selected=(0, 1, 2), delivered=delivered
+    )
 
 
 def test_learner_result_does_not_depend_on_delivery_order() -> None:

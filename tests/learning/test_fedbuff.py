@@ -10,8 +10,8 @@ import pytest
 import torch
 import yaml
 
+from netfl.assemble import build_simulation
 from netfl.backend import RoundContext
-from netfl.build import build_simulation
 from netfl.config import scenario_from_dict
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.fedbuff import staleness_weight

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from learn_support import job_minibatches, linear_ce_gradient
 from pydantic import ValidationError
 
 from netfl.backend import RoundContext
@@ -12,7 +13,6 @@ from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
 from netfl.learn.learner import Learner, LocalConfig, TaskSetup
 from netfl.rng import RandomStreams
-from learn_support import job_minibatches, linear_ce_gradient
 
 F64 = torch.float64
 SEED, LR, STEPS, BATCH = 9, 0.2, 3, 4
@@ -21,8 +21,15 @@ PARTS = [np.arange(0, 16), np.arange(16, 32), np.arange(32, 48)]
 
 def _dataset(side: int = 2) -> Dataset:
     g = torch.Generator().manual_seed(0)
-    return Dataset("toy", torch.rand(48, 1, side, side, generator=g), torch.arange(48) % 3,
-                   torch.rand(12, 1, side, side, generator=g), torch.arange(12) % 3, 3, (1, side, side))
+    return Dataset(
+        "toy",
+        torch.rand(48, 1, side, side, generator=g),
+        torch.arange(48) % 3,
+        torch.rand(12, 1, side, side, generator=g),
+        torch.arange(12) % 3,
+        3,
+        (1, side, side),
+    )
 
 
 def _strategy(name: str, **params):
@@ -32,8 +39,12 @@ def _strategy(name: str, **params):
 
 def _learner(strategy, *, model: str = "logistic", batched: bool = True) -> Learner:
     local = LocalConfig(steps=STEPS, epochs=None, batch_size=BATCH, lr=LR)
-    return Learner([TaskSetup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
-                   strategy=strategy, streams=RandomStreams(SEED), batched=batched)
+    return Learner(
+        [TaskSetup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
+        strategy=strategy,
+        streams=RandomStreams(SEED),
+        batched=batched,
+    )
 
 
 def _round(learner: Learner, r: int, clients=(0, 1, 2)) -> None:
@@ -74,8 +85,9 @@ def test_fedprox_local_steps_by_hand(batched: bool) -> None:
     for update, delta in zip(strategy.updates, expected):
         torch.testing.assert_close(update.delta.to(F64), delta, rtol=1e-5, atol=1e-6)
     # FedAvg's rule on the server: equal sample counts, so x1 = x0 + (delta_0 + delta_1) / 2
-    torch.testing.assert_close(learner.global_vector.to(F64), w0.to(F64) + (expected[0] + expected[1]) / 2,
-                               rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(
+        learner.global_vector.to(F64), w0.to(F64) + (expected[0] + expected[1]) / 2, rtol=1e-5, atol=1e-6
+    )
     # and the proximal term mattered: plain SGD on the same batches ends elsewhere
     fedavg = _learner(_strategy("fedavg"), batched=batched)
     _round(fedavg, 0, (0, 1))

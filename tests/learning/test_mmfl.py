@@ -1,4 +1,5 @@
-"""MMFL: the closed-form optimal sampling, its unbiased aggregation, the baselines, and the probe round in the engine."""
+"""MMFL: the closed-form optimal sampling, its unbiased aggregation, the baselines, and the probe round in the
+engine."""
 
 from __future__ import annotations
 
@@ -13,13 +14,13 @@ import yaml
 from click.testing import CliRunner
 from scipy.optimize import minimize
 
+from netfl.assemble import build_simulation
 from netfl.backend import RoundContext
 from netfl.cli.main import main
+from netfl.config import scenario_from_dict
 from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.mmfl import optimal_probabilities
-from netfl.build import build_simulation
-from netfl.config import scenario_from_dict
 from netfl.results.writer import events_frame
 
 
@@ -57,7 +58,7 @@ def test_optimal_probabilities_invariants_and_brute_force(seed: int) -> None:
     assert (p.sum(axis=1) <= 1 + 1e-12).all()
 
     # brute force: minimise sum u^2/p under the same constraints with a generic solver (SLSQP, exact gradients)
-    scale = float(np.sum(u ** 2))
+    scale = float(np.sum(u**2))
     weights = u.ravel() ** 2 / scale
 
     def client_row(i: int) -> np.ndarray:
@@ -66,11 +67,19 @@ def test_optimal_probabilities_invariants_and_brute_force(seed: int) -> None:
         return row.ravel()
 
     constraints = [{"type": "eq", "fun": lambda f: f.sum() - m, "jac": lambda f: np.ones_like(f)}]
-    constraints += [{"type": "ineq", "fun": lambda f, i=i: 1 - f.reshape(n, s)[i].sum(),
-                     "jac": lambda f, i=i: client_row(i)} for i in range(n)]
-    best = minimize(lambda f: float(np.sum(weights / f)), np.full(n * s, m / (n * s)),
-                    jac=lambda f: -weights / f ** 2, method="SLSQP", bounds=[(1e-9, 1)] * (n * s),
-                    constraints=constraints, options={"ftol": 1e-13, "maxiter": 5000})
+    constraints += [
+        {"type": "ineq", "fun": lambda f, i=i: 1 - f.reshape(n, s)[i].sum(), "jac": lambda f, i=i: client_row(i)}
+        for i in range(n)
+    ]
+    best = minimize(
+        lambda f: float(np.sum(weights / f)),
+        np.full(n * s, m / (n * s)),
+        jac=lambda f: -weights / f**2,
+        method="SLSQP",
+        bounds=[(1e-9, 1)] * (n * s),
+        constraints=constraints,
+        options={"ftol": 1e-13, "maxiter": 5000},
+    )
     assert best.success, best.message
     assert float(np.sum(weights / p.ravel())) <= best.fun * (1 + 1e-9)
     np.testing.assert_allclose(p.ravel(), best.x, atol=1e-5)
@@ -109,7 +118,7 @@ def test_optimal_sampling_is_unbiased_monte_carlo() -> None:
         for t in range(2):
             ups = [ClientUpdate(c, sizes[t][c], deltas[c, t], 0, task=t) for c, tt in pairs if tt == t]
             draws[k, t] = s.aggregate(torch.zeros(3, dtype=torch.float64), ups, ctx())
-    mean, err = draws.mean(0), draws.std(0) / trials ** 0.5
+    mean, err = draws.mean(0), draws.std(0) / trials**0.5
     for t in range(2):
         assert (abs(mean[t] - full[t]) < 4.5 * err[t] + 1e-12).all(), (mean[t], full[t], err[t])
     assert sent / trials == pytest.approx(2.0, abs=0.05)  # m updates per round on average
@@ -138,31 +147,45 @@ def test_random_baseline_weights_and_round_robin_rotation() -> None:
     client, task = pairs[0]
     up = ClientUpdate(client, 10, torch.ones(2, dtype=torch.float64), 0, task=task)
     # d = 1/6, p = 1/6: weight 1
-    torch.testing.assert_close(rnd.aggregate(torch.zeros(2, dtype=torch.float64), [up], ctx()),
-                               torch.ones(2, dtype=torch.float64))
+    torch.testing.assert_close(
+        rnd.aggregate(torch.zeros(2, dtype=torch.float64), [up], ctx()), torch.ones(2, dtype=torch.float64)
+    )
 
     rr = mmfl(sizes, sampling="round_robin")
     for r in range(4):  # blocks {0,1}, {2,3}, {4,5} take model (block + round) mod 3
         pairs = rr.select(r, list(range(6)), None, rng)
         assert pairs == [(c, (c // 2 + r) % 3) for c in range(6)]
     ups = [ClientUpdate(c, 10, torch.full((2,), float(c), dtype=torch.float64), 0) for c in (1, 3)]
-    torch.testing.assert_close(rr.aggregate(torch.zeros(2, dtype=torch.float64), ups, ctx()),
-                               torch.full((2,), 2.0, dtype=torch.float64))  # the plain mean
+    torch.testing.assert_close(
+        rr.aggregate(torch.zeros(2, dtype=torch.float64), ups, ctx()), torch.full((2,), 2.0, dtype=torch.float64)
+    )  # the plain mean
 
 
 # ------------------------------------------------------------- in the engine
 
-DIGITS_TASK = {"dataset": {"name": "digits"}, "model": {"name": "logistic"},
-               "local": {"steps": 2, "batch_size": 8, "lr": 0.1}}
+DIGITS_TASK = {
+    "dataset": {"name": "digits"},
+    "model": {"name": "logistic"},
+    "local": {"steps": 2, "batch_size": 8, "lr": 0.1},
+}
 
 
-def scenario(algorithm: dict, *, tasks: int = 2, devices: int = 2, participants: int | None = 1,
-             rounds: int = 1, **extra) -> dict:
+def scenario(
+    algorithm: dict, *, tasks: int = 2, devices: int = 2, participants: int | None = 1, rounds: int = 1, **extra
+) -> dict:
     data = {
-        "name": "mmfl-test", "seed": 4, "stop": {"rounds": rounds},
+        "name": "mmfl-test",
+        "seed": 4,
+        "stop": {"rounds": rounds},
         "tasks": [DIGITS_TASK] * tasks,
-        "devices": [{"group": "d", "count": devices, "compute": {"flops_per_s": 1e9},
-                     "link": {"uplink": 1e6, "downlink": 1e6, "latency": 0.01}}],
+        "devices": [
+            {
+                "group": "d",
+                "count": devices,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"uplink": 1e6, "downlink": 1e6, "latency": 0.01},
+            }
+        ],
         "server": {"algorithm": algorithm, "round": {} if participants is None else {"participants": participants}},
     }
     data.update(extra)
@@ -200,8 +223,9 @@ def test_probe_round_timeline_by_hand() -> None:
 
 
 def test_loss_probe_trains_only_the_assigned_model() -> None:
-    learner, result, ev = run(scenario({"name": "mmfl", "sampling": "optimal", "norms": "loss"}, devices=3,
-                                       participants=2, rounds=3))
+    learner, result, ev = run(
+        scenario({"name": "mmfl", "sampling": "optimal", "norms": "loss"}, devices=3, participants=2, rounds=3)
+    )
     trains = ev[ev.kind == "train_start"]
     probe_jobs = set(ev[(ev.kind == "selected") & (ev.detail == "probe")].job)
     for job, device, flops in zip(trains.job, trains.device, trains.flops):
@@ -226,23 +250,29 @@ def test_baselines_run_without_probe(sampling: str) -> None:
 
 
 def test_scenario_errors_for_multi_model_runs() -> None:
-    with pytest.raises(ScenarioError, match="trains one model, but the scenario lists 2 tasks; algorithms that "
-                                            "train several: mmfl"):
+    with pytest.raises(
+        ScenarioError, match="trains one model, but the scenario lists 2 tasks; algorithms that train several: mmfl"
+    ):
         scenario_from_dict(scenario({"name": "fedavg"}))
     devices = [{"group": "d", "count": 2, "compute": {"flops_per_s": 1e9}, "link": {"uplink": 1e6}}]
     with pytest.raises(ScenarioError, match="use server.mode: sync"):
-        scenario_from_dict(scenario({"name": "mmfl"}, devices=2)
-                           | {"server": {"algorithm": {"name": "mmfl"}, "mode": "async"}, "devices": devices})
+        scenario_from_dict(
+            scenario({"name": "mmfl"}, devices=2)
+            | {"server": {"algorithm": {"name": "mmfl"}, "mode": "async"}, "devices": devices}
+        )
     with pytest.raises(ScenarioError, match=r"server.algorithm.sampling: 'best' is not accepted"):
         scenario_from_dict(scenario({"name": "mmfl", "sampling": "best"}))
 
 
 def test_mmfl_end_to_end_from_the_cli(tmp_path: Path) -> None:
-    data = scenario({"name": "mmfl", "sampling": "optimal"}, tasks=3, devices=12, participants=4, rounds=12,
-                    eval={"every": 4})
-    data["tasks"] = [DIGITS_TASK, {**DIGITS_TASK, "dataset": {"name": "digits", "partition": {"kind": "dirichlet",
-                                                                                            "alpha": 0.5}}},
-                     {**DIGITS_TASK, "model": {"name": "mlp", "hidden": [16]}}]
+    data = scenario(
+        {"name": "mmfl", "sampling": "optimal"}, tasks=3, devices=12, participants=4, rounds=12, eval={"every": 4}
+    )
+    data["tasks"] = [
+        DIGITS_TASK,
+        {**DIGITS_TASK, "dataset": {"name": "digits", "partition": {"kind": "dirichlet", "alpha": 0.5}}},
+        {**DIGITS_TASK, "model": {"name": "mlp", "hidden": [16]}},
+    ]
     path = tmp_path / "mmfl.yaml"
     path.write_text(yaml.safe_dump(data))
     result = CliRunner().invoke(main, ["simulate", str(path), "--out", str(tmp_path / "out"), "--quiet"])

@@ -35,8 +35,13 @@ def _learner(*, poisoned: bool = True, on_divergence: str = "stop", strategy=Non
     clients = ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.1)
     strategy = strategy or FedAvg(FedAvg.Params(weighting="uniform"), clients)
     local = LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.1)
-    return Learner([TaskSetup(_dataset(poisoned), PARTS, "logistic", [], local)], strategy=strategy,
-                   streams=RandomStreams(4), batched=batched, on_divergence=on_divergence)
+    return Learner(
+        [TaskSetup(_dataset(poisoned), PARTS, "logistic", [], local)],
+        strategy=strategy,
+        streams=RandomStreams(4),
+        batched=batched,
+        on_divergence=on_divergence,
+    )
 
 
 def _round(learner: Learner, r: int, clients=(0, 1, 2), cancel=()) -> int:

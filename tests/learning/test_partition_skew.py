@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from netfl.errors import ScenarioError
-from netfl.learn.partition import partition_indices
 from netfl.config import scenario_from_dict
 from netfl.config.schema import PartitionSpec
+from netfl.errors import ScenarioError
+from netfl.learn.partition import partition_indices
 
 
 def _labels(n_per_class: int = 100, num_classes: int = 10) -> np.ndarray:
@@ -45,8 +45,13 @@ def test_exclusive_the_papers_setup() -> None:
 def test_exclusive_several_groups_in_given_order() -> None:
     """Client 4 alone holds all 100 samples of label 0; clients 2 and 0 split labels 1 and 2 (100 each)."""
     y = _labels()
-    parts = partition_indices(y, 6, "iid", np.random.default_rng(3),
-                              exclusive=[{"clients": [4], "labels": [0]}, {"clients": [2, 0], "labels": [2, 1]}])
+    parts = partition_indices(
+        y,
+        6,
+        "iid",
+        np.random.default_rng(3),
+        exclusive=[{"clients": [4], "labels": [0]}, {"clients": [2, 0], "labels": [2, 1]}],
+    )
     _check_disjoint_complete(parts, len(y))
     assert np.array_equal(parts[4], np.flatnonzero(y == 0))
     assert len(parts[2]) == len(parts[0]) == 100
@@ -59,8 +64,7 @@ def test_exclusive_several_groups_in_given_order() -> None:
 def test_exclusive_with_classes_for_the_others() -> None:
     """The other clients use kind classes over the remaining labels only."""
     y = _labels()
-    parts = partition_indices(y, 8, "classes", np.random.default_rng(1), classes_per_client=2,
-                              exclusive=[([7], [9])])
+    parts = partition_indices(y, 8, "classes", np.random.default_rng(1), classes_per_client=2, exclusive=[([7], [9])])
     assert set(y[parts[7]].tolist()) == {9} and len(parts[7]) == 100
     for p in parts[:7]:
         held = set(y[p].tolist())
@@ -89,19 +93,22 @@ def test_no_options_is_the_plain_kind() -> None:
         assert all(np.array_equal(p, q) for p, q in zip(a, b))
 
 
-@pytest.mark.parametrize("exclusive, message", [
-    ([([30], [8])], "client 30 is out of range: there are 30 clients, numbered 0..29"),
-    ([([-1], [8])], "client -1 is out of range"),
-    ([([3], [10])], r"label 10 is not in the data set \(labels present: 0..9\)"),
-    ([([3], [1]), ([4], [1])], r"exclusive\[1\].labels: label 1 is also given in exclusive\[0\]"),
-    ([([3, 3], [1])], r"exclusive\[0\].clients: client 3 is given twice in this group"),
-    ([([3], [1]), ([3], [2])], r"client 3 is also given in exclusive\[0\]"),
-    ([([3], [])], r"exclusive\[0\].labels is empty"),
-    ([([3], [1.5])], "must be a list of integers"),
-    ([(list(range(30)), [1])], r"every client is in a group, so labels \[0, 2, 3, 4, 5, 6, 7, 8, 9\]"),
-    ([([1], list(range(10)))], "the groups take every label, so clients 0, 2..29 would hold nothing"),
-    ([({"clients": [1]})], "missing 'labels'"),
-])
+@pytest.mark.parametrize(
+    "exclusive, message",
+    [
+        ([([30], [8])], "client 30 is out of range: there are 30 clients, numbered 0..29"),
+        ([([-1], [8])], "client -1 is out of range"),
+        ([([3], [10])], r"label 10 is not in the data set \(labels present: 0..9\)"),
+        ([([3], [1]), ([4], [1])], r"exclusive\[1\].labels: label 1 is also given in exclusive\[0\]"),
+        ([([3, 3], [1])], r"exclusive\[0\].clients: client 3 is given twice in this group"),
+        ([([3], [1]), ([3], [2])], r"client 3 is also given in exclusive\[0\]"),
+        ([([3], [])], r"exclusive\[0\].labels is empty"),
+        ([([3], [1.5])], "must be a list of integers"),
+        ([(list(range(30)), [1])], r"every client is in a group, so labels \[0, 2, 3, 4, 5, 6, 7, 8, 9\]"),
+        ([([1], list(range(10)))], "the groups take every label, so clients 0, 2..29 would hold nothing"),
+        ([({"clients": [1]})], "missing 'labels'"),
+    ],
+)
 def test_exclusive_refusals(exclusive: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         partition_indices(_labels(), 30, "iid", np.random.default_rng(0), exclusive=exclusive)
@@ -115,8 +122,9 @@ def test_exclusive_group_needs_a_sample_per_client() -> None:
 
 def test_exclusive_reports_a_kind_problem_among_the_others() -> None:
     with pytest.raises(ValueError, match=r"1..8 .* got 9 \(among the 29 clients and 8 labels outside"):
-        partition_indices(_labels(), 30, "classes", np.random.default_rng(0), classes_per_client=9,
-                          exclusive=[([3], [1, 2])])
+        partition_indices(
+            _labels(), 30, "classes", np.random.default_rng(0), classes_per_client=9, exclusive=[([3], [1, 2])]
+        )
 
 
 # ------------------------------------------------------------------------ quantity skew
@@ -151,8 +159,9 @@ def test_quantity_skew_classes_hand_checked() -> None:
     """4 clients holding both of 2 labels (100 samples each), 25 % hold 40 %: the heavy client gets
     40 of each label (80), every other client 20 of each (40)."""
     y = _labels(100, 2)
-    parts = partition_indices(y, 4, "classes", np.random.default_rng(7), classes_per_client=2,
-                              quantity_skew=(0.25, 0.4))
+    parts = partition_indices(
+        y, 4, "classes", np.random.default_rng(7), classes_per_client=2, quantity_skew=(0.25, 0.4)
+    )
     _check_disjoint_complete(parts, len(y))
     heavy = int(np.random.default_rng(7).choice(4, size=1, replace=False)[0])
     for i, p in enumerate(parts):
@@ -162,8 +171,14 @@ def test_quantity_skew_classes_hand_checked() -> None:
 def test_quantity_skew_classes_mmfl_scale() -> None:
     """100 clients with 3 labels each: the 10 heavy clients hold 52.6 % of the 10000 samples, ~526 each."""
     y = _labels(1000)
-    parts = partition_indices(y, 100, "classes", np.random.default_rng(0), classes_per_client=3,
-                              quantity_skew={"clients": 0.1, "share": 0.526})
+    parts = partition_indices(
+        y,
+        100,
+        "classes",
+        np.random.default_rng(0),
+        classes_per_client=3,
+        quantity_skew={"clients": 0.1, "share": 0.526},
+    )
     _check_disjoint_complete(parts, len(y))
     heavy = np.random.default_rng(0).choice(100, size=10, replace=False)
     sizes = np.array([len(p) for p in parts])
@@ -183,16 +198,19 @@ def test_quantity_skew_is_deterministic() -> None:
         assert not all(np.array_equal(p, q) for p, q in zip(a, c))
 
 
-@pytest.mark.parametrize("kind, kw, skew, message", [
-    ("dirichlet", {"alpha": 0.5}, (0.1, 0.5), "supported for kinds iid, classes, not 'dirichlet'"),
-    ("by_label", {}, (0.1, 0.5), "not 'by_label'"),
-    ("iid", {}, (0.01, 0.5), "0.01 of 10 clients rounds to 0 client"),
-    ("iid", {}, (0.99, 0.5), "rounds to 10 client"),
-    ("iid", {}, (0.1, 1.0), r"share must be a fraction of the samples in \(0, 1\)"),
-    ("iid", {}, (0.0, 0.5), r"clients must be a fraction of the clients in \(0, 1\)"),
-    # one heavy client of 10 with 3 labels each can hold its 3 labels at most: 30 %
-    ("classes", {"classes_per_client": 3}, (0.1, 0.526), "the closest fit gives them 30.0%"),
-])
+@pytest.mark.parametrize(
+    "kind, kw, skew, message",
+    [
+        ("dirichlet", {"alpha": 0.5}, (0.1, 0.5), "supported for kinds iid, classes, not 'dirichlet'"),
+        ("by_label", {}, (0.1, 0.5), "not 'by_label'"),
+        ("iid", {}, (0.01, 0.5), "0.01 of 10 clients rounds to 0 client"),
+        ("iid", {}, (0.99, 0.5), "rounds to 10 client"),
+        ("iid", {}, (0.1, 1.0), r"share must be a fraction of the samples in \(0, 1\)"),
+        ("iid", {}, (0.0, 0.5), r"clients must be a fraction of the clients in \(0, 1\)"),
+        # one heavy client of 10 with 3 labels each can hold its 3 labels at most: 30 %
+        ("classes", {"classes_per_client": 3}, (0.1, 0.526), "the closest fit gives them 30.0%"),
+    ],
+)
 def test_quantity_skew_refusals(kind: str, kw: dict, skew: tuple, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         partition_indices(_labels(), 10, kind, np.random.default_rng(0), quantity_skew=skew, **kw)
@@ -206,8 +224,9 @@ def test_quantity_skew_refuses_empty_clients() -> None:
 
 def test_quantity_skew_with_exclusive_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot be combined"):
-        partition_indices(_labels(), 10, "iid", np.random.default_rng(0), exclusive=[([1], [1])],
-                          quantity_skew=(0.1, 0.5))
+        partition_indices(
+            _labels(), 10, "iid", np.random.default_rng(0), exclusive=[([1], [1])], quantity_skew=(0.1, 0.5)
+        )
 
 
 # ------------------------------------------------------------------------ YAML / scenario
@@ -238,41 +257,78 @@ def test_yaml_options_parse_and_feed_partition_indices() -> None:
     part = s.task.dataset.partition
     assert part.exclusive[0].clients == [27, 28, 29] and part.exclusive[0].labels == [8, 9]
     y = _labels()
-    from_spec = partition_indices(y, 30, part.kind, np.random.default_rng(0), exclusive=part.exclusive,
-                                  quantity_skew=part.quantity_skew)
+    from_spec = partition_indices(
+        y, 30, part.kind, np.random.default_rng(0), exclusive=part.exclusive, quantity_skew=part.quantity_skew
+    )
     from_pairs = partition_indices(y, 30, "iid", np.random.default_rng(0), exclusive=[([27, 28, 29], [8, 9])])
     assert all(np.array_equal(p, q) for p, q in zip(from_spec, from_pairs))
 
-    s = scenario_from_dict(_with_partition({"kind": "classes", "classes_per_client": 3,
-                                            "quantity_skew": {"clients": "10%", "share": "52.6%"}}))
+    s = scenario_from_dict(
+        _with_partition(
+            {"kind": "classes", "classes_per_client": 3, "quantity_skew": {"clients": "10%", "share": "52.6%"}}
+        )
+    )
     skew = s.task.dataset.partition.quantity_skew
     assert skew.clients == pytest.approx(0.1) and skew.share == pytest.approx(0.526)
-    a = partition_indices(_labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3,
-                          quantity_skew=skew)
-    b = partition_indices(_labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3,
-                          quantity_skew=(0.1, 0.526))
+    a = partition_indices(
+        _labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3, quantity_skew=skew
+    )
+    b = partition_indices(
+        _labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3, quantity_skew=(0.1, 0.526)
+    )
     assert all(np.array_equal(p, q) for p, q in zip(a, b))
 
 
-@pytest.mark.parametrize("partition, path, message", [
-    ({"kind": "iid", "exclusive": [{"clients": [1], "labels": [0, 1]}, {"clients": [2], "labels": [1]}]},
-     "task.dataset.partition", r"exclusive[1].labels: label 1 is also given in exclusive[0]"),
-    ({"kind": "iid", "exclusive": [{"clients": [1, 1], "labels": [0]}]},
-     "task.dataset.partition", "exclusive[0].clients: client 1 is given twice in this group"),
-    ({"kind": "iid", "exclusive": [{"clients": [-1], "labels": [0]}]},
-     "task.dataset.partition.exclusive[0].clients[0]", ">= 0"),
-    ({"kind": "iid", "exclusive": []}, "task.dataset.partition.exclusive", "at least 1"),
-    ({"kind": "iid", "exclusive": [{"client": [1], "labels": [0]}]},
-     "task.dataset.partition.exclusive[0].client", "unknown key"),
-    ({"kind": "iid", "quantity_skew": {"clients": 10, "share": "52.6%"}},
-     "task.dataset.partition.quantity_skew.clients", "< 1"),
-    ({"kind": "iid", "quantity_skew": {"clients": "ten", "share": "52.6%"}},
-     "task.dataset.partition.quantity_skew.clients", "not a fraction"),
-    ({"kind": "dirichlet", "alpha": 0.1, "quantity_skew": {"clients": 0.1, "share": 0.5}},
-     "task.dataset.partition", "quantity_skew works with kind 'iid' or 'classes', not 'dirichlet'"),
-    ({"kind": "iid", "quantity_skew": {"clients": 0.1, "share": 0.5}, "exclusive": [{"clients": [1], "labels": [0]}]},
-     "task.dataset.partition", "cannot be combined with exclusive"),
-])
+@pytest.mark.parametrize(
+    "partition, path, message",
+    [
+        (
+            {"kind": "iid", "exclusive": [{"clients": [1], "labels": [0, 1]}, {"clients": [2], "labels": [1]}]},
+            "task.dataset.partition",
+            r"exclusive[1].labels: label 1 is also given in exclusive[0]",
+        ),
+        (
+            {"kind": "iid", "exclusive": [{"clients": [1, 1], "labels": [0]}]},
+            "task.dataset.partition",
+            "exclusive[0].clients: client 1 is given twice in this group",
+        ),
+        (
+            {"kind": "iid", "exclusive": [{"clients": [-1], "labels": [0]}]},
+            "task.dataset.partition.exclusive[0].clients[0]",
+            ">= 0",
+        ),
+        ({"kind": "iid", "exclusive": []}, "task.dataset.partition.exclusive", "at least 1"),
+        (
+            {"kind": "iid", "exclusive": [{"client": [1], "labels": [0]}]},
+            "task.dataset.partition.exclusive[0].client",
+            "unknown key",
+        ),
+        (
+            {"kind": "iid", "quantity_skew": {"clients": 10, "share": "52.6%"}},
+            "task.dataset.partition.quantity_skew.clients",
+            "< 1",
+        ),
+        (
+            {"kind": "iid", "quantity_skew": {"clients": "ten", "share": "52.6%"}},
+            "task.dataset.partition.quantity_skew.clients",
+            "not a fraction",
+        ),
+        (
+            {"kind": "dirichlet", "alpha": 0.1, "quantity_skew": {"clients": 0.1, "share": 0.5}},
+            "task.dataset.partition",
+            "quantity_skew works with kind 'iid' or 'classes', not 'dirichlet'",
+        ),
+        (
+            {
+                "kind": "iid",
+                "quantity_skew": {"clients": 0.1, "share": 0.5},
+                "exclusive": [{"clients": [1], "labels": [0]}],
+            },
+            "task.dataset.partition",
+            "cannot be combined with exclusive",
+        ),
+    ],
+)
 def test_yaml_refusals(partition: dict, path: str, message: str) -> None:
     problems = _problems(partition)
     found = [msg for p, msg in problems if p == path]

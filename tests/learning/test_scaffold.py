@@ -97,8 +97,15 @@ def test_a_stale_job_keeps_the_control_variates_it_started_with() -> None:
 
 def _dataset(side: int) -> Dataset:
     g = torch.Generator().manual_seed(0)
-    return Dataset("toy", torch.rand(48, 1, side, side, generator=g), torch.arange(48) % 3,
-                   torch.rand(12, 1, side, side, generator=g), torch.arange(12) % 3, 3, (1, side, side))
+    return Dataset(
+        "toy",
+        torch.rand(48, 1, side, side, generator=g),
+        torch.arange(48) % 3,
+        torch.rand(12, 1, side, side, generator=g),
+        torch.arange(12) % 3,
+        3,
+        (1, side, side),
+    )
 
 
 class Seen:
@@ -113,8 +120,12 @@ def _learner(name: str, *, model: str = "logistic", steps: int = 1, batched: boo
     cls = type("Seen" + ALGORITHMS[name].__name__, (Seen, ALGORITHMS[name]), {})
     strategy = cls(cls.Params(**params), ClientInfo(tuple(len(p) for p in PARTS), local_lr=LR))
     local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=LR)
-    return Learner([TaskSetup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
-                   strategy=strategy, streams=RandomStreams(3), batched=batched)
+    return Learner(
+        [TaskSetup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
+        strategy=strategy,
+        streams=RandomStreams(3),
+        batched=batched,
+    )
 
 
 def _round(learner: Learner, r: int, clients) -> list[ClientUpdate]:
@@ -154,8 +165,9 @@ def test_scaffold_corrects_each_local_step_by_c_minus_c_i(model: str, batched: b
         expected = plain[client].delta.double() - LR * (c - own)
         torch.testing.assert_close(second[client].delta.double(), expected, rtol=0, atol=2e-5)
         # and the client's new control variate: c_i - c + (x - y_i) / (K lr)
-        torch.testing.assert_close(s.strategy.c_local[client].double(),
-                                   own - c - second[client].delta.double() / LR, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(
+            s.strategy.c_local[client].double(), own - c - second[client].delta.double() / LR, rtol=1e-5, atol=1e-4
+        )
 
 
 def test_scaffold_moves_twice_the_models_bytes() -> None:

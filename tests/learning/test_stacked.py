@@ -19,8 +19,7 @@ def _data(shape: tuple[int, int, int], n: int = 60, classes: int = 4) -> tuple[t
 
 def _jobs(n: int, steps: list[int], batch: int) -> list[torch.Tensor]:
     """Each job's minibatches over the whole set, from its own generator (as the learner draws them)."""
-    return [minibatch_indices(n, batch, s, torch.Generator().manual_seed(10 + j))
-            for j, s in enumerate(steps)]
+    return [minibatch_indices(n, batch, s, torch.Generator().manual_seed(10 + j)) for j, s in enumerate(steps)]
 
 
 def _one_by_one(model, layout, start, x, y, minibatches, lr, weight_decay):
@@ -30,8 +29,9 @@ def _one_by_one(model, layout, start, x, y, minibatches, lr, weight_decay):
         w = start.clone()
         for idx in rows:
             w.requires_grad_(True)
-            loss = torch.nn.functional.cross_entropy(torch.func.functional_call(model, layout.unflatten(w), (x[idx],)),
-                                                     y[idx])
+            loss = torch.nn.functional.cross_entropy(
+                torch.func.functional_call(model, layout.unflatten(w), (x[idx],)), y[idx]
+            )
             (g,) = torch.autograd.grad(loss, w)
             with torch.no_grad():
                 w = w - lr * (g + weight_decay * w)
@@ -39,8 +39,10 @@ def _one_by_one(model, layout, start, x, y, minibatches, lr, weight_decay):
     return torch.stack(ends)
 
 
-@pytest.mark.parametrize("name,hidden,fused", [("logistic", (), True), ("mlp", (16, 8), True),
-                                                 ("mlp_softmax", (8,), False), ("lenet5", (), False)])
+@pytest.mark.parametrize(
+    "name,hidden,fused",
+    [("logistic", (), True), ("mlp", (16, 8), True), ("mlp_softmax", (8,), False), ("lenet5", (), False)],
+)
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 def test_stacked_equals_one_job_at_a_time(name, hidden, fused, weight_decay, monkeypatch) -> None:
     shape = (1, 8, 8)
@@ -71,16 +73,27 @@ def test_stacked_matches_local_sgd_with_its_generator() -> None:
     minibatches = _jobs(len(x), [4, 9], batch=8)
     together = torch.stack(train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.0))
     for j, steps in enumerate([4, 9]):
-        alone = local_sgd(model, layout, start, x, y, steps=steps, batch_size=8, lr=0.2, weight_decay=0.0,
-                          generator=torch.Generator().manual_seed(10 + j))
+        alone = local_sgd(
+            model,
+            layout,
+            start,
+            x,
+            y,
+            steps=steps,
+            batch_size=8,
+            lr=0.2,
+            weight_decay=0.0,
+            generator=torch.Generator().manual_seed(10 + j),
+        )
         torch.testing.assert_close(together[j], alone, rtol=1e-5, atol=1e-6)
 
 
 def test_fused_kernel_only_takes_plain_linear_relu_stacks() -> None:
     shape = (1, 4, 4)
-    for model in (torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 4, bias=False)),
-                  torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.Tanh(),
-                                      torch.nn.Linear(8, 4)),
-                  torch.nn.Sequential(torch.nn.Linear(16, 4)),
-                  build_model("cnn", shape, 4)):
+    for model in (
+        torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 4, bias=False)),
+        torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(16, 8), torch.nn.Tanh(), torch.nn.Linear(8, 4)),
+        torch.nn.Sequential(torch.nn.Linear(16, 4)),
+        build_model("cnn", shape, 4),
+    ):
         assert FusedMLP.of(model, ParamLayout.of(model)) is None

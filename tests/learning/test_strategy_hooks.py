@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from learn_support import linear_ce_gradient
 
 from netfl.backend import BYTES_PER_VALUE, RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
@@ -22,7 +23,6 @@ from netfl.learn.params import ParamLayout
 from netfl.learn.stacked import FusedMLP, train_stacked
 from netfl.learn.training import local_sgd, minibatch_indices
 from netfl.rng import RandomStreams
-from learn_support import linear_ce_gradient
 
 F64 = torch.float64
 
@@ -41,16 +41,37 @@ def test_one_job_adds_the_correction_to_each_gradient_by_hand() -> None:
     layout = ParamLayout.of(model)
     start = layout.flatten(model)
     shift = torch.linspace(-0.3, 0.3, start.numel())
-    out = local_sgd(model, layout, start, x, y, steps=steps, batch_size=batch, lr=lr, weight_decay=wd,
-                    generator=torch.Generator().manual_seed(1), correction=Correction(pull, shift))
+    out = local_sgd(
+        model,
+        layout,
+        start,
+        x,
+        y,
+        steps=steps,
+        batch_size=batch,
+        lr=lr,
+        weight_decay=wd,
+        generator=torch.Generator().manual_seed(1),
+        correction=Correction(pull, shift),
+    )
 
     w0, w, flat = start.to(F64), start.to(F64), x.reshape(len(x), -1).to(F64)
     for idx in minibatch_indices(len(x), batch, steps, torch.Generator().manual_seed(1)):
         g = linear_ce_gradient(w, flat[idx], y[idx], classes)
         w = w - lr * (g + wd * w + pull * (w - w0) + shift.to(F64))
     torch.testing.assert_close(out, w.float(), rtol=1e-5, atol=1e-6)
-    plain = local_sgd(model, layout, start, x, y, steps=steps, batch_size=batch, lr=lr, weight_decay=wd,
-                      generator=torch.Generator().manual_seed(1))
+    plain = local_sgd(
+        model,
+        layout,
+        start,
+        x,
+        y,
+        steps=steps,
+        batch_size=batch,
+        lr=lr,
+        weight_decay=wd,
+        generator=torch.Generator().manual_seed(1),
+    )
     assert (out - plain).abs().max() > 0.05  # the correction moved it
 
 
@@ -67,15 +88,30 @@ def test_stacked_kernels_apply_each_jobs_correction(name, hidden, fused, weight_
     start = layout.flatten(model)
     steps = [4, 2, 6]
     g = torch.Generator().manual_seed(3)
-    corrections = [Correction(0.7, 0.5 * torch.randn(start.numel(), generator=g)), Correction(0.7),
-                   Correction(0.7, 0.5 * torch.randn(start.numel(), generator=g))]
+    corrections = [
+        Correction(0.7, 0.5 * torch.randn(start.numel(), generator=g)),
+        Correction(0.7),
+        Correction(0.7, 0.5 * torch.randn(start.numel(), generator=g)),
+    ]
     minibatches = [minibatch_indices(len(x), 6, s, torch.Generator().manual_seed(10 + j)) for j, s in enumerate(steps)]
-    together = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=weight_decay,
-                             corrections=corrections)
+    together = train_stacked(
+        model, layout, start, x, y, minibatches, lr=0.2, weight_decay=weight_decay, corrections=corrections
+    )
     plain = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=weight_decay)
     for j, s in enumerate(steps):
-        alone = local_sgd(model, layout, start, x, y, steps=s, batch_size=6, lr=0.2, weight_decay=weight_decay,
-                          generator=torch.Generator().manual_seed(10 + j), correction=corrections[j])
+        alone = local_sgd(
+            model,
+            layout,
+            start,
+            x,
+            y,
+            steps=s,
+            batch_size=6,
+            lr=0.2,
+            weight_decay=weight_decay,
+            generator=torch.Generator().manual_seed(10 + j),
+            correction=corrections[j],
+        )
         torch.testing.assert_close(together[j], alone, rtol=1e-5, atol=1e-6)
         assert (together[j] - plain[j]).abs().max() > 1e-3
 
@@ -91,8 +127,9 @@ def test_a_shift_alone_moves_one_step_by_minus_lr_times_it(name) -> None:
     start = layout.flatten(model)
     b = torch.randn(start.numel(), generator=torch.Generator().manual_seed(6))
     minibatches = [minibatch_indices(len(x), 5, 1, torch.Generator().manual_seed(7))] * 2
-    corrected, plain = train_stacked(model, layout, start, x, y, minibatches, lr=0.3, weight_decay=0.0,
-                                     corrections=[Correction(shift=b), None])
+    corrected, plain = train_stacked(
+        model, layout, start, x, y, minibatches, lr=0.3, weight_decay=0.0, corrections=[Correction(shift=b), None]
+    )
     torch.testing.assert_close(corrected - plain, -0.3 * b, rtol=0, atol=1e-5)
 
 
@@ -105,12 +142,20 @@ def test_no_correction_is_the_plain_kernel_bit_for_bit_and_pulls_must_agree() ->
     start = layout.flatten(model)
     minibatches = [minibatch_indices(len(x), 4, s, torch.Generator().manual_seed(s)) for s in (3, 5)]
     plain = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.01)
-    nones = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.01,
-                          corrections=[None, None])
+    nones = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.01, corrections=[None, None])
     assert all(torch.equal(a, b) for a, b in zip(plain, nones))
     with pytest.raises(ValueError, match="same correction pull"):
-        train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.0,
-                      corrections=[Correction(0.1), Correction(0.2)])
+        train_stacked(
+            model,
+            layout,
+            start,
+            x,
+            y,
+            minibatches,
+            lr=0.2,
+            weight_decay=0.0,
+            corrections=[Correction(0.1), Correction(0.2)],
+        )
 
 
 # ------------------------------------------------------------------ through the learner
@@ -118,8 +163,15 @@ def test_no_correction_is_the_plain_kernel_bit_for_bit_and_pulls_must_agree() ->
 
 def _dataset() -> Dataset:
     g = torch.Generator().manual_seed(0)
-    return Dataset("toy", torch.rand(48, 1, 2, 2, generator=g), torch.arange(48) % 3,
-                   torch.rand(12, 1, 2, 2, generator=g), torch.arange(12) % 3, 3, (1, 2, 2))
+    return Dataset(
+        "toy",
+        torch.rand(48, 1, 2, 2, generator=g),
+        torch.arange(48) % 3,
+        torch.rand(12, 1, 2, 2, generator=g),
+        torch.arange(12) % 3,
+        3,
+        (1, 2, 2),
+    )
 
 
 PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]
@@ -127,8 +179,12 @@ PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]
 
 def _learner(strategy, *, batched: bool = True, steps: int = 3) -> Learner:
     local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=0.2)
-    return Learner([TaskSetup(_dataset(), PARTS, "logistic", [], local)], strategy=strategy,
-                   streams=RandomStreams(9), batched=batched)
+    return Learner(
+        [TaskSetup(_dataset(), PARTS, "logistic", [], local)],
+        strategy=strategy,
+        streams=RandomStreams(9),
+        batched=batched,
+    )
 
 
 def _clients() -> ClientInfo:
@@ -185,8 +241,11 @@ def test_the_strategy_sizes_what_travels() -> None:
     plain = _learner(ALGORITHMS["fedavg"](ALGORITHMS["fedavg"].Params(), _clients())).submit(0, 0)
     bulky = _learner(Bulky(Bulky.Params(), _clients())).submit(0, 0)
     assert plain.download_bytes == plain.upload_bytes == (4 * 3 + 3) * 4  # float32 logistic
-    assert (bulky.download_bytes, bulky.upload_bytes, bulky.flops) == (3 * plain.download_bytes,
-                                                                       2 * plain.upload_bytes + 8, plain.flops)
+    assert (bulky.download_bytes, bulky.upload_bytes, bulky.flops) == (
+        3 * plain.download_bytes,
+        2 * plain.upload_bytes + 8,
+        plain.flops,
+    )
 
 
 class SampleCount(Probe):
@@ -228,7 +287,8 @@ def test_a_new_kind_of_probe_needs_no_learner_change() -> None:
     plan = learner.plan_round(0, [0, 1, 2])
     assert plan.probe and all(w.report and w.note == "probe" for w in plan.work)
     assert [(w.download_bytes, w.flops, w.upload_bytes) for w in plan.work] == [
-        (model_bytes, 1000.0 * (c + 1), BYTES_PER_VALUE) for c in range(3)]
+        (model_bytes, 1000.0 * (c + 1), BYTES_PER_VALUE) for c in range(3)
+    ]
     after = learner.plan_after_probe(0, [plan.work[0].job, plan.work[1].job])  # client 2's report was lost
     assert strategy.reports == {0: [10.0], 1: [16.0]}
     (work,) = after.work

@@ -28,19 +28,39 @@ def test_workers_default_to_the_cpus_and_keep_one_torch_thread_each(restore_thre
 
 
 def _run(tmp_path, model: str, threads: int) -> tuple[dict, bytes, bytes, list[str]]:
-    data = {"name": f"threads-{model}", "seed": 5, "stop": {"rounds": 3},
-            "task": {"dataset": {"name": "digits", "partition": {"kind": "dirichlet", "alpha": 0.5}},
-                     "model": {"name": model, "hidden": [32]}, "local": {"steps": 4, "batch_size": 8, "lr": 0.1}},
-            "devices": [{"group": "d", "count": 12, "compute": {"flops_per_s": 1e8}, "link": {"uplink": 1e6},
-                         "battery": {"capacity": "200J"}, "availability": {"policy": "bernoulli", "p": 0.7}}],
-            "server": {"round": {"participants": 6, "deadline": "2s"}}, "eval": {"every": 1}}
+    data = {
+        "name": f"threads-{model}",
+        "seed": 5,
+        "stop": {"rounds": 3},
+        "task": {
+            "dataset": {"name": "digits", "partition": {"kind": "dirichlet", "alpha": 0.5}},
+            "model": {"name": model, "hidden": [32]},
+            "local": {"steps": 4, "batch_size": 8, "lr": 0.1},
+        },
+        "devices": [
+            {
+                "group": "d",
+                "count": 12,
+                "compute": {"flops_per_s": 1e8},
+                "link": {"uplink": 1e6},
+                "battery": {"capacity": "200J"},
+                "availability": {"policy": "bernoulli", "p": 0.7},
+            }
+        ],
+        "server": {"round": {"participants": 6, "deadline": "2s"}},
+        "eval": {"every": 1},
+    }
     path = tmp_path / f"{model}.yaml"
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / f"{model}-{threads}"
     result = CliRunner().invoke(main, ["simulate", str(path), "--out", str(out), "-q", "--threads", str(threads)])
     assert result.exit_code == 0, result.output
-    return (json.loads((out / "summary.json").read_text()), (out / "events.parquet").read_bytes(),
-            (out / "devices.parquet").read_bytes(), (out / "metrics.csv").read_text().splitlines())
+    return (
+        json.loads((out / "summary.json").read_text()),
+        (out / "events.parquet").read_bytes(),
+        (out / "devices.parquet").read_bytes(),
+        (out / "metrics.csv").read_text().splitlines(),
+    )
 
 
 @pytest.mark.parametrize("model", ["mlp", "lenet5"])

@@ -15,8 +15,15 @@ from netfl.registry import algorithms as registry
 #: name -> strategy class, for code that uses the implementations directly (tests, examples)
 ALGORITHMS: dict[str, type[Strategy]] = {name: entry.load() for name, entry in registry.ALGORITHMS.items()}
 
-__all__ = ["ALGORITHMS", "ClientInfo", "ClientUpdate", "IntervalWeights", "Strategy", "StrategyParams",
-           "build_strategy"]
+__all__ = [
+    "ALGORITHMS",
+    "ClientInfo",
+    "ClientUpdate",
+    "IntervalWeights",
+    "Strategy",
+    "StrategyParams",
+    "build_strategy",
+]
 
 
 def build_strategy(spec: Any, clients: ClientInfo) -> Strategy:

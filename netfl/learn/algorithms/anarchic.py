@@ -49,8 +49,9 @@ class _AFABase(Strategy):
 
     def gradients(self, x: torch.Tensor, updates: list[ClientUpdate]) -> torch.Tensor:
         """G_i = -delta_i / (K_i eta_L,i) of each update, stacked (|updates| x dim)."""
-        scale = torch.tensor([-1.0 / (self.update_steps(u) * self.update_lr(u)) for u in updates],
-                             dtype=x.dtype, device=x.device)
+        scale = torch.tensor(
+            [-1.0 / (self.update_steps(u) * self.update_lr(u)) for u in updates], dtype=x.dtype, device=x.device
+        )
         deltas = torch.stack([u.delta.to(dtype=x.dtype, device=x.device).reshape(-1) for u in updates])
         return scale[:, None] * deltas
 

@@ -46,8 +46,9 @@ Params model (the class's must be the same), ``summary`` (one line for
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Sequence
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -122,8 +123,10 @@ class Strategy(ABC):
         if entry is None:
             raise TypeError(f"{cls.__qualname__}.name = {cls.name!r} is not in netfl.registry.algorithms.ALGORITHMS")
         if cls.Params is not entry.params:
-            raise TypeError(f"{cls.__qualname__}.Params must be the registry's {entry.params.__qualname__}, "
-                            f"the parameters validation checks")
+            raise TypeError(
+                f"{cls.__qualname__}.Params must be the registry's {entry.params.__qualname__}, "
+                f"the parameters validation checks"
+            )
         cls.entry = entry
         cls.summary, cls.paper = entry.summary, entry.paper
         cls.needs_participation, cls.multi_task = entry.needs_participation, entry.multi_task
@@ -136,14 +139,16 @@ class Strategy(ABC):
 
     # ---- what the server asks
 
-    def select(self, round_index: int, available: Sequence[int], participants: int | None,
-               rng: np.random.Generator) -> list[tuple[int, int]]:
+    def select(
+        self, round_index: int, available: Sequence[int], participants: int | None, rng: np.random.Generator
+    ) -> list[tuple[int, int]]:
         """The (client, task) pairs that train in round ``round_index``: by default ``participants`` of the
         ``available`` clients uniformly without replacement (all if None), each on task 0."""
         return [(client, 0) for client in sample_uniform(available, participants, rng)]
 
-    def assign(self, round_index: int, reports: dict[int, np.ndarray], participants: int | None,
-               rng: np.random.Generator) -> list[tuple[int, int]]:
+    def assign(
+        self, round_index: int, reports: dict[int, np.ndarray], participants: int | None, rng: np.random.Generator
+    ) -> list[tuple[int, int]]:
         """After a probe: the (client, task) pairs that train, from each reporting client's values (one per task)."""
         raise TypeError(f"{self.name} sets a probe ({type(self.probe).__name__}) but does not define assign()")
 
@@ -162,8 +167,10 @@ class Strategy(ABC):
     def update_steps(self, update: ClientUpdate) -> int:
         """K of one job: the local steps it ran (a ValueError if the learner did not say)."""
         if update.steps is None or update.steps < 1:
-            raise ValueError(f"{self.name} needs each update's number of local steps K; client "
-                             f"{update.client}'s update has steps={update.steps!r}")
+            raise ValueError(
+                f"{self.name} needs each update's number of local steps K; client "
+                f"{update.client}'s update has steps={update.steps!r}"
+            )
         return int(update.steps)
 
     # ---- what a client is asked to do
@@ -215,9 +222,12 @@ def participation_probabilities(algorithm: str, clients: ClientInfo) -> tuple[fl
             f"algorithm {algorithm!r} divides each update by its client's participation probability p, "
             f"but {len(missing)} of {len(probs)} clients have an availability policy without one "
             f"(clients {shown}); give every device group a per-round policy with a `p` "
-            f"(bernoulli, markov or cyclic), or pick an algorithm that needs no p (fedau, mifa, fedavg)")
+            f"(bernoulli, markov or cyclic), or pick an algorithm that needs no p (fedau, mifa, fedavg)"
+        )
     bad = [i for i, p in enumerate(probs) if not 0 < p <= 1]
     if bad:
-        raise ValueError(f"algorithm {algorithm!r} needs participation probabilities in (0, 1]; "
-                         f"client {bad[0]} has p = {probs[bad[0]]}")
+        raise ValueError(
+            f"algorithm {algorithm!r} needs participation probabilities in (0, 1]; "
+            f"client {bad[0]} has p = {probs[bad[0]]}"
+        )
     return tuple(float(p) for p in probs)

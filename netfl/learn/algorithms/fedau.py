@@ -6,7 +6,7 @@ computes it (``weighting_method == 'adaptive'``).
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import torch

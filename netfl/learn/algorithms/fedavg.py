@@ -114,7 +114,9 @@ class FedAvgUnbiased(FedAvgKnown):
         if not updates:
             return x
         n = self.num_clients
-        eta = self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
+        eta = (
+            self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
+        )
         # x - eta * (1/N) sum (-delta/gamma)/p  =  x + sum (eta / (N gamma p)) delta
         weights = [eta / (n * self.update_lr(u) * self.probabilities[u.client]) for u in updates]
         return x + weighted_sum(updates, weights, x)

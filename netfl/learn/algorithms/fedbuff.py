@@ -59,6 +59,7 @@ class FedBuff(Strategy):
         if not updates:
             return x
         k = len(updates)
-        weights = [staleness_weight(context.round_index - u.start_version, self.params.staleness_weight) / k
-                   for u in updates]
+        weights = [
+            staleness_weight(context.round_index - u.start_version, self.params.staleness_weight) / k for u in updates
+        ]
         return x + self.params.server_lr * weighted_sum(updates, weights, x)

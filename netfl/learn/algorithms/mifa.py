@@ -72,8 +72,9 @@ class _MemoryStrategy(Strategy):
         if updates:
             idx = torch.tensor([u.client for u in updates], dtype=torch.long, device=x.device)
             scale = torch.tensor([-1.0 / self.update_lr(u) for u in updates], dtype=x.dtype, device=x.device)
-            fresh = scale[:, None] * torch.stack([u.delta.to(dtype=x.dtype, device=x.device).reshape(-1)
-                                                  for u in updates])  # Delta_i, |A| x dim
+            fresh = scale[:, None] * torch.stack(
+                [u.delta.to(dtype=x.dtype, device=x.device).reshape(-1) for u in updates]
+            )  # Delta_i, |A| x dim
             if self.unbiased and self.filled:
                 inv_p = (1.0 / self._p[idx.cpu()]).to(dtype=x.dtype, device=x.device)[:, None]
                 change = fresh - self.memory[idx]  # Delta_i - G_i
@@ -93,7 +94,9 @@ class _MemoryStrategy(Strategy):
         if self.momentum:
             self.velocity = g if self.velocity is None else self.params.beta * self.velocity + g
             g = self.velocity
-        eta = self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
+        eta = (
+            self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
+        )
         return x - eta * g.view_as(x)
 
 

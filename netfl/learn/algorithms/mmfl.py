@@ -28,7 +28,7 @@ clients); ``round_robin``: w_s <- w_s + eta mean_{i in A_s} delta_{i,s}
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -99,8 +99,9 @@ class MMFL(Strategy):
         self.last_probabilities: np.ndarray | None = None  # N x S of the latest round (optimal)
         self._p: dict[tuple[int, int], float] = {}  # (client, task) -> p_{s|i} of this round's assignments
 
-    def select(self, round_index: int, available: Sequence[int], participants: int | None,
-               rng: np.random.Generator) -> list[tuple[int, int]]:
+    def select(
+        self, round_index: int, available: Sequence[int], participants: int | None, rng: np.random.Generator
+    ) -> list[tuple[int, int]]:
         chosen = sample_uniform(available, participants, rng)
         tasks = self.num_tasks
         if self.params.sampling == "random":
@@ -114,8 +115,9 @@ class MMFL(Strategy):
         self._p = {}
         return pairs
 
-    def assign(self, round_index: int, reports: dict[int, np.ndarray], participants: int | None,
-               rng: np.random.Generator) -> list[tuple[int, int]]:
+    def assign(
+        self, round_index: int, reports: dict[int, np.ndarray], participants: int | None, rng: np.random.Generator
+    ) -> list[tuple[int, int]]:
         clients = sorted(reports)
         if not clients:
             self._p = {}

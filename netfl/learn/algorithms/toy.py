@@ -34,8 +34,17 @@ class QuadraticToy:
     local_steps: int = 1
 
     @classmethod
-    def spread(cls, num_clients: int = 10, dim: int = 5, *, scale: float = 3.0, p: float = 0.1, lr: float = 0.02,
-               local_steps: int = 1, seed: int = 0) -> "QuadraticToy":
+    def spread(
+        cls,
+        num_clients: int = 10,
+        dim: int = 5,
+        *,
+        scale: float = 3.0,
+        p: float = 0.1,
+        lr: float = 0.02,
+        local_steps: int = 1,
+        seed: int = 0,
+    ) -> QuadraticToy:
         """Spread-out optima: ``b_i ~ N(0, scale^2 I)`` from ``seed``."""
         g = torch.Generator().manual_seed(seed)
         b = scale * torch.randn(num_clients, dim, generator=g, dtype=torch.float64)
@@ -69,8 +78,13 @@ class QuadraticToy:
         for t, mask in enumerate(arrivals):
             active = np.flatnonzero(mask)
             updates = [ClientUpdate(int(i), 1, self.delta(int(i), x), t, self.lr) for i in active]
-            context = RoundContext(round_index=t, sim_time_s=float(t), available=tuple(int(i) for i in active),
-                                   selected=tuple(int(i) for i in active), delivered=tuple(range(len(active))))
+            context = RoundContext(
+                round_index=t,
+                sim_time_s=float(t),
+                available=tuple(int(i) for i in active),
+                selected=tuple(int(i) for i in active),
+                delivered=tuple(range(len(active))),
+            )
             x = strategy.aggregate(x, updates, context)
             errors[t] = float(((x - w_star) ** 2).sum())
         return errors

@@ -18,21 +18,28 @@ from netfl.policies.population import PopulationModel, build_population_model
 from netfl.rng import RandomStreams
 
 
-def device_policies(scenario: Scenario, streams: RandomStreams, sizes: np.ndarray,
-                    label_mix: np.ndarray) -> tuple[list[AvailabilityPolicy], list[SessionPolicy | None]]:
+def device_policies(
+    scenario: Scenario, streams: RandomStreams, sizes: np.ndarray, label_mix: np.ndarray
+) -> tuple[list[AvailabilityPolicy], list[SessionPolicy | None]]:
     """The eager engine's availability policy and charger of every device, each with its own stream.
 
     ``sizes``: each device's number of training samples; ``label_mix`` (devices x labels) its label shares.
     """
     groups = [g for g in scenario.devices for _ in range(g.count)]
     base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos = [DeviceInfo(i, g.group, int(size), label_mix[i], scenario.seeds.world, base_dir)
-             for i, (g, size) in enumerate(zip(groups, sizes))]
-    policies = [build_policy(g.availability, info, streams.numpy("availability", info.index))
-                for info, g in zip(infos, groups)]
-    chargers = [build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
-                if g.battery is not None and g.battery.charging is not None else None
-                for info, g in zip(infos, groups)]
+    infos = [
+        DeviceInfo(i, g.group, int(size), label_mix[i], scenario.seeds.world, base_dir)
+        for i, (g, size) in enumerate(zip(groups, sizes))
+    ]
+    policies = [
+        build_policy(g.availability, info, streams.numpy("availability", info.index)) for info, g in zip(infos, groups)
+    ]
+    chargers = [
+        build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
+        if g.battery is not None and g.battery.charging is not None
+        else None
+        for info, g in zip(infos, groups)
+    ]
     return policies, chargers
 
 
@@ -45,8 +52,15 @@ def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.
     for group in scenario.devices:
         spec = group.availability
         cls = BUILTIN_POLICIES[spec.policy]
-        models.append(build_population_model(spec.policy, cls.Params.model_validate(spec.params), group.count,
-                                             streams.integer_seed("availability-population", group.group),
-                                             label_mix[start:start + group.count], scenario.seeds.world))
+        models.append(
+            build_population_model(
+                spec.policy,
+                cls.Params.model_validate(spec.params),
+                group.count,
+                streams.integer_seed("availability-population", group.group),
+                label_mix[start : start + group.count],
+                scenario.seeds.world,
+            )
+        )
         start += group.count
     return models

@@ -2,20 +2,20 @@
 
 :func:`build_simulation` loads the data, splits it over the devices, builds
 each device's availability from that split, the learner with its strategy,
-and the world (:mod:`netfl.build.world`), and joins them in a
+and the world (:mod:`netfl.assemble.world`), and joins them in a
 :class:`~netfl.sim.simulation.Simulation`. It is the only place that reads
 a :class:`~netfl.config.schema.Scenario` to make engine or learner objects.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
+from netfl.assemble.availability import device_policies, population_models
+from netfl.assemble.learning import build_learner, build_task, resolve_data_dir
+from netfl.assemble.world import build_world, device_table
 from netfl.backend import TrainingBackend
-from netfl.build.availability import device_policies, population_models
-from netfl.build.learning import build_learner, build_task, resolve_data_dir
-from netfl.build.world import build_world, device_table
 from netfl.config.schema import Scenario
 from netfl.errors import NetflError
 from netfl.learn.learner import Learner
@@ -24,12 +24,25 @@ from netfl.learn.runtime import torch_device
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
 
-__all__ = ["build_learner", "build_simulation", "build_task", "build_world", "device_policies", "device_table",
-           "population_models", "resolve_data_dir"]
+__all__ = [
+    "build_learner",
+    "build_simulation",
+    "build_task",
+    "build_world",
+    "device_policies",
+    "device_table",
+    "population_models",
+    "resolve_data_dir",
+]
 
 
-def build_simulation(scenario: Scenario, *, data_dir: Path | None = None, device: str = "cpu",
-                     wrap: Callable[[Learner], TrainingBackend] | None = None) -> tuple[Simulation, Learner]:
+def build_simulation(
+    scenario: Scenario,
+    *,
+    data_dir: Path | None = None,
+    device: str = "cpu",
+    wrap: Callable[[Learner], TrainingBackend] | None = None,
+) -> tuple[Simulation, Learner]:
     """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``);
     ``wrap``: what the engine talks to instead of the learner itself (checkpoints log and replay its answers).
 
@@ -47,8 +60,9 @@ def build_simulation(scenario: Scenario, *, data_dir: Path | None = None, device
     if scenario.engine.devices == "lazy":
         population = population_models(scenario, world_streams, mix)
         world = build_world(scenario, world_streams, population=population)
-        participation = [p for m in population
-                         for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)]
+        participation = [
+            p for m in population for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)
+        ]
     else:
         policies, chargers = device_policies(scenario, world_streams, first.parts.sizes, mix)
         world = build_world(scenario, world_streams, policies=policies, chargers=chargers)

@@ -8,7 +8,7 @@ engine's plain objects (:mod:`netfl.sim.world`); nothing under
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -18,35 +18,62 @@ from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
-from netfl.sim.world import (SERVER, GroupLink, MediumSetup, NodeSetup, RamSetup, ServerSetup, StopSetup, WiredLink,
-                             World)
+from netfl.sim.world import (
+    SERVER,
+    GroupLink,
+    MediumSetup,
+    NodeSetup,
+    RamSetup,
+    ServerSetup,
+    StopSetup,
+    WiredLink,
+    World,
+)
 
 # Radio receive power when the scenario gives none: about half the uplink
 # transmit power (receive chains draw less than the power amplifier).
 RECEIVE_TO_TRANSMIT_POWER = 0.5
 
 
-def build_world(scenario: Scenario, streams: RandomStreams, *,
-                policies: Sequence[AvailabilityPolicy] | None = None,
-                chargers: Sequence[SessionPolicy | None] | None = None,
-                population: Sequence[PopulationModel] | None = None) -> World:
-    """The scenario's world with the given availability (see :mod:`netfl.build.availability`)."""
+def build_world(
+    scenario: Scenario,
+    streams: RandomStreams,
+    *,
+    policies: Sequence[AvailabilityPolicy] | None = None,
+    chargers: Sequence[SessionPolicy | None] | None = None,
+    population: Sequence[PopulationModel] | None = None,
+) -> World:
+    """The scenario's world with the given availability (see :mod:`netfl.assemble.availability`)."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
     server, stop = scenario.server, scenario.stop
     return World(
         devices=device_table(scenario, streams),
         links=[_group_link(g.link, scenario.network.nodes) for g in scenario.devices],
         streams=streams,
-        stop=StopSetup(rounds=stop.rounds, sim_time_s=stop.sim_time, accuracy=stop.accuracy,
-                       eval_every=scenario.eval.every.rounds or 1, eval_every_s=scenario.eval.every.seconds),
-        server=ServerSetup(mode=server.mode, participants=server.round.asked,
-                           goal=server.round.participants if server.round.over_commit else None,
-                           deadline_s=server.round.deadline, idle_wait_s=server.round.idle_wait,
-                           interval_s=server.round.interval, buffer=server.async_.buffer,
-                           local_steps=server.async_.local_steps, pause_s=server.async_.pause),
+        stop=StopSetup(
+            rounds=stop.rounds,
+            sim_time_s=stop.sim_time,
+            accuracy=stop.accuracy,
+            eval_every=scenario.eval.every.rounds or 1,
+            eval_every_s=scenario.eval.every.seconds,
+        ),
+        server=ServerSetup(
+            mode=server.mode,
+            participants=server.round.asked,
+            goal=server.round.participants if server.round.over_commit else None,
+            deadline_s=server.round.deadline,
+            idle_wait_s=server.round.idle_wait,
+            interval_s=server.round.interval,
+            buffer=server.async_.buffer,
+            local_steps=server.async_.local_steps,
+            pause_s=server.async_.pause,
+        ),
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],
-        policies=policies, chargers=chargers, population=population)
+        policies=policies,
+        chargers=chargers,
+        population=population,
+    )
 
 
 def _node(node: NodeSpec) -> NodeSetup:
@@ -55,8 +82,17 @@ def _node(node: NodeSpec) -> NodeSetup:
 
 
 def _medium(m: MediumSpec) -> MediumSetup:
-    params = ({"rate_bps": m.rate, "q": m.q, "packet_bits": 8 * m.packet_size, "max_attempts": m.max_attempts,
-               "backoff": m.backoff} if m.kind == "slotted_aloha" else {})
+    params = (
+        {
+            "rate_bps": m.rate,
+            "q": m.q,
+            "packet_bits": 8 * m.packet_size,
+            "max_attempts": m.max_attempts,
+            "backoff": m.backoff,
+        }
+        if m.kind == "slotted_aloha"
+        else {}
+    )
     return MediumSetup(m.kind, m.bandwidth, params)
 
 
@@ -65,30 +101,56 @@ def _group_link(link: LinkSpec, nodes: dict[str, NodeSpec]) -> GroupLink:
     channel = None
     if link.channel is not None:
         c = link.channel
-        channel = ChannelParams(kind=c.kind, tx_power_w=c.tx_power,
-                                bandwidth_hz=nodes[link.to].medium.bandwidth, noise_figure_db=c.noise_figure_db,
-                                shadowing_db_std=c.shadowing_db, rician_k=c.rician_k, coherence_s=c.coherence,
-                                rate_bps=c.rate, packet_bits=8 * c.packet_size,
-                                max_spectral_efficiency=c.max_spectral_efficiency)
+        channel = ChannelParams(
+            kind=c.kind,
+            tx_power_w=c.tx_power,
+            bandwidth_hz=nodes[link.to].medium.bandwidth,
+            noise_figure_db=c.noise_figure_db,
+            shadowing_db_std=c.shadowing_db,
+            rician_k=c.rician_k,
+            coherence_s=c.coherence,
+            rate_bps=c.rate,
+            packet_bits=8 * c.packet_size,
+            max_spectral_efficiency=c.max_spectral_efficiency,
+        )
     return GroupLink(link.to or SERVER, link.latency, channel)
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
     """Draw every device's parameters: one seeded stream per group and quantity."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
-        "group", "flops_per_s", "compute_w", "transmit_w", "receive_w", "idle_w", "capacity_j", "initial_j",
-        "min_level", "charge_w", "uplink_bps", "downlink_bps", "distance_m")}
+    cols: dict[str, list[np.ndarray]] = {
+        k: []
+        for k in (
+            "group",
+            "flops_per_s",
+            "compute_w",
+            "transmit_w",
+            "receive_w",
+            "idle_w",
+            "capacity_j",
+            "initial_j",
+            "min_level",
+            "charge_w",
+            "uplink_bps",
+            "downlink_bps",
+            "distance_m",
+        )
+    }
     for g, group in enumerate(scenario.devices):
         n = group.count
 
-        def draw(name, dist):
+        def draw(name, dist, group=group, n=n):
             return np.asarray(dist.sample(streams.numpy("devices", group.group, name), n), dtype=float)
 
         cols["group"].append(np.full(n, g, dtype=np.int32))
         cols["flops_per_s"].append(draw("flops_per_s", group.compute.flops_per_s))
         power = group.power
-        for name, watts in (("compute_w", power.compute), ("transmit_w", power.transmit),
-                            ("receive_w", power.transmit * RECEIVE_TO_TRANSMIT_POWER), ("idle_w", power.idle)):
+        for name, watts in (
+            ("compute_w", power.compute),
+            ("transmit_w", power.transmit),
+            ("receive_w", power.transmit * RECEIVE_TO_TRANSMIT_POWER),
+            ("idle_w", power.idle),
+        ):
             cols[name].append(np.full(n, watts, dtype=float))
         spec = group.battery
         if spec is None:
@@ -109,7 +171,8 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
             down = up if link.to is None else np.full(n, math.nan)
         cols["uplink_bps"].append(up)
         cols["downlink_bps"].append(down)
-        cols["distance_m"].append(draw("distance", link.channel.distance_m) if link.channel is not None
-                                  else np.full(n, math.nan))
+        cols["distance_m"].append(
+            draw("distance", link.channel.distance_m) if link.channel is not None else np.full(n, math.nan)
+        )
     arrays = {k: np.concatenate(v) for k, v in cols.items()}
     return DeviceTable(group_names=[g.group for g in scenario.devices], **arrays)
