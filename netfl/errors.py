@@ -29,5 +29,14 @@ class DataError(NetflError):
     """A data set could not be found or read."""
 
 
-class PolicyError(NetflError):
+class UserCodeError(NetflError):
+    """A user's file (policy, model, data loader) could not be loaded, or raised or answered nonsense when called;
+    the message names the file and line (:mod:`netfl.user_code`)."""
+
+
+class PolicyError(UserCodeError):
     """A policy could not be loaded or misbehaved (user scripts included)."""
+
+
+class ModelError(UserCodeError):
+    """A model could not be built, or does not fit its task's data (user modules included)."""

@@ -9,65 +9,31 @@ the file and line, so the run stops with a message instead of a traceback.
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import math
-import sys
-import traceback
-import zlib
 from pathlib import Path
 
 import numpy as np
 
+from netfl import user_code
 from netfl.errors import PolicyError
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
+from netfl.user_code import is_user_reference
 
-
-def is_user_reference(name: str) -> bool:
-    return ":" in name and name.rsplit(":", 1)[0].endswith(".py")
-
-
-def _where(exc: BaseException, path: Path) -> str:
-    """``file:line`` of the deepest frame of the traceback that lies in the user's file."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if Path(f.filename).resolve() == path.resolve()]
-    return f"{path}:{frames[-1].lineno}" if frames else str(path)
-
-
-_loaded: dict[tuple[str, float], type[AvailabilityPolicy]] = {}
+__all__ = ["is_user_reference", "load_user_policy"]
 
 
 def load_user_policy(reference: str, base_dir: Path) -> type[AvailabilityPolicy]:
-    file_part, class_name = reference.rsplit(":", 1)
-    path = Path(file_part)
-    path = path if path.is_absolute() else base_dir / path
-    if not path.is_file():
-        raise PolicyError(f"policy {reference!r}: file not found: {path}")
-    key = (str(path.resolve()), path.stat().st_mtime)
-    if key in _loaded:
-        return _wrap_class(_loaded[key], class_name, path)
-    module_name = f"netfl_user_policy_{zlib.crc32(key[0].encode()):08x}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses and pydantic look their module up here
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        sys.modules.pop(module_name, None)
-        raise PolicyError(f"{exc.filename}:{exc.lineno}: syntax error: {exc.msg}") from None
-    except (Exception, SystemExit) as exc:  # the user's import-time code failed
-        sys.modules.pop(module_name, None)
-        raise PolicyError(f"{_where(exc, path)}: {type(exc).__name__} while importing: {exc}") from None
-    cls = getattr(module, class_name, None)
-    if cls is None:
-        defined = [n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module_name]
-        raise PolicyError(f"{path}: no class {class_name!r}; classes defined there: {', '.join(defined) or 'none'}")
+    ref = user_code.parse_reference(reference, base_dir)
+    if not ref.path.is_file():
+        raise PolicyError(f"policy {reference!r}: file not found: {ref.path}")
+    cls = user_code.load_attribute(ref, what="policy", error=PolicyError)
     if not (inspect.isclass(cls) and issubclass(cls, (RoundPolicy, SessionPolicy))):
-        raise PolicyError(f"{path}: {class_name} must subclass netfl.policies.RoundPolicy or SessionPolicy")
+        raise PolicyError(f"{ref.path}: {ref.name} must subclass netfl.policies.RoundPolicy or SessionPolicy")
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
-        raise PolicyError(f"{path}: {class_name} does not define {missing}")
-    _loaded[key] = cls
-    return _wrap_class(cls, class_name, path)
+        raise PolicyError(f"{ref.path}: {ref.name} does not define {missing}")
+    return _wrap_class(cls, ref.name, ref.path)
 
 
 def _wrap_class(cls: type[AvailabilityPolicy], class_name: str, path: Path) -> type[AvailabilityPolicy]:
@@ -91,14 +57,7 @@ class _Guard:
     _name: str
 
     def _call(self, what: str, fn, *args):
-        try:
-            return fn(*args)
-        except PolicyError:
-            raise
-        except (Exception, SystemExit) as exc:  # sys.exit() in a policy must not end netfl with the user's code
-            raise PolicyError(
-                f"{_where(exc, self._path)}: {type(exc).__name__} in {self._name}.{what}: {exc}"
-            ) from None
+        return user_code.call(fn, *args, path=self._path, what=f"{self._name}.{what}", error=PolicyError)
 
     def _defined_at(self, fn) -> str:
         """``file:line`` of the user's method, for answers that are wrong without raising."""

@@ -80,7 +80,7 @@ def test_bad_parameter_of_a_user_policy_names_the_yaml_path(tmp_path):
             "pol.py:EveryKth",
             "pol.py:2: RuntimeError while importing",
         ),
-        (GOOD, "pol.py:Missing", "no class 'Missing'; classes defined there: EveryKth"),
+        (GOOD, "pol.py:Missing", "no 'Missing' in this policy file; defined there: EveryKth"),
         (
             "class NotAPolicy:\n    pass\n",
             "pol.py:NotAPolicy",

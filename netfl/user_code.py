@@ -1,0 +1,149 @@
+"""Code that users hand to netfl, named ``path/to/file.py:Name`` (policies, models, data loaders), imported and
+called behind one fence.
+
+netfl runs such a file as Python code: its module level runs at import and its functions run when netfl calls
+them. Whatever goes wrong there -- a missing file or name, a syntax error, an exception at import or in a call --
+becomes a :class:`~netfl.errors.UserCodeError` (or the caller's subclass of it) naming the file and the line in
+it, so that a run stops with one message instead of a traceback. Nothing here imports torch or simpy.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import sys
+import traceback
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
+
+from netfl.errors import UserCodeError
+
+__all__ = ["UserReference", "is_user_reference", "parse_reference", "import_file", "load_attribute", "where", "call"]
+
+T = TypeVar("T")
+
+
+def is_user_reference(name: Any) -> bool:
+    """Whether ``name`` reads ``something.py:Name`` (a user's file and a name in it)."""
+    return isinstance(name, str) and ":" in name and name.rsplit(":", 1)[0].endswith(".py")
+
+
+@dataclass(frozen=True)
+class UserReference:
+    """``file.py:name``, with the file resolved against the folder it is relative to (a topology's)."""
+
+    path: Path
+    name: str
+    text: str  # as the user wrote it
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_reference(reference: str, base_dir: Path | None) -> UserReference:
+    """``file.py:Name`` -> the file (relative paths from ``base_dir``, else the working directory) and the name."""
+    file_part, name = reference.rsplit(":", 1)
+    path = Path(file_part).expanduser()
+    if not path.is_absolute():
+        path = (base_dir if base_dir is not None else Path.cwd()) / path
+    return UserReference(path, name, reference)
+
+
+def where(exc: BaseException, path: Path) -> str:
+    """``file:line`` of the deepest frame of ``exc``'s traceback that lies in the user's file (the file alone if
+    none does: the error was raised by what the user's code called into, with no frame of theirs recorded)."""
+    target = path.resolve()
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _same_file(f.filename, target)]
+    return f"{path}:{frames[-1].lineno}" if frames else str(path)
+
+
+def _same_file(filename: str, target: Path) -> bool:
+    try:
+        return Path(filename).resolve() == target
+    except (OSError, RuntimeError):
+        return False
+
+
+_modules: dict[tuple[str, float, int], ModuleType] = {}
+
+
+def import_file(path: Path, *, what: str, error: type[UserCodeError] = UserCodeError) -> ModuleType:
+    """Import the user's Python file ``path`` as a module of its own (once per file version: path, mtime, size).
+
+    ``what`` names it in messages (``policy``, ``model``, ``data loader``).
+    """
+    if not path.is_file():
+        raise error(f"{what} file not found: {path}")
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_mtime, stat.st_size)
+    if key in _modules:
+        return _modules[key]
+    module_name = f"netfl_user_{zlib.crc32(key[0].encode()):08x}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise error(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses, pydantic and pickle look a class's module up here
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise error(f"{exc.filename}:{exc.lineno}: syntax error in this {what} file: {exc.msg}") from None
+    except (Exception, SystemExit) as exc:  # the user's import-time code failed (sys.exit included)
+        sys.modules.pop(module_name, None)
+        raise error(f"{where(exc, path)}: {type(exc).__name__} while importing this {what} file: {exc}") from None
+    _modules[key] = module
+    return module
+
+
+def load_attribute(
+    reference: UserReference,
+    *,
+    what: str,
+    error: type[UserCodeError] = UserCodeError,
+    accept: Callable[[Any], bool] | None = None,
+    expected: str = "",
+) -> Any:
+    """The object ``reference.name`` of the user's file; ``accept`` tells whether it is what netfl needs
+    (``expected`` says what that is, for the message)."""
+    module = import_file(reference.path, what=what, error=error)
+    found = getattr(module, reference.name, None)
+    if found is None:
+        defined = ", ".join(_defined_in(module)) or "none"
+        raise error(f"{reference.path}: no {reference.name!r} in this {what} file; defined there: {defined}")
+    if accept is not None and not accept(found):
+        raise error(f"{reference.path}: {reference.name} is not {expected or 'usable here'}")
+    return found
+
+
+def _defined_in(module: ModuleType) -> list[str]:
+    """The public classes and functions a module defines itself (not those it imports)."""
+    return [
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (inspect.isclass(value) or inspect.isfunction(value))
+        and value.__module__ == module.__name__
+    ]
+
+
+def call(
+    fn: Callable[..., T],
+    *args: Any,
+    path: Path,
+    what: str,
+    error: type[UserCodeError] = UserCodeError,
+    **kwargs: Any,
+) -> T:
+    """``fn(*args, **kwargs)`` for a function of the user's file, any exception it raises turned into ``error``
+    naming the file and line and ``what`` was being done (``"SmallCNN(width=64)"``, ``"load()"``)."""
+    try:
+        return fn(*args, **kwargs)
+    except UserCodeError:
+        raise
+    except (Exception, SystemExit) as exc:  # sys.exit() in user code must not end netfl with the user's status
+        raise error(f"{where(exc, path)}: {type(exc).__name__} in {what}: {exc}") from None
