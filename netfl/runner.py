@@ -153,8 +153,8 @@ def _task_summaries(scenario: Scenario, result: SimulationResult) -> list[dict[s
         acc = [m.tasks[s].accuracy if m.tasks else m.test_accuracy for m in result.metrics]
         out.append(
             {
-                "dataset": task.dataset.name,
-                "model": task.model.name,
+                "dataset": task.dataset.label,
+                "model": task.model.label,
                 "final_test_accuracy": acc[-1] if acc else None,
                 "best_test_accuracy": max(acc) if acc else None,
             }
@@ -240,6 +240,8 @@ def run_scenario(
             updates_skipped=learner.updates_skipped,
         )
         summary.update(device=device, threads=threads, **(extra_summary or {}))
+        for task_summary, task in zip(summary["tasks"], learner.tasks):
+            task_summary["training"] = task.trainer.describe()
         outcome = RunOutcome(summary, None, result, [task.num_classes for task in learner.tasks])
         if write:
             outcome.out_dir = write_run(

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from netfl.learn.learner import TaskSetup
 from netfl.learn.training import minibatch_indices
+from netfl.learn.user_models import builtin_recipe
 from netfl.rng import RandomStreams
 
 
@@ -23,3 +25,15 @@ def job_minibatches(seed: int, client: int, job: int, part: torch.Tensor, batch:
     for ``job`` of ``client`` (whose samples are ``part``): its own generator, seeded by (seed, client, job)."""
     generator = torch.Generator().manual_seed(RandomStreams(seed).integer_seed("training", client, job))
     return part[minibatch_indices(len(part), batch, steps, generator)]
+
+
+def task_setup(dataset, parts, model: str, hidden, local) -> TaskSetup:
+    """A learner's task of a built-in model on ``dataset`` (the setup the assembly layer makes from a scenario)."""
+    return TaskSetup(
+        dataset, parts, builtin_recipe(model, dataset.input_shape, dataset.num_classes, hidden=tuple(hidden)), local
+    )
+
+
+def path_of(batched: bool) -> str | None:
+    """The learner's training path: its own choice, or one job at a time by the reference (``batched=False``)."""
+    return None if batched else "reference"

@@ -15,11 +15,14 @@ import numpy as np
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
 from netfl.config.schema import Scenario
-from netfl.errors import ScenarioError
+from netfl.errors import ModelError, ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
-from netfl.learn.datasets import load_dataset
+from netfl.learn.datasets import Dataset, load_dataset
 from netfl.learn.learner import Learner, LocalConfig, TaskSetup
-from netfl.learn.partition import ClientParts, partition_indices, sample_parts
+from netfl.learn.partition import ClientParts, natural_parts, partition_indices, sample_parts
+from netfl.learn.user_data import load_user_dataset
+from netfl.learn.user_models import ModelRecipe, builtin_recipe, user_recipe
+from netfl.registry.partitions import LABEL_KINDS
 from netfl.rng import RandomStreams
 
 
@@ -29,70 +32,32 @@ def _stream_keys(task: int) -> tuple[int, ...]:
 
 
 def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: Path | None) -> TaskSetup:
-    """Load task ``task``'s data set and split it over the devices."""
+    """Load task ``task``'s data set, split it over the devices, and say how its model is made (a user's model
+    file is imported here; the module is built by the learner)."""
     spec = scenario.tasks[task]
     keys = _stream_keys(task)
-    where = "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
-    dataset = load_dataset(
-        spec.dataset.name,
-        data_dir=resolve_data_dir(scenario, data_dir, task),
-        test_fraction=spec.dataset.test_fraction,
-        seed=streams.integer_seed("test_split", *keys),
-    )
+    where = _where(scenario, task)
+    dataset = load_task_dataset(scenario, task, streams, data_dir)
     if spec.dataset.max_train_samples is not None and spec.dataset.max_train_samples < len(dataset.train_y):
         keep = np.sort(
             streams.numpy("train_subset", *keys).choice(
                 len(dataset.train_y), spec.dataset.max_train_samples, replace=False
             )
         )
-        dataset = replace(dataset, train_x=dataset.train_x[keep], train_y=dataset.train_y[keep])
-    part = spec.dataset.partition
-    labels, rng = dataset.train_y.numpy(), streams.numpy("partition", *keys)
-    try:
-        if part.samples_per_client is not None:
-            parts = sample_parts(
-                labels,
-                scenario.num_devices,
-                part.samples_per_client,
-                part.kind,
-                rng,
-                alpha=part.alpha,
-                classes_per_client=part.classes_per_client,
-            )
-        else:
-            parts = ClientParts.of(
-                partition_indices(
-                    labels,
-                    scenario.num_devices,
-                    part.kind,
-                    rng,
-                    alpha=part.alpha,
-                    classes_per_client=part.classes_per_client,
-                    exclusive=part.exclusive,
-                    quantity_skew=part.quantity_skew,
-                )
-            )
-    except ValueError as exc:
-        hint = (
-            "; give dataset.partition.samples_per_client to let devices share samples"
-            if scenario.num_devices > len(labels)
-            else ""
-        )
-        raise ScenarioError(
-            str(scenario.source or scenario.name), [(f"{where}.dataset.partition", f"{exc}{hint}")]
-        ) from None
+        client = dataset.train_client
+        if client is not None:  # renumber the clients that kept samples
+            kept, client = np.unique(client[keep], return_inverse=True)
+            dataset = replace(dataset, client_names=tuple(dataset.client_names[k] for k in kept))
+        dataset = replace(dataset, train_x=dataset.train_x[keep], train_y=dataset.train_y[keep], train_client=client)
+    parts = _split(scenario, task, dataset, streams.numpy("partition", *keys))
     largest = int(parts.sizes.max())
     if spec.local.epochs is not None and spec.local.epochs * largest > MAX_JOB_SAMPLES:  # validate saw the mean
-        raise ScenarioError(
-            str(scenario.source or scenario.name),
-            [
-                (
-                    f"{where}.local.epochs",
-                    f"the largest client holds {largest:,} samples: a job of {spec.local.epochs:g} "
-                    f"epochs would train on {spec.local.epochs * largest:.3g}, more than the "
-                    f"{MAX_JOB_SAMPLES:.0e} netfl accepts per job",
-                )
-            ],
+        raise _problem(
+            scenario,
+            f"{where}.local.epochs",
+            f"the largest client holds {largest:,} samples: a job of {spec.local.epochs:g} "
+            f"epochs would train on {spec.local.epochs * largest:.3g}, more than the "
+            f"{MAX_JOB_SAMPLES:.0e} netfl accepts per job",
         )
     local = LocalConfig(
         spec.local.steps,
@@ -102,7 +67,146 @@ def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: 
         spec.local.weight_decay,
         spec.local.lr_schedule,
     )
-    return TaskSetup(dataset, parts, spec.model.name, spec.model.hidden, local)
+    return TaskSetup(dataset, parts, model_recipe(scenario, task, dataset), local)
+
+
+def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, data_dir: Path | None) -> Dataset:
+    """Task ``task``'s data set: a built-in by name, or the user's own (a file, a LEAF folder, a loader)."""
+    spec = scenario.tasks[task].dataset
+    seed = streams.integer_seed("test_split", *_stream_keys(task))
+    if spec.builtin:
+        return load_dataset(
+            spec.name, data_dir=resolve_data_dir(scenario, data_dir, task), test_fraction=spec.test_fraction, seed=seed
+        )
+    return load_user_dataset(
+        spec.path,
+        base_dir=_base_dir(scenario),
+        loader=spec.loader,
+        args=spec.args,
+        input_shape=tuple(spec.input_shape) if spec.input_shape is not None else None,
+        test_fraction=spec.test_fraction,
+        seed=seed,
+        targets=spec.targets,
+    )
+
+
+def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe:
+    """How task ``task``'s module is made, for samples of ``dataset`` (a user's file is imported now)."""
+    spec = scenario.tasks[task].model
+    try:
+        if spec.builtin:
+            return builtin_recipe(
+                spec.name,
+                dataset.input_shape,
+                dataset.num_classes,
+                hidden=tuple(spec.hidden),
+                flops_per_sample=spec.flops_per_sample,
+                buffers=spec.buffers,
+            )
+        return user_recipe(
+            spec.path if spec.path is not None else spec.factory,
+            spec.args,
+            dataset.input_shape,
+            dataset.num_classes,
+            base_dir=_base_dir(scenario),
+            flops_per_sample=spec.flops_per_sample,
+            buffers=spec.buffers,
+        )
+    except ModelError as exc:
+        if spec.builtin:  # a built-in that does not take these samples: the scenario's mistake
+            raise _problem(scenario, f"{_where(scenario, task)}.model.name", str(exc)) from None
+        raise
+
+
+def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Generator) -> ClientParts:
+    """The task's partition of ``dataset`` over the devices (ScenarioError naming the partition's field)."""
+    part = scenario.tasks[task].dataset.partition
+    where = f"{_where(scenario, task)}.dataset.partition"
+    labels = dataset.train_y.numpy()
+    if part.kind == "natural":
+        if dataset.train_client is None:
+            raise _problem(
+                scenario,
+                f"{where}.kind",
+                f"natural needs each sample's client, but {dataset.name} names none; add `client` to the arrays "
+                "(a LEAF folder has its users), or use another kind",
+            )
+        try:
+            parts, _ = natural_parts(dataset.train_client, scenario.num_devices, part.pick, rng)
+        except ValueError as exc:
+            raise _problem(scenario, where, str(exc)) from None
+        return parts
+    if part.kind in LABEL_KINDS and dataset.per_token:
+        raise _problem(
+            scenario,
+            f"{where}.kind",
+            f"{part.kind} splits by label, but {dataset.name} has a label per token; use iid or natural",
+        )
+    if not scenario.tasks[task].dataset.builtin:
+        _check_labels_named(scenario, task, dataset)
+    try:
+        if part.samples_per_client is not None:
+            return sample_parts(
+                labels,
+                scenario.num_devices,
+                part.samples_per_client,
+                part.kind,
+                rng,
+                alpha=part.alpha,
+                classes_per_client=part.classes_per_client,
+            )
+        return ClientParts.of(
+            partition_indices(
+                labels if labels.ndim == 1 else np.zeros(len(labels), dtype=np.int64),  # iid ignores labels
+                scenario.num_devices,
+                part.kind,
+                rng,
+                alpha=part.alpha,
+                classes_per_client=part.classes_per_client,
+                exclusive=part.exclusive,
+                quantity_skew=part.quantity_skew,
+            )
+        )
+    except ValueError as exc:
+        hint = (
+            "; give dataset.partition.samples_per_client to let devices share samples"
+            if scenario.num_devices > len(labels)
+            else ""
+        )
+        raise _problem(scenario, where, f"{exc}{hint}") from None
+
+
+def _check_labels_named(scenario: Scenario, task: int, dataset: Dataset) -> None:
+    """The labels a partition names exist in a data set of the user's own (known once it is loaded)."""
+    part = scenario.tasks[task].dataset.partition
+    where = f"{_where(scenario, task)}.dataset.partition"
+    labels = dataset.num_classes
+    if part.classes_per_client is not None and part.classes_per_client > labels:
+        raise _problem(
+            scenario,
+            f"{where}.classes_per_client",
+            f"{dataset.name} has {labels} labels; got {part.classes_per_client}",
+        )
+    for g, group in enumerate(part.exclusive or []):
+        for label in group.labels:
+            if label >= labels:
+                raise _problem(
+                    scenario,
+                    f"{where}.exclusive[{g}].labels",
+                    f"label {label} does not exist: {dataset.name} has labels 0..{labels - 1}",
+                )
+
+
+def _where(scenario: Scenario, task: int) -> str:
+    return "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
+
+
+def _base_dir(scenario: Scenario) -> Path | None:
+    return scenario.source.parent if scenario.source is not None else None
+
+
+def _problem(scenario: Scenario, path: str, message: str) -> ScenarioError:
+    return ScenarioError(str(scenario.source or scenario.name), [(path, message)])
 
 
 def build_learner(

@@ -22,6 +22,8 @@ far more is checked when the run builds. Training-set sizes are those of the pub
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from netfl.config.schema import Scenario, TaskSpec
 from netfl.registry.algorithms import ALGORITHMS
@@ -39,8 +41,24 @@ MAX_ROUND_FLOPS = 1e17
 WORKING_COPIES = 4
 
 
-def check_budget(scenario: Scenario) -> list[tuple[str, str]]:
-    """(path, message) for every model too large, job too long or run too big to hold in memory."""
+@dataclass(frozen=True)
+class TaskCost:
+    """What one task's model and data weigh: from the registries for built-ins, measured on the built module
+    and the loaded data for the user's own (:mod:`netfl.assemble.inspect`)."""
+
+    model: str  # how messages name it
+    bytes: int  # one copy of the model as the learner holds it: parameters, buffers and extras, float32
+    parameters: int
+    training_flops: float  # per training sample: forward and backward
+    training_samples: int  # after max_train_samples
+    model_path: str = ""  # the field a message about the model's size points to (default: the task's model)
+
+
+def check_budget(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None) -> list[tuple[str, str]]:
+    """(path, message) for every model too large, job too long or run too big to hold in memory.
+
+    A task whose model or data set is the user's own is costed from ``measured`` (built and loaded); without a
+    measure it is left out here and checked once its code has run (:mod:`netfl.assemble.inspect`)."""
     problems: list[tuple[str, str]] = []
     devices = scenario.num_devices
     server = scenario.server
@@ -54,24 +72,17 @@ def check_budget(scenario: Scenario) -> list[tuple[str, str]]:
     memory, largest, largest_path, job_flops = 0, 0, "", 0.0
     for s, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{s}]"
-        data, model = DATASETS[task.dataset.name], task.model
-        try:
-            cost = model_cost(model.name, data.input_shape, data.num_classes, model.hidden)
-        except ValueError as exc:
-            shape = "x".join(map(str, data.input_shape))
-            problems.append(
-                (
-                    f"{where}.model.name",
-                    f"{model.name} does not apply to {data.name}'s {shape} inputs ({exc}); use logistic or mlp",
-                )
-            )
-            continue
-        model_path = f"{where}.model.hidden" if model.name in ("mlp", "mlp_softmax") else f"{where}.model"
+        cost = (measured or {}).get(s)
+        if cost is None:
+            cost = _registry_cost(task, where, problems)
+            if cost is None:
+                continue
+        model_path = cost.model_path or f"{where}.model"
         if cost.bytes > MAX_MODEL_BYTES:
             problems.append(
                 (
                     model_path,
-                    f"{model.name} has {cost.parameters:,} parameters ({_size(cost.bytes)} as "
+                    f"{cost.model} has {cost.parameters:,} parameters ({_size(cost.bytes)} as "
                     f"float32); netfl refuses a model over {_size(MAX_MODEL_BYTES)}",
                 )
             )
@@ -79,11 +90,9 @@ def check_budget(scenario: Scenario) -> list[tuple[str, str]]:
         memory += cost.bytes * copies
         if cost.bytes > largest:
             largest, largest_path = cost.bytes, model_path
-        work, samples = _work(
-            scenario, task, where, data.training_samples(task.dataset.test_fraction), cost.forward_flops, jobs_per_round
-        )
+        work, samples = _work(scenario, task, where, cost.training_samples, cost.training_flops, jobs_per_round)
         problems += work
-        job_flops = max(job_flops, 3 * cost.forward_flops * samples)
+        job_flops = max(job_flops, cost.training_flops * samples)
     if memory > MAX_MEMORY_BYTES:
         # the path of the term that weighs most: the model itself, the round's updates or the per-client state
         terms = {
@@ -108,6 +117,36 @@ def check_budget(scenario: Scenario) -> list[tuple[str, str]]:
             )
         )
     return problems + _durations(scenario, largest, job_flops)
+
+
+def _registry_cost(task: TaskSpec, where: str, problems: list[tuple[str, str]]) -> TaskCost | None:
+    """A built-in model on a built-in data set, costed from the registries (None: a user's model or data set, or
+    a model that does not apply to the data, which is added to ``problems``)."""
+    if not (task.model.builtin and task.dataset.builtin):
+        return None
+    data, model = DATASETS[task.dataset.name], task.model
+    try:
+        cost = model_cost(model.name, data.input_shape, data.num_classes, model.hidden)
+    except ValueError as exc:
+        shape = "x".join(map(str, data.input_shape))
+        problems.append(
+            (
+                f"{where}.model.name",
+                f"{model.name} does not apply to {data.name}'s {shape} inputs ({exc}); use logistic or mlp",
+            )
+        )
+        return None
+    train = data.training_samples(task.dataset.test_fraction)
+    if task.dataset.max_train_samples is not None:
+        train = min(train, task.dataset.max_train_samples)
+    return TaskCost(
+        model.name,
+        cost.bytes,
+        cost.parameters,
+        model.flops_per_sample or 3 * cost.forward_flops,
+        train,
+        f"{where}.model.hidden" if model.name in ("mlp", "mlp_softmax") else f"{where}.model",
+    )
 
 
 def _durations(scenario: Scenario, model_bytes: int, job_flops: float) -> list[tuple[str, str]]:
@@ -138,19 +177,19 @@ def _durations(scenario: Scenario, model_bytes: int, job_flops: float) -> list[t
 
 
 def _work(
-    scenario: Scenario, task: TaskSpec, where: str, train: int, forward_flops: int, jobs_per_round: int
+    scenario: Scenario, task: TaskSpec, where: str, train: int, training_flops: float, jobs_per_round: int
 ) -> tuple[list[tuple[str, str]], float]:
     """Too many devices for the samples, or a job (steps x batch samples) or a round (its jobs' training FLOPs)
     beyond the bounds; and the samples of a job."""
     local, part = task.local, task.dataset.partition
-    if task.dataset.max_train_samples is not None:
-        train = min(train, task.dataset.max_train_samples)
+    if part.kind == "natural":  # the clients' own sizes, checked when the data is split
+        train = max(train, scenario.num_devices)
     share = part.samples_per_client or train / scenario.num_devices  # a client's mean share
     if part.samples_per_client is None and scenario.num_devices > train:
         return [
             (
                 f"{where}.dataset.partition",
-                f"{scenario.num_devices:,} devices but {task.dataset.name} has {train:,} training samples: every "
+                f"{scenario.num_devices:,} devices but {task.dataset.label} has {train:,} training samples: every "
                 "client needs at least one; use fewer devices, or give samples_per_client (devices then share "
                 "samples)",
             )
@@ -175,13 +214,13 @@ def _work(
                 f"{_size(8 * samples)})",
             )
         ], samples
-    flops = jobs_per_round * samples * 3 * forward_flops
+    flops = jobs_per_round * samples * training_flops
     if flops > MAX_ROUND_FLOPS:
         return [
             (
                 path,
                 f"a round would train {jobs_per_round:,} jobs of {samples:.3g} samples at "
-                f"{3 * forward_flops:,} FLOPs each, {flops:.2g} FLOPs; netfl refuses more than "
+                f"{training_flops:,.0f} FLOPs each, {flops:.2g} FLOPs; netfl refuses more than "
                 f"{MAX_ROUND_FLOPS:.0e} per round (hours on a GPU, weeks on a CPU, for one round)",
             )
         ], samples

@@ -106,16 +106,19 @@ def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
 
 
 def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
-    """Labels and devices a partition names must exist (before any data is loaded)."""
+    """Labels and devices a partition names must exist (before any data is loaded; the labels of a data set of
+    the user's own are known once it is loaded, and checked then)."""
     problems: list[tuple[str, str]] = []
     for t, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
-        part, labels = task.dataset.partition, NUM_CLASSES[task.dataset.name]
-        if part.classes_per_client is not None and part.classes_per_client > labels:
+        part = task.dataset.partition
+        if part.kind == "natural" and task.dataset.builtin:
             problems.append(
                 (
-                    f"{where}.dataset.partition.classes_per_client",
-                    f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}",
+                    f"{where}.dataset.partition.kind",
+                    f"natural puts each real client's samples on one device, but {task.dataset.name} does not say "
+                    "which client each sample came from; use a data set of your own with client ids (a LEAF folder, "
+                    "or `client` in a .npz/.pt file or a loader), or another kind",
                 )
             )
         for g, group in enumerate(part.exclusive or []):
@@ -127,6 +130,17 @@ def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
                             f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}",
                         )
                     )
+        if not task.dataset.builtin:
+            continue
+        labels = NUM_CLASSES[task.dataset.name]
+        if part.classes_per_client is not None and part.classes_per_client > labels:
+            problems.append(
+                (
+                    f"{where}.dataset.partition.classes_per_client",
+                    f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}",
+                )
+            )
+        for g, group in enumerate(part.exclusive or []):
             for label in group.labels:
                 if label >= labels:
                     problems.append(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
-from netfl.registry.datasets import missing_files
+from netfl.registry.datasets import missing_files, missing_user_data
 
 
 def resolve_data_dir(scenario: Scenario, override: Path | None, task: int = 0) -> Path | None:
@@ -29,15 +29,24 @@ def resolve_data_dir(scenario: Scenario, override: Path | None, task: int = 0) -
 def data_problems(scenario: Scenario, data_dir: Path | None = None) -> list[tuple[str, str]]:
     """(path, message) for each task whose data set's files are not where the run would read them."""
     problems = []
+    base_dir = scenario.source.parent if scenario.source is not None else None
     for t, task in enumerate(scenario.tasks):
-        problem = missing_files(task.dataset.name, resolve_data_dir(scenario, data_dir, t))
+        where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
+        spec = task.dataset
+        if spec.path is not None:
+            problem = missing_user_data(spec.path, base_dir)
+            if problem is not None:
+                problems.append((f"{where}.dataset.path", problem))
+            continue
+        if spec.name is None:  # arrays or a loader given in Python: nothing on disk to look for
+            continue
+        problem = missing_files(spec.name, resolve_data_dir(scenario, data_dir, t))
         if problem is not None:
-            where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
             path = (
                 "--data-dir"
                 if data_dir is not None
                 else f"{where}.dataset.data_dir"
-                if task.dataset.data_dir is not None
+                if spec.data_dir is not None
                 else f"{where}.dataset.name"
             )
             problems.append((path, problem))

@@ -28,6 +28,7 @@ from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY, MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
 from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts, parse_quantity
+from netfl.user_code import is_user_reference
 
 
 def _dist(unit_kind: str):
@@ -98,6 +99,11 @@ class PartitionSpec(Strict):
     quantity_skew: QuantitySkewSpec | None = Field(
         None, description="a fraction of the clients holds a share of the samples (kinds iid, classes)"
     )
+    pick: Literal["random", "first", "largest"] = Field(
+        "random",
+        description="natural: which clients the devices take when the data names more clients than there are "
+        "devices (random: a seeded draw; first: in id order; largest: most samples)",
+    )
     samples_per_client: int | None = Field(
         None,
         gt=0,
@@ -107,6 +113,18 @@ class PartitionSpec(Strict):
 
     @model_validator(mode="after")
     def _params_match_kind(self):
+        if self.kind == "natural":
+            others = [
+                k
+                for k in ("alpha", "classes_per_client", "exclusive", "quantity_skew", "samples_per_client")
+                if getattr(self, k) is not None
+            ]
+            if others:
+                raise ValueError(
+                    f"kind natural keeps each real client's samples as they are: remove {', '.join(others)}"
+                )
+        elif "pick" in self.model_fields_set:
+            raise ValueError("pick chooses clients of a natural partition (kind: natural)")
         if self.kind == "dirichlet" and self.alpha is None:
             raise ValueError("kind dirichlet needs alpha (e.g. alpha: 0.1)")
         if self.kind == "classes" and self.classes_per_client is None:
@@ -143,18 +161,127 @@ class PartitionSpec(Strict):
 
 
 class DatasetSpec(Strict):
-    name: Annotated[str, BeforeValidator(registered(DATASET_NAMES))]
+    """A built-in data set (``name``) or one of the user's (``path``): arrays in a ``.npz`` or ``.pt`` file, a
+    folder in LEAF's JSON layout, or ``file.py:function`` returning arrays (see :mod:`netfl.learn.user_data`).
+    From Python, ``loader`` takes the function itself, or a mapping of arrays."""
+
+    name: Annotated[str, BeforeValidator(registered(DATASET_NAMES, own="path"))] | None = None
+    path: str | None = Field(
+        None,
+        description="your data: a .npz or .pt file (x, y, optional client, x_test, y_test, num_classes), a LEAF "
+        "folder (train/ and test/ of JSON) or JSON file, or file.py:function returning those arrays; relative "
+        "to the topology file",
+    )
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of a file.py:function loader")
+    loader: Any = Field(None, exclude=True, description="from Python: a function returning the arrays, or them")
+    input_shape: list[Annotated[int, Field(gt=0)]] | None = Field(
+        None, min_length=1, description="reshape each sample to this shape, e.g. [1, 28, 28] for LEAF's FEMNIST"
+    )
+    targets: Literal["sample", "every_token"] = Field(
+        "sample",
+        description="LEAF character data (Shakespeare): sample labels each sample with the next character (LEAF's "
+        "y); every_token labels every position with the character after it, for models with per-token outputs",
+    )
     data_dir: Path | None = None
-    test_fraction: float = Field(0.2, gt=0, lt=1, description="held-out share (digits, blobs3)")
+    test_fraction: float = Field(
+        0.2, gt=0, lt=1, description="held-out share when the data has no test split of its own (digits, blobs3)"
+    )
     max_train_samples: int | None = Field(
         None, gt=0, description="train on a seeded random subset of this many samples (CPU-scale studies)"
     )
     partition: PartitionSpec = PartitionSpec()
 
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k, v in (("name", self.name), ("path", self.path), ("loader", self.loader)) if v is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give the data set's name (a built-in: " + one_of(DATASET_NAMES) + ") or the path of your own "
+                "(data.npz, data.pt, a LEAF folder, or loader.py:function)"
+                + (f", not both {' and '.join(given)}" if given else "")
+            )
+        if self.args and self.path is None and self.loader is None:
+            raise ValueError("args are the keyword arguments of a file.py:function loader; a built-in takes none")
+        if self.name is not None and (self.input_shape is not None or self.targets != "sample"):
+            raise ValueError("input_shape and targets apply to a data set of your own (path)")
+        if self.data_dir is not None and self.name is None:
+            raise ValueError("data_dir is where a built-in data set's files are; give your own data set's path")
+        return self
+
+    @property
+    def label(self) -> str:
+        """How messages and listings name the data set."""
+        if self.name is not None:
+            return self.name
+        if self.path is not None:
+            return self.path
+        return getattr(self.loader, "__name__", "data given in Python")
+
+    @property
+    def builtin(self) -> bool:
+        return self.name is not None
+
 
 class ModelSpec(Strict):
-    name: Annotated[str, BeforeValidator(registered(MODEL_NAMES))]
-    hidden: list[Annotated[int, Field(gt=0)]] = [200]
+    """A built-in model (``name``) or the user's own ``torch.nn.Module`` (``path: file.py:Name``, a class or a
+    factory function, called with ``args``). From Python, ``factory`` takes the class or function itself."""
+
+    name: Annotated[str, BeforeValidator(registered(MODEL_NAMES, own="path"))] | None = None
+    hidden: list[Annotated[int, Field(gt=0)]] = Field([200], description="hidden layer sizes of the built-in mlp")
+    path: str | None = Field(
+        None, description="your model: file.py:Name, a torch.nn.Module class or a function returning one"
+    )
+    args: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of your class or function")
+    factory: Any = Field(None, exclude=True, description="from Python: the class or function itself")
+    flops_per_sample: float | None = Field(
+        None,
+        gt=0,
+        description="training FLOPs (forward and backward) per sample, instead of 3 x the forward "
+        "FLOPs counted on the module",
+    )
+    buffers: Literal["average", "local"] = Field(
+        "average",
+        description="buffers such as BatchNorm's running statistics: average (they travel with the model and "
+        "the server takes the sample-weighted mean of those the updates carry) or local (each device keeps "
+        "its own, as in FedBN; nothing travels)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _class_given(cls, data: Any):
+        if callable(data) and not isinstance(data, (str, dict)):  # model: Net, from Python
+            return {"factory": data}
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k, v in (("name", self.name), ("path", self.path), ("factory", self.factory)) if v is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give the model's name (a built-in: " + one_of(MODEL_NAMES) + ") or the path of your own "
+                "(my_models.py:Net)" + (f", not both {' and '.join(given)}" if given else "")
+            )
+        if self.path is not None and not is_user_reference(self.path):
+            raise ValueError(f"path {self.path!r} must read file.py:Name (a class or function in a Python file)")
+        if self.name is None and "hidden" in self.model_fields_set:
+            raise ValueError("hidden sizes the built-in mlp; pass your model's own arguments in args")
+        if self.name is not None and self.args:
+            raise ValueError(f"args are your model's keyword arguments; the built-in {self.name} takes hidden")
+        if self.factory is not None and not callable(self.factory):
+            raise ValueError("factory must be a torch.nn.Module class or a function returning a module")
+        return self
+
+    @property
+    def label(self) -> str:
+        """How messages and listings name the model: ``lenet5``, ``my_models.py:Net(width=64)``."""
+        if self.name is not None:
+            return self.name
+        base = self.path or getattr(self.factory, "__qualname__", "a model given in Python")
+        return base + (f"({', '.join(f'{k}={v!r}' for k, v in self.args.items())})" if self.args else "")
+
+    @property
+    def builtin(self) -> bool:
+        return self.name is not None
 
 
 class LocalSpec(Strict):

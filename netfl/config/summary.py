@@ -153,6 +153,8 @@ def describe_scenario(s: Scenario) -> str:
             + (f"({p.classes_per_client} classes each)" if p.kind == "classes" else "")
         )
         part += " partition"
+        if p.kind == "natural":
+            part += f" (pick: {p.pick})"
         if p.samples_per_client is not None:
             part += f" ({p.samples_per_client} samples drawn per device)"
         if p.quantity_skew is not None:
@@ -164,7 +166,7 @@ def describe_scenario(s: Scenario) -> str:
         subset = f" ({t.dataset.max_train_samples} samples)" if t.dataset.max_train_samples else ""
         work = f"{t.local.steps} steps" if t.local.steps else f"{t.local.epochs:g} epochs"
         lines.append(
-            f"task {i}     {t.dataset.name}{subset}, {part}; model {t.model.name}; "
+            f"task {i}     {t.dataset.label}{subset}, {part}; model {t.model.label}; "
             f"local {work} of batch {t.local.batch_size} at lr {t.local.lr:g}"
         )
     lines.append(f"devices    {s.num_devices} in {len(s.devices)} group(s)")

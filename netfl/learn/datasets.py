@@ -38,8 +38,11 @@ _IDX_FILES = dict(zip(("train_x", "train_y", "test_x", "test_y"), IDX_FILES))
 class Dataset:
     """A train/test split held in memory.
 
-    ``train_x``/``test_x`` are float32 N×C×H×W in [0, 1]; ``train_y``/``test_y``
-    are int64 class indices in ``range(num_classes)``; ``input_shape`` is (C, H, W).
+    ``train_x``/``test_x`` hold N samples of shape ``input_shape``: float32 (the built-in image sets: N×C×H×W
+    in [0, 1]) or int64 (token ids). ``train_y``/``test_y`` are int64 class indices in ``range(num_classes)``,
+    one per sample (N,) or one per token (N, T); a label of -100 is ignored (PyTorch's ``ignore_index``).
+    ``train_client``: each training sample's client id (0..clients-1, for a natural partition) and
+    ``client_names`` what the data called them (LEAF user names), or None when the data set has no clients.
     """
 
     name: str
@@ -48,7 +51,19 @@ class Dataset:
     test_x: torch.Tensor
     test_y: torch.Tensor
     num_classes: int
-    input_shape: tuple[int, int, int]
+    input_shape: tuple[int, ...]
+    train_client: np.ndarray | None = None
+    client_names: tuple[str, ...] | None = None
+    vocabulary: str | None = None  # the characters (LEAF text) or words the token ids stand for, if any
+
+    @property
+    def per_token(self) -> bool:
+        """One label per token (N, T) rather than per sample."""
+        return self.train_y.dim() == 2
+
+    @property
+    def num_clients(self) -> int | None:
+        return None if self.client_names is None else len(self.client_names)
 
 
 def load_dataset(
@@ -97,11 +112,11 @@ def _load_digits(_data_dir: Path | None, test_fraction: float, seed: int) -> Dat
     bunch = load_digits()
     x = np.asarray(bunch.data, dtype=np.float32).reshape(-1, 1, 8, 8) / 16.0
     y = np.asarray(bunch.target, dtype=np.int64)
-    train_idx, test_idx = _stratified_split(y, test_fraction, np.random.default_rng(seed))
+    train_idx, test_idx = stratified_split(y, test_fraction, np.random.default_rng(seed))
     return _make("digits", x[train_idx], y[train_idx], x[test_idx], y[test_idx])
 
 
-def _stratified_split(y: np.ndarray, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def stratified_split(y: np.ndarray, test_fraction: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Per class, send round(n_c * test_fraction) random samples to test.
 
     Stratifying keeps both halves' label mix equal to the full set's, which
@@ -136,7 +151,7 @@ def _load_blobs3(_data_dir: Path | None, test_fraction: float, seed: int) -> Dat
     )
     x = np.asarray(x, dtype=np.float32).reshape(-1, 1, 1, 2)
     y = np.asarray(y, dtype=np.int64)
-    train_idx, test_idx = _stratified_split(y, test_fraction, np.random.default_rng(seed))
+    train_idx, test_idx = stratified_split(y, test_fraction, np.random.default_rng(seed))
     return _make("blobs3", x[train_idx], y[train_idx], x[test_idx], y[test_idx])
 
 

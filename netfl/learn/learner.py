@@ -9,14 +9,18 @@ to time, and into jobs for itself.
 
 Jobs are lazy: a job only records (client, task, global version, steps);
 the training runs when ``aggregate`` (or a probe's report) needs the
-updates, all of them at once: jobs that start from the same global model
-with the same batch size and lr are stacked and trained together
-(:mod:`netfl.learn.stacked`: cache-sized chunks, in-place updates, a fused
-kernel for MLPs), which on a CPU removes the per-client Python overhead
-and on a GPU fills the device. Each job's minibatches come from its own
-torch generator seeded by (scenario seed, client, job), so a job trains on
-the same samples however jobs are grouped or ordered; stacked and
-one-by-one results agree up to float rounding.
+updates, all of them at once, by the path the task's module allows
+(:mod:`netfl.learn.trainer`): a fused kernel for MLPs, per-thread replicas
+of any other module on a CPU, jobs stacked with ``torch.func`` on a GPU.
+Each job's minibatches come from its own torch generator seeded by
+(scenario seed, client, job), so a job trains on the same samples however
+jobs are grouped or ordered, and whatever the thread count; every path
+agrees with one-by-one training up to float rounding.
+
+A task's module may be any ``torch.nn.Module`` (:class:`TaskModel`): its
+trainable parameters are the vector strategies aggregate; its buffers
+(BatchNorm's running statistics) follow the task's rule, averaged or kept
+on each device.
 
 What a client does is the strategy's business, applied here without
 knowing the algorithm (:mod:`netfl.learn.algorithms.base`): each job takes
@@ -57,20 +61,16 @@ import torch
 from netfl.backend import BYTES_PER_VALUE, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, Work
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
-from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes, training_flops_per_sample
-from netfl.learn.objective import Correction
+from netfl.learn.models import forward_flops_per_sample
+from netfl.learn.network import Network
+from netfl.learn.objective import Correction, ExtraScalars
 from netfl.learn.params import ParamLayout
 from netfl.learn.partition import ClientParts
-from netfl.learn.runtime import torch_device
-from netfl.learn.stacked import train_stacked
-from netfl.learn.training import (
-    evaluate,
-    local_sgd,
-    local_sgd_extended,
-    minibatch_indices,
-    num_local_steps,
-    scheduled_lr,
-)
+from netfl.learn.replicas import Evaluator
+from netfl.learn.runtime import parallel_map, torch_device
+from netfl.learn.trainer import Trainer, TrainJob
+from netfl.learn.training import minibatch_indices, num_local_steps, scheduled_lr
+from netfl.learn.user_models import ModelRecipe, check_model
 from netfl.rng import RandomStreams
 
 
@@ -90,29 +90,40 @@ class TaskSetup:
 
     dataset: Dataset
     parts: ClientParts | Sequence[np.ndarray]
-    model_name: str
-    hidden: Sequence[int]
+    model: ModelRecipe
     local: LocalConfig
 
 
 class TaskModel:
-    """One model the federation trains: its global vector, its snapshots and its analytic costs."""
+    """One model the federation trains: its global state and snapshots, how its jobs train, what it costs.
+
+    The state is the global vector (the module's trainable parameters, then any strategy extras) and the
+    global buffers (BatchNorm's running statistics; empty for most models). Buffers follow the task's rule
+    (``model.buffers``): ``average`` -- they travel with the model both ways (counted in the bytes) and the
+    new global buffers are the sample-weighted mean of those the aggregated updates carried (a round without
+    an update keeps them); ``local`` -- each device keeps the buffers of its last update that reached the
+    server (FedBN's statistics; nothing travels), starting from the initial ones, and the test uses their
+    sample-weighted mean over the devices that have some.
+    """
 
     def __init__(
         self,
         setup: TaskSetup,
         *,
         init_seed: int,
-        extra_init: torch.Tensor,
+        extras: ExtraScalars | None,
         max_test_samples: int | None,
         device: torch.device,
+        training_path: str | None = None,
     ):
         torch.manual_seed(init_seed)  # initialised on the CPU, so every device starts from the same model
+        recipe = setup.model
         dataset = setup.dataset
-        self.model = build_model(
-            setup.model_name, dataset.input_shape, dataset.num_classes, hidden=tuple(setup.hidden)
-        ).to(device)
-        self.layout = ParamLayout.of(self.model)
+        module = recipe.build()
+        check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
+        self.network = Network(module.to(device))
+        self.model, self.layout = self.network.module, self.network.params  # what probes see (TaskView)
+        self.recipe = recipe
         if device.type != "cpu":
             dataset = replace(
                 dataset,
@@ -125,17 +136,31 @@ class TaskModel:
         parts = setup.parts if isinstance(setup.parts, ClientParts) else ClientParts.of(setup.parts)
         self._indices = torch.from_numpy(parts.indices)  # every client's samples, client after client
         self._offsets = parts.offsets.tolist()
+        self._sizes = parts.sizes
         self.local = setup.local
         self.num_classes = dataset.num_classes
         limit = len(dataset.test_x) if max_test_samples is None else max_test_samples
         self.test_x, self.test_y = dataset.test_x[:limit], dataset.test_y[:limit]
-        self.extra = int(extra_init.numel())
-        self.model_bytes = model_num_bytes(self.model) + BYTES_PER_VALUE * self.extra  # extras travel too
-        self._train_flops = training_flops_per_sample(self.model, dataset.input_shape)
-        self._forward_flops = forward_flops_per_sample(self.model, dataset.input_shape)
-        vector = self.layout.flatten(self.model)
-        self.global_vector = torch.cat([vector, extra_init.to(vector)]) if self.extra else vector
-        self.snapshots: dict[int, torch.Tensor] = {0: self.global_vector}
+        self.extra = len(extras) if extras is not None else 0
+        self.buffers_rule = recipe.buffers
+        # what travels: parameters and extras (the strategy may multiply them: SCAFFOLD's control variates),
+        # and, under the average rule, the buffers
+        self.model_bytes = BYTES_PER_VALUE * (self.layout.size + self.extra)
+        self.buffer_bytes = BYTES_PER_VALUE * self.network.buffers.size if recipe.buffers == "average" else 0
+        forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
+        self._train_flops = recipe.flops_per_sample if recipe.flops_per_sample is not None else 3 * forward
+        self._forward_flops = self._train_flops / 3 if recipe.flops_per_sample is not None else forward
+        vector = self.network.initial_params()
+        if extras is not None:
+            vector = torch.cat([vector, extras.initial.to(vector)])
+        self.global_vector = vector
+        self.global_buffers = self.network.initial_buffers()
+        self.snapshots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {0: (self.global_vector, self.global_buffers)}
+        self.device_buffers: dict[int, torch.Tensor] = {}  # the local rule's per-device buffers
+        self.trainer = Trainer(
+            self.network, dataset.train_x, dataset.train_y, device=device, extras=extras, path=training_path
+        )
+        self.evaluator = Evaluator(self.network, self.num_classes, device, channels_last=self.trainer.channels_last)
 
     def client_size(self, client: int) -> int:
         return self._offsets[client + 1] - self._offsets[client]
@@ -161,16 +186,44 @@ class TaskModel:
         idx = self.part(client)
         return self.dataset.train_x[idx], self.dataset.train_y[idx]
 
+    def job_buffers(self, client: int) -> torch.Tensor | None:
+        """The buffers a client's job starts from: its own under the local rule, else those of the model."""
+        return self.device_buffers.get(client) if self.buffers_rule == "local" else None
+
+    def test_buffers(self) -> torch.Tensor:
+        """The buffers the global model is tested with (see the class docstring)."""
+        if self.buffers_rule != "local" or not self.device_buffers:
+            return self.global_buffers
+        clients = sorted(self.device_buffers)
+        weights = torch.tensor([float(self._sizes[c]) for c in clients], dtype=torch.float64)
+        stacked = torch.stack([self.device_buffers[c] for c in clients]).to(torch.float64)
+        return ((weights / weights.sum()) @ stacked).to(self.global_buffers)
+
     def local_loss(self, client: int) -> float:
         """Mean cross-entropy of the global model on the client's local data."""
         x, y = self.client_data(client)
-        return evaluate(self.model, self.layout, self.model_part(self.global_vector), x, y, self.num_classes)[1]
+        buffers = self.job_buffers(client)
+        w = self.model_part(self.global_vector)
+        return self.evaluator(w, buffers if buffers is not None else self.global_buffers, x, y)[1]
 
     def evaluate(self) -> Evaluation:
-        acc, loss, per_class = evaluate(
-            self.model, self.layout, self.model_part(self.global_vector), self.test_x, self.test_y, self.num_classes
+        acc, loss, per_class = self.evaluator(
+            self.model_part(self.global_vector), self.test_buffers(), self.test_x, self.test_y, parallel_map
         )
         return Evaluation(acc, loss, tuple(per_class))
+
+    def new_buffers(self, updates: Sequence[tuple[int, int, torch.Tensor | None]]) -> None:
+        """Take the buffers of the aggregated updates ``(client, samples, buffers)`` by the task's rule."""
+        carried = [(c, n, b) for c, n, b in updates if b is not None and b.numel()]
+        if not carried:
+            return
+        if self.buffers_rule == "local":
+            for client, _, buffers in carried:
+                self.device_buffers[client] = buffers
+            return
+        weights = torch.tensor([float(n) for _, n, _ in carried], dtype=torch.float64)
+        stacked = torch.stack([b for _, _, b in carried]).to(torch.float64)
+        self.global_buffers = ((weights / weights.sum()) @ stacked).to(self.global_buffers)
 
 
 @dataclass
@@ -182,6 +235,7 @@ class _Job:
     lr: float  # the client lr of the round the job started in
     correction: Correction | None  # the strategy's gradient correction, fixed when the job started
     delta: torch.Tensor | None = None  # its update y - x, once trained
+    buffers: torch.Tensor | None = None  # the buffers it ended with, once trained (models with buffers)
 
 
 @dataclass
@@ -189,6 +243,8 @@ class _Probe:
     client: int
     jobs: tuple[int, ...]  # one training job per task if the probe trains, else none
 
+
+_EMPTY = torch.zeros(0)
 
 #: What the learner may do with a non-finite update or report (``server.on_divergence``).
 ON_DIVERGENCE = ("stop", "skip_update")
@@ -213,9 +269,9 @@ class Learner:
         streams: RandomStreams,
         participants: int | None = None,
         max_test_samples: int | None = None,
-        batched: bool = True,
         device: str | torch.device = "cpu",
         on_divergence: str = "stop",
+        training_path: str | None = None,
     ):
         if not tasks:
             raise ValueError("a learner needs at least one task")
@@ -227,17 +283,16 @@ class Learner:
         self.strategy = strategy
         self.streams = streams
         self.participants = participants
-        self.batched = batched  # False: train jobs one by one (reference path for tests and benchmarks)
-        initial = torch.zeros(0) if strategy.extras is None else strategy.extras.initial.to(torch.float32).reshape(-1)
         self.device = torch_device(device)
         # task 0 keeps the stream name it always had, so single-task runs are unchanged
         self.tasks = [
             TaskModel(
                 setup,
                 init_seed=streams.integer_seed("model_init", *((s,) if s else ())),
-                extra_init=initial,
+                extras=strategy.extras,
                 max_test_samples=max_test_samples,
                 device=self.device,
+                training_path=training_path,
             )
             for s, setup in enumerate(tasks)
         ]
@@ -285,7 +340,15 @@ class Learner:
             "made_by": self._made_by,
             "selection": self._selection.bit_generator.state,
             "strategy": self.strategy,
-            "tasks": [{"global_vector": t.global_vector, "snapshots": t.snapshots} for t in self.tasks],
+            "tasks": [
+                {
+                    "global_vector": t.global_vector,
+                    "global_buffers": t.global_buffers,
+                    "snapshots": t.snapshots,
+                    "device_buffers": t.device_buffers,
+                }
+                for t in self.tasks
+            ],
         }
 
     def restore(self, state: dict) -> None:
@@ -297,8 +360,11 @@ class Learner:
         self._jobs, self._probes, self.strategy = state["jobs"], state["probes"], state["strategy"]
         self._selection.bit_generator.state = state["selection"]
         for task, saved in zip(self.tasks, state["tasks"]):
-            task.global_vector = saved["global_vector"].to(task.global_vector.device)
-            task.snapshots = {v: t.to(task.global_vector.device) for v, t in saved["snapshots"].items()}
+            device = task.global_vector.device
+            task.global_vector = saved["global_vector"].to(device)
+            task.global_buffers = saved["global_buffers"].to(device)
+            task.snapshots = {v: (w.to(device), b.to(device)) for v, (w, b) in saved["snapshots"].items()}
+            task.device_buffers = {c: b.to(device) for c, b in saved["device_buffers"].items()}
 
     # ------------------------------------------------------- engine interface
 
@@ -329,7 +395,7 @@ class Learner:
                         job,
                         decision_bytes,
                         0.0,
-                        self.strategy.upload_bytes(self.tasks[task].model_bytes),
+                        self._upload_bytes(self.tasks[task]),
                         task=self._task_label(task),
                     )
                 )
@@ -357,12 +423,21 @@ class Learner:
     def aggregate(self, context: RoundContext) -> int:
         self._train(context.delivered)
         updates = [self._update(job) for job in context.delivered]
+        buffers = [self._jobs[job].buffers for job in context.delivered]
         for job in context.delivered:
             del self._jobs[job]
-        finite = all_finite([u.delta for u in updates])
+        finite = [
+            ok and (b is None or ok_b)
+            for ok, ok_b, b in zip(
+                all_finite([u.delta for u in updates]),
+                all_finite([b if b is not None else _EMPTY for b in buffers]),
+                buffers,
+            )
+        ]
         if not all(finite):
             self._nonfinite("update", context.round_index, [u.client for u, ok in zip(updates, finite) if not ok])
             updates = [u for u, ok in zip(updates, finite) if ok]
+            buffers = [b for b, ok in zip(buffers, finite) if ok]
         models = [
             self.strategy.aggregate(task.global_vector, [u for u in updates if u.task == s], context)
             for s, task in enumerate(self.tasks)
@@ -372,9 +447,10 @@ class Learner:
             raise Diverged(Divergence("global_model", context.round_index, clients))
         self.version += 1
         self._made_by = (context.round_index, clients)
-        for task, model in zip(self.tasks, models):
+        for s, (task, model) in enumerate(zip(self.tasks, models)):
             task.global_vector = model
-            task.snapshots[self.version] = model
+            task.new_buffers([(u.client, u.num_samples, b) for u, b in zip(updates, buffers) if u.task == s])
+            task.snapshots[self.version] = (model, task.global_buffers)
         self._forget_unused_snapshots()
         return len(updates)
 
@@ -422,11 +498,18 @@ class Learner:
         return Work(
             client,
             job,
-            self.strategy.download_bytes(model.model_bytes),
+            self._download_bytes(model),
             model.job_flops(client, self._jobs[job].steps),
-            self.strategy.upload_bytes(model.model_bytes),
+            self._upload_bytes(model),
             task=self._task_label(task),
         )
+
+    def _download_bytes(self, model: TaskModel) -> float:
+        """What a device receives to train: the strategy's share of the model, and the buffers that travel."""
+        return self.strategy.download_bytes(model.model_bytes) + model.buffer_bytes
+
+    def _upload_bytes(self, model: TaskModel) -> float:
+        return self.strategy.upload_bytes(model.model_bytes) + model.buffer_bytes
 
     def _probe_work(self, client: int, round_index: int) -> Work:
         """Every task's model down, the probe's jobs (if it trains) and compute, one number per task up."""
@@ -438,7 +521,7 @@ class Learner:
             (model.job_flops(client, self._jobs[jobs[s]].steps) if jobs else 0.0) + probe.flops(model, client)
             for s, model in enumerate(self.tasks)
         )
-        download = sum(self.strategy.download_bytes(m.model_bytes) if jobs else m.model_bytes for m in self.tasks)
+        download = sum(self._download_bytes(m) if jobs else m.model_bytes + m.buffer_bytes for m in self.tasks)
         self._probes[probe_id] = _Probe(client, jobs)
         return Work(client, probe_id, download, flops, BYTES_PER_VALUE * len(self.tasks), "probe", report=True)
 
@@ -463,12 +546,12 @@ class Learner:
         )
 
     def _train(self, job_ids: Sequence[int]) -> None:
-        """Compute the updates y - x of the jobs not trained yet, stacked where they can share a call.
+        """Compute the updates y - x (and final buffers) of the jobs not trained yet, by the task's trainer.
 
         Jobs that start from the same global model of the same task with the same minibatch size, lr and
-        correction pull train together (:func:`~netfl.learn.stacked.train_stacked`), whatever their numbers
-        of steps. A task with extra scalars trains one job at a time (the stacked kernels train the model
-        alone).
+        correction pull go to the trainer together (:mod:`netfl.learn.trainer`: fused or stacked chunks, or
+        replicas in the worker threads), whatever their numbers of steps. Each job draws its minibatches
+        from its own generator, so grouping and order change nothing but float rounding.
         """
         groups: dict[tuple, list[int]] = defaultdict(list)
         for job_id in sorted(set(job_ids)):
@@ -480,25 +563,22 @@ class Learner:
                 groups[(job.task, job.version, batch, job.lr, pull)].append(job_id)
         for (task, version, batch, lr, _), members in groups.items():
             model = self.tasks[task]
-            if not self.batched or model.extra or len(members) == 1:
-                for job_id in members:
-                    self._jobs[job_id].delta = self._train_one(job_id)
-                continue
-            start = model.snapshots[version]
-            minibatches = [self._minibatches(job_id, batch) for job_id in members]
-            ends = train_stacked(
-                model.model,
-                model.layout,
-                start,
-                model.dataset.train_x,
-                model.dataset.train_y,
-                minibatches,
-                lr=lr,
-                weight_decay=model.local.weight_decay,
-                corrections=[self._jobs[job_id].correction for job_id in members],
+            start, start_buffers = model.snapshots[version]
+            jobs = [
+                TrainJob(
+                    self._minibatches(job_id, batch),
+                    self.streams.integer_seed("job_random", self._jobs[job_id].client, job_id),
+                    self._jobs[job_id].correction,
+                    model.job_buffers(self._jobs[job_id].client),
+                )
+                for job_id in members
+            ]
+            ends = model.trainer.train(
+                start, jobs, lr=lr, weight_decay=model.local.weight_decay, start_buffers=start_buffers
             )
-            for job_id, end in zip(members, ends):
-                self._jobs[job_id].delta = end.sub_(start)
+            for job_id, (end, buffers) in zip(members, ends):
+                self._jobs[job_id].delta = end.sub_(start) if end is not start else end - start
+                self._jobs[job_id].buffers = buffers
 
     def _generator(self, job_id: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.streams.integer_seed("training", self._jobs[job_id].client, job_id))
@@ -508,45 +588,6 @@ class Learner:
         job = self._jobs[job_id]
         part = self.tasks[job.task].part(job.client)
         return part[minibatch_indices(len(part), batch, job.steps, self._generator(job_id))]
-
-    def _train_one(self, job_id: int) -> torch.Tensor:
-        """One job's update y - x, trained on its own."""
-        job = self._jobs[job_id]
-        model = self.tasks[job.task]
-        start = model.snapshots[job.version]
-        x, y = model.client_data(job.client)
-        generator = self._generator(job_id)
-        local = model.local
-        if model.extra:
-            end = local_sgd_extended(
-                model.model,
-                model.layout,
-                start,
-                x,
-                y,
-                steps=job.steps,
-                batch_size=local.batch_size,
-                lr=job.lr,
-                weight_decay=local.weight_decay,
-                generator=generator,
-                extras=self.strategy.extras,
-                correction=job.correction,
-            )
-        else:
-            end = local_sgd(
-                model.model,
-                model.layout,
-                start,
-                x,
-                y,
-                steps=job.steps,
-                batch_size=local.batch_size,
-                lr=job.lr,
-                weight_decay=local.weight_decay,
-                generator=generator,
-                correction=job.correction,
-            )
-        return end - start
 
     def _forget_unused_snapshots(self) -> None:
         needed = {j.version for j in self._jobs.values() if j.delta is None} | {self.version}

@@ -1,18 +1,21 @@
 """The models clients train, and their analytic cost.
 
-Models are plain ``nn.Sequential`` stacks (no buffers, no batch norm) so
-their parameters can be stacked and trained for many clients at once with
-``torch.func``. The simulator never times torch: a device's compute time is
+The built-in models are plain ``nn.Sequential`` stacks (no buffers, no
+batch norm); a user's own module may be anything (:mod:`netfl.learn.user_models`).
+The simulator never times torch: a device's compute time is
 ``training FLOPs / device speed`` and upload time is ``model bytes / link
-rate``, which is why FLOP and byte counts are computed here, analytically.
+rate``, which is why FLOP and byte counts are computed here, on the module itself.
 """
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Sequence
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode, conv_flop_count
 
 from netfl.registry.models import MODEL_NAMES
 
@@ -27,12 +30,12 @@ __all__ = [
 
 def build_model(
     name: str,
-    input_shape: tuple[int, int, int],
+    input_shape: Sequence[int],
     num_classes: int,
     *,
     hidden: Sequence[int] = (200,),
 ) -> nn.Module:
-    """Build model ``name`` for inputs of shape (C, H, W) and ``num_classes`` outputs.
+    """Build model ``name`` for samples of shape ``input_shape`` and ``num_classes`` outputs.
 
     - ``"logistic"``: Flatten + Linear (multinomial logistic regression).
     - ``"mlp"``: Flatten, then Linear + ReLU per size in ``hidden``, then Linear.
@@ -50,15 +53,17 @@ def build_model(
     - ``"cnn"``: the FedAU Fashion-MNIST CNN: conv3×3-32 (pad 1), ReLU,
       maxpool 2, conv3×3-32 (pad 1), ReLU, maxpool 2, FC128, ReLU, FC.
 
-    Flatten sizes come from a dry forward pass, so any input size works.
-    Raises ValueError for an unknown name.
+    ``logistic`` and the MLPs take samples of any shape (flattened); the
+    convolutional ones need images (C, H, W). Flatten sizes come from a dry
+    forward pass, so any image size works. Raises ValueError for an unknown
+    name or a shape the model does not take.
     """
-    c, h, w = (int(v) for v in input_shape)
+    features = math.prod(int(v) for v in input_shape)
     if name == "logistic":
-        return nn.Sequential(nn.Flatten(), nn.Linear(c * h * w, num_classes))
+        return nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
     if name in ("mlp", "mlp_softmax"):
         layers: list[nn.Module] = [nn.Flatten()]
-        width = c * h * w
+        width = features
         for size in hidden:
             layers += [nn.Linear(width, int(size)), nn.ReLU()]
             width = int(size)
@@ -66,6 +71,11 @@ def build_model(
         if name == "mlp_softmax":
             layers.append(nn.Softmax(dim=1))
         return nn.Sequential(*layers)
+    if name not in MODEL_NAMES:
+        raise ValueError(f"unknown model {name!r} (accepted: {', '.join(MODEL_NAMES)})")
+    if len(input_shape) != 3:
+        raise ValueError(f"{name} takes images (C, H, W); these samples have shape {tuple(input_shape)}")
+    c, h, w = (int(v) for v in input_shape)
     if name == "lenet5":
         pad2 = 0 if min(h, w) // 2 >= 5 else 2
         features = nn.Sequential(
@@ -96,52 +106,60 @@ def _flat_size(features: nn.Module, input_shape: tuple[int, int, int]) -> int:
         return int(features(torch.zeros(1, *input_shape)).shape[1])
 
 
-def forward_flops_per_sample(model: nn.Module, input_shape: tuple[int, int, int]) -> int:
-    """Count one sample's forward FLOPs in Linear and Conv2d layers.
+def forward_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> int:
+    """One sample's forward FLOPs, counted on the module itself by :mod:`torch.utils.flop_counter`.
 
-    A multiply-add counts as 2 FLOPs, plus one per output for a bias:
-    Linear ``2*in*out (+out)``, Conv2d ``2*(Cin/groups)*kh*kw*Cout*Hout*Wout
-    (+Cout*Hout*Wout)``. Activations and pooling are ignored: they are a
-    rounding error next to the matrix products.
+    ``sample``: one input (a batch of 1, as the data holds it: images, features or token ids), or a float
+    input's shape. Matrix products and convolutions count 2 FLOPs per multiply-add, and a bias one more per
+    output (Linear ``2 in out + out``, Conv ``2 (Cin/groups) kh kw Cout Hout Wout + Cout Hout Wout``);
+    activations, pooling and normalisation are a rounding error next to them and are not counted. Recurrent
+    layers count their gate products step by step (oneDNN's fused LSTM is switched off while counting, so
+    that it decomposes into products the counter sees). The built-in models' counts equal their analytic
+    ones (netfl.registry.models.model_cost; a test pins them).
     """
-    total = 0
-
-    def hook(module: nn.Module, _inp: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
-        nonlocal total
-        outputs = out.numel()  # batch of 1, so this is per sample
-        if isinstance(module, nn.Linear):
-            total += 2 * module.in_features * outputs
-        elif isinstance(module, nn.Conv2d):
-            kh, kw = module.kernel_size
-            total += 2 * (module.in_channels // module.groups) * kh * kw * outputs
-        if getattr(module, "bias", None) is not None:
-            total += outputs
-
-    handles = [m.register_forward_hook(hook) for m in model.modules() if isinstance(m, (nn.Linear, nn.Conv2d))]
-    try:
-        with torch.no_grad():
-            param = next(model.parameters(), None)
-            x = torch.zeros(
-                1, *input_shape,
-                dtype=param.dtype if param is not None else torch.float32,
-                device=param.device if param is not None else None,
-            )  # fmt: skip
-            model(x)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return total
+    if not isinstance(sample, torch.Tensor):
+        param = next(model.parameters(), None)
+        sample = torch.zeros(
+            1,
+            *sample,
+            dtype=param.dtype if param is not None else torch.float32,
+            device=param.device if param is not None else None,
+        )
+    counter = FlopCounterMode(display=False, custom_mapping=_WITH_BIAS)
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # torch warns about TF32 on Intel GPUs whenever the oneDNN flags change
+        with torch.backends.mkldnn.flags(enabled=False), counter:
+            model(sample[:1])
+    return int(counter.get_total_flops())
 
 
-def training_flops_per_sample(model: nn.Module, input_shape: tuple[int, int, int]) -> int:
+def _addmm_with_bias(self_shape, a_shape, b_shape, out_shape=None, **kwargs) -> int:
+    return 2 * a_shape[0] * a_shape[1] * b_shape[1] + math.prod(out_shape)
+
+
+def _conv_with_bias(x_shape, w_shape, bias, stride, padding, dilation, transposed, *args, out_shape=None, **kw) -> int:
+    flops = conv_flop_count(x_shape, w_shape, out_shape, transposed=transposed)
+    return flops + (math.prod(out_shape) if bias is not None else 0)
+
+
+#: The counter's formulas, with the bias add that netfl's analytic counts have always included.
+_WITH_BIAS = {
+    torch.ops.aten.addmm: _addmm_with_bias,
+    torch.ops.aten.convolution: _conv_with_bias,
+    torch.ops.aten._convolution: _conv_with_bias,
+}
+
+
+def training_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> int:
     """FLOPs to train on one sample: 3 × forward.
 
     The backward pass costs about twice the forward (gradients with respect
-    to both activations and weights), the usual rule of thumb.
+    to both activations and weights), the usual rule of thumb; a model whose
+    backward differs (frozen layers) gives ``model.flops_per_sample``.
     """
-    return 3 * forward_flops_per_sample(model, input_shape)
+    return 3 * forward_flops_per_sample(model, sample)
 
 
 def model_num_bytes(model: nn.Module) -> int:
-    """Bytes to send the model: parameter count × 4 (float32 on the wire)."""
-    return 4 * sum(p.numel() for p in model.parameters())
+    """Bytes to send the model's trainable parameters: their count × 4 (float32 on the wire)."""
+    return 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)

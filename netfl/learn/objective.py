@@ -46,7 +46,7 @@ class ExtraScalars(ABC):
     """Trainable scalars appended to the model's flat vector (model first, extras last).
 
     They travel with the model (download, upload, aggregation); evaluation uses the model part only.
-    A job trains both on ``loss`` by SGD: the model at the job's lr, the extras at ``lr(job lr)``.
+    A job trains both on ``objective`` by SGD: the model at the job's lr, the extras at ``lr(job lr)``.
     """
 
     def __init__(self, initial: Sequence[float]):
@@ -60,5 +60,5 @@ class ExtraScalars(ABC):
         return model_lr
 
     @abstractmethod
-    def loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
-        """A client's minibatch objective from the model's logits, the labels and the extras."""
+    def objective(self, loss: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        """A client's minibatch objective from the task's minibatch loss (mean cross-entropy) and the extras."""

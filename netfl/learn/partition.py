@@ -16,7 +16,7 @@ import numpy as np
 
 from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
 
-__all__ = ["ClientParts", "partition_indices", "sample_parts", "label_distribution"]
+__all__ = ["ClientParts", "label_distribution", "natural_parts", "partition_indices", "sample_parts"]
 
 #: Dirichlet draws retried before falling back to moving samples around.
 _DIRICHLET_TRIES = 100
@@ -545,16 +545,57 @@ def label_distribution(labels: np.ndarray, parts: Sequence[np.ndarray] | ClientP
 
     Rows sum to 1 (an empty client's row is all zeros). Used to describe the
     heterogeneity of a partition and to derive data-dependent participation
-    probabilities.
+    probabilities. With a label per token (labels N x T), a client's fractions
+    count its tokens; labels of -100 (ignored positions) are not counted.
     """
     labels = np.asarray(labels)
-    if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"labels must be in 0..{num_classes - 1}")
     parts = parts if isinstance(parts, ClientParts) else ClientParts.of(parts)
-    sizes = parts.sizes
-    owner = np.repeat(np.arange(len(parts)), sizes)
-    counts = np.bincount(owner * num_classes + labels[parts.indices], minlength=len(parts) * num_classes).reshape(
+    owner = np.repeat(np.arange(len(parts)), parts.sizes)
+    held = labels[parts.indices]
+    if held.ndim == 2:  # one label per token: every token counts for its sample's client
+        owner, held = np.repeat(owner, held.shape[1]), held.reshape(-1)
+    counted = held != -100
+    owner, held = owner[counted], held[counted]
+    if len(held) and (held.min() < 0 or held.max() >= num_classes):
+        raise ValueError(f"labels must be in 0..{num_classes - 1}")
+    counts = np.bincount(owner * num_classes + held, minlength=len(parts) * num_classes).reshape(
         len(parts), num_classes
     )
+    totals = counts.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(sizes[:, None] > 0, counts / np.maximum(sizes, 1)[:, None], 0.0)
+        return np.where(totals[:, None] > 0, counts / np.maximum(totals, 1)[:, None], 0.0)
+
+
+def natural_parts(
+    client: np.ndarray, num_devices: int, pick: str, rng: np.random.Generator
+) -> tuple[ClientParts, np.ndarray]:
+    """Each device holds one real client's training samples: ``client`` gives each sample's client id (0..C-1,
+    every id holding samples). Returns the parts and the client each device holds.
+
+    With as many devices as clients, device d holds client d. With fewer, ``pick`` chooses which clients take
+    part (the rest are left out): ``random``, a draw from ``rng`` without replacement; ``first``, the lowest
+    ids; ``largest``, those with the most samples (ties: the lower id). The chosen clients go to the devices in
+    ascending id order. More devices than clients is refused (a device without samples cannot train, and
+    copying a client onto two devices would make them twins).
+    """
+    client = np.asarray(client, dtype=np.int64)
+    sizes = np.bincount(client)
+    num_clients = len(sizes)
+    if num_devices > num_clients:
+        raise ValueError(
+            f"{num_devices:,} devices but the data names {num_clients:,} clients: each device holds one real "
+            f"client's samples; use at most {num_clients:,} devices, or a kind that splits the samples (iid, "
+            "dirichlet, ...)"
+        )
+    if pick == "random":
+        chosen = np.sort(rng.choice(num_clients, size=num_devices, replace=False))
+    elif pick == "first":
+        chosen = np.arange(num_devices)
+    elif pick == "largest":
+        chosen = np.sort(np.argsort(-sizes, kind="stable")[:num_devices])
+    else:
+        raise ValueError(f"pick must be random, first or largest, got {pick!r}")
+    by_client = np.argsort(client, kind="stable")  # each client's samples together, in their original order
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    parts = [by_client[starts[c] : starts[c + 1]] for c in chosen]
+    return ClientParts.of(parts), chosen

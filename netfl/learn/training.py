@@ -1,24 +1,26 @@
-"""Local training of one client: minibatch SGD from a starting vector.
+"""Local training of one client, by the book: the reference every faster path is checked against.
 
-Functional on purpose: the model module is only a recipe
-(``functional_call``), the state is the flat parameter vector, so the
-learner can snapshot, stack and batch clients freely.
+A job is minibatch SGD from a starting vector on the client's samples. Here it is written as plainly as it
+can be -- autograd through ``functional_call`` with the job's own state, one job at a time -- so that the
+stacked, fused and replicated paths (:mod:`netfl.learn.trainer`) can be tested against it, and so that the
+rules of a step are stated once:
+
+``w <- w - lr (grad + weight_decay w + correction(w, w0))`` for the model's parameters (``correction``: the
+strategy's term, :class:`~netfl.learn.objective.Correction`), and ``e <- e - extras.lr(lr) grad_e`` for a
+strategy's trainable extra scalars (no decay, no correction). The loss is the task's cross-entropy
+(:func:`~netfl.learn.network.task_loss`), or the strategy's objective of it when it has extras. Buffers
+(BatchNorm's running statistics) move as the module moves them in training mode.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Sequence
 
 import torch
-from torch import nn
-from torch.func import functional_call
 
+from netfl.learn.network import Network, task_loss
 from netfl.learn.objective import Correction, ExtraScalars
-from netfl.learn.params import ParamLayout
-
-LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
 
 LR_SCHEDULES = ("constant", "inverse_round")
 
@@ -56,114 +58,72 @@ def minibatch_indices(num_samples: int, batch_size: int, steps: int, generator: 
     return torch.cat(perms)[:needed].view(steps, b) if needed else torch.empty(0, b, dtype=torch.long)
 
 
-def local_sgd(
-    model: nn.Module,
-    layout: ParamLayout,
+def train_one(
+    network: Network,
     start: torch.Tensor,
     x: torch.Tensor,
     y: torch.Tensor,
+    minibatches: Sequence[torch.Tensor] | torch.Tensor,
     *,
-    steps: int,
-    batch_size: int,
     lr: float,
-    weight_decay: float,
-    generator: torch.Generator,
-    loss_fn: LossFn = nn.functional.cross_entropy,
+    weight_decay: float = 0.0,
+    buffers: torch.Tensor | None = None,
+    extras: ExtraScalars | None = None,
     correction: Correction | None = None,
-) -> torch.Tensor:
-    """Run ``steps`` SGD steps on (x, y) from ``start``; return the final parameter vector.
-
-    Each step: ``w <- w - lr (grad + weight_decay w + correction.term(w, start))`` (no correction: none).
-    """
-    w = start.detach().clone()
-    for idx in minibatch_indices(len(x), batch_size, steps, generator):
-        w.requires_grad_(True)
-        loss = loss_fn(functional_call(model, layout.unflatten(w), (x[idx],)), y[idx])
-        (grad,) = torch.autograd.grad(loss, w)
-        with torch.no_grad():
-            w = _descend(w, grad, lr, weight_decay, correction, start)
-    return w.detach()
-
-
-def local_sgd_extended(
-    model: nn.Module,
-    layout: ParamLayout,
-    start: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float,
-    generator: torch.Generator,
-    extras: ExtraScalars,
-    correction: Correction | None = None,
-) -> torch.Tensor:
-    """``local_sgd`` on a vector ``[theta, extra]``: the model's parameters followed by ``extras``.
-
-    Each minibatch: ``loss = extras.loss(model(theta)(x_b), y_b, extra)``; theta steps at ``lr`` (with
-    ``weight_decay`` and any ``correction`` on theta), the extras at ``extras.lr(lr)`` (no decay).
-    Minibatches are drawn exactly as in :func:`local_sgd`, so a job sees the same batches whichever
-    function trains it.
-    """
-    n = layout.size
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One job from ``start`` (the parameters, then any extras) and ``buffers`` over ``minibatches`` (rows of
+    indices into x, y); return its final vector and buffers. The module runs in training mode; this is not
+    thread-safe (the faster paths are)."""
+    n = network.params.size
     theta = start[:n].detach().clone()
-    extra = start[n:].detach().clone()
-    extra_lr = extras.lr(lr)
-    for idx in minibatch_indices(len(x), batch_size, steps, generator):
+    extra = start[n:].detach().clone() if extras is not None else None
+    own = network.buffer_tensors(buffers)
+    network.module.train()
+    for idx in minibatches:
         theta.requires_grad_(True)
-        extra.requires_grad_(True)
-        logits = functional_call(model, layout.unflatten(theta), (x[idx],))
-        grad_theta, grad_extra = torch.autograd.grad(
-            extras.loss(logits, y[idx], extra), (theta, extra), allow_unused=True
-        )
+        wrt = (theta,) if extra is None else (theta, extra.requires_grad_(True))
+        loss = task_loss(network.forward(theta, own, x[idx]), y[idx])
+        if extras is not None:
+            loss = extras.objective(loss, extra)
+        grads = torch.autograd.grad(loss, wrt, allow_unused=True)
         with torch.no_grad():
-            if grad_theta is not None:
-                theta = _descend(theta, grad_theta, lr, weight_decay, correction, start[:n])
-            elif weight_decay or correction is not None:  # the loss ignores theta: only decay and correction move it
-                theta = _descend(theta, torch.zeros_like(theta), lr, weight_decay, correction, start[:n])
-            if grad_extra is not None:
-                extra = extra - extra_lr * grad_extra
-    return torch.cat([theta.detach(), extra.detach()])
+            grad = grads[0] if grads[0] is not None else torch.zeros_like(theta)
+            step = grad + weight_decay * theta
+            if correction is not None:
+                step += correction.term(theta, start[:n])
+            theta = theta - lr * step
+            if extra is not None:
+                extra = extra - extras.lr(lr) * (grads[1] if grads[1] is not None else 0.0)
+    end = theta.detach() if extra is None else torch.cat([theta.detach(), extra.detach()])
+    return end, network.buffers.pack(own) if own else None
 
 
-def _descend(
-    w: torch.Tensor,
-    grad: torch.Tensor,
-    lr: float,
-    weight_decay: float,
-    correction: Correction | None,
+def local_sgd(
+    network: Network,
     start: torch.Tensor,
-) -> torch.Tensor:
-    """One SGD step: ``w - lr (grad + weight_decay w + correction.term(w, start))``."""
-    step = grad + weight_decay * w
-    if correction is not None:
-        step += correction.term(w, start)
-    return w - lr * step
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module,
-    layout: ParamLayout,
-    w: torch.Tensor,
     x: torch.Tensor,
     y: torch.Tensor,
-    num_classes: int,
-    batch_size: int = 2048,
-) -> tuple[float, float, list[float]]:
-    """Accuracy, mean cross-entropy and per-class accuracy of ``w`` on (x, y)."""
-    params = layout.unflatten(w)
-    correct = torch.zeros(num_classes, device=w.device)
-    total = torch.zeros(num_classes, device=w.device)
-    loss_sum = 0.0
-    for start in range(0, len(x), batch_size):
-        xb, yb = x[start : start + batch_size], y[start : start + batch_size]
-        logits = functional_call(model, params, (xb,))
-        loss_sum += float(nn.functional.cross_entropy(logits, yb, reduction="sum"))
-        hit = (logits.argmax(1) == yb).float()
-        correct.index_add_(0, yb, hit)
-        total.index_add_(0, yb, torch.ones_like(hit))
-    per_class = [float(c / t) if t > 0 else float("nan") for c, t in zip(correct, total)]
-    return float(correct.sum() / total.sum()), loss_sum / len(x), per_class
+    *,
+    steps: int,
+    batch_size: int,
+    lr: float,
+    weight_decay: float = 0.0,
+    generator: torch.Generator,
+    buffers: torch.Tensor | None = None,
+    extras: ExtraScalars | None = None,
+    correction: Correction | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`train_one` on ``steps`` minibatches of (x, y) drawn from ``generator`` (:func:`minibatch_indices`)."""
+    minibatches = minibatch_indices(len(x), batch_size, steps, generator)
+    return train_one(
+        network,
+        start,
+        x,
+        y,
+        minibatches,
+        lr=lr,
+        weight_decay=weight_decay,
+        buffers=buffers,
+        extras=extras,
+        correction=correction,
+    )

@@ -54,17 +54,22 @@ def describe_params(params: type[BaseModel]) -> list[dict[str, Any]]:
     ]
 
 
-def registered(names: Sequence[str]) -> Callable[[Any], Any]:
+def registered(names: Sequence[str], own: str | None = None) -> Callable[[Any], Any]:
     """A pydantic validator that accepts only ``names`` and lists them when it refuses a value.
 
     Use it before the type check (``BeforeValidator``), so that even a number or a list is
-    answered with the accepted names rather than "should be a valid string".
+    answered with the accepted names rather than "should be a valid string". ``own``: the key
+    that takes the user's own component instead (``path``); a refused value that looks like a
+    file is pointed there.
     """
     accepted = tuple(names)
 
     def check(value: Any) -> Any:
         if value not in accepted:
-            raise ValueError(f"{value!r} is not accepted; use {one_of(accepted)}")
+            hint = ""
+            if own is not None and isinstance(value, str) and ("." in value or "/" in value):
+                hint = f"; your own goes in `{own}: {value}`"
+            raise ValueError(f"{value!r} is not accepted; use {one_of(accepted)}{hint}")
         return value
 
     return check

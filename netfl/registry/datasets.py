@@ -21,8 +21,13 @@ __all__ = [
     "FASHION_MNIST_DIR",
     "IDX_FILES",
     "CIFAR10_FILES",
+    "USER_DATA_FORMATS",
     "data_folder",
+    "leaf_files",
     "missing_files",
+    "missing_user_data",
+    "user_data_file",
+    "user_data_format",
 ]
 
 #: Where Debian's ``dataset-fashion-mnist`` package installs the IDX files.
@@ -137,3 +142,65 @@ def missing_files(name: str, data_dir: Path | None) -> str | None:
         f"{name}: file not found: {folder / missing[0]}{'(.gz)' if info.gzipped else ''}{more}. "
         f"{info.get}{_DATA_DIR_HINT}."
     )
+
+
+# ------------------------------------------------------------------------------------------- the user's data
+
+#: The forms a data set of the user's own may take (``dataset.path``), told apart by the path alone.
+USER_DATA_FORMATS: dict[str, str] = {
+    "npz": "a .npz file of arrays: x, y, optional client, x_test, y_test, client_test, num_classes",
+    "torch": "a .pt or .pth file: torch.save of a dict with the same keys (read with weights_only: no code runs)",
+    "leaf": "LEAF's JSON layout: a folder holding train/ and test/ of *.json (or the JSON files themselves), "
+    "each {users, num_samples, user_data: {user: {x, y}}}",
+    "python": "file.py:function, a loader returning a mapping with the same keys (it is code that netfl runs)",
+}
+
+
+def user_data_format(path: str) -> str | None:
+    """Which of :data:`USER_DATA_FORMATS` ``path`` is (by its form alone), or None."""
+    if ":" in path and path.rsplit(":", 1)[0].endswith(".py"):
+        return "python"
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npz":
+        return "npz"
+    if suffix in (".pt", ".pth"):
+        return "torch"
+    if suffix == ".json" or suffix == "":
+        return "leaf"
+    return None
+
+
+def user_data_file(path: str, base_dir: Path | None) -> Path:
+    """The file or folder a ``dataset.path`` names (relative paths from the topology's folder)."""
+    text = path.rsplit(":", 1)[0] if user_data_format(path) == "python" else path
+    file = Path(text).expanduser()
+    return file if file.is_absolute() or base_dir is None else base_dir / file
+
+
+def leaf_files(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The training and test JSON files of a LEAF folder: ``train/*.json`` and ``test/*.json`` (sorted), or, for a
+    folder of JSON files alone, those files as training data and no test files."""
+    if (folder / "train").is_dir():
+        test = sorted((folder / "test").glob("*.json")) if (folder / "test").is_dir() else []
+        return sorted((folder / "train").glob("*.json")), test
+    return sorted(folder.glob("*.json")), []
+
+
+def missing_user_data(path: str, base_dir: Path | None) -> str | None:
+    """Why ``dataset.path`` cannot be read (an unknown form, a missing file, a LEAF folder without JSON), or None.
+    Only looks; reading checks the content."""
+    form = user_data_format(path)
+    if form is None:
+        forms = "; ".join(f"{k}: {v}" for k, v in USER_DATA_FORMATS.items())
+        return f"{path}: not a form netfl reads ({forms})"
+    file = user_data_file(path, base_dir)
+    if form == "leaf" and file.suffix.lower() != ".json":
+        if not file.is_dir():
+            return f"{path}: no such folder: {file} (a LEAF folder holds train/ and test/ of *.json)"
+        train, _ = leaf_files(file)
+        if not train:
+            return f"{path}: {file} holds no LEAF JSON files (expected train/*.json and test/*.json, or *.json)"
+        return None
+    if not file.is_file():
+        return f"{path}: file not found: {file}"
+    return None

@@ -7,7 +7,7 @@ it, so a new kind is added in one place.
 
 from __future__ import annotations
 
-__all__ = ["PARTITIONS", "PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "SAMPLED_KINDS"]
+__all__ = ["LABEL_KINDS", "NATURAL_PICKS", "PARTITIONS", "PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "SAMPLED_KINDS"]
 
 #: Each kind and what it does, for listings and error messages.
 PARTITIONS: dict[str, str] = {
@@ -15,6 +15,8 @@ PARTITIONS: dict[str, str] = {
     "dirichlet": "label skew: each label's samples split by Dirichlet(alpha) shares over the clients",
     "classes": "each client holds classes_per_client labels, split evenly among the clients holding a label",
     "by_label": "each client holds one label (client i the i-th, cycling), split among its holders",
+    "natural": "each device holds one real client's samples, from the data's per-sample client ids (LEAF users, "
+    "an array's `client`); with fewer devices than clients, `pick` chooses which clients take part",
 }
 
 PARTITION_KINDS: tuple[str, ...] = tuple(PARTITIONS)
@@ -24,3 +26,13 @@ SAMPLED_KINDS: tuple[str, ...] = ("iid", "dirichlet", "classes")
 
 #: The kinds that accept ``quantity_skew``.
 QUANTITY_SKEW_KINDS: tuple[str, ...] = ("iid", "classes")
+
+#: The kinds that split by label (so they need one label per sample, not one per token).
+LABEL_KINDS: tuple[str, ...] = ("dirichlet", "classes", "by_label")
+
+#: How a natural partition chooses the clients when there are fewer devices than clients.
+NATURAL_PICKS: dict[str, str] = {
+    "random": "a seeded random draw of as many clients as devices (the partition's stream)",
+    "first": "the first clients in ascending order of their ids (LEAF: the order users are listed in)",
+    "largest": "the clients with the most training samples (ties: the lower id)",
+}

@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from learn_support import task_setup
 
 from netfl.backend import RoundContext
 from netfl.config import scenario_from_dict
@@ -14,7 +15,7 @@ from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.fedcvar import cvar_objective
 from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner, LocalConfig
 from netfl.learn.partition import partition_indices
 from netfl.rng import RandomStreams
 
@@ -167,7 +168,7 @@ def test_fed_cvar_params_and_t_lr_schedule() -> None:
 def _blobs_learner(strategy, parts, *, lr: float = 0.05, steps: int = 6) -> Learner:
     return Learner(
         [
-            TaskSetup(
+            task_setup(
                 load_dataset("blobs3", seed=3),
                 parts,
                 "mlp",

@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from learn_support import task_setup
 from pydantic import ValidationError
 
 from netfl.backend import RoundContext
@@ -359,7 +360,7 @@ def test_lr_schedule() -> None:
 
 def test_learner_passes_the_scheduled_lr() -> None:
     from netfl.learn.datasets import Dataset
-    from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+    from netfl.learn.learner import Learner, LocalConfig
     from netfl.rng import RandomStreams
 
     seen: list[ClientUpdate] = []
@@ -382,7 +383,7 @@ def test_learner_passes_the_scheduled_lr() -> None:
     parts = [np.arange(0, 4), np.arange(4, 8)]
     learner = Learner(
         [
-            TaskSetup(
+            task_setup(
                 data,
                 parts,
                 "logistic",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from learn_support import path_of, task_setup
 from torch import nn
 
 from netfl.backend import RoundContext
@@ -12,8 +13,9 @@ from netfl.config.schema import AlgorithmSpec
 from netfl.learn.algorithms import ClientInfo, ClientUpdate, build_strategy
 from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner, LocalConfig
 from netfl.learn.models import build_model
+from netfl.learn.network import Network
 from netfl.learn.params import ParamLayout
 from netfl.learn.training import local_sgd, minibatch_indices, num_local_steps
 from netfl.rng import RandomStreams
@@ -138,9 +140,8 @@ def _logistic_problem(seed: int = 0):
 
 def test_local_sgd_with_zero_lr_returns_the_start() -> None:
     model, layout, start, x, y = _logistic_problem()
-    out = local_sgd(
-        model,
-        layout,
+    out, _ = local_sgd(
+        Network(model),
         start,
         x,
         y,
@@ -159,9 +160,8 @@ def test_one_local_sgd_step_is_a_gradient_step(weight_decay: float) -> None:
     model, layout, start, x, y = _logistic_problem(1)
     lr, b = 0.3, 4
     before = start.clone()
-    out = local_sgd(
-        model,
-        layout,
+    out, _ = local_sgd(
+        Network(model),
         start,
         x,
         y,
@@ -213,10 +213,10 @@ def _learner(
     strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
     local = LocalConfig(steps=None if epochs else 3, epochs=epochs, batch_size=4, lr=0.2, weight_decay=weight_decay)
     return Learner(
-        [TaskSetup(_dataset(8 if model == "lenet5" else 2), parts, model, [8], local)],
+        [task_setup(_dataset(8 if model == "lenet5" else 2), parts, model, [8], local)],
         strategy=strategy,
         streams=RandomStreams(9),
-        batched=batched,
+        training_path=path_of(batched),
     )
 
 
@@ -279,7 +279,7 @@ def test_batched_training_equals_one_job_at_a_time(model: str, epochs: float | N
         together.aggregate(_context(r, tuple(jobs[:4])))
         alone.aggregate(_context(r, tuple(jobs[4:])))
         torch.testing.assert_close(together.global_vector, alone.global_vector, rtol=1e-5, atol=1e-6)
-    assert not torch.equal(together.global_vector, _learner("samples", parts, model=model).tasks[0].snapshots[0])
+    assert not torch.equal(together.global_vector, _learner("samples", parts, model=model).tasks[0].snapshots[0][0])
 
 
 def test_learner_with_no_delivered_jobs_keeps_the_model() -> None:

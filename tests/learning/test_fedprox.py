@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from learn_support import job_minibatches, linear_ce_gradient
+from learn_support import job_minibatches, linear_ce_gradient, path_of, task_setup
 from pydantic import ValidationError
 
 from netfl.backend import RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner, LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -40,10 +40,10 @@ def _strategy(name: str, **params):
 def _learner(strategy, *, model: str = "logistic", batched: bool = True) -> Learner:
     local = LocalConfig(steps=STEPS, epochs=None, batch_size=BATCH, lr=LR)
     return Learner(
-        [TaskSetup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
+        [task_setup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
         strategy=strategy,
         streams=RandomStreams(SEED),
-        batched=batched,
+        training_path=path_of(batched),
     )
 
 

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from learn_support import path_of, task_setup
 
 from netfl.backend import Diverged, RoundContext
 from netfl.learn.algorithms import ClientInfo
@@ -14,7 +15,7 @@ from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.algorithms.mifa import MIFA
 from netfl.learn.algorithms.probes import UpdateNorm
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup, all_finite
+from netfl.learn.learner import Learner, LocalConfig, all_finite
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 16), np.arange(16, 32), np.arange(32, 48)]
@@ -36,10 +37,10 @@ def _learner(*, poisoned: bool = True, on_divergence: str = "stop", strategy=Non
     strategy = strategy or FedAvg(FedAvg.Params(weighting="uniform"), clients)
     local = LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.1)
     return Learner(
-        [TaskSetup(_dataset(poisoned), PARTS, "logistic", [], local)],
+        [task_setup(_dataset(poisoned), PARTS, "logistic", [], local)],
         strategy=strategy,
         streams=RandomStreams(4),
-        batched=batched,
+        training_path=path_of(batched),
         on_divergence=on_divergence,
     )
 

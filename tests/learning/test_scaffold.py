@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from learn_support import path_of, task_setup
 
 import netfl
 from netfl.backend import RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner, LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -121,10 +122,10 @@ def _learner(name: str, *, model: str = "logistic", steps: int = 1, batched: boo
     strategy = cls(cls.Params(**params), ClientInfo(tuple(len(p) for p in PARTS), local_lr=LR))
     local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=LR)
     return Learner(
-        [TaskSetup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
+        [task_setup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
         strategy=strategy,
         streams=RandomStreams(3),
-        batched=batched,
+        training_path=path_of(batched),
     )
 
 

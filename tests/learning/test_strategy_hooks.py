@@ -10,17 +10,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from learn_support import linear_ce_gradient
+from learn_support import linear_ce_gradient, path_of, task_setup
 
 from netfl.backend import BYTES_PER_VALUE, RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.algorithms.probes import Probe
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner, LocalConfig
 from netfl.learn.models import build_model
+from netfl.learn.network import Network
 from netfl.learn.objective import Correction
-from netfl.learn.params import ParamLayout
-from netfl.learn.stacked import FusedMLP, train_stacked
+from netfl.learn.trainer import Trainer, TrainJob
 from netfl.learn.training import local_sgd, minibatch_indices
 from netfl.rng import RandomStreams
 
@@ -37,125 +37,87 @@ def test_one_job_adds_the_correction_to_each_gradient_by_hand() -> None:
     shape, classes, lr, wd, pull, steps, batch = (1, 2, 2), 3, 0.4, 0.01, 0.5, 3, 5
     x, y = _data(shape, classes=classes)
     torch.manual_seed(0)
-    model = build_model("logistic", shape, classes)
-    layout = ParamLayout.of(model)
-    start = layout.flatten(model)
+    network = Network(build_model("logistic", shape, classes))
+    start = network.initial_params()
     shift = torch.linspace(-0.3, 0.3, start.numel())
-    out = local_sgd(
-        model,
-        layout,
-        start,
-        x,
-        y,
-        steps=steps,
-        batch_size=batch,
-        lr=lr,
-        weight_decay=wd,
-        generator=torch.Generator().manual_seed(1),
-        correction=Correction(pull, shift),
-    )
 
+    def run(correction):
+        generator = torch.Generator().manual_seed(1)
+        return local_sgd(
+            network, start, x, y, steps=steps, batch_size=batch, lr=lr, weight_decay=wd, generator=generator,
+            correction=correction,
+        )[0]  # fmt: skip
+
+    out = run(Correction(pull, shift))
     w0, w, flat = start.to(F64), start.to(F64), x.reshape(len(x), -1).to(F64)
     for idx in minibatch_indices(len(x), batch, steps, torch.Generator().manual_seed(1)):
         g = linear_ce_gradient(w, flat[idx], y[idx], classes)
         w = w - lr * (g + wd * w + pull * (w - w0) + shift.to(F64))
     torch.testing.assert_close(out, w.float(), rtol=1e-5, atol=1e-6)
-    plain = local_sgd(
-        model,
-        layout,
-        start,
-        x,
-        y,
-        steps=steps,
-        batch_size=batch,
-        lr=lr,
-        weight_decay=wd,
-        generator=torch.Generator().manual_seed(1),
-    )
-    assert (out - plain).abs().max() > 0.05  # the correction moved it
+    assert (out - run(None)).abs().max() > 0.05  # the correction moved it
 
 
-@pytest.mark.parametrize("name,hidden,fused", [("logistic", (), True), ("mlp", (12,), True), ("lenet5", (), False)])
+def _trainer(name: str, path: str, shape=(1, 8, 8), n: int = 50, classes: int = 4, seed: int = 2):
+    x, y = _data(shape, n=n, classes=classes)
+    torch.manual_seed(seed)
+    network = Network(build_model(name, shape, classes, hidden=(12,)))
+    return Trainer(network, x, y, device=torch.device("cpu"), path=path), network, x
+
+
+def _jobs(x, steps, batch, corrections, seed0=10):
+    return [
+        TrainJob(minibatch_indices(len(x), batch, s, torch.Generator().manual_seed(seed0 + j)), seed=j, correction=c)
+        for j, (s, c) in enumerate(zip(steps, corrections))
+    ]
+
+
+@pytest.mark.parametrize("name,path", [("logistic", "fused"), ("mlp", "fused"), ("lenet5", "replicas"),
+                                       ("lenet5", "stacked"), ("mlp", "replicas")])  # fmt: skip
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-def test_stacked_kernels_apply_each_jobs_correction(name, hidden, fused, weight_decay) -> None:
-    """Fused and functional kernels against local_sgd with the same correction, job by job."""
-    shape = (1, 8, 8)
-    x, y = _data(shape, n=50, classes=4)
-    torch.manual_seed(2)
-    model = build_model(name, shape, 4, hidden=hidden)
-    layout = ParamLayout.of(model)
-    assert (FusedMLP.of(model, layout) is not None) == fused
-    start = layout.flatten(model)
-    steps = [4, 2, 6]
+def test_every_path_applies_each_jobs_correction(name, path, weight_decay) -> None:
+    """Fused, replicated and stacked training against local_sgd with the same correction, job by job."""
+    trainer, network, x = _trainer(name, path)
+    start = network.initial_params()
     g = torch.Generator().manual_seed(3)
     corrections = [
         Correction(0.7, 0.5 * torch.randn(start.numel(), generator=g)),
         Correction(0.7),
         Correction(0.7, 0.5 * torch.randn(start.numel(), generator=g)),
     ]
-    minibatches = [minibatch_indices(len(x), 6, s, torch.Generator().manual_seed(10 + j)) for j, s in enumerate(steps)]
-    together = train_stacked(
-        model, layout, start, x, y, minibatches, lr=0.2, weight_decay=weight_decay, corrections=corrections
-    )
-    plain = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=weight_decay)
+    steps = [4, 2, 6]
+    together = trainer.train(start, _jobs(x, steps, 6, corrections), lr=0.2, weight_decay=weight_decay)
+    plain = trainer.train(start, _jobs(x, steps, 6, [None] * 3), lr=0.2, weight_decay=weight_decay)
     for j, s in enumerate(steps):
-        alone = local_sgd(
-            model,
-            layout,
-            start,
-            x,
-            y,
-            steps=s,
-            batch_size=6,
-            lr=0.2,
-            weight_decay=weight_decay,
-            generator=torch.Generator().manual_seed(10 + j),
-            correction=corrections[j],
-        )
-        torch.testing.assert_close(together[j], alone, rtol=1e-5, atol=1e-6)
-        assert (together[j] - plain[j]).abs().max() > 1e-3
+        alone, _ = local_sgd(
+            network, start, trainer.x, trainer.y, steps=s, batch_size=6, lr=0.2, weight_decay=weight_decay,
+            generator=torch.Generator().manual_seed(10 + j), correction=corrections[j],
+        )  # fmt: skip
+        torch.testing.assert_close(together[j][0], alone, rtol=1e-5, atol=1e-6)
+        assert (together[j][0] - plain[j][0]).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("name", ["mlp", "lenet5"])
-def test_a_shift_alone_moves_one_step_by_minus_lr_times_it(name) -> None:
+@pytest.mark.parametrize("name,path", [("mlp", "fused"), ("lenet5", "replicas"), ("lenet5", "stacked")])
+def test_a_shift_alone_moves_one_step_by_minus_lr_times_it(name, path) -> None:
     """One step: w1 = w0 - lr (g + b), so corrected minus plain is -lr b exactly (up to rounding), any model."""
-    shape = (1, 8, 8)
-    x, y = _data(shape, n=30, classes=4)
-    torch.manual_seed(5)
-    model = build_model(name, shape, 4, hidden=(10,))
-    layout = ParamLayout.of(model)
-    start = layout.flatten(model)
+    trainer, network, x = _trainer(name, path, n=30, seed=5)
+    start = network.initial_params()
     b = torch.randn(start.numel(), generator=torch.Generator().manual_seed(6))
-    minibatches = [minibatch_indices(len(x), 5, 1, torch.Generator().manual_seed(7))] * 2
-    corrected, plain = train_stacked(
-        model, layout, start, x, y, minibatches, lr=0.3, weight_decay=0.0, corrections=[Correction(shift=b), None]
-    )
+    jobs = _jobs(x, [1, 1], 5, [Correction(shift=b), None], seed0=7)
+    jobs[1].minibatches = jobs[0].minibatches
+    (corrected, _), (plain, _) = trainer.train(start, jobs, lr=0.3, weight_decay=0.0)
     torch.testing.assert_close(corrected - plain, -0.3 * b, rtol=0, atol=1e-5)
 
 
-def test_no_correction_is_the_plain_kernel_bit_for_bit_and_pulls_must_agree() -> None:
-    shape = (1, 4, 4)
-    x, y = _data(shape)
-    torch.manual_seed(1)
-    model = build_model("mlp", shape, 3, hidden=(8,))
-    layout = ParamLayout.of(model)
-    start = layout.flatten(model)
-    minibatches = [minibatch_indices(len(x), 4, s, torch.Generator().manual_seed(s)) for s in (3, 5)]
-    plain = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.01)
-    nones = train_stacked(model, layout, start, x, y, minibatches, lr=0.2, weight_decay=0.01, corrections=[None, None])
-    assert all(torch.equal(a, b) for a, b in zip(plain, nones))
-    with pytest.raises(ValueError, match="same correction pull"):
-        train_stacked(
-            model,
-            layout,
-            start,
-            x,
-            y,
-            minibatches,
-            lr=0.2,
-            weight_decay=0.0,
-            corrections=[Correction(0.1), Correction(0.2)],
-        )
+@pytest.mark.parametrize("path", ["fused", "replicas", "stacked"])
+def test_no_correction_is_the_plain_kernel_bit_for_bit_and_pulls_must_agree(path) -> None:
+    trainer, network, x = _trainer("mlp", path, shape=(1, 4, 4), n=40, classes=3, seed=1)
+    start = network.initial_params()
+    plain = trainer.train(start, _jobs(x, (3, 5), 4, [None, None]), lr=0.2, weight_decay=0.01)
+    zero = trainer.train(start, _jobs(x, (3, 5), 4, [Correction(0.0), None]), lr=0.2, weight_decay=0.01)
+    assert all(torch.equal(a, b) for (a, _), (b, _) in zip(plain, zero))
+    if path != "replicas":  # a stacked call folds one pull into its update; replicas apply each job's own
+        with pytest.raises(ValueError, match="same correction pull"):
+            trainer.train(start, _jobs(x, (3, 5), 4, [Correction(0.1), Correction(0.2)]), lr=0.2, weight_decay=0.0)
 
 
 # ------------------------------------------------------------------ through the learner
@@ -180,10 +142,10 @@ PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]
 def _learner(strategy, *, batched: bool = True, steps: int = 3) -> Learner:
     local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=0.2)
     return Learner(
-        [TaskSetup(_dataset(), PARTS, "logistic", [], local)],
+        [task_setup(_dataset(), PARTS, "logistic", [], local)],
         strategy=strategy,
         streams=RandomStreams(9),
-        batched=batched,
+        training_path=path_of(batched),
     )
 
 

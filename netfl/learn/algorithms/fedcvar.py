@@ -83,10 +83,8 @@ class Threshold(ExtraScalars):
             return model_lr
         return self.params.t_lr * (model_lr / self.local_lr)
 
-    def loss(self, logits: torch.Tensor, y: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
-        return cvar_objective(
-            torch.nn.functional.cross_entropy(logits, y), extra[0], self.params.alpha, self.params.gamma
-        )
+    def objective(self, loss: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return cvar_objective(loss, extra[0], self.params.alpha, self.params.gamma)
 
 
 def cvar_objective(f: torch.Tensor, t: torch.Tensor, alpha: float, gamma: float) -> torch.Tensor:
