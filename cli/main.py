@@ -52,10 +52,26 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
     try:
         scenario = load_scenario(topology, overrides=overrides)
         check_data(scenario, data_dir)
+        reports = _inspect_users_own(scenario, data_dir)
     except NetflError as exc:
         _fail(exc)
     click.echo(f"OK {topology}")
     click.echo(describe_scenario(scenario))
+    for s, report in enumerate(reports):
+        click.echo(f"task {s} as measured:" if len(reports) > 1 else "task as measured:")
+        click.echo("\n".join(report.lines()))
+
+
+def _inspect_users_own(scenario, data_dir: Path | None) -> list:
+    """A scenario naming the user's own model or data: load and measure them (this imports torch and runs the
+    user's files); a scenario of built-ins alone is checked without torch."""
+    from netfl.assemble.inspect import is_users_own
+
+    if not is_users_own(scenario):
+        return []
+    from netfl.assemble.inspect import inspect_tasks
+
+    return inspect_tasks(scenario, data_dir)
 
 
 @main.command()

@@ -10,13 +10,12 @@ rate``, which is why FLOP and byte counts are computed here, on the module itsel
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode, conv_flop_count
 
+from netfl.learn.flops import forward_flops
 from netfl.registry.models import MODEL_NAMES
 
 __all__ = [
@@ -107,15 +106,13 @@ def _flat_size(features: nn.Module, input_shape: tuple[int, int, int]) -> int:
 
 
 def forward_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> int:
-    """One sample's forward FLOPs, counted on the module itself by :mod:`torch.utils.flop_counter`.
+    """One sample's forward FLOPs, counted on the module itself (:func:`netfl.learn.flops.forward_flops`).
 
     ``sample``: one input (a batch of 1, as the data holds it: images, features or token ids), or a float
-    input's shape. Matrix products and convolutions count 2 FLOPs per multiply-add, and a bias one more per
+    input's shape. Matrix products and convolutions count 2 FLOPs per multiply-add and a bias one more per
     output (Linear ``2 in out + out``, Conv ``2 (Cin/groups) kh kw Cout Hout Wout + Cout Hout Wout``);
-    activations, pooling and normalisation are a rounding error next to them and are not counted. Recurrent
-    layers count their gate products step by step (oneDNN's fused LSTM is switched off while counting, so
-    that it decomposes into products the counter sees). The built-in models' counts equal their analytic
-    ones (netfl.registry.models.model_cost; a test pins them).
+    recurrent layers their gate products per step; activations, pooling and normalisation are not counted.
+    The built-in models' counts equal their analytic ones (netfl.registry.models.model_cost; a test pins them).
     """
     if not isinstance(sample, torch.Tensor):
         param = next(model.parameters(), None)
@@ -125,29 +122,7 @@ def forward_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[i
             dtype=param.dtype if param is not None else torch.float32,
             device=param.device if param is not None else None,
         )
-    counter = FlopCounterMode(display=False, custom_mapping=_WITH_BIAS)
-    with warnings.catch_warnings(), torch.no_grad():
-        warnings.simplefilter("ignore")  # torch warns about TF32 on Intel GPUs whenever the oneDNN flags change
-        with torch.backends.mkldnn.flags(enabled=False), counter:
-            model(sample[:1])
-    return int(counter.get_total_flops())
-
-
-def _addmm_with_bias(self_shape, a_shape, b_shape, out_shape=None, **kwargs) -> int:
-    return 2 * a_shape[0] * a_shape[1] * b_shape[1] + math.prod(out_shape)
-
-
-def _conv_with_bias(x_shape, w_shape, bias, stride, padding, dilation, transposed, *args, out_shape=None, **kw) -> int:
-    flops = conv_flop_count(x_shape, w_shape, out_shape, transposed=transposed)
-    return flops + (math.prod(out_shape) if bias is not None else 0)
-
-
-#: The counter's formulas, with the bias add that netfl's analytic counts have always included.
-_WITH_BIAS = {
-    torch.ops.aten.addmm: _addmm_with_bias,
-    torch.ops.aten.convolution: _conv_with_bias,
-    torch.ops.aten._convolution: _conv_with_bias,
-}
+    return forward_flops(model, sample)
 
 
 def training_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> int:
