@@ -12,7 +12,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("run", "load", "from_dict", "Result")
+_API = ("run", "load", "from_dict", "with_own", "Result")
 
 
 def __getattr__(name: str) -> Any:

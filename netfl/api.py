@@ -26,10 +26,11 @@ from typing import Any
 import pandas as pd
 
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
+from netfl.config.schema import DatasetSpec, ModelSpec
 from netfl.results.writer import events_frame, metrics_columns, prepare_out_dir
 from netfl.runner import RunOutcome, device_columns, run_scenario
 
-__all__ = ["Result", "load", "from_dict", "run"]
+__all__ = ["Result", "from_dict", "load", "run", "with_own"]
 
 
 @dataclass
@@ -55,6 +56,26 @@ class Result:
         )
 
 
+def with_own(
+    world: Scenario, *, model: Any = None, model_args: dict[str, Any] | None = None, data: Any = None
+) -> Scenario:
+    """``world`` with its one task's model and/or data set replaced by objects given in Python (see :func:`run`)."""
+    if len(world.tasks) != 1:
+        raise TypeError(
+            "model= and data= replace the model or data of a world with one task; with several, set "
+            "each task's model (ModelSpec(factory=...)) and dataset (DatasetSpec(loader=...))"
+        )
+    task = world.tasks[0]
+    if model is not None:
+        task = task.model_copy(update={"model": ModelSpec(factory=model, args=model_args or {})})
+    if data is not None:
+        spec = task.dataset
+        task = task.model_copy(update={"dataset": DatasetSpec(loader=data, test_fraction=spec.test_fraction,
+                                                              max_train_samples=spec.max_train_samples,
+                                                              partition=spec.partition)})  # fmt: skip
+    return world.model_copy(update={"tasks": [task]})
+
+
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
     """A topology file, validated (ScenarioError lists every problem with its YAML path); ``overrides`` as
     ``netfl simulate --set``: ``["server.algorithm.name=fedau", "devices[0].count=50"]``."""
@@ -76,6 +97,9 @@ def run(
     data_dir: str | Path | None = None,
     overrides: Sequence[str] = (),
     overwrite: bool = False,
+    model: Any = None,
+    model_args: dict[str, Any] | None = None,
+    data: Any = None,
 ) -> Result:
     """Run ``world`` (a Scenario, a dict, or a topology file's path) and return its results.
 
@@ -83,15 +107,22 @@ def run(
     checked before the run; an earlier run there is an error unless ``overwrite``); ``threads``, ``device``
     and ``overrides`` (of a file's path) as on the command line (``--set``); ``data_dir`` where the data
     set's files are.
+
+    Your own model and data, for a world with one task: ``model`` a ``torch.nn.Module`` class or a function
+    returning a module (built with ``model_args``, and ``num_classes`` / ``input_shape`` if it takes them),
+    ``data`` a function returning the arrays (``x``, ``y``, optional ``client``, ``x_test``, ``y_test``,
+    ``num_classes``) or that mapping itself; they replace the world's ``task.model`` and ``task.dataset``
+    (the dataset's partition and sizes are kept).
     """
     if overrides and not isinstance(world, (str, Path)):
         raise TypeError("overrides apply to a topology file; change a dict or a Scenario directly")
     if isinstance(world, (str, Path)):
-        world = load_scenario(world, overrides=overrides)
+        world = load_scenario(world, overrides=overrides, check_references=False)
     elif isinstance(world, dict):
-        world = scenario_from_dict(world)
-    else:
-        check_scenario(world)
+        world = scenario_from_dict(world, check_references=False)
+    if model is not None or data is not None:
+        world = with_own(world, model=model, model_args=model_args, data=data)
+    check_scenario(world)
     if seed is not None:
         world = world.model_copy(update={"seed": seed})
     data_dir = Path(data_dir) if data_dir is not None else None

@@ -22,14 +22,29 @@ from typing import Any, TypeVar
 
 from netfl.errors import UserCodeError
 
-__all__ = ["UserReference", "is_user_reference", "parse_reference", "import_file", "load_attribute", "where", "call"]
+__all__ = [
+    "PYTHON_ONLY",
+    "UserReference",
+    "call",
+    "import_file",
+    "is_user_reference",
+    "load_attribute",
+    "parse_reference",
+    "python_only_problem",
+    "reference_of",
+    "where",
+]
 
 T = TypeVar("T")
 
 
 def is_user_reference(name: Any) -> bool:
-    """Whether ``name`` reads ``something.py:Name`` (a user's file and a name in it)."""
-    return isinstance(name, str) and ":" in name and name.rsplit(":", 1)[0].endswith(".py")
+    """Whether ``name`` reads ``something.py:Name`` (a user's file and a name in it), or records code given in
+    Python (``<python>:Name``)."""
+    if not isinstance(name, str) or ":" not in name:
+        return False
+    file = name.rsplit(":", 1)[0]
+    return file.endswith(".py") or file == PYTHON_ONLY
 
 
 @dataclass(frozen=True)
@@ -42,6 +57,36 @@ class UserReference:
 
     def __str__(self) -> str:
         return self.text
+
+
+#: How scenario.yaml records code given in Python that no file holds (a notebook's class, a script's main).
+PYTHON_ONLY = "<python>"
+
+
+def reference_of(obj: Any) -> str:
+    """``file.py:Name`` for a class or function of an importable module file (so that the scenario can be run
+    again from a folder), else ``<python>:Name`` (a script's ``__main__``, a notebook, a local function or a
+    mapping of arrays: not in any file netfl could import)."""
+    name = getattr(obj, "__qualname__", type(obj).__name__)
+    module = getattr(obj, "__module__", None)
+    try:
+        file = inspect.getsourcefile(obj) if module not in (None, "__main__") else None
+    except TypeError:
+        file = None
+    if file is None or "<" in name or not file.endswith(".py"):
+        return f"{PYTHON_ONLY}:{name}"
+    return f"{Path(file).resolve()}:{name}"
+
+
+def python_only_problem(reference: str, what: str) -> str | None:
+    """The message for a scenario whose ``what`` was given in Python and recorded as ``<python>:Name``."""
+    if not reference.startswith(f"{PYTHON_ONLY}:"):
+        return None
+    name = reference.split(":", 1)[1]
+    return (
+        f"the {what} was given in Python ({name}), not in a file, so this scenario cannot build it again; put it "
+        f"in a file and name it: path: file.py:{name}"
+    )
 
 
 def parse_reference(reference: str, base_dir: Path | None) -> UserReference:

@@ -20,10 +20,11 @@ from pydantic import BaseModel, ValidationError
 
 from netfl.config.checks import check_scenario
 from netfl.config.overrides import OverrideError, apply_overrides
-from netfl.config.schema import Every, Scenario
+from netfl.config.schema import DatasetSpec, Every, ModelSpec, Scenario
 from netfl.distributions import Distribution
 from netfl.errors import ScenarioError
 from netfl.problems import describe_validation_error, field_keys
+from netfl.user_code import reference_of
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -210,6 +211,9 @@ def _plain(value: Any) -> Any:
             if not info.exclude and (info.is_required() or getattr(value, name) != info.default)
         }
         out.update({k: _plain(v) for k, v in (value.model_extra or {}).items()})
+        given = getattr(value, "factory", None) if isinstance(value, ModelSpec) else getattr(value, "loader", None)
+        if isinstance(value, (ModelSpec, DatasetSpec)) and given is not None:  # code or arrays given in Python
+            out["path"] = reference_of(given)
         return out
     if isinstance(value, (Distribution, Every)):
         return value.as_scenario_value()

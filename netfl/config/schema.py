@@ -28,7 +28,7 @@ from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY, MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
 from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts, parse_quantity
-from netfl.user_code import is_user_reference
+from netfl.user_code import is_user_reference, python_only_problem
 
 
 def _dist(unit_kind: str):
@@ -200,6 +200,8 @@ class DatasetSpec(Strict):
                 "(data.npz, data.pt, a LEAF folder, or loader.py:function)"
                 + (f", not both {' and '.join(given)}" if given else "")
             )
+        if self.path is not None and python_only_problem(self.path, "data set"):
+            raise ValueError(python_only_problem(self.path, "data set"))
         if self.args and self.path is None and self.loader is None:
             raise ValueError("args are the keyword arguments of a file.py:function loader; a built-in takes none")
         if self.name is not None and (self.input_shape is not None or self.targets != "sample"):
@@ -263,6 +265,8 @@ class ModelSpec(Strict):
             )
         if self.path is not None and not is_user_reference(self.path):
             raise ValueError(f"path {self.path!r} must read file.py:Name (a class or function in a Python file)")
+        if self.path is not None and python_only_problem(self.path, "model"):
+            raise ValueError(python_only_problem(self.path, "model"))
         if self.name is None and "hidden" in self.model_fields_set:
             raise ValueError("hidden sizes the built-in mlp; pass your model's own arguments in args")
         if self.name is not None and self.args:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -103,6 +104,8 @@ def _call_loader(fn: Callable[..., Any], args: Mapping[str, Any], ref: user_code
 
 
 def _read_npz(file: Path) -> dict[str, Any]:
+    if not zipfile.is_zipfile(file):
+        raise DataError(f"{file}: not a readable .npz file (a .npz is a zip archive of arrays, as numpy.savez writes)")
     try:
         with np.load(file, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
@@ -234,6 +237,9 @@ def _labels(name: str, key: str, value: Any, n: int) -> np.ndarray:
         raise DataError(
             f"{name}: {key} has shape {a.shape}; expected ({n},) or ({n}, T): a label per sample or per token"
         )
+    if a.ndim == 1 and (a == IGNORE_LABEL).any():
+        raise DataError(f"{name}: {key} holds -100, which marks an ignored position in per-token labels (N, T); "
+                        "every sample needs a label")
     bad = a[(a < 0) & (a != IGNORE_LABEL)]
     if bad.size:
         raise DataError(f"{name}: {key} holds label {int(bad[0])}; labels are 0, 1, ... (or -100 to ignore a position)")
@@ -347,6 +353,8 @@ def read_leaf(location: Path, *, targets: str = "sample") -> LeafData:
             y = np.concatenate([x[:, 1:], y[:, None]], axis=1)
         arrays[f"x{split}"], arrays[f"y{split}"] = x, y
     arrays["client"] = np.concatenate([np.full(len(xs), u, dtype=np.int64) for u, (_, xs, _, _) in enumerate(train)])
+    if kind == "characters":  # every character may follow, whether or not some label is it
+        arrays["num_classes"] = np.asarray(len(vocabulary))
     return LeafData(arrays, tuple(name for name, _, _, _ in train), vocabulary)
 
 
