@@ -402,9 +402,11 @@ def sweep(
     from netfl.study import load_study, run_sweep
     from netfl.study.progress import SweepProgress
     from netfl.study.sweep import is_done
+    from netfl.study.users_code import check_users_code
 
     try:
         study = load_study(study_file, out=out_dir, overrides=overrides, seeds=seeds, data_dir=data_dir)
+        check_users_code(study.runs, str(study_file), data_dir)  # the user's own models and data, before any run
     except NetflError as exc:
         _fail(exc)
     if dry_run:

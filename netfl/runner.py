@@ -241,7 +241,7 @@ def run_scenario(
         )
         summary.update(device=device, threads=threads, **(extra_summary or {}))
         for task_summary, task in zip(summary["tasks"], learner.tasks):
-            task_summary["training"] = task.trainer.describe()
+            task_summary["training"] = task.trainer.describe(threads)
         outcome = RunOutcome(summary, None, result, [task.num_classes for task in learner.tasks])
         if write:
             outcome.out_dir = write_run(

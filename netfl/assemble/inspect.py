@@ -48,6 +48,7 @@ def measure(scenario: Scenario, task: int, setup: TaskSetup) -> TaskCost:
     except Exception:  # code that needs real values (.item(), numpy) builds on the CPU, where errors are reported
         torch.manual_seed(0)
         module = recipe.build()
+        check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
         forward = forward_flops_per_sample(module, dataset.train_x[:1]) if recipe.flops_per_sample is None else 0
     network = Network(module)
     parameters = network.params.size

@@ -208,7 +208,8 @@ def _plain(value: Any) -> Any:
         out = {
             (info.alias or name): _plain(getattr(value, name))
             for name, info in type(value).model_fields.items()
-            if not info.exclude and (info.is_required() or getattr(value, name) != info.default)
+            if not info.exclude
+            and (info.is_required() or getattr(value, name) != info.get_default(call_default_factory=True))
         }
         out.update({k: _plain(v) for k, v in (value.model_extra or {}).items()})
         given = getattr(value, "factory", None) if isinstance(value, ModelSpec) else getattr(value, "loader", None)

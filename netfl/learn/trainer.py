@@ -32,7 +32,7 @@ from netfl.learn.fused_mlp import FusedMLP
 from netfl.learn.network import Network
 from netfl.learn.objective import Correction, ExtraScalars
 from netfl.learn.replicas import ReplicaJob, ReplicaKernel, draws_global_random, uses_channels_last
-from netfl.learn.runtime import parallel_map, threads_in_use
+from netfl.learn.runtime import parallel_map
 from netfl.learn.stacked import FunctionalKernel, StackedJob, activation_bytes, jobs_per_chunk, train_stacked
 from netfl.learn.training import train_one
 
@@ -126,12 +126,13 @@ class Trainer:
             return f"vmap cannot batch it ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
         return ""
 
-    def describe(self) -> str:
-        """The path and why, for ``netfl validate`` and summary.json."""
-        threads = threads_in_use()
+    def describe(self, threads: int | None = None) -> str:
+        """The path and why, for summary.json (``threads``: the run's worker threads) and ``netfl validate``
+        (None: before a run)."""
         where = ""
         if self.path in ("replicas", "fused") and self.device.type == "cpu" and not self.global_random:
-            where = f", {threads} worker thread{'s' if threads != 1 else ''}"
+            where = (", in the worker threads" if threads is None
+                     else f", {threads} worker thread{'s' if threads != 1 else ''}")  # fmt: skip
         return f"{self.path} ({self.reason}{where})"
 
     def train(

@@ -238,8 +238,10 @@ def _labels(name: str, key: str, value: Any, n: int) -> np.ndarray:
             f"{name}: {key} has shape {a.shape}; expected ({n},) or ({n}, T): a label per sample or per token"
         )
     if a.ndim == 1 and (a == IGNORE_LABEL).any():
-        raise DataError(f"{name}: {key} holds -100, which marks an ignored position in per-token labels (N, T); "
-                        "every sample needs a label")
+        raise DataError(
+            f"{name}: {key} holds -100, which marks an ignored position in per-token labels (N, T); "
+            "every sample needs a label"
+        )
     bad = a[(a < 0) & (a != IGNORE_LABEL)]
     if bad.size:
         raise DataError(f"{name}: {key} holds label {int(bad[0])}; labels are 0, 1, ... (or -100 to ignore a position)")

@@ -1,0 +1,178 @@
+"""Your own model and data, end to end: a user's MLP is the built-in one bit for bit, the two examples run, netfl
+validate says what it measured, and every mistake is one message naming the file (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from cli_support import TINY, assert_user_error, run
+
+import netfl
+from netfl.registry.datasets import FASHION_MNIST_DIR, IDX_FILES
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples" / "own-model"
+REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
+
+USER_MLP = """
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    \"\"\"The built-in `mlp` with hidden [32] on 8x8 digits, as a user writes it.\"\"\"
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.hidden = nn.Linear(64, 32)
+        self.out = nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.hidden(x.flatten(1))))
+
+
+class Wrong(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 4)
+
+    def forward(self, x):
+        return self.fc(x.reshape(len(x), 63))
+"""
+
+
+def _topology(tmp_path: Path, model: dict, extra: dict | None = None) -> Path:
+    data = yaml.safe_load(TINY)
+    data["task"]["model"] = model
+    data["stop"] = {"rounds": 4}
+    data["devices"][0]["count"] = 6
+    data["server"] = {"round": {"participants": 4}}
+    data.update(extra or {})
+    path = tmp_path / f"{len(list(tmp_path.glob('*.yaml')))}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_user_module_equal_to_a_built_in_one_gives_the_same_bytes(tmp_path: Path) -> None:
+    (tmp_path / "my_models.py").write_text(USER_MLP)
+    builtin = _topology(tmp_path, {"name": "mlp", "hidden": [32]})
+    mine = _topology(tmp_path, {"path": "my_models.py:MLP"})
+    a = netfl.run(builtin, out=tmp_path / "builtin")
+    b = netfl.run(mine, out=tmp_path / "mine")
+    for name in REPRODUCED:
+        assert (tmp_path / "builtin" / name).read_bytes() == (tmp_path / "mine" / name).read_bytes(), name
+    assert b.summary["tasks"][0]["model"] == "my_models.py:MLP"
+    assert a.summary["tasks"][0]["training"].startswith("fused") and b.summary["tasks"][0]["training"].startswith(
+        "fused"
+    )
+    assert b.events.query("kind == 'train_start'").flops.iloc[0] > 0
+
+
+def test_the_shakespeare_example_trains_per_token_on_its_speakers(tmp_path: Path) -> None:
+    overrides = ["stop.rounds=2", "task.local.steps=2", "eval.every=1 rounds", "task.model.args.hidden=16"]
+    result = netfl.run(EXAMPLES / "shakespeare.yaml", overrides=overrides, out=tmp_path / "run")
+    summary = result.summary
+    assert summary["num_devices"] == 23 and summary["tasks"][0]["training"].startswith("replicas")
+    assert summary["tasks"][0]["model"] == "models.py:CharGRU(embedding=32, hidden=16)"
+    accuracy = result.metrics.test_accuracy.tolist()
+    assert len(accuracy) == 3 and accuracy[-1] > accuracy[0]  # learns from the first rounds
+    assert {f"class_{k}_accuracy" for k in (0, 54)} <= set(result.metrics.columns)  # 55 characters
+    saved = yaml.safe_load((tmp_path / "run" / "scenario.yaml").read_text())
+    assert saved["tasks"][0]["model"]["path"] == "models.py:CharGRU"  # relative to the topology, as written
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not all((FASHION_MNIST_DIR / f).exists() or (FASHION_MNIST_DIR / f"{f}.gz").exists()
+                            for f in IDX_FILES), reason="needs Debian's dataset-fashion-mnist")  # fmt: skip
+@pytest.mark.parametrize("buffers", ["average", "local"])
+def test_the_batchnorm_example_runs_under_both_buffer_rules(tmp_path: Path, buffers: str) -> None:
+    overrides = [
+        "stop.rounds=2",
+        "devices[0].count=8",
+        "server.round.participants=4",
+        "task.dataset.max_train_samples=2000",
+        "eval.max_test_samples=300",
+        "eval.every=1 rounds",
+        f"task.model.buffers={buffers}",
+    ]
+    result = netfl.run(EXAMPLES / "fashion_bn.yaml", overrides=overrides, threads=2)
+    assert result.summary["tasks"][0]["training"].startswith("replicas (any module (channels_last)")
+    assert result.summary["final_test_accuracy"] > 0.3  # two rounds of 4 phones: well above chance (10 %)
+    sent = result.events.query("kind == 'upload_start'").bytes.iloc[0]
+    params = 16 * 9 + 16 + 32 * 16 * 9 + 32 + 2 * 16 + 2 * 32 + 32 * 7 * 7 * 10 + 10
+    assert sent == 4 * (params + (2 * 16 + 1 + 2 * 32 + 1 if buffers == "average" else 0))
+
+
+def test_validate_imports_the_users_files_and_says_what_it_measured() -> None:
+    result = run("validate", EXAMPLES / "shakespeare.yaml")
+    assert result.exit_code == 0, result.output
+    assert "models.py:CharGRU(embedding=32, hidden=64): 24,151 parameters; 96.6 kB on the wire; outputs (80, 55)" in (
+        result.output
+    )
+    assert "23 clients (each of the 23 devices holds one)" in result.output
+    assert "trains on replicas (any module, in the worker threads)" in result.output  # embedding 55 x 32, GRU
+    # 3 x 64 x (32 + 64) + 2 x 192 biases, head 64 x 55 + 55: 1,760 + 18,816 + 3,575 = 24,151
+    assert "a label per token (80 per sample); 55 classes" in result.output
+
+
+def _write_user_files(tmp_path: Path) -> None:
+    (tmp_path / "my_models.py").write_text(USER_MLP)
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "mine.npz", x=rng.random((60, 1, 8, 8), dtype=np.float32), y=np.arange(60) % 10,
+             client=np.arange(60) % 5)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "model,dataset,expected",
+    [
+        ({"path": "nowhere.py:Net"}, None, ["model file not found: ", "nowhere.py"]),
+        ({"path": "my_models.py:Nope"}, None, ["my_models.py: no 'Nope' in this model file; defined there: MLP,"]),
+        ({"path": "my_models.py:Wrong"}, None, ["my_models.py:24: RuntimeError in my_models.py:Wrong on two training"]),
+        ({"path": "my_models.py:MLP"}, {"path": "missing.npz"}, ["task.dataset.path: missing.npz: file not found"]),
+        ({"path": "my_models.py:MLP"}, {"path": "mine.npz", "partition": {"kind": "natural"}},
+         ["task.dataset.partition: 6 devices but the data names 5 clients"]),
+        ({"name": "logistic"}, {"name": "digits", "partition": {"kind": "natural"}},
+         ["task.dataset.partition.kind: natural puts each real client's samples on one device, but digits does not"]),
+        ({"name": "lenet5"}, {"path": "mine.npz", "input_shape": [64]},
+         ["task.model.name: lenet5 takes images (C, H, W); these samples have shape (64,)"]),
+    ],
+)  # fmt: skip
+def test_every_mistake_is_one_message_naming_the_file(tmp_path: Path, model, dataset, expected) -> None:
+    _write_user_files(tmp_path)
+    path = _topology(tmp_path, model)
+    if dataset is not None:
+        data = yaml.safe_load(path.read_text())
+        data["task"]["dataset"] = dataset
+        path.write_text(yaml.safe_dump(data))
+    assert_user_error(run("validate", path), *expected)
+    assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q"), *expected)
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+def test_a_study_may_vary_a_models_arguments_and_is_checked_before_any_run(tmp_path: Path) -> None:
+    _write_user_files(tmp_path)
+    topology = _topology(tmp_path, {"path": "my_models.py:MLP"})
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({"name": "widths", "base": str(topology), "seeds": 1,
+                                     "grid": {"task.model": {"builtin": {"name": "mlp", "hidden": [8]},
+                                                             "wrong": {"path": "my_models.py:Wrong"}}}}))  # fmt: skip
+    result = run("sweep", study, "--out", tmp_path / "study", "-q")
+    assert_user_error(result, "my_models.py:24: RuntimeError in my_models.py:Wrong")
+    assert not (tmp_path / "study").exists()  # refused before any run started
+
+
+def test_resuming_a_run_of_a_user_model_is_the_run_that_never_stopped(tmp_path: Path) -> None:
+    from test_checkpoint import interrupted_and_resumed
+
+    from netfl.checkpoint import Every
+
+    _write_user_files(tmp_path)
+    topology = _topology(tmp_path, {"path": "my_models.py:MLP"}, {"stop": {"rounds": 8}})
+    checkpoint = interrupted_and_resumed(tmp_path, topology, [], 5, Every(rounds=2))
+    assert checkpoint.rounds == 4 and json.dumps(checkpoint.scenario["tasks"][0]["model"]) == (
+        '{"path": "my_models.py:MLP"}'
+    )
