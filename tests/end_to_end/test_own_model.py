@@ -176,3 +176,78 @@ def test_resuming_a_run_of_a_user_model_is_the_run_that_never_stopped(tmp_path: 
     assert checkpoint.rounds == 4 and json.dumps(checkpoint.scenario["tasks"][0]["model"]) == (
         '{"path": "my_models.py:MLP"}'
     )
+
+
+BN_MODEL = """
+import torch
+from torch import nn
+
+
+class SmallBN(nn.Module):
+    def __init__(self, num_classes, width=4):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(1, width, 3, padding=1), nn.BatchNorm2d(width)
+        self.fc = nn.Linear(width * 16, num_classes)
+
+    def forward(self, x):
+        return self.fc(nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2).flatten(1))
+"""
+
+
+@pytest.mark.parametrize(
+    "algorithm,extra",
+    [
+        ({"name": "fedprox", "mu": 0.1}, {}),  # a pull in every local step
+        ({"name": "scaffold"}, {}),  # control variates: a shift in every step, twice the bytes
+        ({"name": "mifa"}, {}),  # a memory of every client's update
+        ({"name": "fed_cvar", "alpha": 0.5}, {}),  # an extra trainable scalar beside the module
+        ({"name": "fedbuff"}, {"server": {"mode": "async", "async": {"buffer": 2}}}),  # stale updates
+    ],
+)  # fmt: skip
+def test_every_kind_of_algorithm_trains_a_users_batchnorm_module(tmp_path: Path, algorithm, extra) -> None:
+    (tmp_path / "bn.py").write_text(BN_MODEL)
+    _write_user_files(tmp_path)
+    path = _topology(tmp_path, {"path": "bn.py:SmallBN"}, {"stop": {"rounds": 3}, "eval": {"every": "1 rounds"}})
+    data = yaml.safe_load(path.read_text())
+    data["task"]["dataset"] = {"path": "mine.npz", "partition": {"kind": "natural"}}
+    data["devices"][0]["count"] = 5
+    data["server"] = {**data["server"], "algorithm": algorithm, **extra.get("server", {})}
+    if extra:
+        data["server"].pop("round", None)
+        data["devices"][0]["availability"] = {"policy": "always"}
+    path.write_text(yaml.safe_dump(data))
+    result = netfl.run(path)
+    assert result.summary["updates_applied"] > 0 and result.summary["stopped_by"] == "rounds"
+    assert np.isfinite(result.metrics.test_loss).all()
+    assert len(set(result.metrics.test_loss.round(6))) > 1  # the model moved
+
+
+def test_several_models_of_ones_own_train_at_once_with_mmfl(tmp_path: Path) -> None:
+    (tmp_path / "bn.py").write_text(BN_MODEL)
+    data = yaml.safe_load((REPO / "topologies" / "mmfl.yaml").read_text())
+    data["tasks"][1]["model"] = {"path": "bn.py:SmallBN", "args": {"width": 3}}
+    data["tasks"][2]["model"] = {"path": "bn.py:SmallBN", "buffers": "local"}
+    data["stop"] = {"rounds": 3}
+    path = tmp_path / "mmfl.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = netfl.run(path)
+    tasks = result.summary["tasks"]
+    assert [t["model"] for t in tasks] == ["logistic", "bn.py:SmallBN(width=3)", "bn.py:SmallBN"]
+    assert [t["training"].split()[0] for t in tasks] == ["fused", "replicas", "replicas"]
+    assert set(result.events.query("kind == 'upload_start' and task.notna()").task) >= {1, 2}
+
+
+def test_the_lazy_engine_draws_samples_for_millions_of_phones_from_ones_own_data(tmp_path: Path) -> None:
+    _write_user_files(tmp_path)
+    data = yaml.safe_load((REPO / "topologies" / "million-phones.yaml").read_text())
+    data["task"]["dataset"] = {
+        "path": str(tmp_path / "mine.npz"),
+        "partition": {"kind": "iid", "samples_per_client": 5},
+    }
+    data["task"]["model"] = {"path": str(tmp_path / "my_models.py") + ":MLP"}
+    data["devices"][0]["count"] = 3000
+    data["stop"] = {"rounds": 3}
+    path = tmp_path / "lazy.yaml"
+    path.write_text(yaml.safe_dump(data))
+    result = netfl.run(path)
+    assert result.summary["num_devices"] == 3000 and result.summary["updates_applied"] > 0
