@@ -365,6 +365,12 @@ class ServerSpec(Strict):
         "skip_update: drop that update, count it (updates_skipped) and go on; a global model "
         "that is not finite always stops the run",
     )
+    on_loss_explosion: Literal["warn", "stop"] = Field(
+        "warn",
+        description="a test loss that stays finite but explodes (10x the initial loss or more, with accuracy at "
+        "chance; see netfl/loss_watch.py): warn and record it (loss_explosion in summary.json), or also stop "
+        "the run there (stopped_by: diverged)",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
