@@ -51,20 +51,23 @@ class Workload:
     jobs_per_round: int  # updates a round asks for (an asynchronous buffer)
 
 
-def jobs_per_round(scenario: Scenario) -> int:
-    server, devices = scenario.server, scenario.num_devices
-    return server.async_.buffer if server.mode == "async" else min(server.round.asked or devices, devices)
+def check_budget(scenario: Scenario) -> list[tuple[str, str]]:
+    """(path, message) for every model too large, job too long or run too big to hold in memory."""
+    return workload(scenario).problems
 
 
 def workload(scenario: Scenario) -> Workload:
-    """Every model too large, job too long or run too big to hold in memory, and what they cost."""
+    """:func:`check_budget`'s problems, and what the run's models and jobs cost."""
     problems: list[tuple[str, str]] = []
     devices = scenario.num_devices
     server = scenario.server
     entry = ALGORITHMS.get(server.algorithm.name)
     client_state = entry.client_state if entry is not None else 0
-    per_round = jobs_per_round(scenario)
-    copies = WORKING_COPIES + per_round + client_state * devices
+    if server.mode == "async":
+        jobs_per_round = server.async_.buffer
+    else:
+        jobs_per_round = min(server.round.asked or devices, devices)
+    copies = WORKING_COPIES + jobs_per_round + client_state * devices
     memory, largest, largest_path, job_flops = 0, 0, "", 0.0
     for s, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{s}]"
@@ -85,8 +88,8 @@ def workload(scenario: Scenario) -> Workload:
             problems.append(
                 (
                     model_path,
-                    f"{model.name} has {cost.parameters:,} parameters ({size(cost.bytes)} as "
-                    f"float32); netfl refuses a model over {size(MAX_MODEL_BYTES)}",
+                    f"{model.name} has {cost.parameters:,} parameters ({_size(cost.bytes)} as "
+                    f"float32); netfl refuses a model over {_size(MAX_MODEL_BYTES)}",
                 )
             )
             continue
@@ -94,7 +97,7 @@ def workload(scenario: Scenario) -> Workload:
         if cost.bytes > largest:
             largest, largest_path = cost.bytes, model_path
         work, samples = _work(
-            scenario, task, where, data.training_samples(task.dataset.test_fraction), cost.forward_flops, per_round
+            scenario, task, where, data.training_samples(task.dataset.test_fraction), cost.forward_flops, jobs_per_round
         )
         problems += work
         job_flops = max(job_flops, 3 * cost.forward_flops * samples)
@@ -102,7 +105,7 @@ def workload(scenario: Scenario) -> Workload:
         # the path of the term that weighs most: the model itself, the round's updates or the per-client state
         terms = {
             largest_path: WORKING_COPIES,
-            "server.round.participants" if server.mode == "sync" else "server.async.buffer": per_round,
+            "server.round.participants" if server.mode == "sync" else "server.async.buffer": jobs_per_round,
             "server.algorithm": client_state * devices,
         }
         path = max(terms, key=terms.get)
@@ -115,13 +118,13 @@ def workload(scenario: Scenario) -> Workload:
         problems.append(
             (
                 path,
-                f"the run would hold about {size(memory)} of models: {size(largest)}{of} x "
-                f"({WORKING_COPIES} working copies + {per_round:,} updates per round{state}); "
-                f"netfl refuses more than {size(MAX_MEMORY_BYTES)}: use a smaller model, fewer "
+                f"the run would hold about {_size(memory)} of models: {_size(largest)}{of} x "
+                f"({WORKING_COPIES} working copies + {jobs_per_round:,} updates per round{state}); "
+                f"netfl refuses more than {_size(MAX_MEMORY_BYTES)}: use a smaller model, fewer "
                 "devices or participants, or an algorithm without per-client memory",
             )
         )
-    return Workload(problems + _durations(scenario, largest, job_flops), largest, job_flops, per_round)
+    return Workload(problems + _durations(scenario, largest, job_flops), largest, job_flops, jobs_per_round)
 
 
 def _durations(scenario: Scenario, model_bytes: int, job_flops: float) -> list[tuple[str, str]]:
@@ -144,7 +147,7 @@ def _durations(scenario: Scenario, model_bytes: int, job_flops: float) -> list[t
                 problems.append(
                     (
                         f"devices[{i}].link.{name}",
-                        f"a model of {size(model_bytes)} would take {8 * model_bytes / slowest:.3g} s at "
+                        f"a model of {_size(model_bytes)} would take {8 * model_bytes / slowest:.3g} s at "
                         f"{slowest:g} bit/s, longer than netfl simulates ({MAX_SECONDS:g} s)",
                     )
                 )
@@ -186,7 +189,7 @@ def _work(
                 path,
                 f"a client's job would train on {samples:.3g} samples ({how}); netfl refuses more than "
                 f"{MAX_JOB_SAMPLES:.0e} per job (its minibatch indices alone would take "
-                f"{size(8 * samples)})",
+                f"{_size(8 * samples)})",
             )
         ], samples
     flops = jobs_per_round * samples * 3 * forward_flops
@@ -202,8 +205,11 @@ def _work(
     return [], samples
 
 
-def size(n: float) -> str:
+def _size(n: float) -> str:
     for unit, scale in (("TiB", 2**40), ("GiB", GiB), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"
     return f"{n:.0f} bytes"
+
+
+size = _size  # public: the schedule's messages (netfl.config.schedule) speak of sizes alike
