@@ -149,25 +149,6 @@ def _join(prefix: str, path: str) -> str:
     return f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
 
 
-#: Each answer the engine gets, and what it must be.
-ANSWERS: dict[str, Callable[[Any], bool]] = {
-    "plan_round": lambda v: _is_plan(v),
-    "plan_after_probe": lambda v: _is_plan(v),
-    "submit": lambda v: _is_work(v),
-    "cancel": lambda v: v is None,
-    "aggregate": lambda v: _is_int(v) and v >= 0,
-    "evaluate": lambda v: _is_evaluation(v),
-}
-_EXPECTED = {
-    "plan_round": "a RoundPlan",
-    "plan_after_probe": "a RoundPlan",
-    "submit": "a Work item",
-    "cancel": "None",
-    "aggregate": "a count of applied updates (an integer >= 0)",
-    "evaluate": "an Evaluation",
-}
-
-
 def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
     """What is wrong with a checkpoint's content (its fields as saved), field by field."""
     names = {f.name for f in _saved_fields()} | {"format"}
@@ -195,10 +176,10 @@ def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
         for i, entry in enumerate(data["log"]):
             if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] in ANSWERS):
                 problems.append((f"log[{i}]", f"must be (question, answer), the question one of {', '.join(ANSWERS)}"))
-            elif not ANSWERS[entry[0]](entry[1]):
+            elif not ANSWERS[entry[0]][0](entry[1]):
                 question, answer = entry
                 problems.append(
-                    (f"log[{i}]", f"a {question} answer must be {_EXPECTED[question]}, got {_shown(answer)}")
+                    (f"log[{i}]", f"the answer to {question} must be {ANSWERS[question][1]}, got {_shown(answer)}")
                 )
             if len(problems) >= 10:
                 break
@@ -258,6 +239,17 @@ def _is_evaluation(value: Any) -> bool:
         and isinstance(value.tasks, tuple)
         and all(_is_evaluation(t) for t in value.tasks)
     )
+
+
+#: Each question the engine asks the learner: what its answer must be, and that said in words.
+ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "plan_round": (_is_plan, "a RoundPlan"),
+    "plan_after_probe": (_is_plan, "a RoundPlan"),
+    "submit": (_is_work, "a Work item"),
+    "cancel": (lambda answer: answer is None, "None"),
+    "aggregate": (lambda answer: _is_int(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
+    "evaluate": (_is_evaluation, "an Evaluation"),
+}
 
 
 class Recording:
