@@ -136,7 +136,7 @@ def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["netfl.study.execute", "netfl.runner"])
+    context.set_forkserver_preload(["netfl.study.forkserver", "netfl.study.execute", "netfl.runner"])
     return context
 
 
