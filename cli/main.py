@@ -124,23 +124,23 @@ def simulate(
         check_data(scenario, data_dir)  # before torch is even imported
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
-        from netfl.results.claim import claim_out_dir
-        from netfl.runner import default_out_dir, run_scenario
+        from netfl.runner import default_out_dir
 
         wanted = out_dir or default_out_dir(scenario)
-        progress = _progress(scenario, quiet)
-        with claim_out_dir(wanted, overwrite=overwrite, chosen=out_dir is not None) as claim:  # before the run
-            outcome = run_scenario(
-                scenario,
-                out_dir=claim.path,
-                data_dir=data_dir,
-                progress=progress,
-                warn=progress.note,
-                device=device,
-                threads=threads,
-                checkpoint_every=every,
-            )
-        return outcome, (f"{wanted}/ holds an earlier run; --overwrite replaces it" if claim.path != wanted else "")
+        outcome = _run_into(
+            scenario,
+            wanted,
+            quiet=quiet,
+            overwrite=overwrite,
+            chosen=out_dir is not None,
+            data_dir=data_dir,
+            device=device,
+            threads=threads,
+            checkpoint_every=every,
+        )
+        return outcome, (
+            f"{wanted}/ holds an earlier run; --overwrite replaces it" if outcome.out_dir != wanted else ""
+        )
 
     _run_guarded(run, quiet, resumable=checkpoint_every is not None)
 
@@ -216,25 +216,16 @@ def rerun(
     from netfl.results.repeat import compare_runs, load_run_scenario
 
     def run():
-        from netfl.results.claim import claim_out_dir
-        from netfl.runner import run_scenario, software_versions
+        from netfl.runner import software_versions
 
         scenario, recorded = load_run_scenario(run_dir)
         changed = {k: (v, software_versions().get(k)) for k, v in recorded.items() if software_versions().get(k) != v}
         for name, (then, now) in sorted(changed.items()):
             click.echo(f"warning: {name} {now} here, {then} when {run_dir} was run: results may differ", err=True)
         wanted = out_dir or run_dir.with_name(f"{run_dir.name}-rerun")
-        progress = _progress(scenario, quiet)
-        with claim_out_dir(wanted, chosen=out_dir is not None) as claim:
-            outcome = run_scenario(
-                scenario,
-                out_dir=claim.path,
-                data_dir=data_dir,
-                progress=progress,
-                warn=progress.note,
-                device=device,
-                threads=threads,
-            )
+        outcome = _run_into(
+            scenario, wanted, quiet=quiet, chosen=out_dir is not None, data_dir=data_dir, device=device, threads=threads
+        )
         return outcome, ""
 
     outcome = _run_guarded(run, quiet=True)
@@ -249,6 +240,17 @@ def rerun(
     )
     if different:
         sys.exit(1)
+
+
+def _run_into(scenario, wanted: Path, *, quiet: bool, overwrite: bool = False, chosen: bool = True, **options):
+    """``run_scenario`` into ``wanted`` (or, not ``chosen``, the first free ``wanted-2``, ...), claimed before the
+    run and for all of it (netfl.results.claim); the progress bar and warnings on stderr."""
+    from netfl.results.claim import claim_out_dir
+    from netfl.runner import run_scenario
+
+    progress = _progress(scenario, quiet)
+    with claim_out_dir(wanted, overwrite=overwrite, chosen=chosen) as claim:
+        return run_scenario(scenario, out_dir=claim.path, progress=progress, warn=progress.note, **options)
 
 
 def _progress(scenario, quiet: bool):
@@ -390,8 +392,9 @@ def sweep(
 ) -> None:
     """Run every case and seed of the study in STUDY_FILE; re-running skips the runs already done.
 
-    Exit code 0 when every run is complete, 1 when some failed (each failure is in its folder's error.txt and
-    in sweep.json), 2 for a bad study file, 130 when interrupted (finished runs are kept).
+    Exit code 0 when every run is complete, 1 when some failed (each failure is in sweep.json, and in its
+    folder's error.txt when netfl may write there), 2 for a bad or too large study file, 130 when interrupted
+    (finished runs are kept; no run goes on).
     """
     from netfl.cpus import available_cpus
     from netfl.signals import ignore_further_signals, terminate_as_interrupt
