@@ -43,7 +43,7 @@ class Beacon(RoundPolicy):
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
             (HERE / "pids").mkdir(exist_ok=True)
             (HERE / "pids" / str(os.getpid())).touch()
-        if round_index > 3 and (HERE / "slowly").exists():
+        if round_index > 3 and self.device.index == 0 and (HERE / "slowly").exists():
             time.sleep(0.2)
         return True
 """
