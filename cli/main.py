@@ -65,9 +65,7 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
 def _inspect_users_own(scenario, data_dir: Path | None) -> list:
     """A scenario naming the user's own model or data: load and measure them (this imports torch and runs the
     user's files); a scenario of built-ins alone is checked without torch."""
-    from netfl.assemble.inspect import is_users_own
-
-    if not is_users_own(scenario):
+    if not scenario.names_users_code:
         return []
     from netfl.assemble.inspect import inspect_tasks
 
@@ -140,21 +138,23 @@ def simulate(
         check_data(scenario, data_dir)  # before torch is even imported
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
-        from netfl.results.writer import prepare_out_dir
-        from netfl.runner import default_out_dir, run_scenario
+        from netfl.runner import default_out_dir
 
         wanted = out_dir or default_out_dir(scenario)
-        target = prepare_out_dir(wanted, overwrite=overwrite, chosen=out_dir is not None)  # before the run
-        outcome = run_scenario(
+        outcome = _run_into(
             scenario,
-            out_dir=target,
+            wanted,
+            quiet=quiet,
+            overwrite=overwrite,
+            chosen=out_dir is not None,
             data_dir=data_dir,
-            progress=_progress(scenario, quiet),
             device=device,
             threads=threads,
             checkpoint_every=every,
         )
-        return outcome, (f"{wanted}/ holds an earlier run; --overwrite replaces it" if target != wanted else "")
+        return outcome, (
+            f"{wanted}/ holds an earlier run; --overwrite replaces it" if outcome.out_dir != wanted else ""
+        )
 
     _run_guarded(run, quiet, resumable=checkpoint_every is not None)
 
@@ -178,8 +178,7 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
 
     def run():
         from netfl.checkpoint import Checkpoint, checkpoint_path
-        from netfl.config import scenario_from_dict
-        from netfl.results.writer import prepare_out_dir
+        from netfl.results.claim import claim_out_dir
         from netfl.runner import run_scenario
 
         path = checkpoint_path(run_dir)
@@ -188,22 +187,21 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
                 f"{run_dir}: no checkpoint to resume from (looked for {path}); a run keeps one while "
                 "it runs with netfl simulate --checkpoint-every, and removes it when it completes"
             )
-        checkpoint = Checkpoint.load(path)
-        source = checkpoint.source
-        scenario = scenario_from_dict(
-            checkpoint.scenario, source=source or str(run_dir), base_dir=Path(source).parent if source else None
-        )
-        saved = checkpoint.options.get("data_dir")
-        prepare_out_dir(run_dir, overwrite=True)
-        outcome = run_scenario(
-            scenario,
-            out_dir=run_dir,
-            progress=_progress(scenario, quiet),
-            device=device,
-            threads=threads,
-            resume=checkpoint,
-            data_dir=data_dir or (Path(saved) if saved else None),
-        )
+        with claim_out_dir(run_dir, overwrite=True):  # the run that keeps the checkpoint may still be going
+            checkpoint = Checkpoint.load(path)
+            scenario = checkpoint.resumed_scenario()
+            saved = checkpoint.options.get("data_dir")
+            progress = _progress(scenario, quiet)
+            outcome = run_scenario(
+                scenario,
+                out_dir=run_dir,
+                progress=progress,
+                warn=progress.note,
+                device=device,
+                threads=threads,
+                resume=checkpoint,
+                data_dir=data_dir or (Path(saved) if saved else None),
+            )
         return outcome, f"resumed from round {checkpoint.rounds} ({checkpoint.sim_time_s:.0f} simulated s)"
 
     _run_guarded(run, quiet, resumable=True, run_dir=run_dir)
@@ -232,22 +230,15 @@ def rerun(
     from netfl.results.repeat import compare_runs, load_run_scenario
 
     def run():
-        from netfl.results.writer import prepare_out_dir
-        from netfl.runner import run_scenario, software_versions
+        from netfl.runner import software_versions
 
         scenario, recorded = load_run_scenario(run_dir)
         changed = {k: (v, software_versions().get(k)) for k, v in recorded.items() if software_versions().get(k) != v}
         for name, (then, now) in sorted(changed.items()):
             click.echo(f"warning: {name} {now} here, {then} when {run_dir} was run: results may differ", err=True)
         wanted = out_dir or run_dir.with_name(f"{run_dir.name}-rerun")
-        target = prepare_out_dir(wanted, chosen=out_dir is not None)
-        outcome = run_scenario(
-            scenario,
-            out_dir=target,
-            data_dir=data_dir,
-            progress=_progress(scenario, quiet),
-            device=device,
-            threads=threads,
+        outcome = _run_into(
+            scenario, wanted, quiet=quiet, chosen=out_dir is not None, data_dir=data_dir, device=device, threads=threads
         )
         return outcome, ""
 
@@ -263,6 +254,17 @@ def rerun(
     )
     if different:
         sys.exit(1)
+
+
+def _run_into(scenario, wanted: Path, *, quiet: bool, overwrite: bool = False, chosen: bool = True, **options):
+    """``run_scenario`` into ``wanted`` (or, not ``chosen``, the first free ``wanted-2``, ...), claimed before the
+    run and for all of it (netfl.results.claim); the progress bar and warnings on stderr."""
+    from netfl.results.claim import claim_out_dir
+    from netfl.runner import run_scenario
+
+    progress = _progress(scenario, quiet)
+    with claim_out_dir(wanted, overwrite=overwrite, chosen=chosen) as claim:
+        return run_scenario(scenario, out_dir=claim.path, progress=progress, warn=progress.note, **options)
 
 
 def _progress(scenario, quiet: bool):
@@ -325,11 +327,14 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         )
     divergence = outcome.result.divergence
     if divergence is not None:
-        fix = (
-            "lower task.local.lr, or set server.on_divergence: skip_update to drop such updates and go on"
-            if divergence.where in ("update", "loss")
-            else "lower server.algorithm.server_lr or task.local.lr (skip_update cannot help: the global model "
-            "itself is not finite)"
+        fix = {
+            "update": "lower task.local.lr, or set server.on_divergence: skip_update to drop such updates and go on",
+            "loss_explosion": "lower task.local.lr or server.algorithm.server_lr (server.on_loss_explosion: warn "
+            "only warns)",
+        }.get(
+            "update" if divergence.where == "loss" else divergence.where,
+            "lower server.algorithm.server_lr or task.local.lr (skip_update cannot help: the global model itself "
+            "is not finite)",
         )
         click.echo(
             f"diverged: {divergence.describe()}, at {s['sim_time_s']:g} simulated s; results up to there "
@@ -372,6 +377,12 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
     "version: --set stop.rounds=20",
 )
 @click.option("--seeds", type=click.IntRange(min=1), help="run this many seeds instead of the study's")
+@click.option(
+    "--max-runs",
+    type=click.IntRange(min=1),
+    help="allow a study of up to this many runs, and of as many engine events in all as this many runs of 10^7 "
+    "events each [default: 10,000 runs]; checked before any run is expanded or started",
+)
 @click.option("--rerun", is_flag=True, help="run every run again, also those already complete and unchanged")
 @click.option("--dry-run", is_flag=True, help="list the runs and which are done; run nothing")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
@@ -386,6 +397,7 @@ def sweep(
     ray_address: str | None,
     overrides: tuple[str, ...],
     seeds: int | None,
+    max_runs: int | None,
     rerun: bool,
     dry_run: bool,
     data_dir: Path | None,
@@ -394,50 +406,52 @@ def sweep(
 ) -> None:
     """Run every case and seed of the study in STUDY_FILE; re-running skips the runs already done.
 
-    Exit code 0 when every run is complete, 1 when some failed (each failure is in its folder's error.txt and
-    in sweep.json), 2 for a bad study file, 130 when interrupted (finished runs are kept).
+    Exit code 0 when every run is complete, 1 when some failed (each failure is in sweep.json, and in its
+    folder's error.txt when netfl may write there), 2 for a bad or too large study file, 130 when interrupted
+    (finished runs are kept; no run goes on).
     """
     from netfl.cpus import available_cpus
-    from netfl.signals import terminate_as_interrupt
+    from netfl.signals import ignore_further_signals, terminate_as_interrupt
     from netfl.study import load_study, run_sweep
     from netfl.study.progress import SweepProgress
     from netfl.study.sweep import is_done
     from netfl.study.users_code import check_users_code
 
-    try:
-        study = load_study(study_file, out=out_dir, overrides=overrides, seeds=seeds, data_dir=data_dir)
-        check_users_code(study.runs, str(study_file), data_dir)  # the user's own models and data, before any run
-    except NetflError as exc:
-        _fail(exc)
-    if dry_run:
-        for plan in study.runs:
-            state = "done" if not rerun and is_done(plan, study.out / plan.folder) else "to run"
-            click.echo(f"{state:7} {plan.label}  ->  {study.out / plan.folder}")
-        return
-    if use_ray or ray_address:
-        from netfl.study.ray_runner import RayRunner
-
-        runner = RayRunner(address=ray_address, threads=threads or 1, data_dir=data_dir, device=device)
-    else:
-        from netfl.study.local import LocalRunner
-
-        cpus = available_cpus()
-        jobs = jobs or max(1, min(cpus, len(study.runs)))
-        runner = LocalRunner(jobs=jobs, threads=threads or max(1, cpus // jobs), data_dir=data_dir, device=device)
     progress = SweepProgress(bar=False if quiet else None)
-
-    def start(todo: list) -> None:
-        progress.start(todo)
-        if not quiet:
-            done = len(study.runs) - len(todo)
-            click.echo(
-                f"{study.name}: {len(study.runs)} runs in {len(study.cases)} cases, {len(todo)} to run"
-                f"{f' ({done} already done)' if done else ''}, in {study.out}/ on {runner.describe()}",
-                err=True,
-            )
-
     try:
         with terminate_as_interrupt():
+            study = load_study(
+                study_file, out=out_dir, overrides=overrides, seeds=seeds, data_dir=data_dir, max_runs=max_runs
+            )
+            check_users_code(study.runs, str(study_file), data_dir)  # the user's own models and data, before any run
+            if dry_run:
+                for plan in study.runs:
+                    state = "done" if not rerun and is_done(plan, study.out / plan.folder) else "to run"
+                    click.echo(f"{state:7} {plan.label}  ->  {study.out / plan.folder}")
+                return
+            if use_ray or ray_address:
+                from netfl.study.ray_runner import RayRunner
+
+                runner = RayRunner(address=ray_address, threads=threads or 1, data_dir=data_dir, device=device)
+            else:
+                from netfl.study.local import LocalRunner
+
+                cpus = available_cpus()
+                jobs = jobs or max(1, min(cpus, len(study.runs)))
+                runner = LocalRunner(
+                    jobs=jobs, threads=threads or max(1, cpus // jobs), data_dir=data_dir, device=device
+                )
+
+            def start(todo: list) -> None:
+                progress.start(todo)
+                if not quiet:
+                    done = len(study.runs) - len(todo)
+                    click.echo(
+                        f"{study.name}: {len(study.runs)} runs in {len(study.cases)} cases, {len(todo)} to run"
+                        f"{f' ({done} already done)' if done else ''}, in {study.out}/ on {runner.describe()}",
+                        err=True,
+                    )
+
             outcome = run_sweep(
                 study,
                 runner,
@@ -448,8 +462,14 @@ def sweep(
             )
     except NetflError as exc:
         _fail(exc)
+    except KeyboardInterrupt:  # reading and checking the study, or claiming its folder: no run began
+        ignore_further_signals()
+        click.echo("interrupted before any run began: nothing was run", err=True)
+        sys.exit(130)
     finally:
         progress.close()
+    if outcome.interrupted:
+        ignore_further_signals()
     _report_sweep(outcome)
 
 
@@ -463,7 +483,8 @@ def _report_sweep(outcome) -> None:
     click.echo(f"{study.name}: {', '.join(tally)}; status in {study.out / 'sweep.json'}")
     for plan in failed:
         error = str(outcome.records[plan.folder].get("error", "")).splitlines()
-        click.echo(f"  failed: {plan.label}: {error[0] if error else ''} ({study.out / plan.folder / 'error.txt'})")
+        written = outcome.error_files.get(plan.folder)
+        click.echo(f"  failed: {plan.label}: {error[0] if error else ''}" + (f" ({written})" if written else ""))
     if outcome.interrupted:
         click.echo("interrupted: every finished run is kept; run the same command again to run the rest", err=True)
         sys.exit(130)
@@ -552,7 +573,12 @@ def trace() -> None:
 @trace.command("convert")
 @click.argument("pickle_file", type=click.Path(path_type=Path))
 @click.argument("csv_file", type=click.Path(path_type=Path))
-@click.option("--devices", type=click.IntRange(min=1), help="write only the first N clients")
+@click.option(
+    "--devices",
+    type=click.IntRange(min=1),
+    help="write N devices, device n replaying client n mod the number of clients (as the fedscale_trace policy "
+    "does) [default: one per client]",
+)
 @click.option(
     "--allow-pickle",
     is_flag=True,
@@ -564,7 +590,7 @@ def trace_convert(pickle_file: Path, csv_file: Path, devices: int | None, allow_
     Unpickling runs code stored in the file, so it needs --allow-pickle: convert
     only traces you trust, once, and point topologies at the CSV (policy: trace_csv).
     """
-    from netfl.policies.traces import fedscale_to_csv
+    from netfl.policies.traces import fedscale_client_count, fedscale_to_csv
 
     if not allow_pickle:
         _fail(
@@ -573,11 +599,15 @@ def trace_convert(pickle_file: Path, csv_file: Path, devices: int | None, allow_
         )
     try:
         period = fedscale_to_csv(pickle_file, csv_file, num_devices=devices, allow_pickle=True)
+        clients = fedscale_client_count(pickle_file, allow_pickle=True)
     except NetflError as exc:
         _fail(exc)
+    count = devices or clients
+    again = f" (devices {clients} to {count - 1} replay clients again: device n is client n mod {clients})"
     click.echo(
-        f"wrote {csv_file}; the trace repeats every {period:g} s: "
-        f"use availability: {{policy: trace_csv, file: {csv_file}, period: {period:g}}}"
+        f"wrote {csv_file}: {count} devices from the trace's {clients} clients{again if count > clients else ''}; "
+        f"the trace repeats every {period:g} s: use availability: "
+        f"{{policy: trace_csv, file: {csv_file}, period: {period:g}}}"
     )
 
 

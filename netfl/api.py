@@ -27,7 +27,8 @@ import pandas as pd
 
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
 from netfl.config.schema import DatasetSpec, ModelSpec
-from netfl.results.writer import events_frame, metrics_columns, prepare_out_dir
+from netfl.results.claim import claim_out_dir
+from netfl.results.writer import events_frame, metrics_columns
 from netfl.runner import RunOutcome, device_columns, run_scenario
 
 __all__ = ["Result", "from_dict", "load", "run", "with_own"]
@@ -127,8 +128,7 @@ def run(
         world = world.model_copy(update={"seed": seed})
     data_dir = Path(data_dir) if data_dir is not None else None
     check_data(world, data_dir)
-    out_dir = prepare_out_dir(Path(out), overwrite=overwrite) if out is not None else None
-    outcome = run_scenario(
-        world, out_dir=out_dir, write=out is not None, data_dir=data_dir, device=device, threads=threads
-    )
-    return Result.of(outcome)
+    if out is None:
+        return Result.of(run_scenario(world, write=False, data_dir=data_dir, device=device, threads=threads))
+    with claim_out_dir(Path(out), overwrite=overwrite) as claim:
+        return Result.of(run_scenario(world, out_dir=claim.path, data_dir=data_dir, device=device, threads=threads))

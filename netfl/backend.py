@@ -85,13 +85,14 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Divergence:
-    """Where training produced a NaN or an infinity.
+    """Where training produced a NaN or an infinity, or a loss that exploded.
 
     ``where``: ``update`` (a client's update), ``loss`` (a client's loss of the global model, reported to a
-    probe), ``global_model`` (the aggregate of finite updates) or ``evaluation`` (the global model's test
-    loss); ``round_index``: the round it happened in (of the aggregation that made the model, for
-    ``evaluation``; None for the initial model); ``clients``: the clients whose updates or reports were not
-    finite, or whose updates made the global model.
+    probe), ``global_model`` (the aggregate of finite updates), ``evaluation`` (the global model's test
+    loss) or ``loss_explosion`` (a finite test loss that exploded, :mod:`netfl.loss_watch`);
+    ``round_index``: the round it happened in (of the aggregation that made the model, for ``evaluation``
+    and ``loss_explosion``; None for the initial model); ``clients``: the clients whose updates or reports
+    were not finite, or whose updates made the global model.
     """
 
     where: str
@@ -105,6 +106,8 @@ class Divergence:
             "loss": f"the loss of client(s) {who} is not finite (NaN or inf)",
             "global_model": f"the global model aggregated from client(s) {who or 'none'} is not finite",
             "evaluation": "the global model's test loss is not finite",
+            "loss_explosion": "the global model's test loss exploded (finite, but an order of magnitude above the "
+            "initial loss, with accuracy at chance)",
         }[self.where]
         return what if self.round_index is None else f"round {self.round_index}: {what}"
 

@@ -20,12 +20,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from netfl.backend import Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
-from netfl.errors import NetflError
+from netfl.errors import FileError, NetflError, ScenarioError
+
+if TYPE_CHECKING:
+    from netfl.config.schema import Scenario
 
 FORMAT = 1
 
@@ -80,14 +83,16 @@ class Checkpoint:
     rounds: int
     sim_time_s: float
     versions: dict[str, str] = field(default_factory=dict)
+    file: Path | None = field(default=None, compare=False, metadata={"saved": False})  # where it was loaded from
 
     def save(self, path: Path) -> None:
         """Replace ``path`` atomically: a kill while saving leaves the previous checkpoint whole."""
         import torch  # here, not at import: the command line parses --checkpoint-every before loading torch
 
         staging = path.with_name(f"{path.name}.partial-{os.getpid()}")
+        content = {f.name: getattr(self, f.name) for f in _saved_fields()}
         try:
-            torch.save({"format": FORMAT, **self.__dict__, "every": self.every.__dict__}, staging)
+            torch.save({"format": FORMAT, **content, "every": self.every.__dict__}, staging)
             os.replace(staging, path)
         except OSError as exc:
             staging.unlink(missing_ok=True)
@@ -95,6 +100,7 @@ class Checkpoint:
 
     @classmethod
     def load(cls, path: Path) -> Checkpoint:
+        """The checkpoint in ``path``, every field checked (a FileError naming the field, as for a topology)."""
         import torch
 
         try:
@@ -105,9 +111,145 @@ class Checkpoint:
             raise NetflError(f"{path}: not a netfl checkpoint ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise NetflError(f"{path}: not a netfl checkpoint of format {FORMAT}")
+        problems = checkpoint_problems(data)
+        if problems:
+            raise FileError(str(path), problems)
         data.pop("format")
         data["every"] = Every(**data["every"])
-        return cls(**data)
+        return cls(**data, file=Path(path))
+
+    def resumed_scenario(self) -> Scenario:
+        """The scenario to resume, validated as a topology is (its file paths relative to the topology it was read
+        from); a problem names the checkpoint and the field."""
+        from netfl.config import scenario_from_dict
+
+        source = self.source
+        try:
+            return scenario_from_dict(
+                self.scenario, source=source or str(self.file), base_dir=Path(source).parent if source else None
+            )
+        except ScenarioError as exc:
+            raise FileError(str(self.file), [(_join("scenario", p), m) for p, m in exc.problems]) from None
+
+    def restore_learner(self, learner: Any) -> None:
+        """Give the learner its state back; a state that does not fit it names the checkpoint."""
+        try:
+            learner.restore(self.state)
+        except Exception as exc:  # noqa: BLE001 -- whatever the learner trips on, the checkpoint is at fault
+            raise FileError(
+                str(self.file), [("state", f"does not fit this run's learner ({type(exc).__name__}: {exc})")]
+            ) from None
+
+
+def _saved_fields() -> list[Any]:
+    return [f for f in fields(Checkpoint) if f.metadata.get("saved", True)]
+
+
+def _join(prefix: str, path: str) -> str:
+    return f"{prefix}.{path}" if path and not path.startswith("[") else f"{prefix}{path}"
+
+
+def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """What is wrong with a checkpoint's content (its fields as saved), field by field."""
+    names = {f.name for f in _saved_fields()} | {"format"}
+    problems = [(key, "not a field of a netfl checkpoint") for key in data if key not in names]
+    problems += [(name, "missing") for name in sorted(names - set(data))]
+    if problems:
+        return problems
+    checks = [
+        ("scenario", isinstance(data["scenario"], dict), "a topology mapping"),
+        ("source", data["source"] is None or isinstance(data["source"], str), "the topology's path, or null"),
+        ("options", isinstance(data["options"], dict), "a mapping of the run's options"),
+        ("every", _is_every(data["every"]), "{rounds: N} or {seconds: S}, one of them > 0"),
+        ("log", isinstance(data["log"], list), "a list of the learner's answers"),
+        ("state", isinstance(data["state"], dict), "the learner's state (a mapping)"),
+        ("rounds", _is_int(data["rounds"]) and data["rounds"] >= 0, "an integer >= 0"),
+        ("sim_time_s", _is_number(data["sim_time_s"]) and 0 <= data["sim_time_s"] < math.inf, "a time >= 0"),
+        ("versions", isinstance(data["versions"], dict), "a mapping of package versions"),
+    ]
+    problems = [(name, f"must be {what}, got {_shown(data[name])}") for name, ok, what in checks if not ok]
+    if isinstance(data["options"], dict):
+        saved = data["options"].get("data_dir")
+        if saved is not None and not isinstance(saved, str):
+            problems.append(("options.data_dir", f"must be a folder's path or null, got {_shown(saved)}"))
+    if isinstance(data["log"], list):
+        for i, entry in enumerate(data["log"]):
+            if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] in ANSWERS):
+                problems.append((f"log[{i}]", f"must be (question, answer), the question one of {', '.join(ANSWERS)}"))
+            elif not ANSWERS[entry[0]][0](entry[1]):
+                question, answer = entry
+                problems.append(
+                    (f"log[{i}]", f"the answer to {question} must be {ANSWERS[question][1]}, got {_shown(answer)}")
+                )
+            if len(problems) >= 10:
+                break
+    return problems
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_every(value: Any) -> bool:
+    if not isinstance(value, dict) or set(value) != {"rounds", "seconds"}:
+        return False
+    rounds, seconds = value["rounds"], value["seconds"]
+    if rounds is not None:
+        return seconds is None and _is_int(rounds) and rounds > 0
+    return _is_number(seconds) and 0 < seconds < math.inf
+
+
+def _is_work(value: Any) -> bool:
+    return (
+        isinstance(value, Work)
+        and _is_int(value.client)
+        and _is_int(value.job)
+        and all(_is_number(x) for x in (value.download_bytes, value.flops, value.upload_bytes))
+        and isinstance(value.note, str)
+        and isinstance(value.report, bool)
+        and (value.task is None or _is_int(value.task))
+    )
+
+
+def _is_plan(value: Any) -> bool:
+    return (
+        isinstance(value, RoundPlan)
+        and isinstance(value.work, tuple)
+        and isinstance(value.probe, bool)
+        and all(_is_work(w) for w in value.work)
+    )
+
+
+def _is_evaluation(value: Any) -> bool:
+    return (
+        isinstance(value, Evaluation)
+        and _is_number(value.accuracy)
+        and _is_number(value.loss)
+        and isinstance(value.per_class_accuracy, tuple)
+        and all(_is_number(x) for x in value.per_class_accuracy)
+        and isinstance(value.tasks, tuple)
+        and all(_is_evaluation(t) for t in value.tasks)
+    )
+
+
+#: Each question the engine asks the learner: what its answer must be, and that said in words.
+ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "plan_round": (_is_plan, "a RoundPlan"),
+    "plan_after_probe": (_is_plan, "a RoundPlan"),
+    "submit": (_is_work, "a Work item"),
+    "cancel": (lambda answer: answer is None, "None"),
+    "aggregate": (lambda answer: _is_int(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
+    "evaluate": (_is_evaluation, "an Evaluation"),
+}
 
 
 class Recording:

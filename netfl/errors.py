@@ -7,11 +7,12 @@ class NetflError(Exception):
     """Base of every error a user can cause and fix."""
 
 
-class ScenarioError(NetflError):
-    """The scenario file is malformed or asks for something invalid.
+class FileError(NetflError):
+    """A file netfl reads is malformed or holds something invalid: a topology or study file, or one netfl wrote
+    and reads back (summary.json, sweep.json, metrics.csv, a checkpoint...).
 
     ``problems`` holds one ``(path, message)`` pair per problem, e.g.
-    ``("devices[1].battery.capacity", "must be > 0")``.
+    ``("devices[1].battery.capacity", "must be > 0")`` or ``("rounds", "'many' is not a number")``.
     """
 
     def __init__(self, source: str, problems: list[tuple[str, str]]):
@@ -23,6 +24,10 @@ class ScenarioError(NetflError):
 
     def __reduce__(self):  # picklable, so that a run in a worker process reports it like any other
         return type(self), (self.source, self.problems)
+
+
+class ScenarioError(FileError):
+    """The scenario file is malformed or asks for something invalid."""
 
 
 class DataError(NetflError):

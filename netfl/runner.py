@@ -18,6 +18,7 @@ from netfl.config import scenario_document
 from netfl.config.schema import Scenario
 from netfl.learn.learner import Learner
 from netfl.learn.runtime import use_threads
+from netfl.loss_watch import LossExplosion, LossWatch
 from netfl.results.progress import Progress
 from netfl.results.writer import write_run
 from netfl.signals import Interrupted, signals_deferred
@@ -39,11 +40,18 @@ def default_out_dir(scenario: Scenario) -> Path:
 
 
 def summarize(
-    scenario: Scenario, result: SimulationResult, *, wall_time_s: float, complete: bool, updates_skipped: int = 0
+    scenario: Scenario,
+    result: SimulationResult,
+    *,
+    wall_time_s: float,
+    complete: bool,
+    updates_skipped: int = 0,
+    loss_explosion: LossExplosion | None = None,
 ) -> dict[str, Any]:
     """summary.json's content. ``complete``: the run ended by itself (it was not interrupted), so running it
     again gives the same results -- also when training diverged (``stopped_by: diverged``, ``divergence``);
-    ``updates_skipped``: the learner's non-finite updates dropped under ``server.on_divergence: skip_update``."""
+    ``updates_skipped``: the learner's non-finite updates dropped under ``server.on_divergence: skip_update``;
+    ``loss_explosion``: the first evaluation whose loss exploded (:mod:`netfl.loss_watch`)."""
     accuracies = [m.test_accuracy for m in result.metrics]
     energy_by_activity = {name: float(joules.sum()) for name, joules in result.stats.energy_by_activity_j.items()}
     return {
@@ -67,6 +75,7 @@ def summarize(
         "updates_skipped": updates_skipped,
         "stopped_by": result.stopped_by,
         "divergence": _divergence_summary(result),
+        "loss_explosion": loss_explosion.record() if loss_explosion is not None else None,
         "complete": complete,
         "bytes_up": result.network.bytes_up,
         "bytes_down": result.network.bytes_down,
@@ -111,7 +120,7 @@ def _checkpointing(
         recording = Recording(learner, every, save, done=done)
         if resume is None:
             return recording
-        return Replaying(resume.log, recording, then=lambda: learner.restore(resume.state))
+        return Replaying(resume.log, recording, then=lambda: resume.restore_learner(learner))
 
     return wrap
 
@@ -194,6 +203,7 @@ def run_scenario(
     extra_summary: dict[str, Any] | None = None,
     checkpoint_every: Every | None = None,
     resume: Checkpoint | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> RunOutcome:
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
@@ -201,7 +211,8 @@ def run_scenario(
     :mod:`netfl.learn.runtime`). ``extra_summary``: keys added to summary.json as they are (a sweep's
     ``study``: case, seed, overrides). ``checkpoint_every``: keep a checkpoint beside ``out_dir``
     (:mod:`netfl.checkpoint`), removed when the run completes; ``resume``: continue from one (the run's
-    events and metrics are those of a run that never stopped). Interrupted (Ctrl-C, or SIGTERM under
+    events and metrics are those of a run that never stopped). ``warn(message)``: told of a loss explosion as
+    the run goes on (:mod:`netfl.loss_watch`; it is in the summary either way). Interrupted (Ctrl-C, or SIGTERM under
     :func:`~netfl.signals.terminate_as_interrupt`), the partial results are written with ``complete: false``
     and :class:`~netfl.signals.Interrupted` says where (nowhere if the world was still being built).
     """
@@ -215,10 +226,17 @@ def run_scenario(
         resume,
         {"data_dir": str(data_dir) if data_dir is not None else None},
     )
+    stop_on_explosion = scenario.server.on_loss_explosion == "stop"
+
+    def watched(learner: Learner) -> LossWatch:  # outermost: it sees replayed evaluations too
+        return LossWatch(wrap(learner) if wrap is not None else learner, stop=stop_on_explosion, warn=warn)
+
     try:
-        simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device, wrap=wrap)
+        simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device, wrap=watched)
     except KeyboardInterrupt:
         raise Interrupted(None) from None
+    watch: LossWatch = simulation.backend
+    watch.clock = lambda: simulation.env.now
     if progress is not None:
         simulation.progress = progress.update
     complete = True
@@ -238,6 +256,7 @@ def run_scenario(
             wall_time_s=time.perf_counter() - started,
             complete=complete,
             updates_skipped=learner.updates_skipped,
+            loss_explosion=watch.explosion,
         )
         summary.update(device=device, threads=threads, **(extra_summary or {}))
         for task_summary, task in zip(summary["tasks"], learner.tasks):

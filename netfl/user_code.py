@@ -4,17 +4,23 @@ called behind one fence.
 netfl runs such a file as Python code: its module level runs at import and its functions run when netfl calls
 them. Whatever goes wrong there -- a missing file or name, a syntax error, an exception at import or in a call --
 becomes a :class:`~netfl.errors.UserCodeError` (or the caller's subclass of it) naming the file and the line in
-it, so that a run stops with one message instead of a traceback. Nothing here imports torch or simpy.
+it, so that a run stops with one message instead of a traceback. That covers every ``BaseException`` (``sys.exit``,
+a user's own subclass) but ``KeyboardInterrupt``, which stays the interrupt it is (Ctrl-C arriving while user code
+runs). ``os._exit``, which would end the process at once with the user's status (0: "success", with nothing
+written), raises instead while the calling thread is inside the fence. Nothing here imports torch or simpy.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 import sys
+import threading
 import traceback
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -134,13 +140,17 @@ def import_file(path: Path, *, what: str, error: type[UserCodeError] = UserCodeE
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses, pydantic and pickle look a class's module up here
     try:
-        spec.loader.exec_module(module)
+        with _fenced():
+            spec.loader.exec_module(module)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise error(f"{exc.filename}:{exc.lineno}: syntax error in this {what} file: {exc.msg}") from None
-    except (Exception, SystemExit) as exc:  # the user's import-time code failed (sys.exit included)
+    except KeyboardInterrupt:
         sys.modules.pop(module_name, None)
-        raise error(f"{where(exc, path)}: {type(exc).__name__} while importing this {what} file: {exc}") from None
+        raise
+    except BaseException as exc:  # noqa: BLE001 -- the user's import-time code failed, whatever it raised
+        sys.modules.pop(module_name, None)
+        raise error(f"{where(exc, path)}: {_describe(exc, f'while importing this {what} file')}") from None
     _modules[key] = module
     return module
 
@@ -184,11 +194,59 @@ def call(
     error: type[UserCodeError] = UserCodeError,
     **kwargs: Any,
 ) -> T:
-    """``fn(*args, **kwargs)`` for a function of the user's file, any exception it raises turned into ``error``
-    naming the file and line and ``what`` was being done (``"SmallCNN(width=64)"``, ``"load()"``)."""
+    """``fn(*args, **kwargs)`` for a function of the user's file, anything it raises turned into ``error``
+    naming the file and line and ``what`` was being done (``"SmallCNN(width=64)"``, ``"load()"``);
+    ``KeyboardInterrupt`` passes through."""
     try:
-        return fn(*args, **kwargs)
-    except UserCodeError:
+        with _fenced():
+            return fn(*args, **kwargs)
+    except (UserCodeError, KeyboardInterrupt):
         raise
-    except (Exception, SystemExit) as exc:  # sys.exit() in user code must not end netfl with the user's status
-        raise error(f"{where(exc, path)}: {type(exc).__name__} in {what}: {exc}") from None
+    except BaseException as exc:  # noqa: BLE001 -- sys.exit() or a BaseException of the user's must not end netfl
+        raise error(f"{where(exc, path)}: {_describe(exc, f'in {what}')}") from None
+
+
+class ProcessExit(BaseException):
+    """Raised in place of ``os._exit(status)`` called from user code (see :func:`_fenced`)."""
+
+    def __init__(self, status: Any):
+        super().__init__(status)
+        self.status = status
+
+
+def _describe(exc: BaseException, doing: str) -> str:
+    """``ZeroDivisionError in Policy.online: division by zero``; an ``os._exit`` said as what it would have done."""
+    if isinstance(exc, ProcessExit):
+        return f"os._exit({exc.status!r}) {doing}, which would end netfl at once and write nothing; netfl refuses it"
+    return f"{type(exc).__name__} {doing}: {exc}"
+
+
+class _Depth(threading.local):
+    value = 0  # how deep this thread is inside user code
+
+
+_inside = _Depth()
+_real_exit = os._exit
+
+
+def _exit_guard(status: int) -> None:
+    """``os._exit`` while netfl runs: refused from user code (it raises :class:`ProcessExit` there, which the fence
+    turns into the user's error), the real one everywhere else (a forked worker process ending)."""
+    if _inside.value:
+        raise ProcessExit(status)
+    _real_exit(status)
+
+
+@contextmanager
+def _fenced() -> Iterator[None]:
+    """Inside: this thread runs user code, and ``os._exit`` raises instead of ending the process."""
+    if os._exit is not _exit_guard:  # installed on first use, not at import: importing netfl changes nothing
+        os._exit = _exit_guard
+        posix = sys.modules.get("posix")
+        if posix is not None and getattr(posix, "_exit", None) is _real_exit:
+            posix._exit = _exit_guard
+    _inside.value += 1
+    try:
+        yield
+    finally:
+        _inside.value -= 1

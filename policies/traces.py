@@ -37,7 +37,14 @@ from netfl.errors import PolicyError
 from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
 from netfl.units import Seconds
 
-__all__ = ["FedScaleTrace", "IntervalTrace", "PICKLE_REFUSED", "fedscale_to_csv"]
+__all__ = [
+    "FedScaleTrace",
+    "IntervalTrace",
+    "MAX_CSV_ROWS",
+    "PICKLE_REFUSED",
+    "fedscale_client_count",
+    "fedscale_to_csv",
+]
 
 
 class _Intervals:
@@ -158,6 +165,8 @@ class _FedScaleFile:
 
 
 _fedscale_cache: dict[tuple[str, int], _FedScaleFile] = {}
+#: Rows ``netfl trace convert`` writes at most (about 400 MB of CSV).
+MAX_CSV_ROWS = 10_000_000
 
 #: Why a pickle is not read without the opt-in, and what to do instead.
 PICKLE_REFUSED = (
@@ -235,14 +244,38 @@ def fedscale_to_csv(
     to the number of clients. The period is the largest ``finish_time``;
     a client with a shorter one has its cycle tiled over that period, so the
     CSV replays FedScale exactly over the first period, and forever when all
-    clients share one ``finish_time`` (FedScale's own trace: 518400 s).
+    clients share one ``finish_time`` (FedScale's own trace: 518400 s). The
+    rows that makes are counted first, and a conversion that would write more
+    than :data:`MAX_CSV_ROWS` is refused (finish times 10^18 apart would
+    otherwise loop 10^18 times, and ``num_devices`` far beyond the trace's
+    clients repeat them as often): its time and memory are bounded by its
+    input and that bound.
     """
-    trace = _load_fedscale(Path(pickle_path), trusted=allow_pickle)
+    pickle_path = Path(pickle_path)
+    trace = _load_fedscale(pickle_path, trusted=allow_pickle)
     count = len(trace.keys) if num_devices is None else num_devices
     if count < 1:
-        raise ValueError(f"num_devices must be >= 1, got {num_devices}")
-    clients = [trace.client(trace.keys[n % len(trace.keys)]) for n in range(count)]
-    period = max(finish for _, finish in clients)
+        raise PolicyError(f"{pickle_path}: {count} devices asked for; ask for at least 1")
+    clients = [trace.client(key) for key in trace.keys]
+    period, longest = max((finish, n) for n, (_, finish) in enumerate(clients))
+    rows_per_client = [_tiled_rows(intervals, finish, period) for intervals, finish in clients]
+    full, part = divmod(count, len(clients))
+    rows = full * sum(rows_per_client) + sum(rows_per_client[:part])
+    if rows > MAX_CSV_ROWS:
+        if count > len(clients) and sum(rows_per_client) <= MAX_CSV_ROWS:
+            why = f"{count:,} devices replay the trace's {len(clients):,} clients {count / len(clients):.3g} times over"
+        else:
+            n = max(range(len(clients)), key=rows_per_client.__getitem__)
+            why = (
+                f"client {trace.keys[n]!r}'s cycle of {clients[n][1]:g} s tiled over the trace's period, client "
+                f"{trace.keys[longest]!r}'s {period:g} s"
+            )
+        raise PolicyError(
+            f"{pickle_path}: the CSV would need {rows:.3g} rows ({why}); netfl writes at most {MAX_CSV_ROWS:,}: "
+            "ask for fewer devices (--devices), or replay the trace as it is (policy fedscale_trace, "
+            "trust_pickle: true), which repeats each client's own cycle"
+        )
+    clients = [clients[n % len(clients)] for n in range(count)]
     try:
         with open(csv_path, "w", newline="") as fh:
             out = csv.writer(fh)
@@ -259,6 +292,19 @@ def fedscale_to_csv(
     except OSError as exc:
         raise PolicyError(f"{csv_path}: cannot write the CSV: {exc.strerror or exc}") from None
     return period
+
+
+def _tiled_rows(intervals: list[tuple[float, float]], finish: float, period: float) -> float:
+    """Rows a client's intervals make once its cycle is tiled over ``period`` (inf past what a float counts)."""
+    if not intervals:
+        return 0
+    tiles = period / finish
+    return math.ceil(tiles) * len(intervals) if math.isfinite(tiles) else math.inf
+
+
+def fedscale_client_count(pickle_path: str | Path, *, allow_pickle: bool = False) -> int:
+    """How many clients the FedScale trace holds (read once per process, like every trace)."""
+    return len(_load_fedscale(Path(pickle_path), trusted=allow_pickle).keys)
 
 
 # --------------------------------------------------------------------- CSV

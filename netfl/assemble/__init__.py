@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from netfl.assemble.availability import device_policies, population_models
-from netfl.assemble.inspect import check_measured_budget, is_users_own
+from netfl.assemble.inspect import check_measured_budget
 from netfl.assemble.learning import build_learner, build_task, resolve_data_dir
 from netfl.assemble.world import build_world, device_table
 from netfl.backend import TrainingBackend
@@ -56,7 +56,7 @@ def build_simulation(
         raise NetflError(f"device {exc}") from None
     world_streams, training_streams = RandomStreams(scenario.seeds.world), RandomStreams(scenario.seeds.training)
     tasks = [build_task(scenario, s, training_streams, data_dir) for s in range(len(scenario.tasks))]
-    if is_users_own(scenario):  # the budgets, on the measured module, before the learner builds it for real
+    if scenario.names_users_code:  # the budgets, on the measured module, before the learner builds it for real
         check_measured_budget(scenario, tasks)
     first = tasks[0]
     mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)

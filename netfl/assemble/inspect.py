@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 from netfl.assemble.learning import build_task
-from netfl.config.budget import TaskCost, check_budget
+from netfl.config.budget import TaskCost, workload
+from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
 from netfl.learn.learner import TaskSetup
@@ -28,12 +29,7 @@ from netfl.learn.trainer import Trainer
 from netfl.learn.user_models import check_model
 from netfl.rng import RandomStreams
 
-__all__ = ["TaskReport", "check_measured_budget", "inspect_tasks", "is_users_own", "measure"]
-
-
-def is_users_own(scenario: Scenario) -> bool:
-    """Whether some task's model or data set is the user's own (so that torch has to look at it)."""
-    return any(not (t.model.builtin and t.dataset.builtin) for t in scenario.tasks)
+__all__ = ["TaskReport", "check_measured_budget", "inspect_tasks", "measure"]
 
 
 def measure(scenario: Scenario, task: int, setup: TaskSetup) -> TaskCost:
@@ -70,7 +66,8 @@ def check_measured_budget(scenario: Scenario, setups: Sequence[TaskSetup]) -> di
         for s, (spec, setup) in enumerate(zip(scenario.tasks, setups))
         if not (spec.model.builtin and spec.dataset.builtin)
     }
-    problems = check_budget(scenario, measured)
+    work = workload(scenario, measured)
+    problems = work.problems + check_schedule(scenario, work)  # the schedule's estimate with the real job costs
     if problems:
         raise ScenarioError(str(scenario.source or scenario.name), problems)
     return measured

@@ -54,11 +54,27 @@ class TaskCost:
     model_path: str = ""  # the field a message about the model's size points to (default: the task's model)
 
 
+@dataclass(frozen=True)
+class Workload:
+    """What a run's models and jobs cost: the problems found, and the figures the schedule's estimate
+    (:mod:`netfl.config.schedule`) starts from."""
+
+    problems: list[tuple[str, str]]
+    model_bytes: int  # the largest model's
+    job_flops: float  # training FLOPs of the largest job
+    jobs_per_round: int  # updates a round asks for (an asynchronous buffer)
+
+
 def check_budget(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None) -> list[tuple[str, str]]:
     """(path, message) for every model too large, job too long or run too big to hold in memory.
 
     A task whose model or data set is the user's own is costed from ``measured`` (built and loaded); without a
     measure it is left out here and checked once its code has run (:mod:`netfl.assemble.inspect`)."""
+    return workload(scenario, measured).problems
+
+
+def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None) -> Workload:
+    """:func:`check_budget`'s problems, and what the run's models and jobs cost (``measured``: as there)."""
     problems: list[tuple[str, str]] = []
     devices = scenario.num_devices
     server = scenario.server
@@ -116,7 +132,7 @@ def check_budget(scenario: Scenario, measured: Mapping[int, TaskCost] | None = N
                 "devices or participants, or an algorithm without per-client memory",
             )
         )
-    return problems + _durations(scenario, largest, job_flops)
+    return Workload(problems + _durations(scenario, largest, job_flops), largest, job_flops, jobs_per_round)
 
 
 def _registry_cost(task: TaskSpec, where: str, problems: list[tuple[str, str]]) -> TaskCost | None:
@@ -232,3 +248,6 @@ def _size(n: float) -> str:
         if n >= scale:
             return f"{n / scale:,.1f} {unit}"
     return f"{n:.0f} bytes"
+
+
+size = _size  # public: the schedule's messages (netfl.config.schedule) speak of sizes alike

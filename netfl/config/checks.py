@@ -2,8 +2,9 @@
 
 Policies and algorithms are checked with their own parameter models; the
 network's routes, the labels and devices a partition names, what the
-lazy engine can keep as arrays and what the run would cost in memory and
-work (:mod:`netfl.config.budget`) are checked before anything is built, so
+lazy engine can keep as arrays, what the run would cost in memory and
+work (:mod:`netfl.config.budget`) and how much its schedule would log and
+evaluate (:mod:`netfl.config.schedule`) are checked before anything is built, so
 a mistake is reported with its YAML path instead of failing mid-run.
 """
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 from netfl.config.budget import check_budget
+from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
@@ -50,6 +52,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_partitions(scenario)
     problems += _check_lazy_engine(scenario)
     problems += check_budget(scenario)
+    problems += check_schedule(scenario)
     if scenario.server.mode == "async":
         for i, group in enumerate(scenario.devices):
             try:

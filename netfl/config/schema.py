@@ -496,6 +496,12 @@ class ServerSpec(Strict):
         "skip_update: drop that update, count it (updates_skipped) and go on; a global model "
         "that is not finite always stops the run",
     )
+    on_loss_explosion: Literal["warn", "stop"] = Field(
+        "warn",
+        description="a test loss that stays finite but explodes (10x the initial loss or more, with accuracy at "
+        "chance; see netfl/loss_watch.py): warn and record it (loss_explosion in summary.json), or also stop "
+        "the run there (stopped_by: diverged)",
+    )
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -702,6 +708,11 @@ class Scenario(Strict):
     @property
     def task(self) -> TaskSpec:
         return self.tasks[0]
+
+    @property
+    def names_users_code(self) -> bool:
+        """Whether some task's model or data set is the user's own (so that torch must build and measure it)."""
+        return any(not (t.model.builtin and t.dataset.builtin) for t in self.tasks)
 
 
 def _positive_distribution(d: Distribution) -> Distribution:

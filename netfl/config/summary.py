@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from netfl.config import Scenario
+from netfl.config.schedule import estimate_schedule
 from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
 from netfl.distributions import Distribution
 from netfl.results.progress import format_duration
@@ -187,6 +188,7 @@ def describe_scenario(s: Scenario) -> str:
         if every.rounds is not None
         else f"eval       every {format_duration(every.seconds)} simulated"
     )
+    lines.append(f"estimate   {estimate_schedule(s).describe()}")
     if s.engine.devices == "lazy":
         lines.append(
             "engine     lazy: devices kept as arrays; availability advanced only when the server asks; "

@@ -53,6 +53,11 @@ class Progress:
             self.stream.write("\r" + self.line(sim_time_s, rounds, accuracy))
             self.stream.flush()
 
+    def note(self, message: str) -> None:
+        """A line for the user (a warning) on the bar's stream, the bar redrawn below it by the next update."""
+        self.stream.write(("\r\033[K" if self.enabled else "") + message + "\n")
+        self.stream.flush()
+
     def close(self) -> None:
         if self.enabled:
             self.stream.write("\n")

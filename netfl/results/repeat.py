@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from netfl.config import Scenario, scenario_from_dict
 from netfl.config.loading import read_yaml
-from netfl.errors import NetflError
+from netfl.errors import NetflError, ScenarioError
+from netfl.results.read_back import read_summary
 
 #: The files a repeat must reproduce byte for byte (summary.json holds the wall-clock time, which never repeats).
 REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
@@ -16,24 +15,35 @@ REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
 
 def load_run_scenario(run_dir: Path) -> tuple[Scenario, dict[str, str]]:
     """The scenario of the run in ``run_dir`` (its file paths relative to the topology it was read from, as the
-    run saw them) and the software versions it recorded."""
+    run saw them) and the software versions it recorded; a damaged or foreign file names itself and the field."""
     run_dir = Path(run_dir)
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise NetflError(f"{run_dir}: not a run folder (summary.json: {exc})") from None
-    data = read_yaml(run_dir / "scenario.yaml")
+    if not (run_dir / "summary.json").is_file():
+        raise NetflError(f"{run_dir}: not a run folder (no summary.json)")
+    summary = read_summary(run_dir / "summary.json")
+    file = run_dir / "scenario.yaml"
+    data = read_yaml(file)
     source = summary.get("topology")
-    base = Path(source).parent if source else run_dir
-    scenario = scenario_from_dict(data, source=source or str(run_dir / "scenario.yaml"), base_dir=base)
-    versions: dict[str, Any] = summary.get("versions") or {}
-    return scenario, {str(k): str(v) for k, v in versions.items()}
+    try:
+        scenario = scenario_from_dict(
+            data, source=source or str(file), base_dir=Path(source).parent if source else run_dir
+        )
+    except ScenarioError as exc:  # named after the file read, not the topology it was once read from
+        raise ScenarioError(str(file), exc.problems) from None
+    return scenario, dict(summary.get("versions") or {})
 
 
 def compare_runs(first: Path, second: Path) -> tuple[list[str], list[str]]:
     """The reproduced files that are byte-identical in both run folders, and those that differ or are missing."""
     same, different = [], []
     for name in REPRODUCED:
-        a, b = Path(first) / name, Path(second) / name
-        (same if a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes() else different).append(name)
+        ours, theirs = _content(Path(first) / name), _content(Path(second) / name)
+        (same if ours is not None and ours == theirs else different).append(name)
     return same, different
+
+
+def _content(file: Path) -> bytes | None:
+    """The file's bytes, or None when it is missing or cannot be read (it then matches nothing)."""
+    try:
+        return file.read_bytes()
+    except OSError:
+        return None

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from netfl.results.report_load import SUMMARY_NUMBERS, Run
+from netfl.results.read_back import SUMMARY_NUMBERS
+from netfl.results.report_load import Run
 
 #: Per-run numbers averaged per case: summary.json's, plus updates_sent (devices.parquet's updates_delivered summed).
 CASE_NUMBERS = (

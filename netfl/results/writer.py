@@ -8,14 +8,13 @@ replaced only then. A run stopped early (Ctrl-C) is still written, with
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import glob
-import itertools
 import json
 import math
 import os
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -179,39 +178,6 @@ def check_out_dir(out_dir: Path, *, noun: str = "run", legacy: str = "summary.js
         )
 
 
-def prepare_out_dir(out_dir: Path, *, overwrite: bool = False, chosen: bool = True) -> Path:
-    """The folder a run will be written to, checked before the run starts (an hour of simulation is never lost
-    to a folder that cannot take its results).
-
-    An earlier run there is replaced only with ``overwrite``; otherwise a folder the user ``chosen`` is an
-    error, and a default folder (``results/<name>``) becomes the first free ``results/<name>-2``, ``-3``...
-    """
-    out_dir = Path(out_dir)
-    check_out_dir(out_dir)
-    if not overwrite and out_dir.is_dir() and any(out_dir.iterdir()):
-        if chosen:
-            raise NetflError(
-                f"{out_dir}: holds an earlier run; add --overwrite to replace it, or choose another folder (--out DIR)"
-            )
-        out_dir = next(
-            free
-            for n in itertools.count(2)
-            if not (free := out_dir.with_name(f"{out_dir.name}-{n}")).exists()
-            or (free.is_dir() and not any(free.iterdir()))
-        )
-    existing = next(p for p in out_dir.absolute().parents if p.exists())  # creates nothing before the run
-    try:
-        if not existing.is_dir():
-            raise NotADirectoryError(f"{existing} is a file")
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise NetflError(
-            f"{out_dir}: cannot write the results there ({exc.strerror or exc}); choose another folder (--out DIR)"
-        ) from None
-    return out_dir
-
-
 def write_run(
     out_dir: Path,
     *,
@@ -276,16 +242,41 @@ def staging_folders(out_dir: Path, pid: int) -> tuple[Path, Path]:
     return (out_dir.parent / f".{out_dir.name}.partial-{pid}", out_dir.parent / f".{out_dir.name}.previous-{pid}")
 
 
+def staging_marker(out_dir: Path, pid: int) -> Path:
+    """The file, beside ``out_dir``, that says process ``pid`` is replacing it: only the staging folders such a
+    marker names are netfl's to clean up (a user's folder that happens to be named like them is not)."""
+    return out_dir.parent / f".{out_dir.name}.staging-{pid}"
+
+
+def _marker_text(out_dir: Path, pid: int) -> str:
+    return f"netfl process {pid} is replacing {out_dir.name} (.{out_dir.name}.partial-{pid}, .previous-{pid})\n"
+
+
+def _is_staging_marker(out_dir: Path, pid: int) -> bool:
+    try:
+        return staging_marker(out_dir, pid).read_text() == _marker_text(out_dir, pid)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def recover_folder(out_dir: Path, pid: int) -> None:
     """After process ``pid`` was killed while replacing ``out_dir``: drop its half-written staging folder, and
-    put the earlier content back if the kill came between the two renames."""
-    staging, previous = staging_folders(Path(out_dir), pid)
+    put the earlier content back if the kill came between the two renames. Nothing is touched unless netfl's
+    marker says that process was replacing ``out_dir``."""
+    out_dir = Path(out_dir)
+    if not _is_staging_marker(out_dir, pid):
+        return
+    staging, previous = staging_folders(out_dir, pid)
     shutil.rmtree(staging, ignore_errors=True)
-    if previous.exists():
-        if Path(out_dir).exists():
-            shutil.rmtree(previous, ignore_errors=True)
-        else:
-            previous.rename(out_dir)
+    try:
+        if previous.exists():
+            if out_dir.exists():
+                shutil.rmtree(previous)
+            else:
+                previous.rename(out_dir)
+        staging_marker(out_dir, pid).unlink(missing_ok=True)
+    except OSError:
+        pass  # best effort: what is left stays marked, for the next run into this folder to finish
 
 
 def clean_stale_staging(out_dir: Path) -> None:
@@ -293,9 +284,9 @@ def clean_stale_staging(out_dir: Path) -> None:
     power cut): removed, and an earlier run parked aside put back if nothing replaced it."""
     if not out_dir.parent.is_dir():
         return
-    for entry in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.*-*"):
-        kind, _, pid = entry.name.removeprefix(f".{out_dir.name}.").rpartition("-")
-        if kind in ("partial", "previous") and pid.isdigit() and not _alive(int(pid)):
+    for entry in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.staging-*"):
+        pid = entry.name.rpartition("-")[2]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             recover_folder(out_dir, int(pid))
 
 
@@ -314,14 +305,23 @@ def replace_folder(out_dir: Path, fill, *, noun: str = "run", legacy: str = "sum
     a hidden staging folder beside it, which replaces ``out_dir`` with one rename at the end (``noun`` and
     ``legacy`` as for :func:`check_out_dir`)."""
     check_out_dir(out_dir, noun=noun, legacy=legacy)
-    staging, previous = staging_folders(out_dir, os.getpid())
+    pid = os.getpid()
+    staging, previous = staging_folders(out_dir, pid)
     clean_stale_staging(out_dir)
+    for path in (staging, previous):
+        if path.exists():  # never netfl's: this process removes its own before it returns
+            raise NetflError(
+                f"{path}: is in the way of writing {out_dir} (named like netfl's staging, but netfl did not make "
+                "it); move it elsewhere"
+            )
+    marker = staging_marker(out_dir, pid)
     try:
         out_dir.parent.mkdir(parents=True, exist_ok=True)
-        if staging.exists():
-            shutil.rmtree(staging)
+        marker.write_text(_marker_text(out_dir, pid))
         staging.mkdir()
     except OSError as exc:
+        with contextlib.suppress(OSError):
+            marker.unlink(missing_ok=True)
         raise NetflError(f"{out_dir}: cannot create the results folder: {exc}") from None
     try:
         fill(staging)
@@ -331,10 +331,14 @@ def replace_folder(out_dir: Path, fill, *, noun: str = "run", legacy: str = "sum
         staging.rename(out_dir)
         if previous.exists():
             shutil.rmtree(previous)
-    except OSError as exc:  # disk full, permissions: the user's to fix, and nothing half-written is left
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise NetflError(f"{out_dir}: cannot write the results: {exc}") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if previous.exists() and not out_dir.exists():
+            previous.rename(out_dir)  # the earlier run back in place
+        if isinstance(exc, OSError):  # disk full, permissions: the user's to fix, and nothing half-written is left
+            raise NetflError(f"{out_dir}: cannot write the results: {exc}") from None
         raise
+    finally:
+        if not previous.exists():  # else it stays marked, for the next run into this folder to finish
+            marker.unlink(missing_ok=True)
     return out_dir

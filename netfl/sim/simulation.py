@@ -242,7 +242,10 @@ class Simulation:
         changed = last.round != self.server.rounds_done  # the model changed since the last evaluation
         on_grid = stop.eval_every_s is not None
         if stopped_by != "accuracy" and (changed or (on_grid and last.sim_time_s < self.env.now)):
-            self._evaluate(self.server.rounds_done)  # on a time grid, the curve also ends at the stop time
+            try:
+                self._evaluate(self.server.rounds_done)  # on a time grid, the curve also ends at the stop time
+            except Diverged as exc:  # the last model is the first that is not finite, or whose loss exploded
+                return self._result("diverged", exc.divergence)
         return self._result(stopped_by)
 
     def partial_result(self) -> SimulationResult:

@@ -47,6 +47,7 @@ def run_plan(
         "sim_time_s": s["sim_time_s"],
         "rounds": s["rounds"],
         "stopped_by": s["stopped_by"],
+        "loss_explosion": s["loss_explosion"],
     }
 
 

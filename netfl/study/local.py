@@ -12,7 +12,9 @@ import torch); the server itself starts clean, so the driver's own state
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
+import threading
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -20,10 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from netfl.results.writer import recover_folder
+from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan
 
 #: (plan, record) for each run that ends, as it ends.
 OnDone = Callable[[RunPlan, dict[str, Any]], None]
+
+
+#: How often the driver looks up from waiting (a signal is acted on within this), in seconds.
+POLL_S = 0.2
+#: How long a run stopped by the sweep may take to end on SIGTERM before it is killed, in seconds.
+GRACE_S = 10.0
 
 
 class LocalRunner:
@@ -36,48 +45,98 @@ class LocalRunner:
         return f"{self.jobs} local process{'es' if self.jobs > 1 else ''}, {self.threads} thread(s) each"
 
     def run(self, runs: list[tuple[RunPlan, Path]], on_done: OnDone, tick: Callable[[int], None]) -> None:
-        """Run every ``(plan, folder)``; ``on_done`` as each ends; ``tick(running)`` about once a second.
-        Ctrl-C stops the running ones (their folders are left as they were) and raises KeyboardInterrupt."""
+        """Run every ``(plan, folder)``; ``on_done`` as each ends; ``tick(running)`` a few times a second.
+
+        Ctrl-C or SIGTERM stops the running ones and raises KeyboardInterrupt: each is ended (SIGTERM, then
+        SIGKILL after :data:`GRACE_S`) and its folder left as it was, except a run that ended by itself before
+        it could be stopped, which is reported as it ended. The driver acts on a signal only between its own
+        steps (never between starting a run and keeping track of it), and a run ends itself if the driver dies.
+        """
         context = _context()
         waiting = deque(runs)
-        running: dict[Any, tuple[Any, Connection, RunPlan, Path]] = {}
-        try:
-            while waiting or running:
-                while waiting and len(running) < self.jobs:
-                    plan, folder = waiting.popleft()
-                    receive, send = context.Pipe(duplex=False)
-                    process = context.Process(
-                        target=_run_in_child,
-                        name=f"netfl-run {plan.label}",
-                        daemon=True,
-                        args=(plan, folder, self.threads, self.data_dir, self.device, send),
-                    )
-                    process.start()
-                    send.close()
-                    running[process.sentinel] = (process, receive, plan, folder)
+        running: dict[Any, _Child] = {}
+        with signals_deferred() as received:
+            while (waiting or running) and not received:
+                while waiting and len(running) < self.jobs and not received:
+                    child = _Child.start(context, *waiting.popleft(), self)
+                    if child.process is None:
+                        on_done(child.plan, child.record)
+                    else:
+                        running[child.process.sentinel] = child
                 tick(len(running))
-                for sentinel in wait(list(running), timeout=1.0):
-                    process, receive, plan, folder = running.pop(sentinel)
-                    record = _receive(receive)
-                    process.join()
-                    if record is None:
-                        recover_folder(folder, process.pid)
-                        record = {"status": "failed", "error": _died(process.exitcode)}
-                    on_done(plan, record)
-        except KeyboardInterrupt:
-            for process, _, _, _ in running.values():
-                process.terminate()
-            for process, _, _, folder in running.values():
-                process.join()
-                recover_folder(folder, process.pid)
-            raise
+                for sentinel in wait(list(running), timeout=POLL_S) if running else ():
+                    child = running.pop(sentinel)
+                    on_done(child.plan, child.finish())
+            if received:
+                for child in running.values():
+                    child.process.terminate()
+                for child in running.values():
+                    record = child.stop()
+                    if record is not None:  # it ended by itself meanwhile: its outcome stands
+                        on_done(child.plan, record)
+        if received:
+            raise KeyboardInterrupt
+
+
+class _Child:
+    """One run in a process of its own, and the pipe its record comes back through."""
+
+    def __init__(self, plan: RunPlan, folder: Path):
+        self.plan, self.folder = plan, folder
+        self.process: Any = None
+        self.receive: Connection | None = None
+        self.record: dict[str, Any] = {}
+
+    @classmethod
+    def start(cls, context: Any, plan: RunPlan, folder: Path, runner: LocalRunner) -> _Child:
+        """The run started; if its process could not be (the system out of processes, the forkserver gone), no
+        process and a failed record."""
+        child = cls(plan, folder)
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(
+            target=_run_in_child,
+            name=f"netfl-run {plan.label}",
+            daemon=True,
+            args=(plan, folder, runner.threads, runner.data_dir, runner.device, send),
+        )
+        try:
+            process.start()
+        except (OSError, EOFError) as exc:
+            receive.close()
+            child.record = {"status": "failed", "error": f"could not start the run's process: {exc}"}
+            return child
+        finally:
+            send.close()
+        child.process, child.receive = process, receive
+        return child
+
+    def finish(self) -> dict[str, Any]:
+        """The record of a run whose process has ended (a failed one if it died before reporting)."""
+        record = _receive(self.receive)
+        self.process.join()
+        if record is None:
+            recover_folder(self.folder, self.process.pid)
+            record = {"status": "failed", "error": _died(self.process.exitcode)}
+        return record
+
+    def stop(self) -> dict[str, Any] | None:
+        """After SIGTERM: wait for the process to end (kill it after the grace), put its folder back as it was;
+        the record if the run reported one before it ended."""
+        self.process.join(GRACE_S)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        record = _receive(self.receive)
+        if record is None:
+            recover_folder(self.folder, self.process.pid)
+        return record
 
 
 def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["netfl.study.execute", "netfl.runner"])
+    context.set_forkserver_preload(["netfl.study.forkserver", "netfl.study.execute", "netfl.runner"])
     return context
 
 
@@ -85,10 +144,30 @@ def _run_in_child(
     plan: RunPlan, folder: Path, threads: int, data_dir: Path | None, device: str, send: Connection
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver decides what Ctrl-C stops
+    _end_with_the_driver()
     from netfl.study.execute import run_plan
 
-    send.send(run_plan(plan, folder, threads=threads, data_dir=data_dir, device=device))
-    send.close()
+    record = run_plan(plan, folder, threads=threads, data_dir=data_dir, device=device)
+    try:
+        send.send(record)
+        send.close()
+    except OSError:  # BrokenPipeError: the driver is gone, and there is nobody left to tell
+        pass
+
+
+def _end_with_the_driver() -> None:
+    """A run never outlives its sweep: when the driver's process ends, however it ends (SIGKILL included), the
+    pipe it holds to this process closes, and this process ends too (its folder is left for the next run into
+    it to clean up, :func:`~netfl.results.writer.clean_stale_staging`)."""
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.sentinel is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="netfl-driver-watch", daemon=True).start()
 
 
 def _receive(connection: Connection) -> dict[str, Any] | None:

@@ -70,7 +70,8 @@ def describe_record(record: dict[str, Any]) -> str:
     if record["status"] == "complete":
         accuracy = record.get("final_test_accuracy")
         acc = f", final accuracy {100 * accuracy:.1f}%" if isinstance(accuracy, float) else ""
-        diverged = ", training diverged (NaN or inf)" if record.get("stopped_by") == "diverged" else ""
+        diverged = ", training diverged" if record.get("stopped_by") == "diverged" else ""
+        diverged += ", the test loss exploded (summary.json: loss_explosion)" if record.get("loss_explosion") else ""
         return (
             f"complete{took} ({record['rounds']} rounds, {format_duration(record['sim_time_s'])} simulated{acc}"
             f"{diverged})"

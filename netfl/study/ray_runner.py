@@ -16,7 +16,8 @@ from typing import Any
 
 from netfl.errors import NetflError
 from netfl.results.writer import write_files
-from netfl.study.local import OnDone
+from netfl.signals import signals_deferred
+from netfl.study.local import POLL_S, OnDone
 from netfl.study.spec import RunPlan
 
 
@@ -65,17 +66,18 @@ class RayRunner:
             task.remote(plan, threads=self.threads, data_dir=self.data_dir, device=self.device): (plan, folder)
             for plan, folder in runs
         }
-        try:
-            while pending:
+        with signals_deferred() as received:  # acted on between steps, as LocalRunner does
+            while pending and not received:
                 tick(len(pending))
-                done, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+                done, _ = ray.wait(list(pending), num_returns=1, timeout=POLL_S)
                 for ref in done:
                     plan, folder = pending.pop(ref)
                     on_done(plan, _land(ray, ref, folder))
-        except KeyboardInterrupt:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
+            if received:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+        if received:
+            raise KeyboardInterrupt
 
 
 def _land(ray: Any, ref: Any, folder: Path) -> dict[str, Any]:

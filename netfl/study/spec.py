@@ -16,11 +16,18 @@ Keys of ``set``, ``cases`` and ``grid`` are the YAML paths ``netfl simulate
 --set`` takes. A run applies, in order: ``set``, its case, its grid point,
 its seed. Every run is validated before any starts, and a problem names the
 study file, the run and the topology path.
+
+A study's size is counted before it is expanded (cases x grid points x
+seeds: a few lines can mean 10^10 runs) and refused past ``max_runs``
+(:data:`MAX_RUNS` unless raised), and so is its cost once its runs are
+known: their estimated engine events together (:mod:`netfl.config.schedule`)
+past ``max_runs`` runs of :data:`RUN_EVENTS_ALLOWANCE` events each.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -34,10 +41,16 @@ from netfl.config import Scenario, scenario_document, scenario_from_dict
 from netfl.config.data import data_problems
 from netfl.config.loading import read_yaml
 from netfl.config.overrides import OverrideError, apply_overrides, apply_settings, parse_path
+from netfl.config.schedule import estimate_schedule
 from netfl.errors import ScenarioError
 from netfl.problems import describe_validation_error
 
-__all__ = ["RunPlan", "Study", "load_study"]
+__all__ = ["MAX_RUNS", "RUN_EVENTS_ALLOWANCE", "RunPlan", "Study", "load_study"]
+
+#: Runs of one study, unless the sweep raises it (--max-runs): each is validated and listed before any starts.
+MAX_RUNS = 10_000
+#: Engine events a study may log per run it is allowed (a run of 10^7 events takes minutes of engine time).
+RUN_EVENTS_ALLOWANCE = 10**7
 
 
 class StudyFile(BaseModel):
@@ -156,12 +169,14 @@ def load_study(
     overrides: Sequence[str] = (),
     seeds: int | None = None,
     data_dir: Path | None = None,
+    max_runs: int | None = None,
 ) -> Study:
     """Read and expand a study file; ScenarioError (naming the file, the run and the path) on any problem.
 
     ``overrides`` (``path=value``, as ``netfl simulate --set``) apply to every run after its case and grid point
     (a smaller or quicker version of a study without editing it); ``seeds`` replaces the file's count; every
-    run's data set must be where it will be read (``data_dir``: the sweep's --data-dir)."""
+    run's data set must be where it will be read (``data_dir``: the sweep's --data-dir); ``max_runs`` bounds
+    the study's size (:data:`MAX_RUNS` by default; see the module docstring)."""
     path = Path(path)
     source = str(path)
     data = read_yaml(path)
@@ -174,12 +189,59 @@ def load_study(
     if seeds is not None:
         spec = spec.model_copy(update={"seeds": seeds})
     name = spec.name or path.name.removesuffix(".yaml").removesuffix(".yml").removesuffix(".study")
+    max_runs = max_runs or MAX_RUNS
+    _check_size(spec, source, max_runs)  # before anything is expanded, or even the base topology read
     base, base_source, base_dir = _base_topology(spec, path)
     _check_paths(spec, source)
     folder = out if out is not None else (path.parent / spec.out if spec.out else Path("results") / name)
-    return Study(
-        name, path, folder, _expand(spec, name, base, base_source, base_dir, source, list(overrides), data_dir)
-    )
+    runs = _expand(spec, name, base, base_source, base_dir, source, list(overrides), data_dir)
+    _check_cost(runs, source, max_runs)
+    return Study(name, path, folder, runs)
+
+
+def _check_size(spec: StudyFile, source: str, max_runs: int) -> None:
+    """Refuse a study of more than ``max_runs`` runs, counted (not expanded): cases x grid points x seeds."""
+    factors = {
+        "cases": max(1, len(spec.cases)),
+        "grid": math.prod(len(values) for values in spec.grid.values()),
+        "seeds": len(spec.seeds) if isinstance(spec.seeds, list) else spec.seeds,
+    }
+    runs = math.prod(factors.values())
+    if runs > max_runs:
+        largest = max(factors, key=factors.get)
+        raise ScenarioError(
+            source,
+            [
+                (
+                    largest,
+                    f"the study has {runs:,} runs ({factors['cases']:,} case(s) x {factors['grid']:,} grid point(s) "
+                    f"x {factors['seeds']:,} seed(s)); a sweep refuses more than {max_runs:,} (each is validated "
+                    "and listed before any starts): fewer cases, grid values or seeds, or allow more with "
+                    f"--max-runs {runs}",
+                )
+            ],
+        )
+
+
+def _check_cost(runs: list[RunPlan], source: str, max_runs: int) -> None:
+    """Refuse a study whose runs together would log more engine events than ``max_runs`` runs of
+    :data:`RUN_EVENTS_ALLOWANCE` each."""
+    events = [(estimate_schedule(run.scenario).events or 0.0, run.label) for run in runs]
+    total, bound = sum(e for e, _ in events), max_runs * RUN_EVENTS_ALLOWANCE
+    if total > bound:
+        most, label = max(events, key=lambda e: e[0])  # the first of the largest
+        raise ScenarioError(
+            source,
+            [
+                (
+                    "",
+                    f"the study's {len(runs):,} runs would log about {total:.2g} engine events in all (up to "
+                    f"{most:.2g} for one run: {label}); a sweep refuses more than {bound:.2g} ({max_runs:,} runs of "
+                    f"{RUN_EVENTS_ALLOWANCE:.0e}): shorten its runs (stop.rounds, stop.sim_time), or allow more "
+                    f"with --max-runs {math.ceil(total / RUN_EVENTS_ALLOWANCE)}",
+                )
+            ],
+        )
 
 
 def _base_topology(spec: StudyFile, path: Path) -> tuple[dict[str, Any], str, Path]:

@@ -1,6 +1,7 @@
 """Running a study: every run of the study file that is not already done, each an ordinary run folder.
 
     <study folder>/
+        .netfl-study                     # netfl's marker: this folder is a study's, for netfl to write
         sweep.json                       # every run: case, seed, folder, status, error, time
         runs/<case>/<grid point>/seed<k>/  # a run folder, as netfl simulate writes it
 
@@ -16,16 +17,19 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
+from netfl.config.loading import read_yaml
 from netfl.errors import NetflError
+from netfl.results.claim import claim_folder
+from netfl.results.read_back import STUDY_MARKER, is_study_folder, read_summary
 from netfl.results.writer import replace_folder, write_scenario
+from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan, Study
 
 STATUS_FILE = "sweep.json"
@@ -47,19 +51,21 @@ class SweepOutcome:
     study: Study
     records: dict[Path, dict[str, Any]] = field(default_factory=dict)  # run folder (in the study) -> its record
     interrupted: bool = False
+    error_files: dict[Path, Path] = field(default_factory=dict)  # failed run's folder -> the error.txt written
 
     def with_status(self, status: str) -> list[RunPlan]:
         return [plan for plan in self.study.runs if self.records.get(plan.folder, {}).get("status") == status]
 
 
 def is_done(plan: RunPlan, folder: Path) -> bool:
-    """Complete, and run from the scenario the study now asks for (so an edited study re-runs what it changed)."""
+    """Complete, and run from the scenario the study now asks for (so an edited study re-runs what it changed).
+    A damaged, foreign or missing summary.json or scenario.yaml is not done: the run is made again."""
     try:
-        summary = json.loads((folder / "summary.json").read_text())
-        saved = yaml.safe_load((folder / "scenario.yaml").read_text())
-    except (OSError, ValueError, yaml.YAMLError):
+        summary = read_summary(folder / "summary.json")
+        saved = read_yaml(folder / "scenario.yaml")
+    except NetflError:
         return False
-    study = summary.get("study") if isinstance(summary, dict) else None
+    study = summary.get("study")
     return (
         summary.get("complete") is True
         and saved == plan.document()
@@ -70,12 +76,14 @@ def is_done(plan: RunPlan, folder: Path) -> bool:
 
 
 def check_study_dir(out: Path) -> None:
-    """A study folder is new, empty, or an earlier sweep's (it holds sweep.json): never a run or the user's."""
+    """A study folder is new, empty, or netfl's (:func:`~netfl.results.read_back.is_study_folder`): never a run
+    or the user's, whatever files it holds."""
     if out.exists() and not out.is_dir():
         raise NetflError(f"{out}: exists and is not a folder; choose another study folder (--out DIR)")
-    if out.is_dir() and any(out.iterdir()) and not (out / STATUS_FILE).is_file():
+    if out.is_dir() and any(out.iterdir()) and not is_study_folder(out):
         raise NetflError(
-            f"{out}: exists and is not a study folder (no {STATUS_FILE}); choose a new or empty folder (--out DIR)"
+            f"{out}: exists and is not a study folder (netfl marks its own with {STUDY_MARKER}); choose a new or "
+            "empty folder (--out DIR)"
         )
 
 
@@ -88,43 +96,53 @@ def run_sweep(
     on_done: Callable[[RunPlan, dict[str, Any]], None] = lambda plan, record: None,
     tick: Callable[[int], None] = lambda running: None,
 ) -> SweepOutcome:
-    """Run every run of ``study`` not already done (all of them with ``rerun``) with ``runner``."""
-    check_study_dir(study.out)
-    try:
-        study.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise NetflError(f"{study.out}: cannot create the study folder: {exc}") from None
-    outcome = SweepOutcome(study)
-    todo = []
-    for plan in study.runs:
-        if not rerun and is_done(plan, study.out / plan.folder):
-            outcome.records[plan.folder] = {"status": "skipped"}
-        else:
+    """Run every run of ``study`` not already done (all of them with ``rerun``) with ``runner``, the study folder
+    claimed for the sweep (a second sweep into it is refused). Ctrl-C or SIGTERM once the study folder is set up
+    ends the sweep with ``interrupted`` set: no run left running, sweep.json written."""
+    with claim_folder(study.out, noun="study"):
+        check_study_dir(study.out)
+        try:
+            study.out.mkdir(parents=True, exist_ok=True)
+            (study.out / STUDY_MARKER).write_text(f"a netfl study folder (study {study.name}): sweep.json, runs/\n")
+        except OSError as exc:
+            raise NetflError(f"{study.out}: cannot create the study folder: {exc}") from None
+        outcome = SweepOutcome(study)
+        for plan in study.runs:
             outcome.records[plan.folder] = {"status": "pending"}
-            todo.append(plan)
-    _write_status(outcome)
-    on_start(todo)
+        with signals_deferred() as received:  # acted on below, never halfway through a step
+            todo = []
+            for plan in study.runs:
+                if rerun or not is_done(plan, study.out / plan.folder):
+                    todo.append(plan)
+                else:
+                    outcome.records[plan.folder] = {"status": "skipped"}
+            _write_status(outcome)
+            on_start(todo)
 
-    def finished(plan: RunPlan, record: dict[str, Any]) -> None:
-        if record["status"] == "failed":
-            _write_failure(study.out / plan.folder, plan, record)
-        outcome.records[plan.folder] = record
-        _write_status(outcome)
-        on_done(plan, record)
+            def finished(plan: RunPlan, record: dict[str, Any]) -> None:
+                if record["status"] == "failed" and _write_failure(study.out / plan.folder, plan, record):
+                    outcome.error_files[plan.folder] = study.out / plan.folder / "error.txt"
+                outcome.records[plan.folder] = record
+                _write_status(outcome)
+                on_done(plan, record)
 
-    try:
-        runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick)
-    except KeyboardInterrupt:
-        outcome.interrupted = True
-        for record in outcome.records.values():
-            if record["status"] == "pending":
-                record["status"] = "interrupted"
-    _write_status(outcome)
+            if not received:
+                try:
+                    runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick)
+                except KeyboardInterrupt:
+                    received.append(signal.SIGINT)
+            if received:
+                outcome.interrupted = True
+                for record in outcome.records.values():
+                    if record["status"] == "pending":
+                        record["status"] = "interrupted"
+            _write_status(outcome)
     return outcome
 
 
-def _write_failure(folder: Path, plan: RunPlan, record: dict[str, Any]) -> None:
-    """The failed run's folder: the scenario it tried and what went wrong (no summary.json: not a run)."""
+def _write_failure(folder: Path, plan: RunPlan, record: dict[str, Any]) -> bool:
+    """The failed run's folder: the scenario it tried and what went wrong (no summary.json: not a run); whether
+    it could be written."""
 
     def fill(staging: Path) -> None:
         write_scenario(staging / "scenario.yaml", plan.document(), str(plan.scenario.source or ""))
@@ -136,7 +154,8 @@ def _write_failure(folder: Path, plan: RunPlan, record: dict[str, Any]) -> None:
     try:
         replace_folder(folder, fill)
     except NetflError:
-        pass  # a folder not netfl's, or not writable: the failure is still in sweep.json
+        return False  # a folder not netfl's, or not writable: the failure is still in sweep.json
+    return True
 
 
 def _write_status(outcome: SweepOutcome) -> None:
@@ -154,11 +173,13 @@ def _write_status(outcome: SweepOutcome) -> None:
     }
     path = study.out / STATUS_FILE
     staging = path.with_name(f".{STATUS_FILE}.{os.getpid()}")
-    try:
-        staging.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
-        staging.replace(path)
-    except OSError as exc:
-        raise NetflError(f"{path}: cannot write the study's status: {exc}") from None
+    with signals_deferred():  # a Ctrl-C now would leave the staging file behind
+        try:
+            staging.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
+            staging.replace(path)
+        except OSError as exc:
+            staging.unlink(missing_ok=True)
+            raise NetflError(f"{path}: cannot write the study's status: {exc}") from None
 
 
 def _finite(value: Any) -> Any:

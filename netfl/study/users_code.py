@@ -19,10 +19,6 @@ from netfl.study.spec import RunPlan
 __all__ = ["check_users_code"]
 
 
-def _names_users_code(plan: RunPlan) -> bool:
-    return any(not (t.model.builtin and t.dataset.builtin) for t in plan.scenario.tasks)
-
-
 def _key(plan: RunPlan) -> str:
     """What a run's check depends on, but its seeds."""
     document = plan.document()
@@ -35,7 +31,7 @@ def check_users_code(runs: list[RunPlan], source: str, data_dir: Path | None = N
     data or netfl's budgets; nothing happens for studies of built-ins alone."""
     todo: dict[str, RunPlan] = {}
     for plan in runs:
-        if _names_users_code(plan):
+        if plan.scenario.names_users_code:
             todo.setdefault(_key(plan), plan)
     if not todo:
         return

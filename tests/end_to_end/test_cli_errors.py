@@ -391,19 +391,29 @@ def test_unusable_training_device(in_tmp: Path, device: str, expected: str) -> N
     assert not (in_tmp / "results").exists()  # refused before any data was loaded or written
 
 
+def stage_as(out: Path, pid: int) -> None:
+    """What process ``pid`` leaves beside ``out`` when killed while replacing it: netfl's marker, then staging."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    writer.staging_marker(out, pid).write_text(writer._marker_text(out, pid))
+    writer.staging_folders(out, pid)[0].mkdir()
+
+
 def test_staging_left_by_a_killed_process_is_cleaned_and_a_parked_run_put_back(tmp_path: Path) -> None:
     """SIGKILL between the two renames of a replacement leaves the earlier run parked aside: put it back."""
     dead = 2**22 + 12345  # above Linux's default pid_max: no process has it
     out = tmp_path / "results" / "fake"
-    (tmp_path / "results").mkdir()
-    (tmp_path / "results" / f".fake.partial-{dead}").mkdir()
+    stage_as(out, dead)
     parked = tmp_path / "results" / f".fake.previous-{dead}"
     make_old_run(parked)
     writer.clean_stale_staging(out)
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["fake"]
     assert (out / "summary.json").exists()  # the earlier run, back in place
-    (tmp_path / "results" / f".fake.partial-{dead}").mkdir()
+    stage_as(out, dead)
     alive = tmp_path / "results" / f".fake.partial-{os.getppid()}"
-    alive.mkdir()  # a live process's staging is its own business
+    stage_as(out, os.getppid())  # a live process's staging is its own business
     fake_run(out)
-    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [alive.name, "fake"]
+    assert sorted(p.name for p in (tmp_path / "results").iterdir()) == [
+        alive.name,
+        f".fake.staging-{os.getppid()}",
+        "fake",
+    ]

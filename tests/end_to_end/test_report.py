@@ -273,11 +273,11 @@ def test_a_folder_without_runs(tmp_path: Path) -> None:
     [
         ("summary.json", '{"rounds": 3,', "not valid JSON"),
         ("summary.json", "[1, 2]", "not a JSON object"),
-        ("summary.json", json.dumps({"seed": 1, "rounds": "many"}), "'rounds' is 'many', not a number"),
-        ("summary.json", json.dumps({"seed": 1, "study": {"seed": 2}}), "non-empty 'case'"),
-        ("metrics.csv", "sim_time_s,round\n0,0\n", "no column test_accuracy"),
+        ("summary.json", json.dumps({"seed": 1, "rounds": "many"}), "rounds: 'many' is not a number"),
+        ("summary.json", json.dumps({"seed": 1, "study": {"seed": 2}}), "study.case: None is not a case name"),
+        ("metrics.csv", "sim_time_s,round\n0,0\n", "test_accuracy: no such column"),
         ("metrics.csv", "sim_time_s,round,test_accuracy\n0,0,0.1\n5,1,oops\n", "row 3, column test_accuracy: 'oops'"),
-        ("metrics.csv", "sim_time_s,round,test_accuracy\n5,0,0.1\n1,1,0.2\n", "row 3: sim_time_s goes back in time"),
+        ("metrics.csv", "sim_time_s,round,test_accuracy\n5,0,0.1\n1,1,0.2\n", "row 3, column sim_time_s: goes back"),
         ("metrics.csv", "", "cannot be read as CSV"),
         ("devices.parquet", "not parquet", "cannot be read as Parquet"),
     ],
@@ -286,8 +286,8 @@ def test_a_damaged_file_is_one_message_naming_it(tmp_path: Path, file: str, cont
     folder = write_run(tmp_path / "runs" / "r", FEDAVG[1], seed=1)
     (folder / file).write_text(content)
     result = run("report", tmp_path / "runs")
-    assert_user_error(result, str(folder / file), expected)
-    assert len(result.stderr.strip().splitlines()) == 1
+    assert_user_error(result, f"{folder / file}: 1 problem(s)", expected)
+    assert len(result.stderr.strip().splitlines()) == 2  # as for a topology: the file, then the field
     assert not (tmp_path / "runs" / "report").exists()
 
 

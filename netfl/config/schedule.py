@@ -1,0 +1,146 @@
+"""How much a run will do, estimated from its schedule before anything is built: rounds, evaluations, events.
+
+Values that are each reasonable can still ask for 10^12 rounds (a stop at 10^9 simulated seconds with rounds
+of a millisecond) or 10^13 evaluations (``eval.every: 1e-9s`` over two hours). Such a run would validate and
+then climb in memory -- the event log keeps every event, each evaluation is a pass over the test set and a
+metrics row -- until something gave. The estimate:
+
+* a job (one client's share of a round) on a device group: its download and upload at the group's mean link
+  rates plus the link's latency each way, and its training FLOPs at the group's mean speed (a wireless link,
+  whose rate comes from its channel, counts as instant); the shortest is the fastest group's;
+* a round: synchronous, the longest of ``round.interval`` and the shortest of ``round.deadline`` and that
+  job; asynchronous (one aggregation per ``async.buffer`` updates), ``buffer`` such jobs, plus the mean
+  ``pause``, shared by every device working at once;
+* rounds: ``stop.rounds``, or fewer when ``stop.sim_time`` ends the run first at that pace;
+* events: per round its start and aggregate, and seven per job (selected, then the download, the training
+  and the upload, each starting and ending) -- availability, battery and radio events come on top;
+* evaluations: one at the start and one at the end, and between them one every ``eval.every`` rounds, or
+  every ``eval.every`` seconds of the run's simulated time (``stop.sim_time``, else its rounds at that pace).
+
+Rounds can end sooner than the estimate says (every device asked gone at once) and usually last longer, so
+the figures are orders of magnitude, not bounds: a run is refused only far past what any real run needs, at
+:data:`MAX_EVALUATIONS` evaluations or :data:`MAX_EVENT_LOG_BYTES` of event log (the budget's memory bound,
+:mod:`netfl.config.budget`). Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from netfl.config.budget import MAX_MEMORY_BYTES, Workload, size, workload
+from netfl.config.schema import DeviceGroupSpec, Scenario
+
+MAX_EVALUATIONS = 10**7
+#: What one event takes while the run goes on and as it is written (measured: about 130 bytes in the log).
+BYTES_PER_EVENT = 200
+MAX_EVENT_LOG_BYTES = MAX_MEMORY_BYTES
+#: Events each job logs: selected, download_start/end, train_start/end, upload_start/end.
+EVENTS_PER_JOB = 7
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A run's estimated size; None where the schedule does not say (rounds that take no time by themselves)."""
+
+    round_s: float  # the shortest round to expect (0: none)
+    round_set_by: str  # what sets it, for messages
+    rounds: float | None
+    duration_s: float | None  # simulated: stop.sim_time, or the rounds at the shortest round if they end first
+    evaluations: float | None
+    events: float | None
+
+    def describe(self) -> str:
+        """``about 60 rounds, 14 evaluations and 4,000 engine events (~781.2 KiB)``."""
+        if self.rounds is None:
+            return "not estimated (rounds that take no simulated time of their own; stop.rounds would bound them)"
+        evaluations = f"{_count(self.evaluations)} evaluations" if self.evaluations is not None else "evaluations"
+        return (
+            f"about {_count(self.rounds)} rounds, {evaluations} and {_count(self.events)} engine events "
+            f"(~{size(self.events * BYTES_PER_EVENT)})"
+        )
+
+
+def estimate_schedule(scenario: Scenario, work: Workload | None = None) -> Schedule:
+    """The estimate of the module docstring; ``work``: the scenario's :func:`~netfl.config.budget.workload`, if
+    already known."""
+    work = work or workload(scenario)
+    job_s, group = min((_job_s(g, work), g.group) for g in scenario.devices)
+    server, stop = scenario.server, scenario.stop
+    if server.mode == "async":
+        a = server.async_
+        round_s = a.buffer * (job_s + a.pause) / scenario.num_devices
+        set_by = f"{a.buffer} updates from {scenario.num_devices:,} devices, a job taking {_time(job_s)} on {group}"
+        per_round = 1 + EVENTS_PER_JOB * a.buffer
+    else:
+        r = server.round
+        round_s, set_by = min((r.deadline, "the deadline"), (job_s, f"a job on {group}"))
+        round_s, set_by = max((r.interval, "the interval"), (round_s, set_by))
+        per_round = 2 + EVENTS_PER_JOB * work.jobs_per_round
+    paced = stop.sim_time / round_s if stop.sim_time is not None and round_s > 0 else math.inf
+    rounds = min(stop.rounds if stop.rounds is not None else math.inf, paced)
+    if math.isinf(rounds):
+        return Schedule(round_s, set_by, None, None, None, None)
+    duration = min(stop.sim_time if stop.sim_time is not None else math.inf, rounds * round_s)
+    every = scenario.eval.every
+    evaluations = 2 + (rounds // every.rounds if every.rounds is not None else duration // every.seconds)
+    return Schedule(round_s, set_by, rounds, duration, evaluations, rounds * per_round)
+
+
+def check_schedule(scenario: Scenario, work: Workload | None = None) -> list[tuple[str, str]]:
+    """(path, message) for a run whose estimated evaluations or event log are past their bounds."""
+    schedule = estimate_schedule(scenario, work)
+    if schedule.rounds is None:
+        return []
+    stop, problems = scenario.stop, []
+    pace = f"rounds of about {_time(schedule.round_s)} ({schedule.round_set_by})"
+    timed = stop.sim_time is not None and (stop.rounds is None or schedule.rounds < stop.rounds)
+    how_many = (
+        f"about {_count(schedule.rounds)} rounds: {stop.sim_time:g} simulated s at {pace}"
+        if timed
+        else f"{_count(schedule.rounds)} rounds"
+    )
+    if schedule.evaluations > MAX_EVALUATIONS:
+        every = scenario.eval.every
+        often = (
+            f"{every.rounds} round(s) over {how_many}"
+            if every.rounds is not None
+            else f"{every.seconds:g} simulated s over about {schedule.duration_s:.3g} simulated s ({how_many})"
+        )
+        problems.append(
+            (
+                "eval.every",
+                f"evaluating every {often} would evaluate the model about "
+                f"{_count(schedule.evaluations)} times; netfl refuses more than {_count(MAX_EVALUATIONS)} "
+                "evaluations (each a pass over the test set and a row of metrics.csv): evaluate less often",
+            )
+        )
+    log_bytes = schedule.events * BYTES_PER_EVENT
+    if log_bytes > MAX_EVENT_LOG_BYTES:
+        problems.append(
+            (
+                "stop.sim_time" if timed else "stop.rounds",
+                f"{how_many} would log about {_count(schedule.events)} engine events (~{size(log_bytes)} "
+                f"in memory); netfl refuses an event log over {size(MAX_EVENT_LOG_BYTES)} (about "
+                f"{_count(MAX_EVENT_LOG_BYTES / BYTES_PER_EVENT)} events): stop sooner, or make rounds longer",
+            )
+        )
+    return problems
+
+
+def _job_s(group: DeviceGroupSpec, work: Workload) -> float:
+    """Seconds one job takes on a device of ``group`` of mean speed and link rates."""
+    link = group.link
+    up = link.uplink.mean if link.uplink is not None else math.inf
+    down = link.downlink.mean if link.downlink is not None else up
+    bits = 8.0 * work.model_bytes
+    return 2 * link.latency + bits / down + work.job_flops / group.compute.flops_per_s.mean + bits / up
+
+
+def _count(n: float) -> str:
+    """``4,000`` below a million, ``3.2e+12`` above."""
+    return f"{n:,.0f}" if n < 1e6 else f"{n:.2g}"
+
+
+def _time(seconds: float) -> str:
+    return f"{seconds:.3g} s"

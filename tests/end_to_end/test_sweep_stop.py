@@ -1,0 +1,237 @@
+"""A sweep's stop is total: stopped at any of its phases -- reading the study, starting a run, a run under way,
+a run that ends by itself as the stop comes or ignores it, the driver killed outright -- no run outlives the
+driver, a run the sweep stopped is never written as complete, and no traceback reaches the terminal.
+
+The driver's own logic is driven in this process (the signal sent from its progress tick, at the phase the
+test is about); what only processes can show (a SIGKILLed driver, the exit code) runs ``netfl sweep``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from cli_support import TINY, with_ctrl_c
+
+from netfl.study import load_study
+from netfl.study import local as local_module
+from netfl.study.local import LocalRunner
+
+NETFL = Path(sys.executable).parent / "netfl"
+
+#: Says (a file named after its process) when its run is under way at round 3; then, as asked by the test,
+#: ignores SIGTERM and finishes slowly, or goes on for good.
+POLICY = """\
+import os, signal, time
+from pathlib import Path
+
+from netfl.policies import RoundPolicy
+
+HERE = Path(__file__).parent
+
+
+class Beacon(RoundPolicy):
+    def participates(self, round_index):
+        if round_index == 3 and self.device.index == 0:
+            if (HERE / "ignore-sigterm").exists():
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            (HERE / "pids").mkdir(exist_ok=True)
+            (HERE / "pids" / str(os.getpid())).touch()
+        if round_index > 3 and self.device.index == 0 and (HERE / "slowly").exists():
+            time.sleep(0.2)
+        return True
+"""
+#: A policy file whose import takes long: the study is still being read when the signal comes.
+SLOW_IMPORT = """\
+import time
+from pathlib import Path
+
+Path(__file__).with_name("reading").touch()
+time.sleep(60)
+
+from netfl.policies import RoundPolicy
+
+
+class Slow(RoundPolicy):
+    def participates(self, round_index):
+        return True
+"""
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    (tmp_path / "beacon.py").write_text(POLICY)
+    (tmp_path / "slow.py").write_text(SLOW_IMPORT)
+    (tmp_path / "tiny.yaml").write_text(
+        TINY.replace(
+            "    link: {uplink: 10Mbps}\n", "    link: {uplink: 10Mbps}\n    availability: {policy: beacon.py:Beacon}\n"
+        )
+    )
+    return tmp_path
+
+
+def study(folder: Path, rounds: int = 1_000_000, extra: str = ""):
+    (folder / "study.yaml").write_text(f"base: tiny.yaml\nset: {{stop.rounds: {rounds}}}\n{extra}")
+    return load_study(folder / "study.yaml", out=folder / "out")
+
+
+def pids(folder: Path) -> list[int]:
+    return [int(p.name) for p in (folder / "pids").iterdir()] if (folder / "pids").is_dir() else []
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's, which nobody may reap in a container)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def all_gone(processes: list[int], within: float = 15.0) -> bool:
+    deadline = time.monotonic() + within
+    while any(alive(pid) for pid in processes):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def stop_when_under_way(folder: Path):
+    """A progress tick that presses Ctrl-C once a run is under way."""
+    sent = []
+
+    def tick(running: int) -> None:
+        if pids(folder) and not sent:
+            sent.append(True)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    return tick
+
+
+def run_local(folder: Path, plans, tick, **runner) -> list[tuple[str, dict]]:
+    done: list[tuple[str, dict]] = []
+    with pytest.raises(KeyboardInterrupt):
+        LocalRunner(jobs=1, threads=1, **runner).run(
+            [(plan, folder / "out" / plan.folder) for plan in plans], lambda p, r: done.append((p.label, r)), tick
+        )
+    return done
+
+
+@pytest.mark.slow
+def test_stopped_while_a_run_is_under_way(folder: Path) -> None:
+    plans = study(folder, extra="seeds: 2\n").runs
+    done = run_local(folder, plans, stop_when_under_way(folder))
+    assert done == [] and len(pids(folder)) == 1  # the second run was never started
+    assert all_gone(pids(folder), within=1.0)  # ended before run() returned
+    assert not (folder / "out").exists()  # nothing half-written, no staging left
+
+
+@pytest.mark.slow
+def test_stopped_the_moment_a_run_starts(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The signal lands between starting the run's process and keeping track of it: the run is stopped all the
+    same (a sweep once lost track of it, and it ran on to write itself complete)."""
+    started: list[int] = []
+    start = local_module._Child.start.__func__
+
+    def start_and_signal(cls, *args):
+        child = start(cls, *args)
+        started.append(child.process.pid)
+        os.kill(os.getpid(), signal.SIGINT)
+        return child
+
+    monkeypatch.setattr(local_module._Child, "start", classmethod(start_and_signal))
+    done = run_local(folder, study(folder, extra="seeds: 2\n").runs, lambda running: None)
+    assert done == [] and len(started) == 1
+    assert all_gone(started, within=1.0)
+    assert not (folder / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_by_itself_as_the_stop_comes_keeps_its_outcome(folder: Path) -> None:
+    """It ignores SIGTERM and finishes: it is complete, and said so; nothing is marked stopped that was not."""
+    (folder / "ignore-sigterm").touch()
+    (folder / "slowly").touch()
+    plan = study(folder, rounds=10).runs[0]
+    done = run_local(folder, [plan], stop_when_under_way(folder))
+    assert [(label, record["status"]) for label, record in done] == [(plan.label, "complete")]
+    summary = json.loads((folder / "out" / plan.folder / "summary.json").read_text())
+    assert summary["complete"] is True and summary["rounds"] == 10
+
+
+@pytest.mark.slow
+def test_a_run_that_ignores_the_stop_is_killed(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (folder / "ignore-sigterm").touch()
+    monkeypatch.setattr(local_module, "GRACE_S", 0.5)
+    done = run_local(folder, study(folder).runs, stop_when_under_way(folder))
+    assert done == [] and all_gone(pids(folder), within=1.0)
+    assert not (folder / "out").exists()
+
+
+def sweep(folder: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [NETFL, "sweep", folder / "study.yaml", "--out", folder / "out", "--jobs", "1", *args],
+        cwd=folder,
+        preexec_fn=with_ctrl_c,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(condition, what: str, process: subprocess.Popen, within: float = 120.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline and process.poll() is None, f"never {what}: {process.communicate()}"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_stopped_while_reading_the_study(folder: Path) -> None:
+    (folder / "study.yaml").write_text("base: tiny.yaml\nset:\n  devices[0].availability: {policy: slow.py:Slow}\n")
+    process = sweep(folder)
+    wait_for(lambda: (folder / "reading").exists(), "read the study", process)
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, (stdout, stderr)
+    assert stderr == "interrupted before any run began: nothing was run\n"
+    assert not (folder / "out").exists()
+
+
+@pytest.mark.slow
+def test_no_run_outlives_a_driver_killed_outright(folder: Path) -> None:
+    """SIGKILL: the driver has no say, and its runs end themselves (Ctrl-C and SIGTERM: the tests above and
+    test_sweep.py's)."""
+    study(folder, extra="seeds: 2\n")
+    process = sweep(folder)
+    wait_for(lambda: pids(folder), "got under way", process)
+    process.send_signal(signal.SIGKILL)
+    stdout, stderr = process.communicate(timeout=60)  # the end of its output: every process holding it is gone
+    assert process.returncode == -signal.SIGKILL
+    assert all_gone(pids(folder))
+    assert "Traceback" not in stderr and "Error" not in stderr, stderr
+    status = {r["seed"]: r["status"] for r in json.loads((folder / "out" / "sweep.json").read_text())["runs"]}
+    assert status == {1: "pending", 2: "pending"}  # as the driver left it: the next sweep runs both
+    assert not (folder / "out" / "runs").exists()
+
+
+def test_a_run_started_as_its_driver_died_prints_no_traceback(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    """What the forkserver prints for a process that failed before netfl's code ran: nothing when the driver's
+    pipe closed under it, everything else as before."""
+    import importlib
+
+    monkeypatch.setattr(sys, "excepthook", sys.__excepthook__)
+    hook = importlib.reload(importlib.import_module("netfl.study.forkserver")).quiet_when_the_driver_is_gone
+    assert sys.excepthook is hook
+    for error in (EOFError("Ran out of input"), BrokenPipeError(32, "Broken pipe"), ValueError("a bug")):
+        try:
+            raise error
+        except Exception:
+            hook(*sys.exc_info())
+    printed = capsys.readouterr().err
+    assert "ValueError: a bug" in printed and "EOFError" not in printed and "BrokenPipe" not in printed
