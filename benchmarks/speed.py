@@ -1,7 +1,7 @@
 """netfl's speed against what a user would pick instead, every figure measured in one run.
 
-    python benchmarks/speed.py [--only startup,w1,clients,threads,engine] [--quick] [--repeat 3]
-                               [--churn diurnal|sessions] [--json benchmarks/results/speed.json]
+    python benchmarks/speed.py [--only startup,w1,w2,resnet,clients,threads,engine] [--quick] [--repeat 3]
+                               [--device cpu|cuda] [--churn diurnal|sessions] [--json benchmarks/results/speed.json]
 
 Run it by hand on a quiet machine (nothing else busy: every section times
 processes against each other and prints ratios, not absolute targets). It is
@@ -10,14 +10,19 @@ not a test. Sections:
 * startup -- median wall time of ``netfl --help``, ``netfl validate``, ``netfl
   algorithms`` and whether each imports torch; and for workload W1 the time
   from launching a Python process to netfl's first round.
-* w1      -- workload W1 (benchmarks/w1_common.py: Fashion-MNIST, 100 clients,
-  MLP, 20 FedAvg rounds) as a whole job, process start to results: ``netfl
-  simulate benchmarks/w1.yaml`` against the plain PyTorch loop
-  (benchmarks/w1_plain.py) and Flower's simulation engine
-  (benchmarks/w1_flower.py), alternated; wall, CPU, peak memory, accuracy;
-  then the training rate in client updates per second (benchmarks/w1_netfl.py
-  times ``sim.run()`` in-process) and how much of netfl's run is spent
-  outside torch.
+* w1, w2, resnet -- the workloads of benchmarks/workloads.py (Fashion-MNIST,
+  100 clients, every client every round 10 SGD steps of batch 32, FedAvg):
+  W1 an MLP (20 rounds), W2 FedAU's CNN (5 rounds), and a user's small
+  ResNet with BatchNorm defined in benchmarks/user_resnet.py (3 rounds);
+  each as a whole job, process start to results: ``netfl simulate
+  benchmarks/<workload>.yaml`` against the plain PyTorch loop
+  (benchmarks/plain_loop.py) with 1 thread and with torch's threads, and
+  Flower's simulation engine (benchmarks/flower_sim.py), alternated; wall,
+  user and system CPU, peak memory, accuracy; then the training rate in
+  client updates per second and GFLOP/s (benchmarks/netfl_rate.py times
+  ``sim.run()`` in-process) against this machine's matrix-product and
+  convolution peaks (benchmarks/peaks.py). ``--device cuda`` runs netfl and
+  the plain loop on a GPU and adds their peak GPU memory.
 * clients -- W1 at 10, 100 and 1000 clients, netfl against the plain loop.
 * threads -- netfl's worker threads 1 against 2, for W1 and the shipped
   topologies quickstart, fashion-mnist and mmfl, each alone and beside a
@@ -80,7 +85,7 @@ FLOWER_SETUP = (
     "python3 -m venv benchmarks/.venv-flower && "
     'benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"'
 )
-SECTIONS = ("startup", "w1", "clients", "threads", "engine")
+SECTIONS = ("startup", "w1", "w2", "resnet", "clients", "threads", "engine")
 TOPOLOGIES = ("quickstart", "fashion-mnist", "mmfl")
 MB = 2**20
 
@@ -273,18 +278,10 @@ def quiet_check() -> float:
 
 
 def w1_yaml(tmp: Path, rounds: int) -> Path:
-    """benchmarks/w1.yaml itself at its 20 rounds, else a copy that stops (and evaluates) after ``rounds``."""
-    source = BENCH / "w1.yaml"
-    data = yaml.safe_load(source.read_text())
-    if rounds == data["stop"]["rounds"]:
-        return source
-    data["stop"], data["eval"] = {"rounds": rounds}, {"every": f"{rounds} rounds"}
-    path = tmp / f"w1-{rounds}rounds.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return path
+    return workload_yaml(tmp, "w1", rounds)
 
 
-def simulate(yaml_path: Path, out: Path, threads: int | None = None) -> list[str]:
+def simulate(yaml_path: Path, out: Path, threads: int | None = None, device: str = "cpu") -> list[str]:
     return [
         NETFL,
         "simulate",
@@ -292,6 +289,8 @@ def simulate(yaml_path: Path, out: Path, threads: int | None = None) -> list[str
         "--out",
         str(out),
         "--quiet",
+        "--device",
+        device,
         *([] if threads is None else ["--threads", str(threads)]),
     ]
 
@@ -306,7 +305,7 @@ def summary(out: Path) -> dict:
 
 
 def plain(*argv: str) -> list[str]:
-    return [PYTHON, str(BENCH / "w1_plain.py"), *argv]
+    return [PYTHON, str(BENCH / "plain_loop.py"), *argv]
 
 
 IMPORTS_TORCH = r"""
@@ -395,137 +394,144 @@ def startup(args, tmp: Path) -> dict:
     }
 
 
-def w1(args, tmp: Path) -> dict:
-    rounds = 3 if args.quick else 20
-    w1_file = w1_yaml(tmp, rounds)
-    flower = FLOWER_PYTHON.exists()
-    if not flower:
+WORKLOAD_NAMES = {"w1": "W1 (MLP)", "w2": "W2 (CNN)", "resnet": "the user's ResNet with BatchNorm"}
+
+
+def workload_yaml(tmp: Path, workload: str, rounds: int) -> Path:
+    """benchmarks/<workload>.yaml itself at its own rounds, else a copy that stops (and evaluates) after ``rounds``."""
+    source = BENCH / f"{workload}.yaml"
+    data = yaml.safe_load(source.read_text())
+    if rounds == data["stop"]["rounds"]:
+        return source
+    data["stop"], data["eval"] = {"rounds": rounds}, {"every": f"{rounds} rounds"}
+    if "path" in data["task"]["model"]:  # a user's file, relative to the topology: keep it found from the copy
+        data["task"]["model"]["path"] = str(BENCH / data["task"]["model"]["path"])
+    path = tmp / f"{workload}-{rounds}rounds.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def peaks(args) -> dict[int, dict]:
+    """The machine's matrix-product and convolution peaks (benchmarks/peaks.py), per thread count."""
+    cpus = os.cpu_count() or 1
+    return {t: run([PYTHON, str(BENCH / "peaks.py"), "--threads", str(t), "--device", args.device]).result()
+            for t in sorted({1, cpus})}  # fmt: skip
+
+
+def whole_job(args, tmp: Path, workload: str) -> dict:
+    """A workload as a whole job against the plain loop (1 thread and torch's threads) and Flower; then training
+    rates in client updates per second and GFLOP/s against the machine's peaks."""
+    own_rounds = yaml.safe_load((BENCH / f"{workload}.yaml").read_text())["stop"]["rounds"]
+    rounds = min(own_rounds, 2) if args.quick else own_rounds
+    path = workload_yaml(tmp, workload, rounds)
+    flower = FLOWER_PYTHON.exists() and args.device == "cpu"
+    if not flower and args.device == "cpu":
         print(
-            f"\n(w1: no Flower venv at {FLOWER_PYTHON.relative_to(ROOT)}; Flower skipped. Create it with:\n"
+            f"\n({workload}: no Flower venv at {FLOWER_PYTHON.relative_to(ROOT)}; Flower skipped. Create it with:\n"
             f"    {FLOWER_SETUP})"
         )
-    base = ["--rounds", str(rounds), "--threads", "1"]
+    base = ["--workload", workload, "--rounds", str(rounds), "--device", args.device]
     cpus = os.cpu_count() or 1
-    jobs = {"netfl": None, "netfl, 1 thread": None, "plain loop": plain(*base)}
+    many = f"plain loop, torch's {cpus} threads"
+    jobs: dict[str, list[str] | int | None] = {"netfl": None, "netfl, 1 thread": 1,
+                                               many: plain(*base, "--threads", str(cpus)),
+                                               "plain loop, 1 thread": plain(*base, "--threads", "1")}  # fmt: skip
     if flower:
-        jobs["Flower"] = [str(FLOWER_PYTHON), "benchmarks/w1_flower.py", *base]
-    jobs["netfl in-process"] = [PYTHON, "benchmarks/w1_netfl.py", *base]
-    many = f"netfl in-process, {cpus} threads"
-    jobs[many] = [PYTHON, "benchmarks/w1_netfl.py", "--rounds", str(rounds), "--threads", str(cpus)]
-    runs: dict[str, list[dict]] = {name: [] for name in jobs}
+        jobs["Flower"] = [str(FLOWER_PYTHON), "benchmarks/flower_sim.py", *base, "--threads", "1"]
+    rates = {
+        f"netfl in-process, {t} thread{'s' if t > 1 else ''}": [
+            PYTHON,
+            "benchmarks/netfl_rate.py",
+            *base,
+            "--threads",
+            str(t),
+        ]
+        for t in sorted({1, cpus})
+    }
+    runs: dict[str, list[dict]] = {name: [] for name in [*jobs, *rates]}
     busy = quiet_check()
     for i in range(args.repeat):
         for name, cmd in jobs.items():
-            if cmd is None:  # netfl simulate, whole job
-                out = tmp / f"w1-{i}"
-                r = run(simulate(w1_file, out, 1 if name == "netfl, 1 thread" else None), tree=True).ok()
+            if cmd is None or isinstance(cmd, int):  # netfl simulate, whole job
+                out = tmp / f"{workload}-{i}"
+                r = run(simulate(path, out, cmd, args.device), tree=True).ok()
                 s = summary(out)
-                result = {"accuracy": s["final_test_accuracy"], "threads": s["threads"], "events": s["events"]}
+                result = {"accuracy": s["final_test_accuracy"], "threads": s["threads"], "events": s["events"],
+                          "training": s["tasks"][0]["training"]}  # fmt: skip
             else:
-                r = run(cmd, tree="in-process" not in name)
+                r = run(cmd, tree=True)
                 result = r.result()
             runs[name].append({**r.record(), **result})
+        for name, cmd in rates.items():
+            r = run(cmd)
+            runs[name].append({**r.record(), **r.result()})
 
     def med(name: str, key: str) -> float | None:
         values = [x[key] for x in runs.get(name, []) if x.get(key) is not None]
         return median(values) if values else None
 
-    whole = [n for n in jobs if "in-process" not in n]
     rows = [
-        [
-            n,
-            med(n, "wall_s"),
-            med(n, "user_s"),
-            med(n, "sys_s"),
-            med(n, "sys_s") / med(n, "user_s"),
-            med(n, "tree_cpu_s"),
-            med(n, "maxrss_mb"),
-            med(n, "tree_rss_mb"),
-            100 * med(n, "accuracy"),
-        ]
-        for n in whole
-    ]
+        [n, med(n, "wall_s"), med(n, "user_s"), med(n, "sys_s"), med(n, "sys_s") / med(n, "user_s"),
+         med(n, "tree_cpu_s"), med(n, "tree_rss_mb"), 100 * med(n, "accuracy")]
+        for n in jobs
+    ]  # fmt: skip
+    label = WORKLOAD_NAMES[workload]
     table(
-        f"w1 whole job, process start to results: median of {args.repeat}, alternated, W1 {rounds} rounds, "
-        f"netfl at its default threads ({runs['netfl'][0]['threads']}), baselines 1 thread "
-        f"(others busy {busy:.1f} cores)",
-        ["job", "wall s", "user s", "sys s", "sys/user", "tree CPU s", "peak RSS MB", "tree RSS MB", "accuracy %"],
+        f"{workload}: {label}, whole job, process start to results: median of {args.repeat}, alternated, "
+        f"{rounds} rounds; netfl at its default threads ({runs['netfl'][0]['threads']}), trains on "
+        f"{runs['netfl'][0]['training']} (others busy {busy:.1f} cores)",
+        ["job", "wall s", "user s", "sys s", "sys/user", "tree CPU s", "peak RSS MB", "accuracy %"],
         rows,
     )
-    print("   user/sys/peak RSS: the child's own (wait4); tree: every process it started, sampled from /proc")
-    accs = [r[-1] for r in rows]
-    print(
-        f"   final accuracies {', '.join(f'{n} {a:.1f}%' for n, a in zip(whole, accs))}: "
-        f"spread {max(accs) - min(accs):.1f} points ({'within' if max(accs) - min(accs) <= 1 else 'NOT within'} 1"
-        f"{'; --quick: too few rounds to compare' if args.quick else ''})"
-    )
+    print("   user/sys: the child's own (wait4); tree: every process it started, sampled from /proc")
+    best_plain = min((many, "plain loop, 1 thread"), key=lambda n: med(n, "wall_s"))
     for netfl in ("netfl", "netfl, 1 thread"):
-        words = [
-            times(med(netfl, "wall_s"), med(n, "wall_s"), f"the {n}" if n == "plain loop" else n) for n in whole[2:]
-        ]
-        print(f"   {netfl} whole job: {', '.join(words)}")
-    rate_rows = [
-        [
-            f"netfl{label} (w1_netfl.py, sim.run() - eval)",
-            med(name, "train_s"),
-            med(name, "updates_per_s"),
-            f"{100 * med(name, 'outside_torch_share'):.1f}%",
-            med(name, "import_build_s"),
-        ]
-        for name, label in (("netfl in-process", ", 1 thread"), (many, f", {cpus} threads"))
-    ]
-    rate_rows += [
-        ["plain loop (w1_plain.py)", med("plain loop", "train_s"), med("plain loop", "updates_per_s"), None, None]
-    ]
-    if flower:
-        rate_rows.append(
-            [
-                "Flower (w1_flower.py, from 1st fit)",
-                med("Flower", "train_s"),
-                med("Flower", "updates_per_s"),
-                None,
-                None,
-            ]
-        )
+        ratio = med(netfl, "wall_s") / med(best_plain, "wall_s")
+        words = [f"{ratio:.2f}x the wall time of the plain loop at its best ({best_plain.split(', ')[1]})"]
+        if flower:
+            words.append(times(med(netfl, "wall_s"), med("Flower", "wall_s"), "Flower"))
+        print(f"   {netfl} whole job: {'; '.join(words)}")
+    print(f"   peak memory: netfl {med('netfl', 'tree_rss_mb'):.0f} MB, the plain loop at its best "
+          f"{med(best_plain, 'tree_rss_mb'):.0f} MB")  # fmt: skip
+    top = peaks(args)
+    per_update = runs[next(iter(rates))][0]["flops_per_update"]
+    rate_rows = []
+    for name in [*rates, many, "plain loop, 1 thread", *(["Flower"] if flower else [])]:
+        threads = cpus if (name == many or name.endswith(f"{cpus} threads")) and cpus > 1 else 1
+        updates = med(name, "updates_per_s")
+        gflops = updates * per_update / 1e9
+        conv, matmul = top[threads]["conv_gflops"], top[threads]["matmul_gflops"]
+        rate_rows.append([name, med(name, "train_s"), updates, gflops, f"{100 * gflops / conv:.0f}%",
+                          f"{100 * gflops / matmul:.0f}%"])  # fmt: skip
     table(
-        f"w1 training rate, in-process: median of {args.repeat}, 100 clients x {rounds} rounds; baselines 1 thread",
-        ["job", "train s", "updates/s", "outside learner", "import+build s"],
+        f"{workload} training rate: median of {args.repeat}, 100 clients x {rounds} rounds, evaluation excluded; "
+        f"{per_update / 1e9:.3g} GFLOP per update; peaks of this machine (benchmarks/peaks.py): matmul "
+        + ", ".join(f"{t} thread{'s' if t > 1 else ''} {p['matmul_gflops']:.0f}" for t, p in top.items())
+        + "; conv "
+        + ", ".join(f"{t} {p['conv_gflops']:.0f}" for t, p in top.items())
+        + " GFLOP/s",
+        ["job", "train s", "updates/s", "GFLOP/s", "of conv peak", "of matmul peak"],
         rate_rows,
     )
-    for own in rate_rows[:2]:
-        words = [times(1 / own[2], 1 / r[2], r[0].split(" (")[0].replace("plain", "the plain")) for r in rate_rows[2:]]
-        print(
-            f"   {own[0].split(' (')[0]} training rate: {', '.join(words)}; "
-            f"{own[3]} of its sim.run() is engine and bookkeeping, outside the learner's calls"
-        )
-    print(
-        "   the plain loop imports torch._dynamo (torch.optim's first step, ~1 s) before its timer; Flower's "
-        "train_s runs from its first ClientApp's start and includes it"
-    )
-    return {
-        "rounds": rounds,
-        "runs": runs,
-        "others_busy_cores": busy,
-        "median": {
-            n: {
-                k: med(n, k)
-                for k in (
-                    "wall_s",
-                    "user_s",
-                    "sys_s",
-                    "tree_cpu_s",
-                    "maxrss_mb",
-                    "tree_rss_mb",
-                    "accuracy",
-                    "train_s",
-                    "updates_per_s",
-                    "outside_torch_share",
-                    "import_build_s",
-                )
-            }
-            for n in jobs
-        },
-    }
+    if args.device != "cpu":
+        print("   GPU peak memory: " + ", ".join(f"{n} {med(n, 'gpu_peak_mb'):.0f} MB" for n in [*rates, many]
+                                                if med(n, "gpu_peak_mb") is not None))  # fmt: skip
+    keys = ("wall_s", "user_s", "sys_s", "tree_cpu_s", "maxrss_mb", "tree_rss_mb", "accuracy", "train_s",
+            "updates_per_s", "outside_torch_share", "import_build_s", "gpu_peak_mb")  # fmt: skip
+    return {"rounds": rounds, "runs": runs, "others_busy_cores": busy, "peaks": top, "flops_per_update": per_update,
+            "median": {n: {k: med(n, k) for k in keys} for n in runs}}  # fmt: skip
+
+
+def w1(args, tmp: Path) -> dict:
+    return whole_job(args, tmp, "w1")
+
+
+def w2(args, tmp: Path) -> dict:
+    return whole_job(args, tmp, "w2")
+
+
+def resnet(args, tmp: Path) -> dict:
+    return whole_job(args, tmp, "resnet")
 
 
 def clients(args, tmp: Path) -> dict:
@@ -536,7 +542,7 @@ def clients(args, tmp: Path) -> dict:
         base = ["--clients", str(n), "--rounds", str(rounds), "--threads", "1"]
         got = {"netfl": [], "plain": []}
         for _ in range(args.repeat):
-            got["netfl"].append(run([PYTHON, "benchmarks/w1_netfl.py", *base]).result())
+            got["netfl"].append(run([PYTHON, "benchmarks/netfl_rate.py", *base]).result())
             got["plain"].append(run(plain(*base)).result())
         med = {who: {k: median(r[k] for r in rs) for k in ("train_s", "updates_per_s")} for who, rs in got.items()}
         results[n] = {"runs": got, "median": med}
@@ -566,7 +572,7 @@ def threads(args, tmp: Path) -> dict:
     """netfl's worker threads (1 and 2) alone and shared; and, for contrast, torch's own intra-op pool (the plain
     loop)."""
     rounds = 3 if args.quick else 20
-    paths = {"W1": w1_yaml(tmp, rounds)}
+    paths = {"W1": w1_yaml(tmp, rounds), "W2": workload_yaml(tmp, "w2", 2 if args.quick else 5)}
     for name in TOPOLOGIES:
         path = ROOT / "topologies" / f"{name}.yaml"
         if args.quick:  # the same topology, stopped after 3 rounds
@@ -779,8 +785,21 @@ def main() -> None:
         default=BENCH / "results" / "speed.json",
         help="where to write every figure [default: benchmarks/results/speed.json]",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        help="where netfl and the plain loop train in the workload sections: cpu, or cuda on a machine with a GPU "
+        "(Flower and the other sections stay on the CPU)",
+    )
     args = parser.parse_args()
     args.repeat = args.repeat or (1 if args.quick else 3)
+    if args.device != "cpu":
+        check = subprocess.run([PYTHON, "-c", f"import torch; torch.zeros(1, device={args.device!r})"],
+                               capture_output=True, text=True)  # fmt: skip
+        if check.returncode:
+            parser.error(
+                f"--device {args.device}: this torch cannot use it here ({check.stderr.strip().splitlines()[-1]})"
+            )
     only = [s.strip() for s in args.only.split(",") if s.strip()]
     unknown = set(only) - set(SECTIONS)
     if unknown:

@@ -269,15 +269,22 @@ def draws_global_random(network: Network, x: torch.Tensor, y: torch.Tensor, devi
 class Evaluator:
     """Test accuracy, loss and per-class accuracy of a network's state, chunk by chunk in the worker threads.
 
-    The test set is cut into chunks of :attr:`CHUNK` samples whatever the thread count, and the chunks'
-    sums are added in order, so the figures are the same bits with any number of threads.
+    The test set is cut into chunks whatever the thread count, and the chunks' sums are added in order, so
+    the figures are the same bits with any number of threads. A chunk is :attr:`CHUNK` samples, or
+    :attr:`CONV_CHUNK` for a convolutional module: a conv net's activations for 2048 images are hundreds of
+    MB per layer, and smaller chunks stay in cache (measured on Fashion-MNIST's 10 000 test images, one
+    thread, channels_last: the built-in CNN 1.15 s in chunks of 256 against 3.65 s in chunks of 2048,
+    LeNet-5 0.55 against 0.85 s, a small ResNet 1.43 against 3.18 s; 256 was the best or within 10 % of it
+    for each, and an MLP's time does not depend on the chunk).
     """
 
     CHUNK = 2048
+    CONV_CHUNK = 256
 
     def __init__(self, network: Network, num_classes: int, device: torch.device, *, channels_last: bool):
         self.network, self.num_classes, self.device = network, num_classes, device
         self.replicas = _ThreadReplicas(network, device, channels_last=channels_last, training=False)
+        self.chunk = self.CONV_CHUNK if any(isinstance(m, nn.Conv2d) for m in network.module.modules()) else self.CHUNK
 
     def __call__(
         self,
@@ -287,13 +294,14 @@ class Evaluator:
         y: torch.Tensor,
         parallel: Callable[[Callable, list], list] | None = None,
     ) -> tuple[float, float, list[float]]:
-        starts = list(range(0, len(x), self.CHUNK))
+        size = self.chunk
+        starts = list(range(0, len(x), size))
 
         @torch.no_grad()
         def chunk(start: int) -> tuple[float, torch.Tensor, torch.Tensor]:
             replica = self.replicas.get()
             replica.load(w, b)
-            xb, yb = x[start : start + self.CHUNK], y[start : start + self.CHUNK]
+            xb, yb = x[start : start + size], y[start : start + size]
             if replica.channels_last:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             logits = replica.module(xb)

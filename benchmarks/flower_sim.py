@@ -1,4 +1,4 @@
-"""W1 with Flower's Simulation Engine (Ray-backed virtual clients): the Flower baseline.
+"""A workload with Flower's Simulation Engine (Ray-backed virtual clients): the Flower baseline.
 
 Flower lives in its own virtualenv (not netfl's, not committed). From the
 repository root, create it once with:
@@ -8,13 +8,14 @@ repository root, create it once with:
 (torch must stay pinned to 2.13.0, the local CPU wheel; tested with flwr 1.41.0,
 ray 2.55.1, torch 2.13.0+cpu.) Then run:
 
-    benchmarks/.venv-flower/bin/python benchmarks/w1_flower.py [--clients 100] [--rounds 20] [--threads 1]
+    benchmarks/.venv-flower/bin/python benchmarks/flower_sim.py [--workload w1|w2|resnet] [--clients 100]
+        [--rounds R] [--threads 1]
 
-Same workload and training code as ``w1_plain.py`` (``w1_common``): a
+Same workload and training code as ``plain_loop.py`` (``workloads``): a
 ServerApp runs Flower's own message-based ``FedAvg`` (every client every
 round, weighted by samples, no client-side evaluation) and evaluates the
 global model centrally on the test set after the last round; a ClientApp does
-``w1_common.local_train`` on its IID part. Flower's defaults are kept for the
+``workloads.local_train`` on its IID part. Flower's defaults are kept for the
 backend (``client_resources`` = 2 CPUs / 0 GPUs per client, so a 2-core
 machine gets a pool of one Ray actor); ``--threads`` only sets
 ``torch.set_num_threads`` inside each actor (Ray would otherwise give torch
@@ -51,7 +52,7 @@ import json  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
-import w1_common as w1  # noqa: E402
+import workloads as w1  # noqa: E402
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict  # noqa: E402
 from flwr.clientapp import ClientApp  # noqa: E402
 from flwr.serverapp import Grid, ServerApp  # noqa: E402
@@ -59,7 +60,7 @@ from flwr.serverapp.strategy import FedAvg  # noqa: E402
 from flwr.simulation import run_simulation  # noqa: E402
 
 # ---------------------------------------------------------------- client side
-# This module is imported (as ``w1_flower``, not ``__main__``) by every Ray
+# This module is imported (as ``flower_sim``, not ``__main__``) by every Ray
 # actor, so the cache below lives once per actor process, the way Flower
 # examples keep their federated dataset in a module-level global.
 
@@ -90,7 +91,7 @@ def train(msg: Message, context: Context) -> Message:
     pid = int(context.node_config["partition-id"])
     x, y = client_data(pid, int(context.node_config["num-partitions"]))
     started_at = time.time()  # after the (once per actor) data load, like the plain loop's setup
-    model = w1.make_model()
+    model = w1.make_model(str(config["workload"]))
     model.load_state_dict(msg.content["arrays"].to_torch_state_dict())
     # One seeded stream per (round, client): clients run in whichever actor is
     # free, so the plain loop's single shared generator cannot be reproduced.
@@ -120,7 +121,7 @@ def make_server_app(args: argparse.Namespace, out: dict) -> ServerApp:
     def main(grid: Grid, context: Context) -> None:
         torch.set_num_threads(args.threads)
         torch.manual_seed(w1.SEED)
-        global_model = w1.make_model()
+        global_model = w1.make_model(args.workload)
         _, _, test_x, test_y = w1.load_fashion_mnist()
         test_x, test_y = torch.from_numpy(test_x), torch.from_numpy(test_y)
         marks: list[float] = []
@@ -144,7 +145,7 @@ def make_server_app(args: argparse.Namespace, out: dict) -> ServerApp:
             grid=grid,
             initial_arrays=ArrayRecord(global_model.state_dict()),
             num_rounds=args.rounds,
-            train_config=ConfigRecord({"threads": args.threads}),
+            train_config=ConfigRecord({"threads": args.threads, "workload": args.workload}),
             evaluate_fn=evaluate,
         )
         # Round 1 starts when its first ClientApp starts training: the ServerApp
@@ -154,7 +155,7 @@ def make_server_app(args: argparse.Namespace, out: dict) -> ServerApp:
         out["train_s"] = marks[-1] - first
         rounds = [round(b - a, 3) for a, b in zip(marks, marks[1:])]
         print(
-            f"w1_flower: round times seen by the ServerApp (s): {rounds}; "
+            f"flower_sim: round times seen by the ServerApp (s): {rounds}; "
             f"round 1 minus engine start-up: {marks[1] - first:.3f}; "
             f"rounds from the ServerApp's start of round 1: {marks[-1] - marks[0]:.3f}",
             file=sys.stderr,
@@ -173,7 +174,7 @@ def main() -> None:
     out: dict = {}
     run_simulation(server_app=make_server_app(args, out), client_app=client_app, num_supernodes=args.clients)
     if "accuracy" not in out:
-        sys.exit("w1_flower: the simulation ended without a final evaluation")
+        sys.exit("flower_sim: the simulation ended without a final evaluation")
     json_out.write(
         json.dumps(
             {
@@ -188,8 +189,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    # Run as the importable module ``w1_flower`` so that Ray pickles the
+    # Run as the importable module ``flower_sim`` so that Ray pickles the
     # ClientApp's functions by reference and the actors import this file.
-    import w1_flower
+    import flower_sim
 
-    w1_flower.main()
+    flower_sim.main()

@@ -1,11 +1,12 @@
-"""W1 in netfl, timed in-process: the counterpart of ``w1_plain.py`` for the training rate.
+"""A workload in netfl, timed in-process: the counterpart of ``plain_loop.py`` for the training rate.
 
-    python benchmarks/w1_netfl.py [--clients 100] [--rounds 20] [--threads 1]
+    python benchmarks/netfl_rate.py [--workload w1|w2|resnet] [--clients 100] [--rounds R] [--threads 1]
+                                    [--device cpu|cuda]
 
-Builds W1 from ``benchmarks/w1.yaml`` (device count, rounds and participants
-per round overridden to ``--clients``/``--rounds``), sets torch's threads with
-netfl's own ``use_threads`` and times ``sim.run()``. Prints one JSON line like
-``w1_plain.py`` -- accuracy, ``train_s`` and client updates per second -- where,
+Builds the workload from ``benchmarks/<workload>.yaml`` (device count, rounds and participants
+per round overridden to ``--clients``/``--rounds``), sets netfl's worker threads with
+``use_threads`` and times ``sim.run()``. Prints one JSON line like
+``plain_loop.py`` -- accuracy, ``train_s`` and client updates per second -- where,
 as in the plain loop, ``train_s`` leaves out the test-set evaluations
 (``sim.run()`` evaluates before the first round and after the last): it is
 ``run_s`` (all of ``sim.run()``) minus ``eval_s``. Also:
@@ -15,7 +16,7 @@ as in the plain loop, ``train_s`` leaves out the test-set evaluations
   jobs -- and evaluate): the discrete-event engine and netfl's bookkeeping;
 * ``import_build_s``: from the top of this script (before importing netfl and
   torch) to a built simulation (data loaded and split, devices made);
-* ``rounds`` and ``events`` of the run.
+* ``rounds`` and ``events`` of the run, the training path and, on a GPU, the peak memory torch allocated.
 """
 
 from __future__ import annotations
@@ -27,23 +28,24 @@ STARTED = time.perf_counter()
 import json  # noqa: E402
 from pathlib import Path  # noqa: E402
 
-import w1_common as w1  # noqa: E402
+import workloads as w  # noqa: E402
 import yaml  # noqa: E402
 
 from netfl.assemble import build_simulation  # noqa: E402
 from netfl.config import scenario_from_dict  # noqa: E402
 from netfl.learn.runtime import use_threads  # noqa: E402
 
-W1_YAML = Path(__file__).resolve().parent / "w1.yaml"
+BENCH = Path(__file__).resolve().parent
 
 
-def w1_scenario(clients: int, rounds: int):
-    data = yaml.safe_load(W1_YAML.read_text())
+def workload_scenario(workload: str, clients: int, rounds: int):
+    source = BENCH / f"{workload}.yaml"
+    data = yaml.safe_load(source.read_text())
     data["devices"][0]["count"] = clients
     data["stop"] = {"rounds": rounds}
     data["server"]["round"]["participants"] = clients
     data["eval"] = {"every": f"{rounds} rounds"}
-    return scenario_from_dict(data, source=str(W1_YAML))
+    return scenario_from_dict(data, source=str(source), base_dir=BENCH)
 
 
 def time_learner_calls(learner, names=("plan_round", "plan_after_probe", "aggregate", "evaluate")) -> dict:
@@ -66,9 +68,9 @@ def time_learner_calls(learner, names=("plan_round", "plan_after_probe", "aggreg
 
 
 def main() -> None:
-    args = w1.arguments()
+    args = w.arguments()
     use_threads(args.threads)
-    sim, learner = build_simulation(w1_scenario(args.clients, args.rounds))
+    sim, learner = build_simulation(workload_scenario(args.workload, args.clients, args.rounds), device=args.device)
     import_build_s = time.perf_counter() - STARTED
     in_learner = time_learner_calls(learner)
     started = time.perf_counter()
@@ -87,9 +89,18 @@ def main() -> None:
                 "import_build_s": import_build_s,
                 "rounds": result.rounds,
                 "events": len(result.recorder),
+                "training": learner.tasks[0].trainer.describe(args.threads),
+                "flops_per_update": learner.tasks[0].job_flops(0, learner.tasks[0].steps_of(0)),
+                **({"gpu_peak_mb": _gpu_peak_mb(args.device)} if args.device.startswith("cuda") else {}),
             }
         )
     )
+
+
+def _gpu_peak_mb(device: str) -> float:
+    import torch
+
+    return torch.cuda.max_memory_allocated(device) / 2**20
 
 
 if __name__ == "__main__":

@@ -1,0 +1,131 @@
+"""The benchmarks' workloads, shared by the contestants that do not use netfl (the plain loop, Flower).
+
+Every workload: Fashion-MNIST (Debian's dataset-fashion-mnist), N clients with an IID split of the 60 000
+training images, every client every round 10 SGD steps of batch 32 at lr 0.05 from the global model, FedAvg
+weighted by samples, test accuracy on the 10 000 test images at the end. They differ by the model:
+
+* ``w1``: an MLP 784-128-128-10, 20 rounds (``benchmarks/w1.yaml``);
+* ``w2``: FedAU's CNN, netfl's built-in ``cnn`` (conv3x3-32, pool, conv3x3-32, pool, FC128, FC10), 5 rounds
+  (``benchmarks/w2.yaml``);
+* ``resnet``: a user's own small ResNet with BatchNorm (``benchmarks/user_resnet.py``), 3 rounds
+  (``benchmarks/resnet.yaml``).
+
+Written the way a researcher would write it in an afternoon -- numpy to read the IDX files,
+``nn.Sequential``, ``torch.optim.SGD``, ``load_state_dict`` -- and kept free of netfl so that the baselines
+measure only themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+
+FASHION_MNIST_DIR = Path(os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
+CLIENTS = 100
+ROUNDS = {"w1": 20, "w2": 5, "resnet": 3}
+STEPS = 10
+BATCH = 32
+LR = 0.05
+HIDDEN = (128, 128)
+SEED = 1
+
+
+def arguments() -> argparse.Namespace:
+    """The options every contestant takes: --workload, --clients, --rounds (default: the workload's), --threads
+    (torch threads, default 1) and --device."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--workload", choices=tuple(ROUNDS), default="w1")
+    parser.add_argument("--clients", type=int, default=CLIENTS)
+    parser.add_argument("--rounds", type=int)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    args.rounds = args.rounds or ROUNDS[args.workload]
+    return args
+
+
+def read_idx(path: Path) -> np.ndarray:
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(dims))
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def load_fashion_mnist() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Images as float32 N x 1 x 28 x 28 in [0, 1], labels as int64."""
+
+    def images(name: str) -> np.ndarray:
+        return read_idx(FASHION_MNIST_DIR / name).reshape(-1, 1, 28, 28).astype(np.float32) / 255.0
+
+    def labels(name: str) -> np.ndarray:
+        return read_idx(FASHION_MNIST_DIR / name).astype(np.int64)
+
+    return (
+        images("train-images-idx3-ubyte.gz"),
+        labels("train-labels-idx1-ubyte.gz"),
+        images("t10k-images-idx3-ubyte.gz"),
+        labels("t10k-labels-idx1-ubyte.gz"),
+    )
+
+
+def iid_parts(num_samples: int, clients: int, seed: int = SEED) -> list[np.ndarray]:
+    """An IID split: a seeded permutation cut into ``clients`` equal parts."""
+    perm = np.random.default_rng(seed).permutation(num_samples)
+    return np.array_split(perm, clients)
+
+
+def make_model(workload: str = "w1"):
+    import torch.nn as nn
+
+    if workload == "w1":
+        layers, width = [nn.Flatten()], 784
+        for h in HIDDEN:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        return nn.Sequential(*layers, nn.Linear(width, 10))
+    if workload == "w2":
+        return nn.Sequential(
+            nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(32 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10),
+        )  # fmt: skip
+    from user_resnet import SmallResNet
+
+    return SmallResNet(10)
+
+
+def local_train(model, x, y, generator) -> None:
+    """STEPS minibatch SGD steps on one client's (x, y) tensors, sampling without replacement per epoch."""
+    import torch
+
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    order = torch.cat([torch.randperm(len(x), generator=generator) for _ in range(-(-STEPS * BATCH // len(x)))])
+    for step in range(STEPS):
+        idx = order[step * BATCH : (step + 1) * BATCH].to(x.device)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+
+
+def average_into(total: dict, state: dict, weight: float) -> None:
+    """FedAvg's weighted sum of state dicts; integer entries (BatchNorm's batch count) are kept, not averaged."""
+    for k, v in state.items():
+        if v.dtype.is_floating_point:
+            total[k] += v * weight
+        else:
+            total[k] = v.clone()
+
+
+def accuracy(model, x, y) -> float:
+    import torch
+
+    model.eval()
+    with torch.no_grad():
+        return float(sum((model(x[i : i + 2000]).argmax(1) == y[i : i + 2000]).sum() for i in range(0, len(x), 2000))
+                     / len(x))  # fmt: skip
