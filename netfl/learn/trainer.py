@@ -23,7 +23,7 @@ replicas seed per job) trains on ``replicas`` one job at a time, torch's generat
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -36,7 +36,7 @@ from netfl.learn.runtime import parallel_map
 from netfl.learn.stacked import FunctionalKernel, StackedJob, activation_bytes, jobs_per_chunk, train_stacked
 from netfl.learn.training import train_one
 
-__all__ = ["PATHS", "TrainJob", "Trainer"]
+__all__ = ["PATHS", "TrainJob", "Trainer", "choose_path"]
 
 PATHS: dict[str, str] = {
     "fused": "the fused MLP kernel: many jobs' steps as batched matrix products, chunks in the worker threads",
@@ -44,6 +44,33 @@ PATHS: dict[str, str] = {
     "stacked": "jobs stacked with torch.func (vmap of grad): a chunk's step is a few large kernels",
     "reference": "one job at a time through functional_call (the yardstick of the tests)",
 }
+
+
+def choose_path(
+    *,
+    forced: str | None,
+    device_type: str,
+    cannot: Callable[[str], str],
+    fused: bool,
+    global_random: bool,
+    channels_last: bool,
+) -> tuple[str, str]:
+    """The path a task's jobs train on, and why (see the module docstring); ``cannot(path)`` says why a path
+    cannot train the module ('' when it can). ValueError for a forced path that does not exist or cannot."""
+    if forced is not None:
+        if forced not in PATHS:
+            raise ValueError(f"unknown training path {forced!r}; accepted: {', '.join(PATHS)}")
+        problem = cannot(forced)
+        if problem:
+            raise ValueError(f"training path {forced}: {problem}")
+        return forced, "asked for"
+    if fused:
+        return "fused", "a Linear/ReLU stack"
+    if device_type == "cuda" and not cannot("stacked"):
+        return "stacked", "vmap batches this module"
+    if global_random:
+        return "replicas", "one job at a time, torch's generator seeded per job: the module draws from it"
+    return "replicas", "any module" + (" (channels_last)" if channels_last else "")
 
 
 @dataclass
@@ -85,20 +112,14 @@ class Trainer:
         self._activations: dict[int, int] = {}
 
     def _choose(self, forced: str | None) -> tuple[str, str]:
-        if forced is not None:
-            if forced not in PATHS:
-                raise ValueError(f"unknown training path {forced!r}; accepted: {', '.join(PATHS)}")
-            problem = self._cannot(forced)
-            if problem:
-                raise ValueError(f"training path {forced}: {problem}")
-            return forced, "asked for"
-        if self.fused is not None:
-            return "fused", "a Linear/ReLU stack"
-        if self.device.type == "cuda" and not self._cannot("stacked"):
-            return "stacked", "vmap batches this module"
-        if self.global_random:
-            return "replicas", "one job at a time, torch's generator seeded per job: the module draws from it"
-        return "replicas", "any module" + (" (channels_last)" if self.channels_last else "")
+        return choose_path(
+            forced=forced,
+            device_type=self.device.type,
+            cannot=self._cannot,
+            fused=self.fused is not None,
+            global_random=self.global_random,
+            channels_last=self.channels_last,
+        )
 
     def _cannot(self, path: str) -> str:
         """Why ``path`` cannot train this task ('' when it can)."""

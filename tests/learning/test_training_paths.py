@@ -14,7 +14,8 @@ from netfl.learn.models import build_model
 from netfl.learn.network import Network
 from netfl.learn.objective import Correction
 from netfl.learn.runtime import use_threads
-from netfl.learn.trainer import Trainer, TrainJob
+from netfl.learn.stacked import CPU_CHUNK_BYTES, activation_bytes, jobs_per_chunk
+from netfl.learn.trainer import Trainer, TrainJob, choose_path
 from netfl.learn.training import minibatch_indices, train_one
 
 
@@ -214,3 +215,34 @@ def test_random_modules_give_the_same_bits_with_any_thread_count(global_noise: b
     other_seeds = [TrainJob(j.minibatches, seed=j.seed + 1) for j in jobs]
     moved = trainer.train(network.initial_params(), other_seeds, lr=0.1, weight_decay=0.0)
     assert not torch.equal(moved[0][0], runs[0][0])  # the seed is what decides the masks
+
+
+def test_the_path_is_chosen_by_the_module_and_the_device() -> None:
+    """On a GPU a module vmap can batch is stacked (a round of small CNNs: a few large kernels); elsewhere and
+    otherwise, replicas; an MLP is fused anywhere."""
+
+    def choose(device: str, *, fused=False, vmap=True, random=False, forced=None):
+        def cannot(path: str) -> str:
+            return "" if path != "stacked" or (vmap and not random) else "vmap cannot batch it"
+
+        return choose_path(forced=forced, device_type=device, cannot=cannot, fused=fused, global_random=random,
+                           channels_last=False)[0]  # fmt: skip
+
+    assert choose("cuda") == "stacked" and choose("cpu") == "replicas"
+    assert choose("cuda", vmap=False) == "replicas" and choose("cuda", random=True) == "replicas"
+    assert choose("cuda", fused=True) == choose("cpu", fused=True) == "fused"
+    assert choose("cpu", forced="stacked") == "stacked"
+    with pytest.raises(ValueError, match="training path stacked: vmap cannot batch it"):
+        choose("cpu", forced="stacked", vmap=False)
+
+
+def test_a_gpu_chunk_fills_half_the_free_memory_and_a_cpu_chunk_the_cache() -> None:
+    assert jobs_per_chunk(100 * 2**20, torch.device("cuda"), free_bytes=8 * 2**30) == 40  # 4 GiB / 100 MiB
+    assert jobs_per_chunk(100 * 2**30, torch.device("cuda"), free_bytes=8 * 2**30) == 1  # at least one job
+    assert jobs_per_chunk(2**20, torch.device("cpu")) == CPU_CHUNK_BYTES // 2**20
+
+
+def test_a_jobs_activations_are_measured_on_its_minibatch() -> None:
+    network = Network(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+    x, y = torch.rand(5, 4), torch.tensor([0, 1, 0, 1, 1])
+    assert activation_bytes(network, x, y) == 2 * 4 * 5 * (3 + 3 + 2)  # every output and its gradient, float32
