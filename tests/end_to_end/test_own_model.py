@@ -251,3 +251,20 @@ def test_the_lazy_engine_draws_samples_for_millions_of_phones_from_ones_own_data
     path.write_text(yaml.safe_dump(data))
     result = netfl.run(path)
     assert result.summary["num_devices"] == 3000 and result.summary["updates_applied"] > 0
+
+
+def test_a_world_in_a_dict_may_hold_the_class_itself(tmp_path: Path) -> None:
+    from torch import nn
+
+    class Tiny(nn.Module):
+        def __init__(self, num_classes):
+            super().__init__()
+            self.fc = nn.Linear(64, num_classes)
+
+        def forward(self, x):
+            return self.fc(x.flatten(1))
+
+    world = yaml.safe_load(TINY)
+    world["task"]["model"] = Tiny  # the class, not its name
+    result = netfl.run(world)
+    assert result.summary["tasks"][0]["model"].endswith("Tiny") and result.summary["rounds"] == 2
