@@ -32,6 +32,7 @@ __all__ = [
     "PYTHON_ONLY",
     "UserReference",
     "call",
+    "guarded",
     "import_file",
     "is_user_reference",
     "load_attribute",
@@ -197,9 +198,18 @@ def call(
     """``fn(*args, **kwargs)`` for a function of the user's file, anything it raises turned into ``error``
     naming the file and line and ``what`` was being done (``"SmallCNN(width=64)"``, ``"load()"``);
     ``KeyboardInterrupt`` passes through."""
+    with guarded(path=path, what=what, error=error):
+        return fn(*args, **kwargs)
+
+
+@contextmanager
+def guarded(*, path: Path, what: str, error: type[UserCodeError] = UserCodeError) -> Iterator[None]:
+    """Inside: user code of the file ``path`` runs (a module's forward pass, a loader), in this thread; anything
+    it raises becomes ``error`` naming the file and line and ``what`` was being done, and ``os._exit`` raises
+    instead of ending the process. ``KeyboardInterrupt`` passes through."""
     try:
         with _fenced():
-            return fn(*args, **kwargs)
+            yield
     except (UserCodeError, KeyboardInterrupt):
         raise
     except BaseException as exc:  # noqa: BLE001 -- sys.exit() or a BaseException of the user's must not end netfl

@@ -53,12 +53,16 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import torch
 
+from netfl import user_code
 from netfl.backend import BYTES_PER_VALUE, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, Work
+from netfl.errors import ModelError
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.datasets import Dataset
 from netfl.learn.models import forward_flops_per_sample
@@ -147,7 +151,11 @@ class TaskModel:
         # and, under the average rule, the buffers
         self.model_bytes = BYTES_PER_VALUE * (self.layout.size + self.extra)
         self.buffer_bytes = BYTES_PER_VALUE * self.network.buffers.size if recipe.buffers == "average" else 0
-        forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
+        guard = nullcontext  # a module of the user's file runs fenced: its errors name the file and line
+        if recipe.source is not None:
+            guard = partial(user_code.guarded, path=recipe.source, what=recipe.label, error=ModelError)
+        with guard():
+            forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
         self._train_flops = recipe.flops_per_sample if recipe.flops_per_sample is not None else 3 * forward
         self._forward_flops = self._train_flops / 3 if recipe.flops_per_sample is not None else forward
         vector = self.network.initial_params()
@@ -158,9 +166,12 @@ class TaskModel:
         self.snapshots: dict[int, tuple[torch.Tensor, torch.Tensor]] = {0: (self.global_vector, self.global_buffers)}
         self.device_buffers: dict[int, torch.Tensor] = {}  # the local rule's per-device buffers
         self.trainer = Trainer(
-            self.network, dataset.train_x, dataset.train_y, device=device, extras=extras, path=training_path
+            self.network, dataset.train_x, dataset.train_y, device=device, extras=extras, path=training_path,
+            guard=guard,
+        )  # fmt: skip
+        self.evaluator = Evaluator(
+            self.network, self.num_classes, device, channels_last=self.trainer.channels_last, guard=guard
         )
-        self.evaluator = Evaluator(self.network, self.num_classes, device, channels_last=self.trainer.channels_last)
 
     def client_size(self, client: int) -> int:
         return self._offsets[client + 1] - self._offsets[client]

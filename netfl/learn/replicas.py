@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -164,8 +165,9 @@ class ReplicaKernel:
         channels_last: bool,
         extras: ExtraScalars | None = None,
         global_random: bool = False,
+        guard: Callable[[], AbstractContextManager] = nullcontext,
     ):
-        self.network, self.extras, self.global_random = network, extras, global_random
+        self.network, self.extras, self.global_random, self.guard = network, extras, global_random, guard
         self.replicas = _ThreadReplicas(network, device, channels_last=channels_last, training=True)
 
     def train(
@@ -186,9 +188,10 @@ class ReplicaKernel:
 
         def run(j: int) -> tuple[torch.Tensor, torch.Tensor | None]:
             job = jobs[j]
-            return self._train_one(
-                start, job, x, y, lr, weight_decay, job.buffers if job.buffers is not None else start_buffers
-            )
+            with self.guard():  # in the thread that runs the user's module
+                return self._train_one(
+                    start, job, x, y, lr, weight_decay, job.buffers if job.buffers is not None else start_buffers
+                )
 
         order = sorted(range(len(jobs)), key=lambda j: -len(jobs[j].minibatches))  # longest first: even threads
         if parallel is None or self.global_random:
@@ -281,8 +284,16 @@ class Evaluator:
     CHUNK = 2048
     CONV_CHUNK = 256
 
-    def __init__(self, network: Network, num_classes: int, device: torch.device, *, channels_last: bool):
-        self.network, self.num_classes, self.device = network, num_classes, device
+    def __init__(
+        self,
+        network: Network,
+        num_classes: int,
+        device: torch.device,
+        *,
+        channels_last: bool,
+        guard: Callable[[], AbstractContextManager] = nullcontext,
+    ):
+        self.network, self.num_classes, self.device, self.guard = network, num_classes, device, guard
         self.replicas = _ThreadReplicas(network, device, channels_last=channels_last, training=False)
         self.chunk = self.CONV_CHUNK if any(isinstance(m, nn.Conv2d) for m in network.module.modules()) else self.CHUNK
 
@@ -299,6 +310,10 @@ class Evaluator:
 
         @torch.no_grad()
         def chunk(start: int) -> tuple[float, torch.Tensor, torch.Tensor]:
+            with self.guard():
+                return counts(start)
+
+        def counts(start: int) -> tuple[float, torch.Tensor, torch.Tensor]:
             replica = self.replicas.get()
             replica.load(w, b)
             xb, yb = x[start : start + size], y[start : start + size]

@@ -24,6 +24,7 @@ replicas seed per job) trains on ``replicas`` one job at a time, torch's generat
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -96,9 +97,14 @@ class Trainer:
         device: torch.device,
         extras: ExtraScalars | None = None,
         path: str | None = None,
+        guard: Callable[[], AbstractContextManager] = nullcontext,
     ):
+        """``guard``: what the user's module runs inside (:func:`netfl.user_code.guarded` for a module of the
+        user's file: its errors name the file and line), in whichever thread runs it."""
         self.network, self.x, self.y, self.device, self.extras = network, x, y, device, extras
-        self.global_random = draws_global_random(network, x, y, device)
+        self.guard = guard
+        with guard():
+            self.global_random = draws_global_random(network, x, y, device)
         per_token = y.dim() == 2
         self.fused = None
         if not network.buffers and extras is None and not per_token:
@@ -106,7 +112,12 @@ class Trainer:
         self.channels_last = uses_channels_last(network.module, x[0])
         self.path, self.reason = self._choose(path)
         self._replicas = ReplicaKernel(
-            network, device, channels_last=self.channels_last, extras=extras, global_random=self.global_random
+            network,
+            device,
+            channels_last=self.channels_last,
+            extras=extras,
+            global_random=self.global_random,
+            guard=guard,
         )
         self._functional: FunctionalKernel | None = None
         self._activations: dict[int, int] = {}
@@ -180,6 +191,20 @@ class Trainer:
                 start_buffers=start_buffers,
                 parallel=parallel_map,
             )
+        with self.guard():
+            return self._train_here(start, jobs, lr=lr, weight_decay=weight_decay, start_buffers=start_buffers)
+
+    def _train_here(
+        self,
+        start: torch.Tensor,
+        jobs: Sequence[TrainJob],
+        *,
+        lr: float,
+        weight_decay: float,
+        start_buffers: torch.Tensor | None,
+    ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The reference, fused and stacked paths, which run the module in this thread (or the fused kernel's
+        chunks in the worker threads, which never run the module itself)."""
         if self.path == "reference":
             out = []
             for job in jobs:

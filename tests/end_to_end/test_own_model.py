@@ -268,3 +268,42 @@ def test_a_world_in_a_dict_may_hold_the_class_itself(tmp_path: Path) -> None:
     world["task"]["model"] = Tiny  # the class, not its name
     result = netfl.run(world)
     assert result.summary["tasks"][0]["model"].endswith("Tiny") and result.summary["rounds"] == 2
+
+
+FAILS_LATER = """
+import os, sys
+import torch
+from torch import nn
+
+
+class Later(nn.Module):
+    \"\"\"Fine on the checks' samples; then, from its {after}th forward pass in training, it {does}.\"\"\"
+
+    calls = 0
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        if self.training:
+            type(self).calls += 1
+            if type(self).calls > {after}:
+                {action}
+        return self.fc(torch.tanh(x.flatten(1)))  # not a Linear/ReLU chain: trained on replicas, forward called
+"""
+
+
+@pytest.mark.parametrize(
+    "action,expected",
+    [
+        ("raise ValueError('a bad batch')", "my_later.py:20: ValueError in my_later.py:Later: a bad batch"),
+        ("sys.exit(0)", "my_later.py:20: SystemExit in my_later.py:Later: 0"),
+        ("os._exit(0)", "my_later.py:20: os._exit(0) in my_later.py:Later, which would end netfl at once"),
+    ],
+)
+def test_a_users_model_failing_mid_run_is_one_message_in_any_thread(tmp_path: Path, action, expected) -> None:
+    (tmp_path / "my_later.py").write_text(FAILS_LATER.replace("{after}", "6").replace("{action}", action)
+                                          .replace("{does}", "fails"))  # fmt: skip
+    path = _topology(tmp_path, {"path": "my_later.py:Later"})
+    assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q", "--threads", "2"), expected)
