@@ -29,12 +29,14 @@ def test_workers_default_to_the_cpus_and_keep_one_torch_thread_each(restore_thre
 
 def _run(tmp_path, model: str, threads: int) -> tuple[dict, bytes, bytes, list[str]]:
     data = {
-        "name": f"threads-{model}",
+        "name": f"threads-{model.replace(':', '-')}",
         "seed": 5,
         "stop": {"rounds": 3},
         "task": {
             "dataset": {"name": "digits", "partition": {"kind": "dirichlet", "alpha": 0.5}},
-            "model": {"name": model, "hidden": [32]},
+            "model": {"path": "models.py:" + model.split(":")[1]}
+            if model.startswith("user:")
+            else {"name": model, "hidden": [32]},
             "local": {"steps": 4, "batch_size": 8, "lr": 0.1},
         },
         "devices": [
@@ -50,9 +52,10 @@ def _run(tmp_path, model: str, threads: int) -> tuple[dict, bytes, bytes, list[s
         "server": {"round": {"participants": 6, "deadline": "2s"}},
         "eval": {"every": 1},
     }
-    path = tmp_path / f"{model}.yaml"
+    path = tmp_path / f"{model.replace(':', '-')}.yaml"
     path.write_text(yaml.safe_dump(data))
-    out = tmp_path / f"{model}-{threads}"
+    (tmp_path / "models.py").write_text(USER_MODELS)
+    out = tmp_path / f"{model.replace(':', '-')}-{threads}"
     result = CliRunner().invoke(main, ["simulate", str(path), "--out", str(out), "-q", "--threads", str(threads)])
     assert result.exit_code == 0, result.output
     return (
@@ -63,9 +66,27 @@ def _run(tmp_path, model: str, threads: int) -> tuple[dict, bytes, bytes, list[s
     )
 
 
-@pytest.mark.parametrize("model", ["mlp", "lenet5"])
+USER_MODELS = """
+import torch
+from torch import nn
+
+
+class WithBN(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.conv, self.bn = nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4)
+        self.drop, self.fc = nn.Dropout(0.3), nn.Linear(4 * 16, num_classes)
+
+    def forward(self, x):
+        return self.fc(self.drop(nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 2).flatten(1)))
+"""
+
+
+@pytest.mark.parametrize("model", ["mlp", "lenet5", "cnn", "user:WithBN"])
 def test_results_are_the_same_bits_whatever_the_thread_count(tmp_path, model, restore_threads, monkeypatch) -> None:
-    """Chunks of jobs go to worker threads, but which chunk a job is in does not depend on their number."""
+    """Jobs (replicas) or chunks of jobs (the fused MLP kernel) go to worker threads, but which chunk a job is in
+    does not depend on their number, a job runs on one thread from start to end, and dropout draws from a
+    generator seeded per job: the same bits with 1 or 3 threads, for every path and model family."""
     from netfl.learn import stacked
 
     monkeypatch.setattr(stacked, "CPU_CHUNK_BYTES", 1)  # one job per chunk: every chunk is a task for the pool
