@@ -230,7 +230,7 @@ class ReplicaKernel:
                 offset = offset - lr * correction.shift.to(offset)
             offsets = list(self.network.params.unflatten(offset).values())
         params, grads = replica.params, replica.grads
-        for idx in job.minibatches:
+        for idx in job.minibatches.to(x.device):  # the indices where the data is (a GPU's memory)
             torch._foreach_zero_(grads)
             loss = task_loss(replica.module(replica.gather(x, idx)), y[idx])
             if extra is not None:
