@@ -34,14 +34,13 @@ import torch
 from netfl import user_code
 from netfl.errors import DataError
 from netfl.learn.datasets import Dataset, stratified_split
+from netfl.learn.network import IGNORE_LABEL
 from netfl.registry.datasets import leaf_files, user_data_file, user_data_format
 
 __all__ = ["ARRAY_KEYS", "IGNORE_LABEL", "LeafData", "dataset_from_arrays", "load_user_dataset", "read_leaf"]
 
 #: The keys a data set of the user's own may hold (``x`` and ``y`` required).
 ARRAY_KEYS = ("x", "y", "client", "x_test", "y_test", "num_classes")
-#: A label that no loss or accuracy counts: PyTorch's ``ignore_index`` (padding in token sequences).
-IGNORE_LABEL = -100
 #: LEAF text (Sent140): tweets are cut to this many words, and the vocabulary to this many (by frequency).
 LEAF_WORDS_PER_SAMPLE = 25
 LEAF_VOCABULARY = 10_000
