@@ -217,6 +217,8 @@ def _is_work(value: Any) -> bool:
         and isinstance(value.note, str)
         and isinstance(value.report, bool)
         and (value.task is None or _is_int(value.task))
+        and _is_int(value.steps)
+        and value.steps >= 0
     )
 
 
@@ -247,6 +249,7 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "plan_after_probe": (_is_plan, "a RoundPlan"),
     "submit": (_is_work, "a Work item"),
     "cancel": (lambda answer: answer is None, "None"),
+    "cut": (lambda answer: answer is None, "None"),
     "aggregate": (lambda answer: _is_int(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
     "evaluate": (_is_evaluation, "an Evaluation"),
 }
@@ -283,6 +286,9 @@ class Recording:
 
     def cancel(self, job: int) -> None:
         return self._answer("cancel", self.learner.cancel(job))
+
+    def cut(self, job: int, steps: int) -> None:
+        return self._answer("cut", self.learner.cut(job, steps))
 
     def aggregate(self, context: RoundContext) -> int:
         applied = self._answer("aggregate", self.learner.aggregate(context))
@@ -340,6 +346,9 @@ class Replaying:
 
     def cancel(self, job: int) -> None:
         return self._replay("cancel") if self.replaying else self.live.cancel(job)
+
+    def cut(self, job: int, steps: int) -> None:
+        return self._replay("cut") if self.replaying else self.live.cut(job, steps)
 
     def aggregate(self, context: RoundContext) -> int:
         return self._replay("aggregate") if self.replaying else self.live.aggregate(context)

@@ -103,6 +103,9 @@ class LossWatch:
     def cancel(self, job: int) -> None:
         return self.backend.cancel(job)
 
+    def cut(self, job: int, steps: int) -> None:
+        return self.backend.cut(job, steps)
+
     def aggregate(self, context: RoundContext) -> int:
         applied = self.backend.aggregate(context)
         self._rounds += 1

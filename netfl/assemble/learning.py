@@ -234,4 +234,6 @@ def build_learner(
         max_test_samples=scenario.eval.max_test_samples,
         device=device,
         on_divergence=scenario.server.on_divergence,
+        server_optimizer=scenario.server.optimizer,
+        compression=scenario.server.compression,
     )

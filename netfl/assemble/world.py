@@ -67,6 +67,7 @@ def build_world(
             buffer=server.async_.buffer,
             local_steps=server.async_.local_steps,
             pause_s=server.async_.pause,
+            partial_work=server.round.partial_work,
         ),
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],

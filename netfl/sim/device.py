@@ -8,6 +8,14 @@ mid-task, the task is interrupted and its work is lost (a dropout). The
 task ends when the upload's last bit has left the device (``upload_end``):
 the link's latency after that is the network's (the update in flight
 arrives whatever becomes of the device).
+
+Partial work (:class:`Deadline`): a device whose job would not leave in
+time trains only the local steps that let its upload's last bit leave by
+then, from its own speed, the FLOPs of one step and its upload at the
+link's nominal rate, decided once its download is done; the
+``train_start`` event says ``partial steps=done/asked`` and carries the
+FLOPs done, ``train_end`` their energy. A job that fits no step stops there
+(a dropout with cause ``deadline``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import simpy
 
@@ -25,6 +34,27 @@ from netfl.sim.battery import Battery
 from netfl.sim.device_table import DeviceProfile
 from netfl.sim.network import Network, Radio
 from netfl.sim.recorder import EventRecorder
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Partial work: the upload's last bit must leave the device by ``leave_by`` (simulated seconds); ``cut(job,
+    steps)`` tells the learner how many local steps the job trains."""
+
+    leave_by: float
+    cut: Callable[[int, int], None]
+
+
+def fitting_steps(now: float, end: float, step_s: float, most: int) -> int:
+    """The most steps of ``step_s`` seconds each, at most ``most``, that end strictly before ``end`` starting at
+    ``now`` (with a margin of 1e-9 relative, so that float sums of the same times cannot tie with ``end``)."""
+    if not end > now:
+        return 0
+    n = min(most, math.floor((end - now) / step_s))
+    margin = 1e-9 * max(1.0, abs(end))
+    while n > 0 and not now + n * step_s < end - margin:
+        n -= 1
+    return n
 
 
 class Device:
@@ -307,14 +337,29 @@ class Device:
 
     # ------------------------------------------------------------------ task
 
-    def start_task(self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None]) -> simpy.Process:
+    def start_task(
+        self,
+        work: Work,
+        uploaded: Callable[[int], None],
+        lost: Callable[[int], None],
+        deadline: Deadline | None = None,
+    ) -> simpy.Process:
         """Download, compute, upload ``work``. ``uploaded(job)`` once the upload's last bit has left the device (the
-        caller carries it on, the hop's latency first: :meth:`Network.in_flight`); ``lost(job)`` if not."""
+        caller carries it on, the hop's latency first: :meth:`Network.in_flight`); ``lost(job)`` if not. With a
+        ``deadline``, train only the steps that fit (partial work)."""
         self.tasks_started += 1
-        self.task = self.env.process(self._task(work, uploaded, lost))
+        self.task = self.env.process(self._task(work, uploaded, lost, deadline))
         return self.task
 
-    def _task(self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None]):
+    def _steps_in_time(self, work: Work, deadline: Deadline) -> int:
+        """How many of the work's local steps let its upload leave by the deadline, starting now."""
+        step_s = work.flops / work.steps / self.profile.flops_per_s
+        send_s = self.network.send_estimate_s(self.index, 8.0 * work.upload_bytes)
+        return fitting_steps(self.env.now, deadline.leave_by - send_s, step_s, work.steps)
+
+    def _task(
+        self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None], deadline: Deadline | None
+    ):
         p = self.profile
         job, task = work.job, work.task
         try:
@@ -325,8 +370,18 @@ class Device:
                 self.log("download_end", job=job, task=task, energy_j=receiver.energy_j)
 
             if work.flops > 0:
-                self.log("train_start", job=job, task=task, flops=work.flops)
-                seconds = work.flops / p.flops_per_s
+                flops, partial = work.flops, ""
+                if deadline is not None and work.steps:
+                    steps = self._steps_in_time(work, deadline)
+                    if steps == 0:
+                        self.log("dropout", job=job, task=task, cause="deadline")
+                        lost(job)
+                        return
+                    if steps < work.steps:
+                        deadline.cut(job, steps)
+                        flops, partial = work.flops / work.steps * steps, f"partial steps={steps}/{work.steps}"
+                self.log("train_start", partial, job=job, task=task, flops=flops)
+                seconds = flops / p.flops_per_s
                 self.set_load("compute", p.compute_w)
                 try:
                     yield self.env.timeout(seconds)

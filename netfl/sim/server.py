@@ -35,7 +35,7 @@ import numpy as np
 import simpy
 
 from netfl.backend import RoundContext, TrainingBackend, Work
-from netfl.sim.device import Device
+from netfl.sim.device import Deadline, Device
 from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
@@ -115,6 +115,7 @@ class SyncServer(_ServerBase):
         interval_s: float = 0.0,
         relays: dict[str, RamRelay] | None = None,
         goal: int | None = None,
+        partial_work: bool = False,
     ):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
         self.participants = participants
@@ -123,6 +124,7 @@ class SyncServer(_ServerBase):
         self.idle_wait_s = idle_wait_s
         self.interval_s = interval_s
         self.relays = relays or {}
+        self.partial_work = partial_work and not math.isinf(deadline_s)
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
@@ -144,6 +146,7 @@ class SyncServer(_ServerBase):
             self._aggregate(available=(), selected=[], delivered=[], dropped=0, versions={})
             return
         deadline = None if math.isinf(self.deadline_s) else self.env.timeout(self.deadline_s)
+        self._deadline_at = self.env.now + self.deadline_s
         selected = sorted({w.client for w in plan.work})
         if plan.probe:
             probes = yield from self._run(plan.work, deadline)
@@ -188,6 +191,7 @@ class SyncServer(_ServerBase):
                 w,
                 uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
                 lost=lambda j: _settle(state.done[j], False),
+                deadline=self._partial(w) if self.partial_work else None,
             )
         everyone = self.env.all_of(list(state.done.values()))
         close = everyone if deadline is None else everyone | deadline
@@ -202,11 +206,23 @@ class SyncServer(_ServerBase):
             yield self.env.all_of(stragglers)
         return state
 
+    def _hops_in(self, device: int) -> list:
+        """The wired hops an update travels once it left the device: to the server, or to a RAM relay."""
+        node = self.network.attachments.node(device)
+        return [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
+
+    def _partial(self, work: Work) -> Deadline:
+        """Partial work: the upload's last bit must leave the device in time for its latency and wired hops to end
+        before the deadline."""
+        bits = 8.0 * work.upload_bytes
+        carry_s = self.network.attachments.latency(work.client) + sum(h.time(bits) for h in self._hops_in(work.client))
+        return Deadline(self._deadline_at - carry_s, self.backend.cut)
+
     def _carry(self, job: int, device: Device, state: _RoundState):
         """An upload that left its device: its own hop's latency, then the wired hops to the server or to a RAM
         relay. The device is no longer needed: it may go offline or die meanwhile."""
         node = self.network.attachments.node(device.index)
-        hops = [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
+        hops = self._hops_in(device.index)
         yield from self.network.in_flight(device.index)
         yield from self.network.forward(hops, 8.0 * state.work[job].upload_bytes)
         stop = hops[-1].target if hops else node

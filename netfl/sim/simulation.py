@@ -146,6 +146,7 @@ class Simulation:
                 interval_s=server.interval_s,
                 relays=self.relays,
                 goal=server.goal,
+                partial_work=server.partial_work,
                 **common,
             )
         self.progress: Callable[[float, int, float | None], None] | None = None

@@ -88,6 +88,7 @@ class ServerSetup:
     buffer: int = 10  # async: aggregate every `buffer` arrivals
     local_steps: Distribution | None = None  # async: each job's K; the task's own if None
     pause_s: float = 0.0  # async: mean pause before a worker pulls again
+    partial_work: bool = False  # sync: a device trains the local steps that fit before the deadline
 
 
 @dataclass(frozen=True)
