@@ -9,6 +9,11 @@ times them with physics and reports which job ids arrived; it never sees a
 tensor. So batching many jobs together (lazy, vmapped training) and
 training several models at once are the learner's business alone.
 
+Hierarchical FL (edge servers): devices' updates are aggregated by their
+edge every round (:meth:`TrainingBackend.aggregate`), and every few rounds
+the edge models by the cloud (:meth:`TrainingBackend.aggregate_cloud`); the
+engine times the tiers' transfers.
+
 Partial work: a device that cannot finish a job's local steps before the
 round's deadline trains only those it can and says so with
 :meth:`TrainingBackend.cut` as it starts training; jobs are lazy, so the
@@ -79,6 +84,15 @@ class RoundContext:
     available: Sequence[int]  # clients eligible at the round's start (ascending; a numpy array from the engine)
     selected: tuple[int, ...]  # clients asked to train
     delivered: tuple[int, ...]  # job ids whose update reached the server in time
+
+
+@dataclass(frozen=True)
+class CloudContext:
+    """A cloud aggregation of hierarchical FL: the edges (by index) whose models reached the cloud."""
+
+    round_index: int
+    sim_time_s: float
+    edges: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -154,7 +168,12 @@ class TrainingBackend(Protocol):
         said before its update is needed."""
 
     def aggregate(self, context: RoundContext) -> int:
-        """Combine the delivered jobs' updates into the next global model(s); return how many were applied."""
+        """Combine the delivered jobs' updates into the next global model(s); return how many were applied. With
+        edges (hierarchical FL), each edge combines its own devices' updates into its edge model."""
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        """Hierarchical FL: average the models of ``context.edges`` into the global model and send it back to
+        them; return how many edge models were averaged."""
 
     def evaluate(self) -> Evaluation:
         """Test the current global model(s)."""

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netfl.backend import Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
+from netfl.backend import CloudContext, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
 from netfl.errors import FileError, NetflError, ScenarioError
 
 if TYPE_CHECKING:
@@ -251,6 +251,7 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "cancel": (lambda answer: answer is None, "None"),
     "cut": (lambda answer: answer is None, "None"),
     "aggregate": (lambda answer: _is_int(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
+    "aggregate_cloud": (lambda answer: _is_int(answer) and answer >= 0, "a count of edge models (an integer >= 0)"),
     "evaluate": (_is_evaluation, "an Evaluation"),
 }
 
@@ -297,6 +298,9 @@ class Recording:
             self._last_time = context.sim_time_s
             self._save(self.log, self._rounds, context.sim_time_s)
         return applied
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        return self._answer("aggregate_cloud", self.learner.aggregate_cloud(context))
 
     def evaluate(self) -> Evaluation:
         return self._answer("evaluate", self.learner.evaluate())
@@ -352,6 +356,9 @@ class Replaying:
 
     def aggregate(self, context: RoundContext) -> int:
         return self._replay("aggregate") if self.replaying else self.live.aggregate(context)
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        return self._replay("aggregate_cloud") if self.replaying else self.live.aggregate_cloud(context)
 
     def evaluate(self) -> Evaluation:
         return self._replay("evaluate") if self.replaying else self.live.evaluate()

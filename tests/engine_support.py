@@ -50,6 +50,7 @@ class FakeBackend:
         self.submitted: list[tuple[int, int, int]] = []  # (job, client, round)
         self.cancelled: list[int] = []
         self.contexts: list[RoundContext] = []
+        self.clouds: list = []  # CloudContext of each cloud aggregation (hierarchical FL)
         self.evaluations = 0
 
     def plan_round(self, round_index: int, available) -> RoundPlan:
@@ -74,6 +75,10 @@ class FakeBackend:
     def aggregate(self, context: RoundContext) -> int:
         self.contexts.append(context)
         return len(context.delivered)
+
+    def aggregate_cloud(self, context) -> int:
+        self.clouds.append(context)
+        return len(context.edges)
 
     def evaluate(self) -> Evaluation:
         self.evaluations += 1

@@ -59,10 +59,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from netfl.backend import BYTES_PER_VALUE, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, Work
+from netfl.backend import (
+    BYTES_PER_VALUE,
+    CloudContext,
+    Diverged,
+    Divergence,
+    Evaluation,
+    RoundContext,
+    RoundPlan,
+    Work,
+)
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.compression import Compressor, Uplink
 from netfl.learn.datasets import Dataset
+from netfl.learn.hierarchy import EdgeModels
 from netfl.learn.models import forward_flops_per_sample
 from netfl.learn.network import Network
 from netfl.learn.objective import Correction, ExtraScalars
@@ -282,9 +292,11 @@ class Learner:
         training_path: str | None = None,
         server_optimizer: Any = None,
         compression: Any = None,
+        client_edges: Sequence[int] | None = None,
     ):
         """``server_optimizer``: a ``server.optimizer`` spec (a server optimiser per model on the strategy's
-        aggregated update); ``compression``: a ``server.compression`` spec (uplink and downlink)."""
+        aggregated update); ``compression``: a ``server.compression`` spec (uplink and downlink);
+        ``client_edges``: each client's edge server (hierarchical FL, :mod:`netfl.learn.hierarchy`)."""
         if not tasks:
             raise ValueError("a learner needs at least one task")
         if on_divergence not in ON_DIVERGENCE:
@@ -316,7 +328,16 @@ class Learner:
         down = compression.downlink if compression is not None else None
         self._uplink = Uplink(Compressor(up)) if up is not None else None
         self._downlink = Compressor(down) if down is not None else None
-        self._broadcasts: dict[tuple[int, int], torch.Tensor] = {}  # (task, version) -> the model as quantised
+        self._broadcasts: dict[tuple[int, int, int], torch.Tensor] = {}  # (task, version, edge) -> model quantised
+        self._edges = None
+        if client_edges is not None:
+            if any(t.buffer_bytes for t in self.tasks):
+                raise ValueError(
+                    "hierarchical aggregation averages a model's parameters at the edges and the cloud; a model with "
+                    "buffers (BatchNorm's statistics) there needs model.buffers: local"
+                )
+            sizes = [[t.client_size(c) for c in range(len(client_edges))] for t in self.tasks]
+            self._edges = EdgeModels(client_edges, sizes, [t.global_vector for t in self.tasks])
         self._selection = streams.numpy("selection")
         self._jobs: dict[int, _Job] = {}
         self._probes: dict[int, _Probe] = {}
@@ -362,6 +383,7 @@ class Learner:
             "strategy": self.strategy,
             "server_optimizers": self._optimizers,
             "error_memory": self._uplink.memory if self._uplink is not None else None,
+            "edge_models": self._edges.vectors if self._edges is not None else None,
             "tasks": [
                 {
                     "global_vector": t.global_vector,
@@ -383,6 +405,8 @@ class Learner:
         self._optimizers = state["server_optimizers"]
         if self._uplink is not None:
             self._uplink.memory = {c: e.to(self.device) for c, e in state["error_memory"].items()}
+        if self._edges is not None:
+            self._edges.vectors = [[v.to(self.device) for v in edges] for edges in state["edge_models"]]
         self._selection.bit_generator.state = state["selection"]
         for task, saved in zip(self.tasks, state["tasks"]):
             device = task.global_vector.device
@@ -474,8 +498,12 @@ class Learner:
         admitted = [self.strategy.admit(u, context) for u in updates]
         if not all(admitted):
             jobs, updates, buffers = _kept(admitted, jobs, updates, buffers)
-        models = [self._step(s, task, updates, context) for s, task in enumerate(self.tasks)]
         clients = tuple(sorted({u.client for u in updates}))
+        if self._edges is not None:
+            self._edge_step(updates, context, clients)
+            models = [task.global_vector for task in self.tasks]
+        else:
+            models = [self._step(s, task, updates, context) for s, task in enumerate(self.tasks)]
         if not all(all_finite(models)):
             raise Diverged(Divergence("global_model", context.round_index, clients))
         self.version += 1
@@ -495,6 +523,38 @@ class Learner:
         if self._optimizers is None or not mine:
             return model
         return self._optimizers[s].step(task.global_vector, model - task.global_vector)
+
+    def _edge_step(self, updates: list[ClientUpdate], context: RoundContext, clients: tuple[int, ...]) -> None:
+        """Hierarchical FL's edge round: each edge's model takes the strategy's rule on its own devices' updates."""
+        for s, edges in enumerate(self._edges.vectors):
+            for edge in sorted({self._edges.edge(u.client) for u in updates if u.task == s}):
+                mine = [u for u in updates if u.task == s and self._edges.edge(u.client) == edge]
+                edges[edge] = self.strategy.aggregate(edges[edge], mine, context)
+                if not all(all_finite([edges[edge]])):
+                    raise Diverged(Divergence("global_model", context.round_index, clients))
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        """Hierarchical FL's cloud round: the global model becomes the data-weighted mean of the models of the
+        edges that reached the cloud (through the server optimiser, if any), and those edges take it."""
+        for s, task in enumerate(self.tasks):
+            if not context.edges:
+                continue
+            model = self._edges.average(s, context.edges, task.global_vector)
+            if self._optimizers is not None:
+                model = self._optimizers[s].step(task.global_vector, model - task.global_vector)
+            if not all(all_finite([model])):
+                raise Diverged(Divergence("global_model", context.round_index, ()))
+            task.global_vector = model
+            task.snapshots[self.version] = (model, task.global_buffers)
+            for edge in context.edges:
+                self._edges.vectors[s][edge] = model
+        self._made_by = (context.round_index, self._made_by[1])
+        return len(context.edges)
+
+    @property
+    def edge_model_bytes(self) -> float:
+        """An edge model on the wired links between the edges and the cloud: the first task's model and buffers."""
+        return float(self.tasks[0].model_bytes + self.tasks[0].buffer_bytes)
 
     def _sent(self, jobs: Sequence[int], updates: list[ClientUpdate]) -> list[ClientUpdate]:
         """The updates as the server decompresses them from what the devices sent, each device's error memory
@@ -610,7 +670,9 @@ class Learner:
             job.steps,
             task=job.task,
             correction=job.correction,
-            start=self._received(job.task, job.version)[0] if job.version in self.tasks[job.task].snapshots else None,
+            start=self._received(job.task, job.version, job.client)[0]
+            if job.version in self.tasks[job.task].snapshots
+            else None,
         )
 
     def _train(self, job_ids: Sequence[int]) -> None:
@@ -628,10 +690,11 @@ class Learner:
                 model = self.tasks[job.task]
                 batch = min(model.local.batch_size, model.client_size(job.client))
                 pull = job.correction.pull if job.correction is not None else 0.0
-                groups[(job.task, job.version, batch, job.lr, pull)].append(job_id)
-        for (task, version, batch, lr, _), members in groups.items():
+                edge = self._edges.edge(job.client) if self._edges is not None else -1
+                groups[(job.task, job.version, edge, batch, job.lr, pull)].append(job_id)
+        for (task, version, _, batch, lr, _), members in groups.items():
             model = self.tasks[task]
-            start, start_buffers = self._received(task, version)
+            start, start_buffers = self._received(task, version, self._jobs[members[0]].client)
             jobs = [
                 TrainJob(
                     self._minibatches(job_id, batch),
@@ -648,16 +711,20 @@ class Learner:
                 self._jobs[job_id].delta = end.sub_(start) if end is not start else end - start
                 self._jobs[job_id].buffers = buffers
 
-    def _received(self, task: int, version: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """The global vector and buffers of ``version`` as a device receives them: as they are, or the vector
-        quantised for the downlink, one draw per version for every device (a broadcast)."""
+    def _received(self, task: int, version: int, client: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The vector and buffers of ``version`` as ``client`` receives them: the global model's, or its edge
+        server's (hierarchical FL: jobs are trained in the round they start, before any edge model changes), as
+        they are or quantised for the downlink, one draw per version and sender for every device (a broadcast)."""
         vector, buffers = self.tasks[task].snapshots[version]
+        edge = -1
+        if self._edges is not None:
+            edge, vector = self._edges.edge(client), self._edges.start(task, client)
         if self._downlink is None:
             return vector, buffers
-        key = (task, version)
+        key = (task, version, edge)
         if key not in self._broadcasts:
-            generator = torch.Generator().manual_seed(self.streams.integer_seed("downlink", task, version))
-            self._broadcasts[key] = self._downlink.apply(vector, generator)
+            seed = self.streams.integer_seed("downlink", task, version, *((edge,) if edge >= 0 else ()))
+            self._broadcasts[key] = self._downlink.apply(vector, generator=torch.Generator().manual_seed(seed))
         return self._broadcasts[key], buffers
 
     def _generator(self, job_id: int) -> torch.Generator:
@@ -674,5 +741,7 @@ class Learner:
         for task in self.tasks:
             for version in [v for v in task.snapshots if v not in needed]:
                 del task.snapshots[version]
-        for key in [k for k in self._broadcasts if k[1] not in needed]:
+        for key in [
+            k for k in self._broadcasts if k[1] not in needed or (self._edges is not None and k[1] < self.version)
+        ]:
             del self._broadcasts[key]

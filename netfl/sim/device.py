@@ -57,6 +57,17 @@ def fitting_steps(now: float, end: float, step_s: float, most: int) -> int:
     return n
 
 
+def after_now(policy: SessionPolicy, now: float, at: float, whose: str) -> float:
+    """``at``, a policy's next wake-up, if it is after ``now``: else time would stop (the watchdog's case, caught
+    at once here for every policy; a user's script is checked as it answers, with its line)."""
+    if not at > now:  # NaN too
+        raise PolicyError(
+            f"{policy_origin(policy)}: next_wakeup({now:g}) returned {at!r}, which is not "
+            f"after now ({whose}); return a later time, or math.inf for never"
+        )
+    return at
+
+
 class Device:
     def __init__(
         self,
@@ -209,15 +220,7 @@ class Device:
             yield self.env.any_of(events)
 
     def _after_now(self, policy: SessionPolicy, at: float, role: str) -> float:
-        """``at``, a policy's next wake-up, if it is after now: else time would stop (the watchdog's case, caught
-        at once here for every policy; a user's script is checked as it answers, with its line)."""
-        if not at > self.env.now:  # NaN too
-            raise PolicyError(
-                f"{policy_origin(policy)}: next_wakeup({self.env.now:g}) returned {at!r}, which is not "
-                f"after now (the {role} policy of device {self.index}); return a later time, or "
-                "math.inf for never"
-            )
-        return at
+        return after_now(policy, self.env.now, at, f"the {role} policy of device {self.index}")
 
     def describe_process(self, name: str) -> str | None:
         """Which of this device's processes ``name`` is, for the watchdog's message (netfl/sim/watchdog.py)."""

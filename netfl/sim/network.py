@@ -118,6 +118,7 @@ class Network:
             self.graph.add_node(name, kind=node.kind)
         for wire in wires:
             self.graph.add_edge(wire.source, wire.target, rate=wire.rate_bps, latency=wire.latency_s)
+        self.edges = {name for name, node in nodes.items() if node.kind == "edge"}  # hierarchical FL's edge servers
         self.media: dict[str, Medium] = {
             name: MEDIA[node.medium.kind](
                 env,
@@ -151,15 +152,22 @@ class Network:
                 break
         return hops
 
+    def route_below(self, node: str, tiers: set[str] | dict) -> list[Hop]:
+        """Wired hops from ``node`` up to the first of ``tiers`` (an edge server, a relay), or to the server."""
+        if node in tiers:
+            return []
+        return self.route_up(node, stop_at=tiers.__contains__)
+
     def path_nodes(self, node: str) -> list[str]:
         return [node] if node == SERVER else nx.shortest_path(self.graph, node, SERVER, weight="latency")
 
     # ------------------------------------------------------------- transfers
 
     def download(self, device: int, bits: float, receive: Radio):
-        """Server -> device: wired hops, then the device's own hop (its receiver on)."""
+        """Server (or the device's edge server) -> device: wired hops, then the device's own hop (its receiver
+        on)."""
         att = self.attachments[device]
-        for hop in reversed(self.route_up(att.node)):
+        for hop in reversed(self.route_below(att.node, self.edges)):
             yield self.env.timeout(hop.time(bits))
         yield self.env.timeout(att.latency_s)
         receive.on()

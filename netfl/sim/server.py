@@ -34,8 +34,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
-from netfl.backend import RoundContext, TrainingBackend, Work
+from netfl.backend import CloudContext, RoundContext, TrainingBackend, Work
 from netfl.sim.device import Deadline, Device
+from netfl.sim.edge import EdgeServer, EdgeTier
 from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
@@ -116,6 +117,7 @@ class SyncServer(_ServerBase):
         relays: dict[str, RamRelay] | None = None,
         goal: int | None = None,
         partial_work: bool = False,
+        edges: EdgeTier | None = None,
     ):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
         self.participants = participants
@@ -125,11 +127,15 @@ class SyncServer(_ServerBase):
         self.interval_s = interval_s
         self.relays = relays or {}
         self.partial_work = partial_work and not math.isinf(deadline_s)
+        self.edges = edges
+        self._stops = set(self.relays) | self.network.edges  # where an update's trip ends before the server
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
             started = self.env.now
             yield from self._round()
+            if self.edges is not None and self.edges.cloud_round(self.round_index):
+                yield from self._cloud()
             if self.env.now - started < self.interval_s:
                 yield self.env.timeout(started + self.interval_s - self.env.now)
             self.rounds_done += 1
@@ -139,6 +145,8 @@ class SyncServer(_ServerBase):
     def _round(self):
         r = self.round_index
         available = self.devices.eligible(r)
+        if self.edges is not None:
+            available = self.edges.reachable(available, r)
         self.log("round_start", f"available={len(available)}")
         plan = self.backend.plan_round(r, available)
         if not plan.work:
@@ -169,6 +177,24 @@ class SyncServer(_ServerBase):
             versions={job: r for job in state.work},
         )
         self.devices.release(selected)
+
+    def _cloud(self):
+        """Hierarchical FL: the edges that are up send their models to the cloud, which averages them and sends
+        the result back; each edge's transfers cross its wired route to the server, all edges at once."""
+        up = [edge for edge in self.edges.edges if edge.online]
+        bits = 8.0 * self.edges.model_bytes
+        yield self.env.all_of([self.env.process(self._edge_transfer(edge, bits, "upload")) for edge in up])
+        context = CloudContext(self.round_index, self.env.now, tuple(edge.index for edge in up))
+        applied = self.backend.aggregate_cloud(context)
+        self.log("cloud_aggregate", f"edges={','.join(e.name for e in up)} applied={applied}")
+        yield self.env.all_of([self.env.process(self._edge_transfer(edge, bits, "download")) for edge in up])
+
+    def _edge_transfer(self, edge: EdgeServer, bits: float, direction: str):
+        """An edge model up to the cloud, or the cloud's model down to an edge, over the edge's wired route."""
+        hops = self.network.route_up(edge.name)
+        self.log(f"edge_{direction}_start", f"edge={edge.name}", bytes=bits / 8)
+        yield from self.network.forward(hops if direction == "upload" else hops[::-1], bits)
+        self.log(f"edge_{direction}_end", f"edge={edge.name}")
 
     def _run(self, work: Sequence[Work], deadline: simpy.Event | None, goal: int | None = None):
         """Start every item of ``work`` and wait until all arrived or were lost, the deadline, or ``goal`` arrivals.
@@ -207,9 +233,8 @@ class SyncServer(_ServerBase):
         return state
 
     def _hops_in(self, device: int) -> list:
-        """The wired hops an update travels once it left the device: to the server, or to a RAM relay."""
-        node = self.network.attachments.node(device)
-        return [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
+        """The wired hops an update travels once it left the device: to the server, a RAM relay or an edge."""
+        return self.network.route_below(self.network.attachments.node(device), self._stops)
 
     def _partial(self, work: Work) -> Deadline:
         """Partial work: the upload's last bit must leave the device in time for its latency and wired hops to end

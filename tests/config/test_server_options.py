@@ -87,3 +87,85 @@ def test_refused_with_the_reason(server: dict, path: str, expect: str) -> None:
     found = problems(data(server))
     assert path in found, found
     assert expect in found[path]
+
+
+EDGES = {
+    "nodes": {"east": {"kind": "edge"}, "west": {"kind": "edge", "availability": {"policy": "bernoulli", "p": 0.8}}},
+    "links": [{"from": "east", "to": "server", "rate": "1Gbps"}, {"from": "west", "to": "server", "rate": "1Gbps"}],
+}
+
+
+def under_edges(server: dict, *, network: dict | None = None, link: dict | None = None, **extra) -> dict:
+    return data(
+        server, network=network or copy.deepcopy(EDGES), link=link or {"to": "east", "uplink": "5Mbps"}, **extra
+    )
+
+
+def test_edges_accepted_with_the_other_options() -> None:
+    sc = scenario_from_dict(
+        under_edges(
+            {
+                "algorithm": {"name": "fednova"},
+                "round": {"deadline": "3s", "partial_work": True, "cloud_every": 4},
+                "optimizer": {"name": "adam", "lr": 0.01},
+                "compression": {"uplink": {"qsgd": {"levels": 4}}},
+            }
+        )
+    )
+    assert sc.server.round.cloud_every == 4
+
+
+@pytest.mark.parametrize(
+    "server, network, link, engine, path, expect",
+    [
+        ({}, None, {"uplink": "5Mbps"}, None, "devices[0].link", "through an edge"),
+        (
+            {},
+            {
+                "nodes": {"ap": {"kind": "access_point"}, "east": {"kind": "edge"}},
+                "links": [{"from": "ap", "to": "server", "rate": 1e9}, {"from": "east", "to": "server", "rate": 1e9}],
+            },
+            {"to": "ap", "uplink": "5Mbps"},
+            None,
+            "devices[0].link.to",
+            "crosses none",
+        ),
+        (
+            {},
+            {
+                "nodes": {"low": {"kind": "edge"}, "high": {"kind": "edge"}},
+                "links": [{"from": "low", "to": "high", "rate": 1e9}, {"from": "high", "to": "server", "rate": 1e9}],
+            },
+            {"to": "low", "uplink": "5Mbps"},
+            None,
+            "network.nodes.low",
+            "two tiers",
+        ),
+        ({"algorithm": {"name": "fedau"}}, None, None, None, "network.nodes", "fedavg, fedprox, fednova, not fedau"),
+        ({"mode": "async"}, None, None, None, "network.nodes", "server.mode: sync"),
+        ({}, None, None, {"devices": "lazy"}, "network.nodes", "lazy engine"),
+        (
+            {},
+            {**EDGES, "nodes": {**EDGES["nodes"], "west": {"kind": "edge", "availability": {"policy": "markov"}}}},
+            None,
+            None,
+            "network.nodes.west.availability.p",
+            "required",
+        ),
+        (
+            {},
+            {
+                "nodes": {"ap": {"kind": "access_point", "availability": {"policy": "always"}}},
+                "links": [{"from": "ap", "to": "server", "rate": 1e9}],
+            },
+            {"to": "ap", "uplink": "5Mbps"},
+            None,
+            "network.nodes.ap",
+            "kind edge",
+        ),
+    ],
+)
+def test_edges_refused_with_the_reason(server, network, link, engine, path, expect) -> None:
+    found = problems(under_edges(server, network=network, link=link, engine=engine))
+    assert path in found, found
+    assert expect in found[path]

@@ -85,6 +85,7 @@ def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
             ],
             33,
         ),
+        ("hierarchical.yaml", ["stop.rounds=20"], 14),  # edge models between two cloud aggregations
         (
             "anarchic.yaml",
             ["server.algorithm={name: fedasync, max_staleness: 8}", "server.async.buffer=1", "stop.rounds=80"],
