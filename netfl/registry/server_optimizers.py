@@ -22,38 +22,59 @@ __all__ = ["SERVER_OPTIMIZERS", "describe_server_optimizers", "validate_server_o
 
 _IMPL = "netfl.learn.server_optimizers"
 
-REDDI_PAPER = (
-    "Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar & McMahan, Adaptive Federated Optimization, "
-    "ICLR 2021 (Algorithm 2: FedAdagrad, FedAdam, FedYogi)"
-)
+REDDI = "Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar & McMahan, Adaptive Federated Optimization, ICLR 2021"
+REDDI_PAPER = REDDI + " (Algorithm 2: FedAdagrad, FedAdam, FedYogi)"
 FEDAVGM_PAPER = (
     "Hsu, Qi & Brown, Measuring the Effects of Non-Identical Data Distribution for Federated Visual "
     "Classification, 2019 (FedAvgM)"
 )
 
-_LR = "eta: the server's step size"
-_BETA1 = "beta1: m_t = beta1 m_{t-1} + (1 - beta1) Delta_t (the paper's 0.9)"
-_BETA2 = "beta2: the second-moment decay (the paper's 0.99)"
-_TAU = "tau: adaptivity; the step divides by sqrt(v_t) + tau and v starts at tau^2 (the paper tunes 1e-1 ... 1e-5)"
+
+def _lr(default: float | None = None, more: str = ""):
+    description = "eta: the server's step size" + more
+    return Field(gt=0, description=description) if default is None else Field(default, gt=0, description=description)
+
+
+def _beta1():
+    return Field(0.9, ge=0, lt=1, description="beta1: m_t = beta1 m_{t-1} + (1 - beta1) Delta_t (the paper's 0.9)")
+
+
+def _beta2():
+    return Field(0.99, ge=0, lt=1, description="beta2: the second-moment decay (the paper's 0.99)")
+
+
+def _tau():
+    return Field(
+        1e-3,
+        gt=0,
+        description="tau: adaptivity; the step divides by sqrt(v_t) + tau and v starts at tau^2 (the paper tunes "
+        "1e-1 ... 1e-5)",
+    )
+
+
+_TUNED = "; required: the paper tunes it on a log grid, with tau"
 
 
 class SgdParams(StrategyParams):
-    lr: float = Field(1.0, gt=0, description=_LR + " (1: the algorithm's own step)")
+    lr: float = _lr(1.0, " (1: the algorithm's own step)")
 
 
 class MomentumParams(StrategyParams):
-    lr: float = Field(1.0, gt=0, description=_LR)
+    lr: float = _lr(1.0)
     beta1: float = Field(0.9, ge=0, lt=1, description="beta: v_t = beta v_{t-1} + Delta_t, x += eta v_t")
 
 
 class AdagradParams(StrategyParams):
-    lr: float = Field(description=_LR + "; required: the paper tunes it on a log grid with tau")
-    beta1: float = Field(0.9, ge=0, lt=1, description=_BETA1)
-    tau: float = Field(1e-3, gt=0, description=_TAU)
+    lr: float = _lr(more=_TUNED)
+    beta1: float = _beta1()
+    tau: float = _tau()
 
 
-class AdamParams(AdagradParams):
-    beta2: float = Field(0.99, ge=0, lt=1, description=_BETA2)
+class AdamParams(StrategyParams):
+    lr: float = _lr(more=_TUNED)
+    beta1: float = _beta1()
+    beta2: float = _beta2()
+    tau: float = _tau()
     bias_correction: bool = Field(
         False,
         description="Adam's bias correction (Kingma & Ba), as Flower's FedAdam adds: m and v start at 0 and "
@@ -61,8 +82,11 @@ class AdamParams(AdagradParams):
     )
 
 
-class YogiParams(AdagradParams):
-    beta2: float = Field(0.99, ge=0, lt=1, description=_BETA2)
+class YogiParams(StrategyParams):
+    lr: float = _lr(more=_TUNED)
+    beta1: float = _beta1()
+    beta2: float = _beta2()
+    tau: float = _tau()
 
     @model_validator(mode="before")
     @classmethod
@@ -82,7 +106,7 @@ SERVER_OPTIMIZERS: dict[str, Entry] = {
             SgdParams,
             f"{_IMPL}:ServerSGD",
             "x += eta Delta_t",
-            REDDI_PAPER + " (FedAvg with a server learning rate)",
+            REDDI + " (FedAvg's step scaled by a server learning rate)",
         ),
         Entry(
             "momentum",
