@@ -71,6 +71,7 @@ def build_world(
             local_steps=server.async_.local_steps,
             pause_s=server.async_.pause,
             partial_work=server.round.partial_work,
+            partial_margin=server.round.partial_margin,
         ),
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],

@@ -518,6 +518,12 @@ class RoundSpec(Strict):
         description="a device that would miss the deadline trains only the local steps it can finish in "
         "time and uploads them (FedNova's partial work)",
     )
+    partial_margin: Fraction = Field(
+        0.0,
+        ge=0,
+        description="partial work plans each upload to take this much longer than its estimate (100%: twice as "
+        "long), for a shared uplink on which the devices that planned to the deadline all send at once",
+    )
     cloud_every: int = Field(
         1,
         gt=0,

@@ -79,6 +79,8 @@ def _check_optimizer(scenario: Scenario, entry: AlgorithmEntry | None) -> Proble
 def _check_partial_work(scenario: Scenario) -> Problems:
     server = scenario.server
     if not server.round.partial_work:
+        if server.round.partial_margin:
+            return [("server.round.partial_margin", "the margin of partial work: add server.round.partial_work: true")]
         return []
     if server.mode != "sync":
         return [

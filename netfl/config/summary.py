@@ -127,6 +127,7 @@ def _server(s: Scenario) -> str:
         else ""
     )
     partial = "; partial work at the deadline" if r.partial_work else ""
+    partial += f" (uploads planned {100 * r.partial_margin:g}% longer)" if r.partial_margin else ""
     edges = any(n.kind == "edge" for n in s.network.nodes.values())
     cloud = f"; the cloud averages the edges every {r.cloud_every} round(s)" if edges else ""
     return (

@@ -466,9 +466,12 @@ ROUND_OPTIONS: tuple[dict[str, str], ...] = (
         "type": "bool",
         "default": "false",
         "summary": "a device that would miss the deadline trains only the local steps it can finish in time (from "
-        "its speed, the FLOPs of a step, the time left after its download and its upload at its link's nominal "
-        "rate) and uploads them (train_start: partial steps=done/asked); a job that fits no step stops (dropout, "
-        "cause deadline); needs a deadline; fednova normalises by the steps done, fedavg is the biased baseline",
+        "its speed, the FLOPs of a step, the time left after its download, and its upload at the throughput its "
+        "previous upload achieved, or its link's nominal rate) and uploads them (train_start: partial "
+        "steps=done/asked); a job that fits no step stops (dropout, cause deadline); needs a deadline; fednova "
+        "normalises by the steps done, fedavg is the biased baseline; partial_margin (fraction, default 0) plans "
+        "each upload that much longer, for a shared uplink on which everyone who planned to the deadline sends "
+        "at once",
         "paper": PARTIAL_WORK_NOTE,
     },
     {

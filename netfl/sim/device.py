@@ -11,8 +11,11 @@ arrives whatever becomes of the device).
 
 Partial work (:class:`Deadline`): a device whose job would not leave in
 time trains only the local steps that let its upload's last bit leave by
-then, from its own speed, the FLOPs of one step and its upload at the
-link's nominal rate, decided once its download is done; the
+then, from its own speed, the FLOPs of one step and its upload time at the
+throughput its previous upload achieved (waiting for the medium and
+retransmissions included; the link's nominal rate before its first, see
+:meth:`Network.send_estimate_s`) stretched by a margin, decided once its
+download is done; the
 ``train_start`` event says ``partial steps=done/asked`` and carries the
 FLOPs done, ``train_end`` their energy. A job that fits no step stops there
 (a dropout with cause ``deadline``).
@@ -43,6 +46,7 @@ class Deadline:
 
     leave_by: float
     cut: Callable[[int, int], None]
+    margin: float = 0.0  # the upload is planned to take (1 + margin) times its estimate
 
 
 def fitting_steps(now: float, end: float, step_s: float, most: int) -> int:
@@ -100,6 +104,7 @@ class Device:
         self._online_since = env.now
         self.task: simpy.Process | None = None
         self.tasks_started = 0
+        self.upload_bps: float | None = None  # what its last upload achieved (bits over upload_start..upload_end)
         self.updates_delivered = 0
         self._power_changed: simpy.Event | None = None
         self._state_changed: simpy.Event | None = None
@@ -357,7 +362,9 @@ class Device:
     def _steps_in_time(self, work: Work, deadline: Deadline) -> int:
         """How many of the work's local steps let its upload leave by the deadline, starting now."""
         step_s = work.flops / work.steps / self.profile.flops_per_s
-        send_s = self.network.send_estimate_s(self.index, 8.0 * work.upload_bytes)
+        bits = 8.0 * work.upload_bytes
+        send_s = bits / self.upload_bps if self.upload_bps else self.network.send_estimate_s(self.index, bits)
+        send_s *= 1.0 + deadline.margin
         return fitting_steps(self.env.now, deadline.leave_by - send_s, step_s, work.steps)
 
     def _task(
@@ -393,6 +400,7 @@ class Device:
                 self.log("train_end", job=job, task=task, energy_j=p.compute_w * seconds)
 
             self.log("upload_start", job=job, task=task, bytes=work.upload_bytes)
+            sending = self.env.now
             transmitter = Radio(self.set_load, "transmit", p.transmit_w, self.env)
             sent = yield from self.network.upload_first_hop(self.index, 8.0 * work.upload_bytes, transmitter)
             if not sent:
@@ -400,6 +408,8 @@ class Device:
                 lost(job)
                 return
             self.log("upload_end", job=job, task=task, energy_j=transmitter.energy_j)
+            if self.env.now > sending:
+                self.upload_bps = 8.0 * work.upload_bytes / (self.env.now - sending)
             if not work.report:
                 self.updates_delivered += 1
             uploaded(job)

@@ -117,6 +117,7 @@ class SyncServer(_ServerBase):
         relays: dict[str, RamRelay] | None = None,
         goal: int | None = None,
         partial_work: bool = False,
+        partial_margin: float = 0.0,
         edges: EdgeTier | None = None,
     ):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
@@ -127,6 +128,7 @@ class SyncServer(_ServerBase):
         self.interval_s = interval_s
         self.relays = relays or {}
         self.partial_work = partial_work and not math.isinf(deadline_s)
+        self.partial_margin = partial_margin
         self.edges = edges
         self._stops = set(self.relays) | self.network.edges  # where an update's trip ends before the server
 
@@ -241,7 +243,7 @@ class SyncServer(_ServerBase):
         before the deadline."""
         bits = 8.0 * work.upload_bytes
         carry_s = self.network.attachments.latency(work.client) + sum(h.time(bits) for h in self._hops_in(work.client))
-        return Deadline(self._deadline_at - carry_s, self.backend.cut)
+        return Deadline(self._deadline_at - carry_s, self.backend.cut, self.partial_margin)
 
     def _carry(self, job: int, device: Device, state: _RoundState):
         """An upload that left its device: its own hop's latency, then the wired hops to the server or to a RAM

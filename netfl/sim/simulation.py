@@ -149,6 +149,7 @@ class Simulation:
                 relays=self.relays,
                 goal=server.goal,
                 partial_work=server.partial_work,
+                partial_margin=server.partial_margin,
                 edges=self.edges,
                 **common,
             )

@@ -89,6 +89,7 @@ class ServerSetup:
     local_steps: Distribution | None = None  # async: each job's K; the task's own if None
     pause_s: float = 0.0  # async: mean pause before a worker pulls again
     partial_work: bool = False  # sync: a device trains the local steps that fit before the deadline
+    partial_margin: float = 0.0  # partial work: the upload planned to take (1 + margin) times its estimate
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,7 @@ def test_accepted(server: dict) -> None:
             "both scale",
         ),
         ({"round": {"partial_work": True}}, "server.round.partial_work", "give server.round.deadline"),
+        ({"round": {"partial_margin": 0.5}}, "server.round.partial_margin", "partial_work: true"),
         ({"round": {"partial_work": True, "deadline": "3s"}, "mode": "async"}, "server.round.partial_work", "async"),
         (
             {"compression": {"uplink": {"topk": 0.1}}, "algorithm": {"name": "scaffold"}},

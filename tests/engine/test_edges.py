@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from engine_support import AlwaysRound, FakeBackend, NeverRound, approx, events, info, network_scenario
+from engine_support import AlwaysRound, FakeBackend, NeverRound, PluggedBetween, approx, events, info, network_scenario
 
 from netfl.assemble import build_world
 from netfl.rng import RandomStreams
@@ -79,3 +79,20 @@ def test_a_down_edge_keeps_its_devices_out_and_misses_the_cloud() -> None:
     assert {e.device for e in events(sim, "selected")} == {0}
     assert [c.edges for c in backend.clouds] == [(0,), (0,)]
     assert [e.detail for e in events(sim, "round_start")] == ["available=1", "available=1"]
+
+
+def test_an_edge_with_a_continuous_time_policy_comes_back() -> None:
+    """West is down until 7 s: round 0 has device 0 alone (its update at east at 6.5 s, east's model at the cloud at
+    7.6 s and back at 8.7 s); round 1, from 8.7 s, has both, and both edges reach the cloud."""
+    sc = network_scenario(DEVICES, network=NETWORK, stop={"rounds": 2})
+    streams = RandomStreams(sc.seed)
+    policies = [AlwaysRound(AlwaysRound.Params(), info(i), streams.numpy("availability", i)) for i in range(2)]
+    west = PluggedBetween(PluggedBetween.Params(start=7.0), info(-2), streams.numpy("x"))
+    world = build_world(sc, streams, policies=policies, edge_policies={"west": west})
+    world.hierarchy = replace(world.hierarchy, model_bytes=250_000)
+    backend = FakeBackend()
+    sim = Simulation(world, backend)
+    sim.run()
+    assert times(sim, "edge_offline") == [(0.0, "edge=west")] and times(sim, "edge_online") == [(7.0, "edge=west")]
+    assert [c.edges for c in backend.clouds] == [(0,), (0, 1)]
+    assert [e.time for e in events(sim, "round_start")] == [0.0, approx(8.7)]
