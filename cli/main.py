@@ -496,8 +496,10 @@ def _report_sweep(outcome) -> None:
 
 @main.command()
 def algorithms() -> None:
-    """List the FL algorithms and the round options, their parameters and the papers they come from."""
+    """List the FL algorithms, server optimisers, compressors and round options, with parameters and papers."""
     from netfl.registry.algorithms import ROUND_OPTIONS, describe_algorithms
+    from netfl.registry.compression import COMPRESSORS
+    from netfl.registry.server_optimizers import describe_server_optimizers
 
     for algo in describe_algorithms():
         needs = (
@@ -506,15 +508,33 @@ def algorithms() -> None:
             else ""
         )
         click.echo(f"{algo['name']}: {algo['summary']}{needs}")
-        for param in algo["params"]:
-            default = "required" if param["required"] else f"default {param['default']}"
-            click.echo(f"    {param['name']} ({param['type']}, {default}): {param['description'] or ''}".rstrip(": "))
+        _echo_params(algo["params"])
         click.echo(f"    paper: {algo['paper']}")
         click.echo()
+    click.echo(
+        "Server optimisers (server.optimizer: {name: NAME, ...}), on the aggregated update Delta_t of an algorithm "
+        "whose step is x + Delta_t:"
+    )
+    for opt in describe_server_optimizers():
+        click.echo(f"{opt['name']}: {opt['summary']}")
+        _echo_params(opt["params"])
+        click.echo(f"    paper: {opt['paper']}")
+    click.echo()
+    click.echo("Compression (server.compression: {uplink: ..., downlink: ...}), with any algorithm but scaffold:")
+    for name, (summary, paper) in COMPRESSORS.items():
+        click.echo(f"{name}: {summary}")
+        click.echo(f"    paper: {paper}")
+    click.echo()
     click.echo("Round options (server.round, server.mode: sync, with any algorithm above unless said otherwise):")
     for option in ROUND_OPTIONS:
         click.echo(f"{option['name']} ({option['type']}, default {option['default']}): {option['summary']}")
         click.echo(f"    paper: {option['paper']}")
+
+
+def _echo_params(params: list[dict]) -> None:
+    for param in params:
+        default = "required" if param["required"] else f"default {param['default']}"
+        click.echo(f"    {param['name']} ({param['type']}, {default}): {param['description'] or ''}".rstrip(": "))
 
 
 @main.command()
@@ -528,9 +548,7 @@ def policies() -> None:
         summary = (cls.__doc__ or "").strip().splitlines()[0]
         lazy = "; lazy engine: yes" if supports_population(name) else ""
         click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}{lazy}): {summary}")
-        for param in describe_params(cls.Params):
-            default = "required" if param["required"] else f"default {param['default']}"
-            click.echo(f"    {param['name']} ({param['type']}, {default}): {param['description']}".rstrip(": "))
+        _echo_params(describe_params(cls.Params))
         click.echo()
     click.echo(
         "Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocol: netfl/policies/base.py)"

@@ -9,6 +9,16 @@ times them with physics and reports which job ids arrived; it never sees a
 tensor. So batching many jobs together (lazy, vmapped training) and
 training several models at once are the learner's business alone.
 
+Hierarchical FL (edge servers): devices' updates are aggregated by their
+edge every round (:meth:`TrainingBackend.aggregate`), and every few rounds
+the edge models by the cloud (:meth:`TrainingBackend.aggregate_cloud`); the
+engine times the tiers' transfers.
+
+Partial work: a device that cannot finish a job's local steps before the
+round's deadline trains only those it can and says so with
+:meth:`TrainingBackend.cut` as it starts training; jobs are lazy, so the
+learner trains the job's first steps when its update is needed.
+
 A plan may be a *probe*: small reports asked of clients before the server
 decides who trains what (MMFL's optimal sampling needs every client's update
 norm). The engine runs the probe work like any other, then asks
@@ -41,7 +51,9 @@ class Work:
     the engine reports back when the upload arrives. ``task``: the model the
     job trains when several train at once (None with one model, or for a
     probe); it and ``note`` (``probe``) go into the event log; ``report``:
-    the upload is a small report, not a model update.
+    the upload is a small report, not a model update; ``steps``: the local steps the FLOPs are made of, equal
+    ones (0: the work cannot be cut into steps), so that a device can train fewer of them at a deadline
+    (partial work; :meth:`TrainingBackend.cut`).
     """
 
     client: int
@@ -52,6 +64,7 @@ class Work:
     note: str = ""
     report: bool = False
     task: int | None = None
+    steps: int = 0
 
 
 @dataclass(frozen=True)
@@ -71,6 +84,15 @@ class RoundContext:
     available: Sequence[int]  # clients eligible at the round's start (ascending; a numpy array from the engine)
     selected: tuple[int, ...]  # clients asked to train
     delivered: tuple[int, ...]  # job ids whose update reached the server in time
+
+
+@dataclass(frozen=True)
+class CloudContext:
+    """A cloud aggregation of hierarchical FL: the edges (by index) whose models reached the cloud."""
+
+    round_index: int
+    sim_time_s: float
+    edges: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -141,8 +163,17 @@ class TrainingBackend(Protocol):
     def cancel(self, job: int) -> None:
         """The job's upload never reached the server (dropout, deadline, relay)."""
 
+    def cut(self, job: int, steps: int) -> None:
+        """The job trains only its first ``steps`` local steps (partial work: what fits before the deadline);
+        said before its update is needed."""
+
     def aggregate(self, context: RoundContext) -> int:
-        """Combine the delivered jobs' updates into the next global model(s); return how many were applied."""
+        """Combine the delivered jobs' updates into the next global model(s); return how many were applied. With
+        edges (hierarchical FL), each edge combines its own devices' updates into its edge model."""
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        """Hierarchical FL: average the models of ``context.edges`` into the global model and send it back to
+        them; return how many edge models were averaged."""
 
     def evaluate(self) -> Evaluation:
         """Test the current global model(s)."""

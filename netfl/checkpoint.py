@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netfl.backend import Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
+from netfl.backend import CloudContext, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
 from netfl.errors import FileError, NetflError, ScenarioError
 
 if TYPE_CHECKING:
@@ -217,6 +217,8 @@ def _is_work(value: Any) -> bool:
         and isinstance(value.note, str)
         and isinstance(value.report, bool)
         and (value.task is None or _is_int(value.task))
+        and _is_int(value.steps)
+        and value.steps >= 0
     )
 
 
@@ -247,7 +249,9 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "plan_after_probe": (_is_plan, "a RoundPlan"),
     "submit": (_is_work, "a Work item"),
     "cancel": (lambda answer: answer is None, "None"),
+    "cut": (lambda answer: answer is None, "None"),
     "aggregate": (lambda answer: _is_int(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
+    "aggregate_cloud": (lambda answer: _is_int(answer) and answer >= 0, "a count of edge models (an integer >= 0)"),
     "evaluate": (_is_evaluation, "an Evaluation"),
 }
 
@@ -284,6 +288,9 @@ class Recording:
     def cancel(self, job: int) -> None:
         return self._answer("cancel", self.learner.cancel(job))
 
+    def cut(self, job: int, steps: int) -> None:
+        return self._answer("cut", self.learner.cut(job, steps))
+
     def aggregate(self, context: RoundContext) -> int:
         applied = self._answer("aggregate", self.learner.aggregate(context))
         self._rounds += 1
@@ -291,6 +298,9 @@ class Recording:
             self._last_time = context.sim_time_s
             self._save(self.log, self._rounds, context.sim_time_s)
         return applied
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        return self._answer("aggregate_cloud", self.learner.aggregate_cloud(context))
 
     def evaluate(self) -> Evaluation:
         return self._answer("evaluate", self.learner.evaluate())
@@ -341,8 +351,14 @@ class Replaying:
     def cancel(self, job: int) -> None:
         return self._replay("cancel") if self.replaying else self.live.cancel(job)
 
+    def cut(self, job: int, steps: int) -> None:
+        return self._replay("cut") if self.replaying else self.live.cut(job, steps)
+
     def aggregate(self, context: RoundContext) -> int:
         return self._replay("aggregate") if self.replaying else self.live.aggregate(context)
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        return self._replay("aggregate_cloud") if self.replaying else self.live.aggregate_cloud(context)
 
     def evaluate(self) -> Evaluation:
         return self._replay("evaluate") if self.replaying else self.live.evaluate()

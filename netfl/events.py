@@ -9,9 +9,11 @@ Each is null where it does not apply. Which events fill it:
   null with one model and for a probe. Every row of a job that has it,
   but ``relay_*`` (join on ``job``).
 - ``bytes``: the bytes it moves, rounded to whole bytes (``download_start``,
-  ``upload_start``, ``tx_start``, ``tx_end``, ``relay_*``; ``collision``:
-  the packet lost).
-- ``flops``: the job's computation (``train_start``).
+  ``upload_start``, ``tx_start``, ``tx_end``, ``relay_*``,
+  ``edge_upload_start``, ``edge_download_start``; ``collision``: the packet
+  lost). Compressed updates and models count as sent.
+- ``flops``: the job's computation (``train_start``; a job cut at the
+  deadline, the steps it did).
 - ``energy_j``: what the one load the event is about drew, idle draw not
   included (devices.parquet has every device's total by activity):
   ``train_end`` compute power x training time; ``download_end`` receive
@@ -27,7 +29,8 @@ Each is null where it does not apply. Which events fill it:
 - ``cause``: why: ``dropout`` (``deadline``, ``unavailable``,
   ``transmission_failed``, ``battery_empty``, ``policy``), ``online`` /
   ``offline`` (``policy``, ``battery_empty``), an aborted ``tx_end``,
-  ``power_on`` (``charging``).
+  ``power_on`` (``charging``), an edge server's ``edge_online`` /
+  ``edge_offline`` (``policy``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from netfl.backend import Diverged, Divergence, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
+from netfl.backend import CloudContext, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
 
 EXPLOSION_FACTOR = 10.0
 CHANCE_MARGIN = 0.05
@@ -103,10 +103,16 @@ class LossWatch:
     def cancel(self, job: int) -> None:
         return self.backend.cancel(job)
 
+    def cut(self, job: int, steps: int) -> None:
+        return self.backend.cut(job, steps)
+
     def aggregate(self, context: RoundContext) -> int:
         applied = self.backend.aggregate(context)
         self._rounds += 1
         return applied
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        return self.backend.aggregate_cloud(context)
 
     def evaluate(self) -> Evaluation:
         evaluation = self.backend.evaluate()

@@ -38,14 +38,19 @@ class FakeBackend:
     the scenario), each job downloading and uploading ``model_bytes`` and computing ``flops``.
     """
 
-    def __init__(self, model_bytes: int = 250_000, flops: float = 2.5e9, participants: int | None = None):
+    def __init__(
+        self, model_bytes: int = 250_000, flops: float = 2.5e9, participants: int | None = None, steps: int = 0
+    ):
         self.model_bytes = model_bytes
         self.flops = flops
         self.participants = participants
+        self.steps = steps  # local steps the FLOPs are made of (0: the work cannot be cut)
+        self.cuts: list[tuple[int, int]] = []  # (job, steps) of partial work
         self.rng = np.random.default_rng(0)
         self.submitted: list[tuple[int, int, int]] = []  # (job, client, round)
         self.cancelled: list[int] = []
         self.contexts: list[RoundContext] = []
+        self.clouds: list = []  # CloudContext of each cloud aggregation (hierarchical FL)
         self.evaluations = 0
 
     def plan_round(self, round_index: int, available) -> RoundPlan:
@@ -59,14 +64,21 @@ class FakeBackend:
     def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
         job = len(self.submitted)
         self.submitted.append((job, client, round_index))
-        return Work(client, job, self.model_bytes, self.flops, self.model_bytes)
+        return Work(client, job, self.model_bytes, self.flops, self.model_bytes, steps=self.steps)
 
     def cancel(self, job: int) -> None:
         self.cancelled.append(job)
 
+    def cut(self, job: int, steps: int) -> None:
+        self.cuts.append((job, steps))
+
     def aggregate(self, context: RoundContext) -> int:
         self.contexts.append(context)
         return len(context.delivered)
+
+    def aggregate_cloud(self, context) -> int:
+        self.clouds.append(context)
+        return len(context.edges)
 
     def evaluate(self) -> Evaluation:
         self.evaluations += 1

@@ -10,9 +10,10 @@ a :class:`~netfl.config.schema.Scenario` to make engine or learner objects.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from netfl.assemble.availability import device_policies, population_models
+from netfl.assemble.availability import device_policies, edge_policies, population_models
 from netfl.assemble.inspect import check_measured_budget
 from netfl.assemble.learning import build_learner, build_task, resolve_data_dir
 from netfl.assemble.world import build_world, device_table
@@ -60,15 +61,18 @@ def build_simulation(
         check_measured_budget(scenario, tasks)
     first = tasks[0]
     mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
+    edges = edge_policies(scenario, world_streams, first.dataset.num_classes)
     if scenario.engine.devices == "lazy":
         population = population_models(scenario, world_streams, mix)
-        world = build_world(scenario, world_streams, population=population)
+        world = build_world(scenario, world_streams, population=population, edge_policies=edges)
         participation = [
             p for m in population for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)
         ]
     else:
         policies, chargers = device_policies(scenario, world_streams, first.parts.sizes, mix)
-        world = build_world(scenario, world_streams, policies=policies, chargers=chargers)
+        world = build_world(scenario, world_streams, policies=policies, chargers=chargers, edge_policies=edges)
         participation = [p.participation_probability() for p in policies]
     learner = build_learner(scenario, tasks, training_streams, participation, device)
+    if world.hierarchy is not None:  # the edges' models on the wire are the learner's
+        world.hierarchy = replace(world.hierarchy, model_bytes=learner.edge_model_bytes)
     return Simulation(world, learner if wrap is None else wrap(learner)), learner

@@ -43,6 +43,21 @@ def device_policies(
     return policies, chargers
 
 
+def edge_policies(scenario: Scenario, streams: RandomStreams, num_classes: int) -> dict[str, AvailabilityPolicy]:
+    """The availability policy of each edge server that has one (hierarchical FL), each with its own stream; an
+    edge sees no data (its info: no samples, an even label mix) and is numbered -1, -2, ... after the devices'
+    convention of 0, 1, ..."""
+    base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
+    out = {}
+    for k, (name, node) in enumerate(scenario.network.nodes.items()):
+        if node.kind == "edge" and node.availability is not None:
+            info = DeviceInfo(
+                -1 - k, f"edge:{name}", 0, np.full(num_classes, 1 / num_classes), scenario.seeds.world, base_dir
+            )
+            out[name] = build_policy(node.availability, info, streams.numpy("edge_availability", name))
+    return out
+
+
 def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:
     """The lazy engine's availability: one population model per device group, each with its own keyed stream.
 

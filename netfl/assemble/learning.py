@@ -15,6 +15,7 @@ import numpy as np
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
 from netfl.config.schema import Scenario
+from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
 from netfl.learn.datasets import Dataset, load_dataset
@@ -226,12 +227,30 @@ def build_learner(
         )
     except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
         raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
-    return Learner(
-        tasks,
-        strategy=strategy,
-        streams=streams,
-        participants=scenario.server.round.asked,
-        max_test_samples=scenario.eval.max_test_samples,
-        device=device,
-        on_divergence=scenario.server.on_divergence,
-    )
+    edges = _client_edges(scenario)
+    try:
+        return Learner(
+            tasks,
+            strategy=strategy,
+            streams=streams,
+            participants=scenario.server.round.asked,
+            max_test_samples=scenario.eval.max_test_samples,
+            device=device,
+            on_divergence=scenario.server.on_divergence,
+            server_optimizer=scenario.server.optimizer,
+            compression=scenario.server.compression,
+            client_edges=edges,
+        )
+    except ValueError as exc:  # a model with buffers under edges
+        if edges is None:
+            raise
+        raise ScenarioError(str(scenario.source or scenario.name), [("network.nodes", str(exc))]) from None
+
+
+def _client_edges(scenario: Scenario) -> list[int] | None:
+    """Each device's edge server (its index among the edge nodes), for hierarchical FL; None without edges."""
+    edges = edge_nodes(scenario)
+    if not edges:
+        return None
+    by_group = [edges.index(e) for e in device_edges(scenario)]  # checked: every group is under an edge
+    return [by_group[g] for g, group in enumerate(scenario.devices) for _ in range(group.count)]

@@ -21,6 +21,7 @@ from netfl.sim.device_table import DeviceTable
 from netfl.sim.world import (
     SERVER,
     GroupLink,
+    HierarchySetup,
     MediumSetup,
     NodeSetup,
     RamSetup,
@@ -42,8 +43,10 @@ def build_world(
     policies: Sequence[AvailabilityPolicy] | None = None,
     chargers: Sequence[SessionPolicy | None] | None = None,
     population: Sequence[PopulationModel] | None = None,
+    edge_policies: dict[str, AvailabilityPolicy] | None = None,
 ) -> World:
-    """The scenario's world with the given availability (see :mod:`netfl.assemble.availability`)."""
+    """The scenario's world with the given availability (see :mod:`netfl.assemble.availability`), the edge servers'
+    included."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
     server, stop = scenario.server, scenario.stop
     return World(
@@ -67,13 +70,24 @@ def build_world(
             buffer=server.async_.buffer,
             local_steps=server.async_.local_steps,
             pause_s=server.async_.pause,
+            partial_work=server.round.partial_work,
+            partial_margin=server.round.partial_margin,
         ),
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],
         policies=policies,
         chargers=chargers,
         population=population,
+        hierarchy=_hierarchy(scenario, edge_policies or {}),
     )
+
+
+def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> HierarchySetup | None:
+    """Hierarchical FL's edges (nodes of kind edge, in the file's order); None without any."""
+    edges = tuple(name for name, node in scenario.network.nodes.items() if node.kind == "edge")
+    if not edges:
+        return None
+    return HierarchySetup(edges, scenario.server.round.cloud_every, policies)
 
 
 def _node(node: NodeSpec) -> NodeSetup:

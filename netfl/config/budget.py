@@ -8,7 +8,8 @@ are generous on purpose -- far beyond anything netfl's CPU-scale studies need, w
 * :data:`MAX_MODEL_BYTES`: one model of 4 GiB (a billion parameters, float32).
 * :data:`MAX_MEMORY_BYTES`: 64 GiB for the models the learner keeps at once: a few working copies of each,
   the updates of a round (or of an asynchronous buffer) and any per-client state of the algorithm
-  (``AlgorithmEntry.client_state``: MIFA's memory, SCAFFOLD's control variates), times the devices.
+  (``AlgorithmEntry.client_state``: MIFA's memory, SCAFFOLD's control variates; the devices' error-feedback
+  memories of ``server.compression``), times the devices.
 * :data:`MAX_JOB_SAMPLES`: 10^8 samples through one client's job (steps x batch size): its minibatch
   indices alone take 8 bytes each, and it is 1,600 passes over Fashion-MNIST's training set.
 * :data:`MAX_ROUND_FLOPS`: 10^17 training FLOPs per round: hours on a 10 TFLOP/s GPU, weeks on a CPU.
@@ -84,7 +85,9 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
         jobs_per_round = server.async_.buffer
     else:
         jobs_per_round = min(server.round.asked or devices, devices)
-    copies = WORKING_COPIES + jobs_per_round + client_state * devices
+    uplink = server.compression.uplink if server.compression is not None else None
+    feedback = 1 if uplink is not None and uplink.error_feedback else 0  # each device's error-feedback memory
+    copies = WORKING_COPIES + jobs_per_round + (client_state + feedback) * devices
     memory, largest, largest_path, job_flops = 0, 0, "", 0.0
     for s, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{s}]"
@@ -115,13 +118,14 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
             largest_path: WORKING_COPIES,
             "server.round.participants" if server.mode == "sync" else "server.async.buffer": jobs_per_round,
             "server.algorithm": client_state * devices,
+            "server.compression.uplink.error_feedback": feedback * devices,
         }
         path = max(terms, key=terms.get)
         state = (
             f" + {client_state * devices:,} that {server.algorithm.name} keeps for its {devices:,} clients"
             if client_state
             else ""
-        )
+        ) + (f" + {devices:,} error-feedback memories" if feedback else "")
         of = f" (the largest of {len(scenario.tasks)} models)" if len(scenario.tasks) > 1 else ""
         problems.append(
             (

@@ -17,6 +17,7 @@ import networkx as nx
 from netfl.config.budget import check_budget
 from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
+from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
 from netfl.policies.population import POPULATION_MODELS, supports_population
@@ -48,6 +49,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     if entry is not None:
         problems += [("server.algorithm", m) for m in _algorithm_fit(entry, scenario)]
     problems += _check_over_commit(scenario, entry)
+    problems += check_server_options(scenario, entry, base_dir)
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
     problems += _check_lazy_engine(scenario)

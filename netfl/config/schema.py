@@ -438,6 +438,69 @@ class AlgorithmSpec(WithParams):
     name: str
 
 
+class ServerOptimizerSpec(WithParams):
+    """``name`` picks the server optimiser (:mod:`netfl.registry.server_optimizers`); the other keys are its
+    parameters."""
+
+    name: str
+
+
+class QsgdSpec(Strict):
+    """QSGD's stochastic quantisation (Alistarh et al.)."""
+
+    levels: int = Field(gt=0, description="s: quantisation levels of |v_i| / ||v|| (the paper's s)")
+    bucket: int | None = Field(
+        None, gt=0, description="coordinates per norm (the paper's buckets); omitted: one norm for the whole vector"
+    )
+
+
+class CompressorSpec(Strict):
+    """One direction's compression: ``{topk: 1%, error_feedback: true}`` or ``{qsgd: {levels: 16}}``."""
+
+    topk: Fraction | None = Field(None, gt=0, le=1, description="keep this fraction of the coordinates (top-k)")
+    qsgd: QsgdSpec | None = None
+    error_feedback: bool = Field(
+        False, description="add what earlier compressions left out before compressing (the device's memory e)"
+    )
+
+    @model_validator(mode="after")
+    def _one_compressor(self):
+        if (self.topk is None) == (self.qsgd is None):
+            raise ValueError("give one compressor: topk (a fraction, e.g. topk: 1%) or qsgd (e.g. qsgd: {levels: 16})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "topk" if self.topk is not None else "qsgd"
+
+
+class CompressionSpec(Strict):
+    """What is compressed on the air: the update on the uplink, the model on the downlink."""
+
+    uplink: CompressorSpec | None = Field(None, description="the update a device sends, decompressed by the server")
+    downlink: CompressorSpec | None = Field(
+        None, description="the model the server broadcasts (qsgd), quantised once per model version"
+    )
+
+    @model_validator(mode="after")
+    def _downlink_quantises(self):
+        down = self.downlink
+        if down is not None and down.topk is not None:
+            raise ValueError(
+                "downlink.topk: top-k of a model keeps k of its weights; sending only the model's change needs "
+                "every device to have heard every earlier broadcast, which devices that come and go have not: "
+                "use downlink: {qsgd: {levels: s}}"
+            )
+        if down is not None and down.error_feedback:
+            raise ValueError(
+                "downlink.error_feedback: the model is quantised once per version for every device (a broadcast) "
+                "and unbiased; there is no per-device memory on the downlink"
+            )
+        if self.uplink is None and self.downlink is None:
+            raise ValueError("give uplink, downlink or both")
+        return self
+
+
 class RoundSpec(Strict):
     participants: int | None = Field(None, gt=0, description="clients asked per round; all available if omitted")
     deadline: Seconds = Field(float("inf"), gt=0, description="aggregate what arrived by then")
@@ -449,6 +512,22 @@ class RoundSpec(Strict):
         description="ask ceil((1 + over_commit) x participants) devices and close "
         "the round at the first participants updates; the "
         "stragglers are stopped (30% is production FL's 130%)",
+    )
+    partial_work: bool = Field(
+        False,
+        description="a device that would miss the deadline trains only the local steps it can finish in "
+        "time and uploads them (FedNova's partial work)",
+    )
+    partial_margin: Fraction = Field(
+        0.0,
+        ge=0,
+        description="partial work plans each upload to take this much longer than its estimate (100%: twice as "
+        "long), for a shared uplink on which the devices that planned to the deadline all send at once",
+    )
+    cloud_every: int = Field(
+        1,
+        gt=0,
+        description="with edge nodes: the cloud averages the edge models every this many rounds (HierFAVG's kappa2)",
     )
 
     @property
@@ -487,6 +566,12 @@ class AsyncSpec(Strict):
 
 class ServerSpec(Strict):
     algorithm: AlgorithmSpec = AlgorithmSpec(name="fedavg")
+    optimizer: ServerOptimizerSpec | None = Field(
+        None, description="a server optimiser on the algorithm's aggregated update (sgd, momentum, adagrad, adam, yogi)"
+    )
+    compression: CompressionSpec | None = Field(
+        None, description="update compression on the uplink (topk, qsgd) and model quantisation on the downlink"
+    )
     mode: Literal["sync", "async"] = "sync"
     round: RoundSpec = RoundSpec()
     async_: AsyncSpec = Field(AsyncSpec(), alias="async")
@@ -558,15 +643,20 @@ class RamSpec(Strict):
 
 
 class NodeSpec(Strict):
-    kind: Literal["access_point", "relay"]
+    kind: Literal["access_point", "relay", "edge"]
     medium: MediumSpec = MediumSpec()
     downlink: BitsPerSecond | None = Field(None, gt=0, description="broadcast rate to the attached devices")
     ram: RamSpec | None = Field(None, description="relays only: pass one update per round (RAM)")
+    availability: PolicySpec | None = Field(
+        None, description="edges only: when the edge server is up (any availability policy); always if omitted"
+    )
 
     @model_validator(mode="after")
     def _ram_on_relays(self):
         if self.ram is not None and self.kind != "relay":
             raise ValueError("ram belongs to a node of kind relay")
+        if self.availability is not None and self.kind != "edge":
+            raise ValueError("availability belongs to a node of kind edge (an edge server that may go down)")
         return self
 
 

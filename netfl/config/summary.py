@@ -106,7 +106,8 @@ def _node(name: str, n: NodeSpec) -> str:
         ram = f"; RAM {n.ram.mode}" + (
             f" (rho: {rho}; {draw})" if n.ram.mode == "abstract" else " (the first update to arrive passes)"
         )
-    return f"  {name:<10} {n.kind.replace('_', ' ')}{medium}{down}{ram}"
+    up = f"; up by {_call(n.availability.policy, n.availability.params)}" if n.availability is not None else ""
+    return f"  {name:<10} {n.kind.replace('_', ' ')}{medium}{down}{ram}{up}"
 
 
 def _server(s: Scenario) -> str:
@@ -116,7 +117,7 @@ def _server(s: Scenario) -> str:
         a = server.async_
         steps = _dist(a.local_steps, "") if a.local_steps is not None else "the task's"
         pause = f"; pause {format_duration(a.pause)}" if a.pause else ""
-        return f"server     {algo}, async: aggregate every {a.buffer} updates; local steps {steps}{pause}"
+        return f"server     {algo}, async: aggregate every {a.buffer} updates; local steps {steps}{pause}{_options(s)}"
     r = server.round
     deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
     interval = f"; a round at most every {format_duration(r.interval)}" if r.interval else ""
@@ -125,10 +126,30 @@ def _server(s: Scenario) -> str:
         if r.over_commit
         else ""
     )
+    partial = "; partial work at the deadline" if r.partial_work else ""
+    partial += f" (uploads planned {100 * r.partial_margin:g}% longer)" if r.partial_margin else ""
+    edges = any(n.kind == "edge" for n in s.network.nodes.values())
+    cloud = f"; the cloud averages the edges every {r.cloud_every} round(s)" if edges else ""
     return (
         f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round{over}; "
-        f"deadline {deadline}{interval}"
+        f"deadline {deadline}{interval}{partial}{cloud}{_options(s)}"
     )
+
+
+def _options(s: Scenario) -> str:
+    """The server optimiser and compression, as the summary's server line ends."""
+    out = ""
+    if s.server.optimizer is not None:
+        out += f"; server optimizer {_call(s.server.optimizer.name, s.server.optimizer.params)}"
+    compression = s.server.compression
+    if compression is not None:
+        for direction in ("uplink", "downlink"):
+            c = getattr(compression, direction)
+            if c is None:
+                continue
+            what = f"top-{100 * c.topk:g}%" if c.topk is not None else f"qsgd({c.qsgd.levels} levels)"
+            out += f"; {direction} {what}" + (" with error feedback" if c.error_feedback else "")
+    return out
 
 
 def describe_scenario(s: Scenario) -> str:

@@ -56,15 +56,27 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from functools import partial
+from typing import Any
 
 import numpy as np
 import torch
 
 from netfl import user_code
-from netfl.backend import BYTES_PER_VALUE, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, Work
+from netfl.backend import (
+    BYTES_PER_VALUE,
+    CloudContext,
+    Diverged,
+    Divergence,
+    Evaluation,
+    RoundContext,
+    RoundPlan,
+    Work,
+)
 from netfl.errors import ModelError
 from netfl.learn.algorithms import ClientUpdate, Strategy
+from netfl.learn.compression import Compressor, Uplink
 from netfl.learn.datasets import Dataset
+from netfl.learn.hierarchy import EdgeModels
 from netfl.learn.models import forward_flops_per_sample
 from netfl.learn.network import Network
 from netfl.learn.objective import Correction, ExtraScalars
@@ -72,6 +84,7 @@ from netfl.learn.params import ParamLayout
 from netfl.learn.partition import ClientParts
 from netfl.learn.replicas import Evaluator
 from netfl.learn.runtime import parallel_map, torch_device
+from netfl.learn.server_optimizers import build_server_optimizer
 from netfl.learn.trainer import Trainer, TrainJob
 from netfl.learn.training import minibatch_indices, num_local_steps, scheduled_lr
 from netfl.learn.user_models import ModelRecipe, check_model
@@ -261,6 +274,11 @@ _EMPTY = torch.zeros(0)
 ON_DIVERGENCE = ("stop", "skip_update")
 
 
+def _kept(keep: Sequence[bool], *columns: Sequence) -> tuple[list, ...]:
+    """Each of ``columns`` without the rows ``keep`` refuses."""
+    return tuple([v for v, ok in zip(column, keep) if ok] for column in columns)
+
+
 def all_finite(vectors: Sequence[torch.Tensor]) -> list[bool]:
     """Whether each vector holds no NaN or infinity, cheaply: a NaN or inf anywhere makes a vector's sum NaN or
     inf, so one sum per vector clears the finite ones, and only a vector whose sum is not finite (it may also
@@ -283,7 +301,13 @@ class Learner:
         device: str | torch.device = "cpu",
         on_divergence: str = "stop",
         training_path: str | None = None,
+        server_optimizer: Any = None,
+        compression: Any = None,
+        client_edges: Sequence[int] | None = None,
     ):
+        """``server_optimizer``: a ``server.optimizer`` spec (a server optimiser per model on the strategy's
+        aggregated update); ``compression``: a ``server.compression`` spec (uplink and downlink);
+        ``client_edges``: each client's edge server (hierarchical FL, :mod:`netfl.learn.hierarchy`)."""
         if not tasks:
             raise ValueError("a learner needs at least one task")
         if on_divergence not in ON_DIVERGENCE:
@@ -308,6 +332,23 @@ class Learner:
             for s, setup in enumerate(tasks)
         ]
         self.version = 0
+        self._optimizers = (
+            [build_server_optimizer(server_optimizer) for _ in self.tasks] if server_optimizer is not None else None
+        )
+        up = compression.uplink if compression is not None else None
+        down = compression.downlink if compression is not None else None
+        self._uplink = Uplink(Compressor(up)) if up is not None else None
+        self._downlink = Compressor(down) if down is not None else None
+        self._broadcasts: dict[tuple[int, int, int], torch.Tensor] = {}  # (task, version, edge) -> model quantised
+        self._edges = None
+        if client_edges is not None:
+            if any(t.buffer_bytes for t in self.tasks):
+                raise ValueError(
+                    "hierarchical aggregation averages a model's parameters at the edges and the cloud; a model with "
+                    "buffers (BatchNorm's statistics) there needs model.buffers: local"
+                )
+            sizes = [[t.client_size(c) for c in range(len(client_edges))] for t in self.tasks]
+            self._edges = EdgeModels(client_edges, sizes, [t.global_vector for t in self.tasks])
         self._selection = streams.numpy("selection")
         self._jobs: dict[int, _Job] = {}
         self._probes: dict[int, _Probe] = {}
@@ -351,6 +392,9 @@ class Learner:
             "made_by": self._made_by,
             "selection": self._selection.bit_generator.state,
             "strategy": self.strategy,
+            "server_optimizers": self._optimizers,
+            "error_memory": self._uplink.memory if self._uplink is not None else None,
+            "edge_models": self._edges.vectors if self._edges is not None else None,
             "tasks": [
                 {
                     "global_vector": t.global_vector,
@@ -369,6 +413,11 @@ class Learner:
         self.version, self._next_job = state["version"], state["next_job"]
         self.updates_skipped, self._made_by = state["updates_skipped"], state["made_by"]
         self._jobs, self._probes, self.strategy = state["jobs"], state["probes"], state["strategy"]
+        self._optimizers = state["server_optimizers"]
+        if self._uplink is not None:
+            self._uplink.memory = {c: e.to(self.device) for c, e in state["error_memory"].items()}
+        if self._edges is not None:
+            self._edges.vectors = [[v.to(self.device) for v in edges] for edges in state["edge_models"]]
         self._selection.bit_generator.state = state["selection"]
         for task, saved in zip(self.tasks, state["tasks"]):
             device = task.global_vector.device
@@ -412,9 +461,7 @@ class Learner:
                 )
             else:
                 trained = self._train_work(client, task, round_index)
-                work.append(
-                    Work(client, trained.job, decision_bytes, trained.flops, trained.upload_bytes, task=trained.task)
-                )
+                work.append(replace(trained, download_bytes=decision_bytes))
         kept = {w.job for w in work}
         for probe in probes.values():
             for job in probe.jobs:
@@ -431,11 +478,20 @@ class Learner:
         self._jobs.pop(job, None)
         self._forget_unused_snapshots()
 
+    def cut(self, job: int, steps: int) -> None:
+        """The job runs only its first ``steps`` local steps (partial work at a deadline): its minibatches are the
+        first ``steps`` of those it would have drawn, and its update reports ``steps`` (FedNova's tau_i)."""
+        record = self._jobs[job]
+        if record.delta is not None or not 1 <= steps <= record.steps:
+            raise ValueError(f"job {job} cannot be cut to {steps} of its {record.steps} steps")
+        record.steps = steps
+
     def aggregate(self, context: RoundContext) -> int:
-        self._train(context.delivered)
-        updates = [self._update(job) for job in context.delivered]
-        buffers = [self._jobs[job].buffers for job in context.delivered]
-        for job in context.delivered:
+        jobs = list(context.delivered)
+        self._train(jobs)
+        updates = [self._update(job) for job in jobs]
+        buffers = [self._jobs[job].buffers for job in jobs]
+        for job in jobs:
             del self._jobs[job]
         finite = [
             ok and (b is None or ok_b)
@@ -447,13 +503,18 @@ class Learner:
         ]
         if not all(finite):
             self._nonfinite("update", context.round_index, [u.client for u, ok in zip(updates, finite) if not ok])
-            updates = [u for u, ok in zip(updates, finite) if ok]
-            buffers = [b for b, ok in zip(buffers, finite) if ok]
-        models = [
-            self.strategy.aggregate(task.global_vector, [u for u in updates if u.task == s], context)
-            for s, task in enumerate(self.tasks)
-        ]
+            jobs, updates, buffers = _kept(finite, jobs, updates, buffers)
+        if self._uplink is not None:
+            updates = self._sent(jobs, updates)
+        admitted = [self.strategy.admit(u, context) for u in updates]
+        if not all(admitted):
+            jobs, updates, buffers = _kept(admitted, jobs, updates, buffers)
         clients = tuple(sorted({u.client for u in updates}))
+        if self._edges is not None:
+            self._edge_step(updates, context, clients)
+            models = [task.global_vector for task in self.tasks]
+        else:
+            models = [self._step(s, task, updates, context) for s, task in enumerate(self.tasks)]
         if not all(all_finite(models)):
             raise Diverged(Divergence("global_model", context.round_index, clients))
         self.version += 1
@@ -464,6 +525,57 @@ class Learner:
             task.snapshots[self.version] = (model, task.global_buffers)
         self._forget_unused_snapshots()
         return len(updates)
+
+    def _step(self, s: int, task: TaskModel, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        """Task ``s``'s next global vector: the strategy's aggregate of its updates, or the server optimiser's step
+        on that aggregate minus the current vector (the pseudo-gradient) when some update was applied."""
+        mine = [u for u in updates if u.task == s]
+        model = self.strategy.aggregate(task.global_vector, mine, context)
+        if self._optimizers is None or not mine:
+            return model
+        return self._optimizers[s].step(task.global_vector, model - task.global_vector)
+
+    def _edge_step(self, updates: list[ClientUpdate], context: RoundContext, clients: tuple[int, ...]) -> None:
+        """Hierarchical FL's edge round: each edge's model takes the strategy's rule on its own devices' updates."""
+        for s, edges in enumerate(self._edges.vectors):
+            for edge in sorted({self._edges.edge(u.client) for u in updates if u.task == s}):
+                mine = [u for u in updates if u.task == s and self._edges.edge(u.client) == edge]
+                edges[edge] = self.strategy.aggregate(edges[edge], mine, context)
+                if not all(all_finite([edges[edge]])):
+                    raise Diverged(Divergence("global_model", context.round_index, clients))
+
+    def aggregate_cloud(self, context: CloudContext) -> int:
+        """Hierarchical FL's cloud round: the global model becomes the data-weighted mean of the models of the
+        edges that reached the cloud (through the server optimiser, if any), and those edges take it."""
+        for s, task in enumerate(self.tasks):
+            if not context.edges:
+                continue
+            model = self._edges.average(s, context.edges, task.global_vector)
+            if self._optimizers is not None:
+                model = self._optimizers[s].step(task.global_vector, model - task.global_vector)
+            if not all(all_finite([model])):
+                raise Diverged(Divergence("global_model", context.round_index, ()))
+            task.global_vector = model
+            task.snapshots[self.version] = (model, task.global_buffers)
+            for edge in context.edges:
+                self._edges.vectors[s][edge] = model
+        self._made_by = (context.round_index, self._made_by[1])
+        return len(context.edges)
+
+    @property
+    def edge_model_bytes(self) -> float:
+        """An edge model on the wired links between the edges and the cloud: the first task's model and buffers."""
+        return float(self.tasks[0].model_bytes + self.tasks[0].buffer_bytes)
+
+    def _sent(self, jobs: Sequence[int], updates: list[ClientUpdate]) -> list[ClientUpdate]:
+        """The updates as the server decompresses them from what the devices sent, each device's error memory
+        taken in job order (the order it sent them in)."""
+        out = list(updates)
+        for i in sorted(range(len(jobs)), key=lambda i: jobs[i]):
+            u = updates[i]
+            generator = torch.Generator().manual_seed(self.streams.integer_seed("compression", u.client, jobs[i]))
+            out[i] = replace(u, delta=self._uplink.send(u.client, u.delta, generator))
+        return out
 
     def evaluate(self) -> Evaluation:
         results = [task.evaluate() for task in self.tasks]
@@ -513,14 +625,26 @@ class Learner:
             model.job_flops(client, self._jobs[job].steps),
             self._upload_bytes(model),
             task=self._task_label(task),
+            steps=self._jobs[job].steps,
         )
 
     def _download_bytes(self, model: TaskModel) -> float:
-        """What a device receives to train: the strategy's share of the model, and the buffers that travel."""
-        return self.strategy.download_bytes(model.model_bytes) + model.buffer_bytes
+        """What a device receives to train: the strategy's share of the model (as quantised for the downlink),
+        and the buffers that travel."""
+        return self.strategy.download_bytes(self._model_bytes(model, self._downlink)) + model.buffer_bytes
 
     def _upload_bytes(self, model: TaskModel) -> float:
-        return self.strategy.upload_bytes(model.model_bytes) + model.buffer_bytes
+        """What a device sends after training: the strategy's share of its update (as compressed for the uplink),
+        and the buffers that travel."""
+        compressor = self._uplink.compressor if self._uplink is not None else None
+        return self.strategy.upload_bytes(self._model_bytes(model, compressor)) + model.buffer_bytes
+
+    @staticmethod
+    def _model_bytes(model: TaskModel, compressor: Compressor | None) -> float:
+        """A model-sized vector on the air: 4 bytes a value, or what the compressor sends for it."""
+        if compressor is None:
+            return model.model_bytes
+        return float(compressor.bytes(model.layout.size + model.extra))
 
     def _probe_work(self, client: int, round_index: int) -> Work:
         """Every task's model down, the probe's jobs (if it trains) and compute, one number per task up."""
@@ -532,7 +656,10 @@ class Learner:
             (model.job_flops(client, self._jobs[jobs[s]].steps) if jobs else 0.0) + probe.flops(model, client)
             for s, model in enumerate(self.tasks)
         )
-        download = sum(self._download_bytes(m) if jobs else m.model_bytes + m.buffer_bytes for m in self.tasks)
+        download = sum(
+            self._download_bytes(m) if jobs else self._model_bytes(m, self._downlink) + m.buffer_bytes
+            for m in self.tasks
+        )
         self._probes[probe_id] = _Probe(client, jobs)
         return Work(client, probe_id, download, flops, BYTES_PER_VALUE * len(self.tasks), "probe", report=True)
 
@@ -554,6 +681,9 @@ class Learner:
             job.steps,
             task=job.task,
             correction=job.correction,
+            start=self._received(job.task, job.version, job.client)[0]
+            if job.version in self.tasks[job.task].snapshots
+            else None,
         )
 
     def _train(self, job_ids: Sequence[int]) -> None:
@@ -571,10 +701,11 @@ class Learner:
                 model = self.tasks[job.task]
                 batch = min(model.local.batch_size, model.client_size(job.client))
                 pull = job.correction.pull if job.correction is not None else 0.0
-                groups[(job.task, job.version, batch, job.lr, pull)].append(job_id)
-        for (task, version, batch, lr, _), members in groups.items():
+                edge = self._edges.edge(job.client) if self._edges is not None else -1
+                groups[(job.task, job.version, edge, batch, job.lr, pull)].append(job_id)
+        for (task, version, _, batch, lr, _), members in groups.items():
             model = self.tasks[task]
-            start, start_buffers = model.snapshots[version]
+            start, start_buffers = self._received(task, version, self._jobs[members[0]].client)
             jobs = [
                 TrainJob(
                     self._minibatches(job_id, batch),
@@ -591,6 +722,22 @@ class Learner:
                 self._jobs[job_id].delta = end.sub_(start) if end is not start else end - start
                 self._jobs[job_id].buffers = buffers
 
+    def _received(self, task: int, version: int, client: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The vector and buffers of ``version`` as ``client`` receives them: the global model's, or its edge
+        server's (hierarchical FL: jobs are trained in the round they start, before any edge model changes), as
+        they are or quantised for the downlink, one draw per version and sender for every device (a broadcast)."""
+        vector, buffers = self.tasks[task].snapshots[version]
+        edge = -1
+        if self._edges is not None:
+            edge, vector = self._edges.edge(client), self._edges.start(task, client)
+        if self._downlink is None:
+            return vector, buffers
+        key = (task, version, edge)
+        if key not in self._broadcasts:
+            seed = self.streams.integer_seed("downlink", task, version, *((edge,) if edge >= 0 else ()))
+            self._broadcasts[key] = self._downlink.apply(vector, generator=torch.Generator().manual_seed(seed))
+        return self._broadcasts[key], buffers
+
     def _generator(self, job_id: int) -> torch.Generator:
         return torch.Generator().manual_seed(self.streams.integer_seed("training", self._jobs[job_id].client, job_id))
 
@@ -605,3 +752,7 @@ class Learner:
         for task in self.tasks:
             for version in [v for v in task.snapshots if v not in needed]:
                 del task.snapshots[version]
+        for key in [
+            k for k in self._broadcasts if k[1] not in needed or (self._edges is not None and k[1] < self.version)
+        ]:
+            del self._broadcasts[key]

@@ -60,6 +60,16 @@ OVER_COMMIT_PAPER = (
     "Bonawitz et al., Towards Federated Learning at Scale: System Design, MLSys 2019 (select 130% "
     "of the devices needed, keep the first to report)"
 )
+FEDNOVA_PAPER = (
+    "Wang, Liu, Liang, Joshi & Poor, Tackling the Objective Inconsistency Problem in Heterogeneous Federated "
+    "Optimization (FedNova), NeurIPS 2020"
+)
+FEDASYNC_PAPER = "Xie, Koyejo & Gupta, Asynchronous Federated Optimization (FedAsync), 2019"
+PARTIAL_WORK_NOTE = (
+    "partial local work as in FedNova (Wang et al., Tackling the Objective Inconsistency Problem in "
+    "Heterogeneous Federated Optimization, NeurIPS 2020), and in FLGo, FedML and Plato"
+)
+HIERFAVG_PAPER = "Liu, Zhang, Song & Letaief, Client-Edge-Cloud Hierarchical Federated Learning (HierFAVG), ICC 2020"
 MMFL_PAPER = (
     "Zhang, Li, Gong, Siew, Joe-Wong & El-Azouzi, Optimal Variance-Reduced Client Sampling for "
     "Multiple Models Federated Learning (poster; code haoran-zh/mmfl-Dec)"
@@ -75,6 +85,14 @@ class AlgorithmEntry(Entry):
     # model-sized vectors the server keeps for every client (a memory of updates, control variates): what a run
     # holds grows with the number of devices (checked before a run, netfl.config.budget)
     client_state: int = 0
+    # why a server optimiser (server.optimizer) cannot take this algorithm's step; empty: the step is x + Delta
+    # with Delta the aggregated update, which the optimiser takes instead
+    own_server_step: str = ""
+    # whether edge servers can run the rule on their own devices' updates (hierarchical aggregation, HierFAVG):
+    # the rule keeps no state across rounds and trains one model synchronously
+    edge_rule: bool = False
+    # the mode the algorithm needs ("sync" or "async"), with why; None: either
+    mode: tuple[str, str] | None = None
 
 
 # ------------------------------------------------------------------------------------------ parameters
@@ -189,6 +207,49 @@ class FedBuffParams(StrategyParams):
         return data
 
 
+class FedNovaParams(StrategyParams):
+    server_lr: float = Field(
+        1.0, gt=0, description="eta: x += eta * tau_eff * sum_i p_i Delta_i / tau_i (1 in the paper)"
+    )
+    weighting: Literal["samples", "uniform"] = Field(
+        "samples", description="p_i of the aggregated clients: by local data size (the paper's) or equal"
+    )
+
+
+class FedAsyncParams(StrategyParams):
+    alpha: float = Field(0.5, gt=0, le=1, description="alpha: the mixing weight of a fresh update")
+    staleness: Literal["constant", "polynomial", "hinge"] = Field(
+        "polynomial",
+        description="S(s) for an update s versions stale: constant 1, polynomial (s + 1)^-a, or hinge "
+        "(1 if s <= b, else 1 / (a (s - b) + 1)); alpha_t = alpha S(s)",
+    )
+    a: float | None = Field(None, gt=0, description="polynomial and hinge: the decay a (default 0.5 and 10)")
+    b: int | None = Field(None, ge=0, description="hinge: the staleness up to which S = 1 (default 4)")
+    max_staleness: int | None = Field(
+        None, ge=0, description="drop (do not apply) an update more stale than this; omitted: apply every update"
+    )
+
+    @model_validator(mode="after")
+    def _params_of_the_function(self):
+        if self.staleness == "constant" and self.a is not None:
+            raise ValueError("a is the decay of the polynomial and hinge staleness functions; constant has none")
+        if self.staleness != "hinge" and self.b is not None:
+            raise ValueError(f"b is the hinge's flat stretch; staleness {self.staleness} has none")
+        return self
+
+    @property
+    def decay(self) -> float:
+        """a, or its default for the staleness function (polynomial 0.5, hinge 10)."""
+        if self.a is not None:
+            return self.a
+        return 10.0 if self.staleness == "hinge" else 0.5
+
+    @property
+    def flat(self) -> int:
+        """b, or its default (4)."""
+        return 4 if self.b is None else self.b
+
+
 class FedCVaRParams(StrategyParams):
     alpha: float = Field(
         0.1,
@@ -221,6 +282,11 @@ class MMFLParams(StrategyParams):
 
 # ---------------------------------------------------------------------------------------------- entries
 
+_MEMORY_STEP = (
+    "steps on a memory of every client's latest update, also in rounds in which nothing arrives: that memory "
+    "is its server rule, and an optimiser on top would step on stale updates again and again"
+)
+
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     e.name: e
     for e in (
@@ -230,6 +296,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             f"{_IMPL}.fedavg:FedAvg",
             "FedAvg: weighted mean of the updates that arrived (by data size or uniform)",
             "McMahan et al., Communication-Efficient Learning of Deep Networks from Decentralized Data, AISTATS 2017",
+            edge_rule=True,
         ),
         AlgorithmEntry(
             "fedprox",
@@ -237,6 +304,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             f"{_IMPL}.fedprox:FedProx",
             "FedProx: FedAvg whose clients add the proximal term mu/2 ||w - w_global||^2 to their local loss",
             FEDPROX_PAPER,
+            edge_rule=True,
         ),
         AlgorithmEntry(
             "scaffold",
@@ -284,6 +352,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             "MIFA: step on the mean over all N clients of each client's latest (remembered) update",
             MIFA_NOTES,
             client_state=1,
+            own_server_step="mifa " + _MEMORY_STEP,
         ),
         AlgorithmEntry(
             "umifa",
@@ -293,6 +362,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             MIFA_NOTES + ", U-MIFA",
             needs_participation=True,
             client_state=1,
+            own_server_step="umifa " + _MEMORY_STEP,
         ),
         AlgorithmEntry(
             "mifam",
@@ -301,6 +371,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             "MIFAm: MIFA plus server momentum v_t = beta v_{t-1} + G_t, x -= eta v_t",
             MIFA_NOTES + ", MIFAm",
             client_state=1,
+            own_server_step="mifam " + _MEMORY_STEP,
         ),
         AlgorithmEntry(
             "umifam",
@@ -310,6 +381,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             MIFA_NOTES + ", U-MIFAm",
             needs_participation=True,
             client_state=1,
+            own_server_step="umifam " + _MEMORY_STEP,
         ),
         AlgorithmEntry(
             "afa_cd",
@@ -325,6 +397,7 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             "AFA-CS (Anarchic FL, cross-silo): x -= eta*eta_L * mean over all M workers of their latest G_i",
             AFL_PAPER + ", AFA-CS",
             client_state=1,
+            own_server_step="afa_cs " + _MEMORY_STEP,
         ),
         AlgorithmEntry(
             "fedbuff",
@@ -335,12 +408,33 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             FEDBUFF_PAPER,
         ),
         AlgorithmEntry(
+            "fednova",
+            FedNovaParams,
+            f"{_IMPL}.fednova:FedNova",
+            "FedNova: normalised averaging, x += eta * tau_eff * sum_i p_i Delta_i / tau_i with tau_i client i's "
+            "local steps and tau_eff = sum_i p_i tau_i (with server.round.partial_work: the steps that fit)",
+            FEDNOVA_PAPER,
+            edge_rule=True,
+        ),
+        AlgorithmEntry(
+            "fedasync",
+            FedAsyncParams,
+            f"{_IMPL}.fedasync:FedAsync",
+            "FedAsync: each arriving update mixed in, x = (1 - alpha_t) x + alpha_t x_i with alpha_t = alpha S(s) "
+            "for an update s versions stale (staleness constant, polynomial or hinge)",
+            FEDASYNC_PAPER,
+            own_server_step="fedasync's mixing weight alpha_t is its server step",
+            mode=("async", "fedasync mixes each update into the model as it arrives: use server.mode: async"),
+        ),
+        AlgorithmEntry(
             "fed_cvar",
             FedCVaRParams,
             f"{_IMPL}.fedcvar:FedCVaR",
             "Fed-CVaR-Avg: clients minimise (1-g) t + (1-g)/alpha relu(f - t) + g f over (theta, t); "
             "server adopts what arrived",
             CVAR_PAPER,
+            own_server_step="fed_cvar adopts the one model the relay passes (and its threshold t): there is no "
+            "averaged update to optimise",
         ),
         AlgorithmEntry(
             "mmfl",
@@ -366,6 +460,29 @@ ROUND_OPTIONS: tuple[dict[str, str], ...] = (
         "participants updates to arrive and stop the rest (dropout, cause over_commit); needs "
         "participants; not with a RAM relay, an algorithm that divides by p, or mmfl",
         "paper": OVER_COMMIT_PAPER,
+    },
+    {
+        "name": "partial_work",
+        "type": "bool",
+        "default": "false",
+        "summary": "a device that would miss the deadline trains only the local steps it can finish in time (from "
+        "its speed, the FLOPs of a step, the time left after its download, and its upload at the throughput its "
+        "previous upload achieved, or its link's nominal rate) and uploads them (train_start: partial "
+        "steps=done/asked); a job that fits no step stops (dropout, cause deadline); needs a deadline; fednova "
+        "normalises by the steps done, fedavg is the biased baseline; partial_margin (fraction, default 0) plans "
+        "each upload that much longer, for a shared uplink on which everyone who planned to the deadline sends "
+        "at once",
+        "paper": PARTIAL_WORK_NOTE,
+    },
+    {
+        "name": "cloud_every",
+        "type": "int",
+        "default": "1",
+        "summary": "with edge nodes (network.nodes.NAME.kind: edge, HierFAVG): every round each edge aggregates "
+        "its own devices' updates by the algorithm's rule (fedavg, fedprox or fednova) into its edge model; "
+        "every cloud_every rounds the edges send their models over their wired links, the cloud averages them "
+        "by the edges' data and sends the result back down",
+        "paper": HIERFAVG_PAPER,
     },
 )
 

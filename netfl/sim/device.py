@@ -8,6 +8,17 @@ mid-task, the task is interrupted and its work is lost (a dropout). The
 task ends when the upload's last bit has left the device (``upload_end``):
 the link's latency after that is the network's (the update in flight
 arrives whatever becomes of the device).
+
+Partial work (:class:`Deadline`): a device whose job would not leave in
+time trains only the local steps that let its upload's last bit leave by
+then, from its own speed, the FLOPs of one step and its upload time at the
+throughput its previous upload achieved (waiting for the medium and
+retransmissions included; the link's nominal rate before its first, see
+:meth:`Network.send_estimate_s`) stretched by a margin, decided once its
+download is done; the
+``train_start`` event says ``partial steps=done/asked`` and carries the
+FLOPs done, ``train_end`` their energy. A job that fits no step stops there
+(a dropout with cause ``deadline``).
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import simpy
 
@@ -25,6 +37,39 @@ from netfl.sim.battery import Battery
 from netfl.sim.device_table import DeviceProfile
 from netfl.sim.network import Network, Radio
 from netfl.sim.recorder import EventRecorder
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """Partial work: the upload's last bit must leave the device by ``leave_by`` (simulated seconds); ``cut(job,
+    steps)`` tells the learner how many local steps the job trains."""
+
+    leave_by: float
+    cut: Callable[[int, int], None]
+    margin: float = 0.0  # the upload is planned to take (1 + margin) times its estimate
+
+
+def fitting_steps(now: float, end: float, step_s: float, most: int) -> int:
+    """The most steps of ``step_s`` seconds each, at most ``most``, that end strictly before ``end`` starting at
+    ``now`` (with a margin of 1e-9 relative, so that float sums of the same times cannot tie with ``end``)."""
+    if not end > now:
+        return 0
+    n = min(most, math.floor((end - now) / step_s))
+    margin = 1e-9 * max(1.0, abs(end))
+    while n > 0 and not now + n * step_s < end - margin:
+        n -= 1
+    return n
+
+
+def after_now(policy: SessionPolicy, now: float, at: float, whose: str) -> float:
+    """``at``, a policy's next wake-up, if it is after ``now``: else time would stop (the watchdog's case, caught
+    at once here for every policy; a user's script is checked as it answers, with its line)."""
+    if not at > now:  # NaN too
+        raise PolicyError(
+            f"{policy_origin(policy)}: next_wakeup({now:g}) returned {at!r}, which is not "
+            f"after now ({whose}); return a later time, or math.inf for never"
+        )
+    return at
 
 
 class Device:
@@ -59,6 +104,7 @@ class Device:
         self._online_since = env.now
         self.task: simpy.Process | None = None
         self.tasks_started = 0
+        self.upload_bps: float | None = None  # what its last upload achieved (bits over upload_start..upload_end)
         self.updates_delivered = 0
         self._power_changed: simpy.Event | None = None
         self._state_changed: simpy.Event | None = None
@@ -179,15 +225,7 @@ class Device:
             yield self.env.any_of(events)
 
     def _after_now(self, policy: SessionPolicy, at: float, role: str) -> float:
-        """``at``, a policy's next wake-up, if it is after now: else time would stop (the watchdog's case, caught
-        at once here for every policy; a user's script is checked as it answers, with its line)."""
-        if not at > self.env.now:  # NaN too
-            raise PolicyError(
-                f"{policy_origin(policy)}: next_wakeup({self.env.now:g}) returned {at!r}, which is not "
-                f"after now (the {role} policy of device {self.index}); return a later time, or "
-                "math.inf for never"
-            )
-        return at
+        return after_now(policy, self.env.now, at, f"the {role} policy of device {self.index}")
 
     def describe_process(self, name: str) -> str | None:
         """Which of this device's processes ``name`` is, for the watchdog's message (netfl/sim/watchdog.py)."""
@@ -307,14 +345,31 @@ class Device:
 
     # ------------------------------------------------------------------ task
 
-    def start_task(self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None]) -> simpy.Process:
+    def start_task(
+        self,
+        work: Work,
+        uploaded: Callable[[int], None],
+        lost: Callable[[int], None],
+        deadline: Deadline | None = None,
+    ) -> simpy.Process:
         """Download, compute, upload ``work``. ``uploaded(job)`` once the upload's last bit has left the device (the
-        caller carries it on, the hop's latency first: :meth:`Network.in_flight`); ``lost(job)`` if not."""
+        caller carries it on, the hop's latency first: :meth:`Network.in_flight`); ``lost(job)`` if not. With a
+        ``deadline``, train only the steps that fit (partial work)."""
         self.tasks_started += 1
-        self.task = self.env.process(self._task(work, uploaded, lost))
+        self.task = self.env.process(self._task(work, uploaded, lost, deadline))
         return self.task
 
-    def _task(self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None]):
+    def _steps_in_time(self, work: Work, deadline: Deadline) -> int:
+        """How many of the work's local steps let its upload leave by the deadline, starting now."""
+        step_s = work.flops / work.steps / self.profile.flops_per_s
+        bits = 8.0 * work.upload_bytes
+        send_s = bits / self.upload_bps if self.upload_bps else self.network.send_estimate_s(self.index, bits)
+        send_s *= 1.0 + deadline.margin
+        return fitting_steps(self.env.now, deadline.leave_by - send_s, step_s, work.steps)
+
+    def _task(
+        self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None], deadline: Deadline | None
+    ):
         p = self.profile
         job, task = work.job, work.task
         try:
@@ -325,8 +380,18 @@ class Device:
                 self.log("download_end", job=job, task=task, energy_j=receiver.energy_j)
 
             if work.flops > 0:
-                self.log("train_start", job=job, task=task, flops=work.flops)
-                seconds = work.flops / p.flops_per_s
+                flops, partial = work.flops, ""
+                if deadline is not None and work.steps:
+                    steps = self._steps_in_time(work, deadline)
+                    if steps == 0:
+                        self.log("dropout", job=job, task=task, cause="deadline")
+                        lost(job)
+                        return
+                    if steps < work.steps:
+                        deadline.cut(job, steps)
+                        flops, partial = work.flops / work.steps * steps, f"partial steps={steps}/{work.steps}"
+                self.log("train_start", partial, job=job, task=task, flops=flops)
+                seconds = flops / p.flops_per_s
                 self.set_load("compute", p.compute_w)
                 try:
                     yield self.env.timeout(seconds)
@@ -335,6 +400,7 @@ class Device:
                 self.log("train_end", job=job, task=task, energy_j=p.compute_w * seconds)
 
             self.log("upload_start", job=job, task=task, bytes=work.upload_bytes)
+            sending = self.env.now
             transmitter = Radio(self.set_load, "transmit", p.transmit_w, self.env)
             sent = yield from self.network.upload_first_hop(self.index, 8.0 * work.upload_bytes, transmitter)
             if not sent:
@@ -342,6 +408,8 @@ class Device:
                 lost(job)
                 return
             self.log("upload_end", job=job, task=task, energy_j=transmitter.energy_j)
+            if self.env.now > sending:
+                self.upload_bps = 8.0 * work.upload_bytes / (self.env.now - sending)
             if not work.report:
                 self.updates_delivered += 1
             uploaded(job)

@@ -28,7 +28,7 @@ import numpy as np
 import simpy
 
 from netfl.rng import RandomStreams
-from netfl.sim.channel import Channel
+from netfl.sim.channel import Channel, shannon_rate
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.medium import MEDIA, Medium
 from netfl.sim.world import SERVER, GroupLink, NodeSetup, WiredLink
@@ -118,6 +118,7 @@ class Network:
             self.graph.add_node(name, kind=node.kind)
         for wire in wires:
             self.graph.add_edge(wire.source, wire.target, rate=wire.rate_bps, latency=wire.latency_s)
+        self.edges = {name for name, node in nodes.items() if node.kind == "edge"}  # hierarchical FL's edge servers
         self.media: dict[str, Medium] = {
             name: MEDIA[node.medium.kind](
                 env,
@@ -151,15 +152,22 @@ class Network:
                 break
         return hops
 
+    def route_below(self, node: str, tiers: set[str] | dict) -> list[Hop]:
+        """Wired hops from ``node`` up to the first of ``tiers`` (an edge server, a relay), or to the server."""
+        if node in tiers:
+            return []
+        return self.route_up(node, stop_at=tiers.__contains__)
+
     def path_nodes(self, node: str) -> list[str]:
         return [node] if node == SERVER else nx.shortest_path(self.graph, node, SERVER, weight="latency")
 
     # ------------------------------------------------------------- transfers
 
     def download(self, device: int, bits: float, receive: Radio):
-        """Server -> device: wired hops, then the device's own hop (its receiver on)."""
+        """Server (or the device's edge server) -> device: wired hops, then the device's own hop (its receiver
+        on)."""
         att = self.attachments[device]
-        for hop in reversed(self.route_up(att.node)):
+        for hop in reversed(self.route_below(att.node, self.edges)):
             yield self.env.timeout(hop.time(bits))
         yield self.env.timeout(att.latency_s)
         receive.on()
@@ -194,6 +202,21 @@ class Network:
             self._counters.by_device[device] = self._counters.by_device.get(device, 0.0) + transmit.on_s
         self._counters.bytes_up += bits / 8
         return True
+
+    def send_estimate_s(self, device: int, bits: float) -> float:
+        """How long the device's own hop would take to send ``bits`` at its link's nominal rate, alone: a fixed
+        rate's time; over a channel, at the medium's fixed rate (slotted ALOHA), the channel's fixed rate, or
+        the adaptive rate at its mean SNR over the whole band. Fading, retransmissions and a shared medium can
+        only make it longer (partial work plans with it)."""
+        att = self.attachments[device]
+        if att.channel is None:
+            return bits / att.uplink_bps
+        channel = att.channel
+        fixed = getattr(self.media[att.node], "rate_bps", None) or channel.params.rate_bps
+        if fixed is None:
+            b = channel.params.bandwidth_hz
+            fixed = min(shannon_rate(b, channel.mean_snr(b)), channel.params.max_spectral_efficiency * b)
+        return bits / fixed
 
     def in_flight(self, device: int):
         """The latency of the device's own hop, after its last bit left: the update travels without the device."""

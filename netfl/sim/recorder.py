@@ -50,6 +50,13 @@ EVENT_KINDS = (
     "relay_arrive",
     "relay_pass",
     "relay_drop",
+    "edge_online",
+    "edge_offline",
+    "edge_upload_start",
+    "edge_upload_end",
+    "cloud_aggregate",
+    "edge_download_start",
+    "edge_download_end",
 )
 
 _TYPECODE = {int: "q", float: "d"}

@@ -34,8 +34,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import simpy
 
-from netfl.backend import RoundContext, TrainingBackend, Work
-from netfl.sim.device import Device
+from netfl.backend import CloudContext, RoundContext, TrainingBackend, Work
+from netfl.sim.device import Deadline, Device
+from netfl.sim.edge import EdgeServer, EdgeTier
 from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
@@ -115,6 +116,9 @@ class SyncServer(_ServerBase):
         interval_s: float = 0.0,
         relays: dict[str, RamRelay] | None = None,
         goal: int | None = None,
+        partial_work: bool = False,
+        partial_margin: float = 0.0,
+        edges: EdgeTier | None = None,
     ):
         super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
         self.participants = participants
@@ -123,11 +127,17 @@ class SyncServer(_ServerBase):
         self.idle_wait_s = idle_wait_s
         self.interval_s = interval_s
         self.relays = relays or {}
+        self.partial_work = partial_work and not math.isinf(deadline_s)
+        self.partial_margin = partial_margin
+        self.edges = edges
+        self._stops = set(self.relays) | self.network.edges  # where an update's trip ends before the server
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
             started = self.env.now
             yield from self._round()
+            if self.edges is not None and self.edges.cloud_round(self.round_index):
+                yield from self._cloud()
             if self.env.now - started < self.interval_s:
                 yield self.env.timeout(started + self.interval_s - self.env.now)
             self.rounds_done += 1
@@ -137,6 +147,8 @@ class SyncServer(_ServerBase):
     def _round(self):
         r = self.round_index
         available = self.devices.eligible(r)
+        if self.edges is not None:
+            available = self.edges.reachable(available, r)
         self.log("round_start", f"available={len(available)}")
         plan = self.backend.plan_round(r, available)
         if not plan.work:
@@ -144,6 +156,7 @@ class SyncServer(_ServerBase):
             self._aggregate(available=(), selected=[], delivered=[], dropped=0, versions={})
             return
         deadline = None if math.isinf(self.deadline_s) else self.env.timeout(self.deadline_s)
+        self._deadline_at = self.env.now + self.deadline_s
         selected = sorted({w.client for w in plan.work})
         if plan.probe:
             probes = yield from self._run(plan.work, deadline)
@@ -167,6 +180,24 @@ class SyncServer(_ServerBase):
         )
         self.devices.release(selected)
 
+    def _cloud(self):
+        """Hierarchical FL: the edges that are up send their models to the cloud, which averages them and sends
+        the result back; each edge's transfers cross its wired route to the server, all edges at once."""
+        up = [edge for edge in self.edges.edges if edge.online]
+        bits = 8.0 * self.edges.model_bytes
+        yield self.env.all_of([self.env.process(self._edge_transfer(edge, bits, "upload")) for edge in up])
+        context = CloudContext(self.round_index, self.env.now, tuple(edge.index for edge in up))
+        applied = self.backend.aggregate_cloud(context)
+        self.log("cloud_aggregate", f"edges={','.join(e.name for e in up)} applied={applied}")
+        yield self.env.all_of([self.env.process(self._edge_transfer(edge, bits, "download")) for edge in up])
+
+    def _edge_transfer(self, edge: EdgeServer, bits: float, direction: str):
+        """An edge model up to the cloud, or the cloud's model down to an edge, over the edge's wired route."""
+        hops = self.network.route_up(edge.name)
+        self.log(f"edge_{direction}_start", f"edge={edge.name}", bytes=bits / 8)
+        yield from self.network.forward(hops if direction == "upload" else hops[::-1], bits)
+        self.log(f"edge_{direction}_end", f"edge={edge.name}")
+
     def _run(self, work: Sequence[Work], deadline: simpy.Event | None, goal: int | None = None):
         """Start every item of ``work`` and wait until all arrived or were lost, the deadline, or ``goal`` arrivals.
 
@@ -188,6 +219,7 @@ class SyncServer(_ServerBase):
                 w,
                 uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
                 lost=lambda j: _settle(state.done[j], False),
+                deadline=self._partial(w) if self.partial_work else None,
             )
         everyone = self.env.all_of(list(state.done.values()))
         close = everyone if deadline is None else everyone | deadline
@@ -202,11 +234,22 @@ class SyncServer(_ServerBase):
             yield self.env.all_of(stragglers)
         return state
 
+    def _hops_in(self, device: int) -> list:
+        """The wired hops an update travels once it left the device: to the server, a RAM relay or an edge."""
+        return self.network.route_below(self.network.attachments.node(device), self._stops)
+
+    def _partial(self, work: Work) -> Deadline:
+        """Partial work: the upload's last bit must leave the device in time for its latency and wired hops to end
+        before the deadline."""
+        bits = 8.0 * work.upload_bytes
+        carry_s = self.network.attachments.latency(work.client) + sum(h.time(bits) for h in self._hops_in(work.client))
+        return Deadline(self._deadline_at - carry_s, self.backend.cut, self.partial_margin)
+
     def _carry(self, job: int, device: Device, state: _RoundState):
         """An upload that left its device: its own hop's latency, then the wired hops to the server or to a RAM
         relay. The device is no longer needed: it may go offline or die meanwhile."""
         node = self.network.attachments.node(device.index)
-        hops = [] if node in self.relays else self.network.route_up(node, stop_at=lambda n: n in self.relays)
+        hops = self._hops_in(device.index)
         yield from self.network.in_flight(device.index)
         yield from self.network.forward(hops, 8.0 * state.work[job].upload_bytes)
         stop = hops[-1].target if hops else node

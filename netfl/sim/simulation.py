@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
 from netfl.policies.base import SessionPolicy
 from netfl.sim.device import Device
+from netfl.sim.edge import EdgeServer, EdgeTier
 from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, LazyFleet, fleet_energy_j
 from netfl.sim.network import Attachments, Counters, Network, ram_weights
-from netfl.sim.recorder import EventRecorder
+from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
 from netfl.sim.server import AsyncServer, SyncServer
 from netfl.sim.watchdog import WatchedEnvironment, event_limit
@@ -118,6 +119,7 @@ class Simulation:
                 ]
             )
         self.relays = self._build_relays(log)
+        self.edges = self._build_edges(current_round)
         server = world.server
         common = dict(max_rounds=world.stop.rounds, on_round_end=self._round_ended)
         if server.mode == "async":
@@ -146,6 +148,9 @@ class Simulation:
                 interval_s=server.interval_s,
                 relays=self.relays,
                 goal=server.goal,
+                partial_work=server.partial_work,
+                partial_margin=server.partial_margin,
+                edges=self.edges,
                 **common,
             )
         self.progress: Callable[[float, int, float | None], None] | None = None
@@ -177,6 +182,24 @@ class Simulation:
                 node.ram.draw,
             )
         return relays
+
+    def _build_edges(self, current_round: Callable[[], int]) -> EdgeTier | None:
+        """The edge servers of hierarchical FL, and each device's: the first edge on its group's route."""
+        setup = self.world.hierarchy
+        if setup is None:
+            return None
+
+        def log(kind: str, detail: str = "", **fields) -> None:
+            self.recorder.log(self.env.now, current_round(), SERVER, kind, detail, **fields)
+
+        index = {name: i for i, name in enumerate(setup.edges)}
+        edges = [EdgeServer(self.env, name, i, setup.policies.get(name), log) for name, i in index.items()]
+        group_edge = [
+            next((index[n] for n in self.network.path_nodes(link.node) if n in index), -1) for link in self.world.links
+        ]
+        if min(group_edge) < 0:
+            raise ValueError("with edge servers, every device group's route to the server must cross an edge")
+        return EdgeTier(edges, [group_edge[g] for g in self.world.devices.group], setup.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
         if self.world.stop.eval_every_s is None and (round_index + 1) % self.world.stop.eval_every == 0:

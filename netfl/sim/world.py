@@ -45,7 +45,7 @@ class RamSetup:
 class NodeSetup:
     """An access point or a relay between devices and the server."""
 
-    kind: Literal["access_point", "relay"]
+    kind: Literal["access_point", "relay", "edge"]
     medium: MediumSetup = MediumSetup()
     downlink_bps: float | None = None  # broadcast rate to its devices
     ram: RamSetup | None = None
@@ -88,6 +88,8 @@ class ServerSetup:
     buffer: int = 10  # async: aggregate every `buffer` arrivals
     local_steps: Distribution | None = None  # async: each job's K; the task's own if None
     pause_s: float = 0.0  # async: mean pause before a worker pulls again
+    partial_work: bool = False  # sync: a device trains the local steps that fit before the deadline
+    partial_margin: float = 0.0  # partial work: the upload planned to take (1 + margin) times its estimate
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,18 @@ class StopSetup:
     accuracy: float | None = None  # stop at the first evaluation reaching it
     eval_every: int = 1
     eval_every_s: float | None = None
+
+
+@dataclass(frozen=True)
+class HierarchySetup:
+    """Edge servers (HierFAVG): the edge nodes, in order (a device's edge is the first on its route to the server),
+    how often the cloud averages their models, each edge's availability (absent: always up) and the bytes of an
+    edge model on the wired links (the learner's model; set once the learner is built)."""
+
+    edges: tuple[str, ...]
+    cloud_every: int = 1
+    policies: dict[str, AvailabilityPolicy] = field(default_factory=dict)
+    model_bytes: float = 0.0
 
 
 @dataclass
@@ -117,6 +131,7 @@ class World:
     policies: Sequence[AvailabilityPolicy] | None = None
     chargers: Sequence[SessionPolicy | None] | None = None
     population: Sequence[PopulationModel] | None = None
+    hierarchy: HierarchySetup | None = None
 
     def __post_init__(self) -> None:
         if (self.policies is None) == (self.population is None):
@@ -130,3 +145,5 @@ class World:
             raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
         if self.population is not None and self.server.mode == "async":
             raise ValueError("the lazy engine runs synchronous rounds only")
+        if self.hierarchy is not None and (self.population is not None or self.server.mode != "sync"):
+            raise ValueError("edge servers aggregate synchronous rounds of the eager engine")

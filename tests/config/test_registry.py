@@ -13,10 +13,12 @@ from click.testing import CliRunner
 from netfl.cli.main import main
 from netfl.learn.partition import partition_indices
 from netfl.registry.algorithms import ALGORITHMS
+from netfl.registry.compression import COMPRESSORS
 from netfl.registry.datasets import DATASET_NAMES, DATASETS
 from netfl.registry.media import MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PARTITION_KINDS
+from netfl.registry.server_optimizers import SERVER_OPTIMIZERS
 from netfl.sim.medium import MEDIA
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,6 +120,16 @@ def test_algorithms_listing_shows_every_algorithm_with_its_paper() -> None:
     options = lines[lines.index(next(line for line in lines if line.startswith("Round options"))) :]
     assert options[1].startswith("over_commit (fraction, default 0): ask ceil((1 + over_commit) x participants)")
     assert options[2].startswith("    paper: Bonawitz et al., Towards Federated Learning at Scale: System Design")
+    assert any(line.startswith("partial_work (bool, default false):") for line in options)
+    assert any(line.startswith("cloud_every (int, default 1):") for line in options)
+    for name, entry in SERVER_OPTIMIZERS.items():
+        assert f"{name}: {entry.summary}" in lines and f"    paper: {entry.paper}" in lines, name
+    assert (
+        "    lr (float, required): eta: the server's step size; required: the paper tunes it on a log grid, with tau"
+        in lines
+    )
+    for name, (summary, paper) in COMPRESSORS.items():
+        assert f"{name}: {summary}" in lines and f"    paper: {paper}" in lines, name
 
 
 @pytest.mark.parametrize(

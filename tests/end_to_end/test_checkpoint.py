@@ -75,6 +75,22 @@ def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
         ("mmfl.yaml", [], 12),  # several models and a probe every round
         ("ram-relay.yaml", [], 30),  # Fed-CVaR-Avg's extra scalar behind a random-access relay
         ("million-phones.yaml", ["devices[0].count=2000", "stop.rounds=12"], 8),  # the lazy engine
+        (  # partial work, a server optimiser's moments, error-feedback memories and a quantised downlink
+            "quickstart.yaml",
+            [
+                "server.algorithm={name: fednova}",
+                "server.round.partial_work=true",
+                "server.optimizer={name: adam, lr: 0.01}",
+                "server.compression={uplink: {topk: 10%, error_feedback: true}, downlink: {qsgd: {levels: 16}}}",
+            ],
+            33,
+        ),
+        ("hierarchical.yaml", ["stop.rounds=20"], 14),  # edge models between two cloud aggregations
+        (
+            "anarchic.yaml",
+            ["server.algorithm={name: fedasync, max_staleness: 8}", "server.async.buffer=1", "stop.rounds=80"],
+            45,
+        ),
     ],
 )
 def test_resuming_every_kind_of_run(tmp_path: Path, topology: str, overrides: list[str], stop_at: int) -> None:

@@ -19,7 +19,9 @@ from netfl.study import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
-STUDIES = sorted(EXAMPLES.glob("**/*study*.yaml")) + sorted((REPO / "docs" / "studies").glob("*/study.yaml"))
+STUDIES = sorted(EXAMPLES.glob("**/*study*.yaml")) + sorted(
+    p for p in (REPO / "docs" / "studies").glob("*/*.yaml") if p.name != "topology.yaml"
+)
 REPRODUCTIONS = sorted(p.parent for p in EXAMPLES.glob("*/study.yaml"))
 
 
@@ -33,6 +35,7 @@ def test_the_examples_have_their_studies() -> None:
     }
     assert EXAMPLES / "quickstart_study.yaml" in STUDIES
     assert REPO / "docs" / "studies" / "fashion-diurnal" / "study.yaml" in STUDIES
+    assert REPO / "docs" / "studies" / "slow-uplink" / "tuning.yaml" in STUDIES
 
 
 @pytest.mark.parametrize("path", STUDIES, ids=lambda p: p.relative_to(REPO).as_posix())

@@ -68,6 +68,8 @@ def test_registry_names_and_metadata() -> None:
         "afa_cd",
         "afa_cs",
         "fedbuff",
+        "fednova",
+        "fedasync",
         "fed_cvar",
         "mmfl",
     }

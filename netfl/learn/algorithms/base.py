@@ -31,7 +31,8 @@ FedProx's proximal pull, SCAFFOLD's control variates; the strategy keeps any
 client-side state it needs), ``extras`` (trainable scalars beside the model,
 with their own loss and step size: Fed-CVaR-Avg's threshold t), and
 ``download_bytes`` / ``upload_bytes`` (what travels with the model, which
-the simulated network times).
+the simulated network times). ``admit`` may refuse an update that arrived
+(FedAsync drops one staler than its bound).
 
 Every strategy class carries ``name`` (the key in ``server.algorithm``) and
 ``Params`` (a pydantic model: its fields, defaults and descriptions are the
@@ -94,6 +95,7 @@ class ClientUpdate:
     steps: int | None = None  # K: the local SGD steps this job ran (None: unknown)
     task: int = 0  # which model (of ``tasks:``) this update belongs to
     correction: Correction | None = None  # what the strategy's ``correction`` gave the job when it started
+    start: torch.Tensor | None = None  # the global vector the job started from, as the client received it
 
 
 class Strategy(ABC):
@@ -193,6 +195,11 @@ class Strategy(ABC):
         sends with it."""
         return model_bytes
 
+    def admit(self, update: ClientUpdate, context: RoundContext) -> bool:
+        """Whether an update that arrived is applied (True by default); one that is not is counted as received
+        and not applied, and reaches neither ``aggregate`` nor the model (FedAsync's staleness bound)."""
+        return True
+
     @abstractmethod
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         """The next global vector from the current one and the updates that arrived (possibly none)."""
@@ -208,6 +215,13 @@ def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like
     for update, weight in zip(updates, weights):
         total.add_(update.delta.to(dtype=like.dtype, device=like.device).view_as(like), alpha=float(weight))
     return total
+
+
+def data_weights(updates: Sequence[ClientUpdate], weighting: str) -> list[float]:
+    """p_k of each update: its client's share of the updates' samples (``samples``) or 1/|updates| (``uniform``)."""
+    sizes = [u.num_samples if weighting == "samples" else 1 for u in updates]
+    total = sum(sizes)
+    return [n / total for n in sizes]
 
 
 def participation_probabilities(algorithm: str, clients: ClientInfo) -> tuple[float, ...]:

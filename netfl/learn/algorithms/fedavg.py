@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms.base import ClientUpdate, Strategy, weighted_sum
+from netfl.learn.algorithms.base import ClientUpdate, Strategy, data_weights, weighted_sum
 from netfl.registry.algorithms import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
 
 
@@ -45,9 +45,7 @@ class FedAvg(Strategy):
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         if not updates:
             return x
-        sizes = [u.num_samples if self.params.weighting == "samples" else 1 for u in updates]
-        total = sum(sizes)
-        return x + self.params.server_lr * weighted_sum(updates, [n / total for n in sizes], x)
+        return x + self.params.server_lr * weighted_sum(updates, data_weights(updates, self.params.weighting), x)
 
 
 class FedAvgAll(Strategy):

@@ -1,0 +1,124 @@
+"""Server optimisers: the server's step on the aggregated pseudo-gradient (``server.optimizer``).
+
+Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar & McMahan, "Adaptive
+Federated Optimization", ICLR 2021, Algorithm 2. An algorithm whose server
+step is ``x <- x + Delta_t`` (FedAvg: Delta_t the weighted mean of the
+arrived client updates y_i - x) hands Delta_t to the optimiser, which takes
+the step instead. In netfl, Delta_t is the algorithm's next model minus the
+current one, so any averaging rule (FedAvg, FedAU, FedProx, FedNova,
+FedBuff, ...) feeds it, its own weights included; the algorithm's
+``server_lr`` stays at 1 and ``lr`` here is the paper's eta. With
+``m_{-1} = 0`` and ``v_{-1} = tau^2`` (the paper's ``v_{-1} >= tau^2``, at its
+least):
+
+    m_t = beta1 m_{t-1} + (1 - beta1) Delta_t
+    FedAdagrad: v_t = v_{t-1} + Delta_t^2
+    FedYogi:    v_t = v_{t-1} - (1 - beta2) Delta_t^2 sign(v_{t-1} - Delta_t^2)
+    FedAdam:    v_t = beta2 v_{t-1} + (1 - beta2) Delta_t^2
+    x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)
+
+element-wise. The paper has no bias correction; ``bias_correction: true``
+(Adam only) adds Kingma & Ba's, as Flower's FedAdam does: m and v start at
+0 and the step uses ``m_t / (1 - beta1^t)`` and ``v_t / (1 - beta2^t)``.
+FedAvgM (Hsu, Qi & Brown 2019): ``v_t = beta v_{t-1} + Delta_t``,
+``x_{t+1} = x_t + eta v_t`` (v starts at 0, no (1 - beta) factor). ``sgd``:
+``x_{t+1} = x_t + eta Delta_t``.
+
+A step counts only when some update was applied: a round in which nothing
+arrived leaves the model, the moments and t as they are (the paper's rounds
+always have clients). The state (t, m, v) is kept in checkpoints with the
+learner's. One optimiser per model (several with ``tasks:``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from netfl.registry.server_optimizers import SERVER_OPTIMIZERS
+
+
+class ServerOptimizer:
+    """The step ``x_{t+1}`` from ``x_t`` and the pseudo-gradient ``Delta_t`` (a plain server learning rate)."""
+
+    def __init__(self, params: Any):
+        self.params = params
+        self.t = 0  # steps taken
+
+    def step(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        self.t += 1
+        return x + self.params.lr * delta
+
+
+class ServerSGD(ServerOptimizer):
+    """x_{t+1} = x_t + eta Delta_t."""
+
+
+class ServerMomentum(ServerOptimizer):
+    """FedAvgM: v_t = beta v_{t-1} + Delta_t (v_{-1} = 0), x_{t+1} = x_t + eta v_t."""
+
+    def __init__(self, params: Any):
+        super().__init__(params)
+        self.velocity: torch.Tensor | None = None
+
+    def step(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        self.t += 1
+        self.velocity = delta.clone() if self.velocity is None else self.params.beta1 * self.velocity + delta
+        return x + self.params.lr * self.velocity
+
+
+class _Adaptive(ServerOptimizer):
+    """Reddi et al.'s Algorithm 2; subclasses say how v_t follows from v_{t-1} and Delta_t^2."""
+
+    def __init__(self, params: Any):
+        super().__init__(params)
+        self.bias_correction = bool(getattr(params, "bias_correction", False))
+        self.m: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def step(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        p = self.params
+        self.t += 1
+        if self.m is None:
+            self.m = torch.zeros_like(x)
+            self.v = torch.zeros_like(x) if self.bias_correction else torch.full_like(x, p.tau**2)
+        self.m = p.beta1 * self.m + (1 - p.beta1) * delta
+        self.v = self.second_moment(self.v, delta * delta)
+        m, v = self.m, self.v
+        if self.bias_correction:
+            m = m / (1 - p.beta1**self.t)
+            v = v / (1 - p.beta2**self.t)
+        return x + p.lr * m / (v.sqrt() + p.tau)
+
+
+class ServerAdagrad(_Adaptive):
+    """FedAdagrad: v_t = v_{t-1} + Delta_t^2."""
+
+    def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+        return v + squared
+
+
+class ServerAdam(_Adaptive):
+    """FedAdam: v_t = beta2 v_{t-1} + (1 - beta2) Delta_t^2."""
+
+    def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+        return self.params.beta2 * v + (1 - self.params.beta2) * squared
+
+
+class ServerYogi(_Adaptive):
+    """FedYogi: v_t = v_{t-1} - (1 - beta2) Delta_t^2 sign(v_{t-1} - Delta_t^2)."""
+
+    def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
+        return v - (1 - self.params.beta2) * squared * torch.sign(v - squared)
+
+
+def build_server_optimizer(spec: Any) -> ServerOptimizer:
+    """The optimiser a ``server.optimizer`` spec names, with its validated parameters (a fresh state)."""
+    entry = SERVER_OPTIMIZERS.get(spec.name)
+    if entry is None:
+        raise ValueError(f"unknown server optimizer {spec.name!r}; accepted: {', '.join(SERVER_OPTIMIZERS)}")
+    return entry.load()(entry.params.model_validate(spec.params))
