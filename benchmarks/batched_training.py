@@ -44,7 +44,7 @@ def fmnist_round(model: str, hidden: list[int], clients: int, rounds: int) -> di
             "local": {"steps": 5, "batch_size": 16, "lr": 0.05},
         },
         "devices": [{"group": "d", "count": clients, "compute": {"flops_per_s": 2e9}, "link": {"uplink": 2e7}}],
-        "eval": {"every": rounds, "max_test_samples": 1000},
+        "eval": {"every": f"{rounds} rounds", "max_test_samples": 1000},
     }
 
 
@@ -62,7 +62,7 @@ def mmfl_probe(clients: int, rounds: int) -> dict:
         "tasks": [task] * 3,
         "devices": [{"group": "d", "count": clients, "compute": {"flops_per_s": 2e9}, "link": {"uplink": 2e7}}],
         "server": {"algorithm": {"name": "mmfl", "sampling": "optimal"}, "round": {"participants": 4}},
-        "eval": {"every": rounds, "max_test_samples": 1000},
+        "eval": {"every": f"{rounds} rounds", "max_test_samples": 1000},
     }
 
 

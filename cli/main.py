@@ -96,9 +96,9 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
 @click.option(
     "--checkpoint-every",
     "checkpoint_every",
-    metavar="N|DURATION",
-    help="keep a checkpoint every N rounds (50) or simulated time (30min), to continue with netfl resume "
-    "after a crash or Ctrl-C; removed when the run completes",
+    metavar="Nrounds|DURATION",
+    help="keep a checkpoint every N rounds (50rounds) or simulated time (30min), and at a Ctrl-C, to continue "
+    "with netfl resume; removed when the run completes",
 )
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(

@@ -40,20 +40,26 @@ class Every:
 
     @classmethod
     def parse(cls, text: str) -> Every:
-        """``50`` (rounds) or a simulated duration (``30min``, ``2h``)."""
-        from netfl.units import parse_quantity
+        """``50rounds`` (or ``"50 rounds"``) or a simulated duration (``30min``, ``2h``); a bare number is refused:
+        it could mean either."""
+        from netfl.units import bare_number, parse_quantity, parse_rounds
 
         text = str(text).strip()
-        if text.isdigit() and int(text) > 0:
-            return cls(rounds=int(text))
+        spellings = "give a number of rounds with the word (50rounds) or a simulated duration (30min, 2h)"
+        number = bare_number(text)
+        if number is not None:
+            raise NetflError(
+                f"--checkpoint-every {text}: a number without a unit could mean rounds or seconds; {spellings}"
+            )
+        rounds = parse_rounds(text)
+        if rounds is not None and rounds > 0:
+            return cls(rounds=rounds)
         try:
-            seconds = parse_quantity(text, "time")
+            seconds = parse_quantity(text, "time") if rounds is None else math.nan
         except (ValueError, TypeError):
             seconds = math.nan
         if not (seconds > 0 and math.isfinite(seconds)):
-            raise NetflError(
-                f"--checkpoint-every {text}: give a number of rounds (50) or a simulated duration (30min, 2h)"
-            )
+            raise NetflError(f"--checkpoint-every {text}: {spellings}")
         return cls(seconds=float(seconds))
 
     def describe(self) -> str:

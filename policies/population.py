@@ -44,7 +44,7 @@ from netfl import keyed_random
 from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.policies.sessions import DAY, HOUR
+from netfl.policies.sessions import DAY, HOUR, window_start
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
 
@@ -207,15 +207,17 @@ class DailyModel(PopulationModel):
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key)
-        self.start, self.jitter = params.start, params.jitter
+        self.start, self.jitter = window_start(params), params.jitter
         self.length = (params.end - params.start) % DAY
         self.day = np.full(n, -1, dtype=np.int64)  # the day whose window is current or next
         everyone = np.arange(n)
         opens, closes = self._window(everyone)
-        # yesterday's window may still be open at 0; else today's is next
-        before = closes <= 0
-        self.day[before] = 0
-        opens[before], closes[before] = self._window(everyone[before])
+        # yesterday's window may still be open at 0; else the first that closes after 0 is current or next
+        before = np.flatnonzero(closes <= 0)
+        while before.size:
+            self.day[before] += 1
+            opens[before], closes[before] = self._window(everyone[before])
+            before = before[closes[before] <= 0]
         self.state[:] = opens <= 0
         self.change[:] = np.where(self.state, closes, opens)
 

@@ -151,6 +151,23 @@ def test_eval_every_accepts_rounds_text() -> None:
     assert scenario_from_dict(scenario(eval={"every": "1 round"})).eval.every == Every(rounds=1)
 
 
+@pytest.mark.parametrize(
+    "value, spelled",
+    [(900, "'900 rounds' or '900s'"), ("900", "'900 rounds' or '900s'"), (2.5, "write '2.5s'")],
+)
+def test_eval_every_refuses_a_bare_number_naming_both_spellings(value: Any, spelled: str) -> None:
+    message = problem_at(problems_of(scenario(eval={"every": value})), "eval.every")
+    assert "without a unit could mean rounds or seconds" in message and spelled in message
+
+
+def test_a_scenario_written_back_spells_its_rounds_out() -> None:
+    from netfl.config import scenario_document
+
+    document = scenario_document(scenario_from_dict(scenario(eval={"every": "10 rounds"})))
+    assert document["eval"]["every"] == "10 rounds"
+    assert scenario_from_dict(document).eval.every == Every(rounds=10)
+
+
 def test_eval_every_accepts_a_simulated_time() -> None:
     assert scenario_from_dict(scenario(eval={"every": "5min"})).eval.every == Every(seconds=300.0)
     assert scenario_from_dict(scenario(eval={"every": "90s"})).eval.every == Every(seconds=90.0)

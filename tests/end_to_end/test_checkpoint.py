@@ -98,20 +98,34 @@ def test_resume_without_a_checkpoint_or_with_a_damaged_one(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "text, expected", [("50", Every(rounds=50)), ("30min", Every(seconds=1800.0)), ("2h", Every(seconds=7200.0))]
+    "text, expected",
+    [
+        ("50rounds", Every(rounds=50)),
+        ("50 rounds", Every(rounds=50)),
+        ("1 round", Every(rounds=1)),
+        ("30min", Every(seconds=1800.0)),
+        ("2h", Every(seconds=7200.0)),
+    ],
 )
 def test_checkpoint_every_reads_rounds_or_a_duration(text: str, expected: Every) -> None:
     assert Every.parse(text) == expected
 
 
-@pytest.mark.parametrize("text", ["0", "-3", "soon", "0s", "inf"])
+@pytest.mark.parametrize("text", ["0 rounds", "-3", "soon", "0s", "inf", "50"])
 def test_checkpoint_every_refuses_nonsense(text: str, tmp_path: Path) -> None:
     (tmp_path / "tiny.yaml").write_text(TINY)
     assert_user_error(
         run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "o", "--checkpoint-every", text),
         "--checkpoint-every",
-        "number of rounds",
+        "number of rounds with the word (50rounds) or a simulated duration (30min, 2h)",
     )
+
+
+def test_a_bare_number_of_checkpoint_rounds_is_refused_naming_both_spellings() -> None:
+    with pytest.raises(
+        NetflError, match=r"--checkpoint-every 50: a number without a unit could mean rounds or seconds"
+    ):
+        Every.parse("50")
 
 
 def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
@@ -142,7 +156,18 @@ def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> No
     )
     assert whole.returncode == 0, whole.stderr
     process = subprocess.Popen(
-        [netfl, "simulate", topology, "--out", tmp_path / "cut", "-q", "--threads", "1", "--checkpoint-every", "10"],
+        [
+            netfl,
+            "simulate",
+            topology,
+            "--out",
+            tmp_path / "cut",
+            "-q",
+            "--threads",
+            "1",
+            "--checkpoint-every",
+            "10rounds",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )

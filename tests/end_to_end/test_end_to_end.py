@@ -226,7 +226,7 @@ def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
     """Each feature's scenario file runs from the CLI (cut to a few rounds to keep the suite fast)."""
     data = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
     data["stop"] = {"rounds": 3}
-    data["eval"] = {"every": 1, "max_test_samples": 500}
+    data["eval"] = {"every": "1 round", "max_test_samples": 500}
     if name == "fashion-mnist":
         if not Path("/usr/share/datasets/fashion-mnist").is_dir():
             pytest.skip("dataset-fashion-mnist is not installed")

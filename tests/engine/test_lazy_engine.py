@@ -125,7 +125,7 @@ def test_lazy_runs_repeat_bit_for_bit() -> None:
 def test_lazy_per_round_patterns_and_diurnal_run() -> None:
     groups = [
         group("markov", 50, availability={"policy": "markov", "p": 0.3}),
-        group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": 4}),
+        group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": "4 rounds"}),
         group("night", 50, availability={"policy": "diurnal", "mixing": "1min"}),
     ]
     sim, result = lazy(scenario(groups, stop={"rounds": 30}, round={"participants": 10}), FakeBackend())

@@ -292,7 +292,7 @@ def _scenario(algorithm: dict, *, mode: str = "sync", relay: bool = False) -> di
             }
         ],
         "server": {"algorithm": algorithm, "mode": mode},
-        "eval": {"every": 2},
+        "eval": {"every": "2 rounds"},
     }
     if relay:
         data["network"] = {
@@ -369,7 +369,7 @@ def test_shipped_topologies_for_the_reproductions_run(name: str) -> None:
     path = Path(__file__).resolve().parents[2] / "topologies" / f"{name}.yaml"
     data = yaml.safe_load(path.read_text())
     data["stop"] = {"rounds": 3}
-    data["eval"] = {"every": 1}
+    data["eval"] = {"every": "1 round"}
     sim, _ = build_simulation(scenario_from_dict(data, source=str(path), base_dir=path.parent))
     result = sim.run()
     assert result.rounds == 3 and len(result.metrics) == 4
