@@ -257,6 +257,18 @@ def _progress(scenario, quiet: bool):
     )
 
 
+def _energy(summary: dict) -> str:
+    """What the devices drew, and of it what federated learning cost (training and the radio): over hours the idle
+    draw is most of the total and is spent with or without learning."""
+    from netfl.units import format_si
+
+    def joules(key: str) -> str:
+        value = summary.get(key)
+        return "n/a" if value is None else format_si(value, "J", 3)
+
+    return f"energy {joules('energy_j')}, of which training and radio {joules('work_energy_j')}"
+
+
 def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | None = None):
     """``run()`` (returning the outcome and a note) with Ctrl-C/SIGTERM and user errors handled as every
     command handles them; prints the run's summary unless ``quiet``."""
@@ -297,7 +309,7 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         )
         click.echo(
             f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
-            f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J"
+            f"{s['updates_dropped']} dropped; {_energy(s)}"
         )
         click.echo(f"  results: {outcome.out_dir}/" + (f" ({note})" if note else ""))
     s = outcome.summary

@@ -104,6 +104,19 @@ def _example(kind: str) -> str:
     }[kind]
 
 
+_SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_si(value: float, unit: str, digits: int | None = None) -> str:
+    """``value`` with an SI prefix for people to read: ``format_si(1310445, "J", 3)`` is ``'1.31 MJ'``.
+    ``digits``: significant digits (None: as many as ``%g`` gives, for values a user wrote)."""
+    spec = "g" if digits is None else f".{digits}g"
+    for factor, prefix in _SI_PREFIXES:
+        if abs(value) >= factor:
+            return f"{value / factor:{spec}} {prefix}{unit}"
+    return f"{value:{spec}} {unit}".rstrip()
+
+
 def _quantity(kind: str):
     return BeforeValidator(lambda v: parse_quantity(v, kind))
 

@@ -61,6 +61,7 @@ class PopulationModel(ABC):
     """
 
     time_base: ClassVar[str] = "continuous"
+    policy = ""  # the built-in's name, set by build_population_model (events name it as a cause)
 
     def __init__(self, n: int, key: int):
         self.n = n
@@ -345,4 +346,6 @@ def build_population_model(
 ) -> PopulationModel:
     """The population form of built-in ``policy`` for ``n`` devices; ``label_mix`` (n x labels) feeds
     probabilities given ``from: data`` or ``from: smallest_label``."""
-    return POPULATION_MODELS[policy](params, n, key, label_mix, seed)
+    model = POPULATION_MODELS[policy](params, n, key, label_mix, seed)
+    model.policy = policy
+    return model

@@ -48,7 +48,12 @@ EVENT_SCHEMA = pa.schema(
 
 def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     """The event log (:meth:`EventRecorder.columns`) as a DataFrame: typed columns whole, integers as pandas'
-    nullable ``Int64``, null floats NaN, null strings missing."""
+    nullable ``Int64``, null floats NaN, null strings missing -- the dtypes ``pd.read_parquet`` gives for
+    events.parquet (through the same Arrow table, so a string column with no value at all reads alike too)."""
+    return _events_table(columns).to_pandas()
+
+
+def _events_table(columns: dict[str, Any]) -> pa.Table:
     n = len(columns["kind"])
     data: dict[str, Any] = {name: columns[name] for name in ("sim_time_s", "round", "device", "kind")}
     for name, kind in EVENT_FIELDS.items():
@@ -67,12 +72,12 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
             full[rows] = np.asarray(values, dtype=np.float64)
             data[name] = full
     data["detail"] = columns["detail"]
-    return pd.DataFrame(data)
+    return pa.Table.from_pandas(pd.DataFrame(data), schema=EVENT_SCHEMA, preserve_index=False)
 
 
 def write_events(path: Path, columns: dict[str, Any]) -> None:
     """events.parquet; with pandas' metadata, so ``pd.read_parquet`` gives back :func:`events_frame`'s dtypes."""
-    table = pa.Table.from_pandas(events_frame(columns), schema=EVENT_SCHEMA, preserve_index=False)
+    table = _events_table(columns)
     # No statistics or creation metadata that could vary: the same run gives the same bytes.
     pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=True)
 

@@ -336,6 +336,7 @@ class LazyPolicy(SessionPolicy):
     def __init__(self, fleet: LazyFleet, group: int, row: int):
         self.model, self.row = fleet.models[group], row
         self._hook = fleet._accrue(fleet.slices[group].start, rounds=self.model.time_base == "round")
+        self.label = self.model.policy  # what the event log names (netfl.policies.catalog.policy_label)
 
     def online(self, now: float, state) -> bool:
         if self.model.time_base == "round":  # per-round policies change only at round starts

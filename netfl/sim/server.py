@@ -52,6 +52,7 @@ class _ServerBase:
         *,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
+        stop_s: float | None = None,
     ):
         self.env = env
         self.devices = devices
@@ -59,6 +60,7 @@ class _ServerBase:
         self.recorder = recorder
         self.network = network
         self.max_rounds = max_rounds
+        self.stop_s = math.inf if stop_s is None else stop_s  # the run ends here (stop.sim_time)
         self.on_round_end = on_round_end
         self.round_index = 0  # the round in progress (or next to start); = the global model version
         self.rounds_done = 0
@@ -69,6 +71,11 @@ class _ServerBase:
 
     def log(self, kind: str, detail: str = "", **fields) -> None:
         self.recorder.log(self.env.now, self.round_index, SERVER, kind, detail, **fields)
+
+    def stopping(self) -> bool:
+        """Whether the run ends at this instant (stop.sim_time): work started now would never finish, so none is
+        (work finishing now still counts)."""
+        return self.env.now >= self.stop_s
 
     def describe_process(self, name: str) -> str | None:
         """Which of the server's processes ``name`` is, for the watchdog's message (netfl/sim/watchdog.py)."""
@@ -92,10 +99,15 @@ class _ServerBase:
         self.updates_received += len(delivered)
         self.updates_applied += applied
         self.updates_dropped += dropped
-        detail = f"received={len(delivered)} applied={applied} dropped={dropped}"
-        if stale and max(stale) > 0:
-            detail += " staleness=" + ",".join(map(str, stale))
-        self.log("aggregate", detail, staleness=max(stale) if stale else None)
+        detail = "staleness=" + ",".join(map(str, stale)) if stale and max(stale) > 0 else ""
+        self.log(
+            "aggregate",
+            detail,
+            staleness=max(stale) if stale else None,
+            received=len(delivered),
+            applied=applied,
+            dropped=dropped,
+        )
 
 
 class SyncServer(_ServerBase):
@@ -112,11 +124,14 @@ class SyncServer(_ServerBase):
         idle_wait_s: float,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
+        stop_s: float | None = None,
         interval_s: float = 0.0,
         relays: dict[str, RamRelay] | None = None,
         goal: int | None = None,
     ):
-        super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
+        super().__init__(
+            env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
+        )
         self.participants = participants
         self.goal = goal
         self.deadline_s = deadline_s
@@ -126,6 +141,8 @@ class SyncServer(_ServerBase):
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
+            if self.stopping():
+                yield self.env.event()  # the stop is due at this instant: wait for it
             started = self.env.now
             yield from self._round()
             if self.env.now - started < self.interval_s:
@@ -137,9 +154,11 @@ class SyncServer(_ServerBase):
     def _round(self):
         r = self.round_index
         available = self.devices.eligible(r)
-        self.log("round_start", f"available={len(available)}")
+        self.log("round_start", available=len(available))
         plan = self.backend.plan_round(r, available)
         if not plan.work:
+            for relay in self.relays.values():
+                relay.idle_round()
             yield self.env.timeout(self.idle_wait_s)
             self._aggregate(available=(), selected=[], delivered=[], dropped=0, versions={})
             return
@@ -251,8 +270,11 @@ class AsyncServer(_ServerBase):
         pause_s: float,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
+        stop_s: float | None = None,
     ):
-        super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
+        super().__init__(
+            env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
+        )
         self.rng = rng
         self.buffer = buffer
         self.local_steps = local_steps  # a Distribution or None (the task's own)
@@ -266,6 +288,8 @@ class AsyncServer(_ServerBase):
         for device in self.devices:
             self.env.process(self._worker(device, np.random.default_rng(self.rng.integers(2**63))))
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
+            if self.stopping():
+                yield self.env.event()  # the stop is due at this instant: wait for it
             self.log("round_start", "waiting for updates")
             while len(self._arrived) < self.buffer:
                 self._full = self.env.event()
@@ -285,10 +309,12 @@ class AsyncServer(_ServerBase):
                 yield self.env.timeout(rng.exponential(self.pause_s))
             while not device.eligible(self.round_index):
                 yield device.changed()
+            if self.stopping():
+                return  # a job pulled at the stop would never finish
             steps = self._draw_steps(rng)
             work = self.backend.submit(device.index, self.round_index, steps=steps)
             self._versions[work.job] = self.round_index
-            device.log("pull", f"version={self.round_index} steps={steps or 'task'}", job=work.job, task=work.task)
+            device.log("pull", job=work.job, task=work.task, version=self.round_index, steps=steps)
             done = self.env.event()
             device.start_task(
                 work,

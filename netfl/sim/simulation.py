@@ -119,7 +119,7 @@ class Simulation:
             )
         self.relays = self._build_relays(log)
         server = world.server
-        common = dict(max_rounds=world.stop.rounds, on_round_end=self._round_ended)
+        common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time_s, on_round_end=self._round_ended)
         if server.mode == "async":
             self.server = AsyncServer(
                 self.env,

@@ -330,7 +330,7 @@ def test_fedscale_trace_replays_end_to_end_from_the_cli(tmp_path: Path) -> None:
     result = run("simulate", path, "--out", tmp_path / "out", "-q")
     assert result.exit_code == 0, result.output
     events = pq.read_table(tmp_path / "out" / "events.parquet").to_pandas()
-    changes = events[events.kind.isin(["online", "offline"]) & (events.cause == "policy")]
+    changes = events[events.kind.isin(["online", "offline"]) & (events.cause == "policy:fedscale_trace")]
 
     def switches(device: int) -> list[tuple[float, str]]:
         rows = changes[changes.device == device]

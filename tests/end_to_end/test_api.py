@@ -22,6 +22,11 @@ def tiny(tmp_path):
     return path
 
 
+def test_the_api_is_discoverable_by_dir_and_tab_completion() -> None:
+    assert {"run", "load", "from_dict", "Result", "ScenarioError"} <= set(dir(netfl))
+    assert all(callable(getattr(netfl, name)) for name in ("run", "load", "from_dict"))
+
+
 def test_run_from_a_file_gives_dataframes_and_writes_nothing(tiny, tmp_path) -> None:
     result = netfl.run(tiny)
     assert result.out_dir is None and list(tmp_path.iterdir()) == [tiny]
@@ -47,6 +52,21 @@ def test_run_from_a_file_gives_dataframes_and_writes_nothing(tiny, tmp_path) -> 
         "attempts",
         "staleness",
         "cause",
+        "available",
+        "received",
+        "applied",
+        "dropped",
+        "collisions",
+        "success",
+        "retransmissions",
+        "slot",
+        "others",
+        "level",
+        "version",
+        "steps",
+        "relay",
+        "picked",
+        "medium",
         "detail",
     ]
     assert result.metrics.energy_j.iloc[-1] == result.summary["energy_j"]  # to the bit: last evaluation at the stop

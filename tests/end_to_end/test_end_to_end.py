@@ -50,6 +50,21 @@ EVENT_COLUMNS = [
     "attempts",
     "staleness",
     "cause",
+    "available",
+    "received",
+    "applied",
+    "dropped",
+    "collisions",
+    "success",
+    "retransmissions",
+    "slot",
+    "others",
+    "level",
+    "version",
+    "steps",
+    "relay",
+    "picked",
+    "medium",
     "detail",
 ]
 EVENT_KINDS = {"online", "offline", "train_start", "train_end", "upload_start", "upload_end", "aggregate"}
@@ -133,6 +148,13 @@ def test_events_parquet(quickstart_run) -> None:
     uploads = frame[frame.kind == "upload_start"]
     assert uploads.job.notna().all() and (uploads.bytes > 0).all() and uploads.task.isna().all()  # one model
     assert frame[frame.kind == "aggregate"].job.isna().all()
+    # the counts are typed columns, not text in detail: one aggregate per round, its counts summing to the summary's
+    aggregates = frame[frame.kind == "aggregate"]
+    assert str(aggregates.received.dtype) == "Int64" and aggregates.received.sum() == s["updates_received"]
+    assert aggregates.applied.sum() == s["updates_applied"] and aggregates.dropped.sum() == s["updates_dropped"]
+    starts = frame[frame.kind == "round_start"]
+    assert len(starts) == s["rounds"] and starts.available.notna().all() and (starts.available <= 20).all()
+    assert not frame.detail.str.contains("=").any()  # no key=value left to parse in a synchronous run
 
 
 def test_plot_is_a_png(quickstart_run) -> None:
@@ -253,6 +275,8 @@ def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
     """The numbers README.md shows for the quickstart are the ones a run gives (all but the real time)."""
     import re
 
+    from netfl.units import format_si
+
     out, result = quickstart_run
     assert result.exit_code == 0, result.output
     s = json.loads((out / "summary.json").read_text())
@@ -263,7 +287,8 @@ def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
         f"quickstart: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s (… s real)\n"
         f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, best {100 * s['best_test_accuracy']:.1f}%\n"
         f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
-        f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J\n"
+        f"{s['updates_dropped']} dropped; energy {format_si(s['energy_j'], 'J', 3)}, "
+        f"of which training and radio {format_si(s['work_energy_j'], 'J', 3)}\n"
         f"  results: results/quickstart/"
     )
     assert got == expected
