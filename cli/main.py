@@ -188,7 +188,7 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
             resume=checkpoint,
             data_dir=data_dir or (Path(saved) if saved else None),
         )
-        return outcome, f"resumed from round {checkpoint.rounds} ({checkpoint.sim_time_s:.0f} simulated s)"
+        return outcome, f"resumed from {checkpoint.describe()}"
 
     _run_guarded(run, quiet, resumable=True, run_dir=run_dir)
 
@@ -291,7 +291,13 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         if resumable and written is not None:
             from netfl.checkpoint import checkpoint_path
 
-            if checkpoint_path(written).exists():
+            if exc.checkpointed_at is not None:
+                click.echo(
+                    f"  checkpoint written where it stopped ({exc.checkpointed_at:.0f} simulated s); "
+                    f"continue with: netfl resume {written}",
+                    err=True,
+                )
+            elif checkpoint_path(written).exists():
                 click.echo(f"  continue from the last checkpoint: netfl resume {written}", err=True)
         sys.exit(130)
     except KeyboardInterrupt:  # before the run began (loading netfl, reading the topology)

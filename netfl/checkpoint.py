@@ -11,7 +11,9 @@ state and goes on for real. The resumed run's events and metrics are those
 of a run that never stopped, bit for bit.
 
 The checkpoint sits beside the results folder (``results/.<name>.checkpoint``),
-is replaced atomically at every checkpoint and removed when the run
+is replaced atomically at every checkpoint -- and at a Ctrl-C or SIGTERM,
+which stops the engine between two events (:meth:`Recording.save_now`), so a
+resumed run goes on from the instant it stopped -- and removed when the run
 completes. It is a pickle, like any torch checkpoint: resume only your own.
 """
 
@@ -84,8 +86,13 @@ class Checkpoint:
     log: list[tuple[str, Any]]
     state: dict[str, Any]
     rounds: int
-    sim_time_s: float
+    sim_time_s: float  # of the last periodic checkpoint (the schedule goes on from it)
     versions: dict[str, str] = field(default_factory=dict)
+    stopped_at_s: float | None = None  # a checkpoint written at an interrupt: the simulated time it stopped at
+
+    def describe(self) -> str:
+        at = self.sim_time_s if self.stopped_at_s is None else self.stopped_at_s
+        return f"round {self.rounds} ({at:.0f} simulated s{', where it was interrupted' if self.stopped_at_s else ''})"
 
     def save(self, path: Path) -> None:
         """Replace ``path`` atomically: a kill while saving leaves the previous checkpoint whole."""
@@ -116,15 +123,20 @@ class Checkpoint:
         return cls(**data)
 
 
+#: Saves a checkpoint: (answer log, aggregations done, simulated time of the periodic checkpoint, the simulated time
+#: of an interrupt or None).
+Save = Callable[[list, int, float, "float | None"], None]
+
+
 class Recording:
     """The learner as the engine sees it, each answer logged; ``due(context)`` after each aggregation decides
-    whether to checkpoint, ``save(log, rounds, sim_time)`` does it."""
+    whether to checkpoint, ``save(log, rounds, sim_time, stopped_at)`` does it."""
 
     def __init__(
         self,
         learner: TrainingBackend,
         every: Every | None,
-        save: Callable[[list, int, float], None],
+        save: Save,
         log: list[tuple[str, Any]] | None = None,
         done: tuple[int, float] = (0, 0.0),
     ):
@@ -153,8 +165,15 @@ class Recording:
         self._rounds += 1
         if self._due(context.sim_time_s):
             self._last_time = context.sim_time_s
-            self._save(self.log, self._rounds, context.sim_time_s)
+            self._save(self.log, self._rounds, context.sim_time_s, None)
         return applied
+
+    def save_now(self, now: float) -> bool:
+        """Checkpoint where the run stands, at simulated time ``now`` (an interrupt that stopped the engine between
+        two events: every answer logged so far is in the learner's state); the periodic schedule goes on as it
+        was. True: saved."""
+        self._save(self.log, self._rounds, self._last_time, now)
+        return True
 
     def evaluate(self) -> Evaluation:
         return self._answer("evaluate", self.learner.evaluate())
@@ -179,6 +198,11 @@ class Replaying:
     @property
     def replaying(self) -> bool:
         return self._next < len(self._log)
+
+    def save_now(self, now: float) -> bool:
+        """As :meth:`Recording.save_now` once the log is used up; while replaying, the learner is not restored yet
+        and the checkpoint resumed from still holds: nothing is saved (False)."""
+        return False if self.replaying else self.live.save_now(now)
 
     def _replay(self, name: str) -> Any:
         logged, value = self._log[self._next]

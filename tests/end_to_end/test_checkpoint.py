@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import TINY, assert_user_error, run
+from cli_support import TINY, assert_user_error, run, with_ctrl_c
 
 from netfl.checkpoint import Checkpoint, Every, checkpoint_path
 from netfl.config import load_scenario
@@ -34,6 +35,14 @@ class StopAt:
 
     def close(self) -> None:
         pass
+
+
+class CtrlCAt(StopAt):
+    """A progress bar whose user presses Ctrl-C (a real SIGINT) once the run has done ``rounds`` rounds."""
+
+    def update(self, sim_time_s: float, rounds: int, accuracy: float | None) -> None:
+        if rounds == self.rounds:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def same_bytes(a: Path, b: Path) -> None:
@@ -60,6 +69,52 @@ def interrupted_and_resumed(
 def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path: Path) -> None:
     checkpoint = interrupted_and_resumed(tmp_path, REPO / "topologies" / "quickstart.yaml", [], 33, Every(rounds=10))
     assert checkpoint.rounds == 30  # the last multiple of 10 before the interruption
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_a_checkpoint_where_the_run_stopped_and_resume_goes_on_from_there(tmp_path: Path) -> None:
+    """Ctrl-C at round 33 with a checkpoint every 10 rounds: the checkpoint is at round 33, not 30, and the resumed
+    run is byte-identical to the run that never stopped."""
+    scenario = load_scenario(REPO / "topologies" / "quickstart.yaml", overrides=["stop.rounds=36"])
+    run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
+    with pytest.raises(Interrupted) as stopped:
+        run_scenario(
+            scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10), progress=CtrlCAt(33)
+        )
+    partial = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert partial["complete"] is False and partial["rounds"] == 33
+    checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    assert checkpoint.rounds == 33 and checkpoint.stopped_at_s == stopped.value.checkpointed_at == partial["sim_time_s"]
+    assert checkpoint.sim_time_s < checkpoint.stopped_at_s  # the periodic schedule goes on from round 30's
+    run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
+
+
+@pytest.mark.slow
+def test_ctrl_c_inside_training_waits_for_the_event_and_checkpoints_after_it(tmp_path: Path, monkeypatch) -> None:
+    """A signal that comes while the learner aggregates (training the round's jobs) is held until that event is
+    over: the checkpoint holds the aggregation it interrupted, and resuming gives the same bytes."""
+    from netfl.learn.learner import Learner
+
+    # asynchronous: jobs in flight at the stop
+    scenario = load_scenario(REPO / "topologies" / "anarchic.yaml", overrides=["stop.rounds=24"])
+    run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
+    aggregate, calls = Learner.aggregate, []
+
+    def interrupted_midway(self, context):
+        calls.append(context.round_index)
+        if len(calls) == 17:
+            os.kill(os.getpid(), signal.SIGINT)  # during the call: training and aggregation still to come
+        return aggregate(self, context)
+
+    monkeypatch.setattr(Learner, "aggregate", interrupted_midway)
+    with pytest.raises(Interrupted):
+        run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10))
+    monkeypatch.setattr(Learner, "aggregate", aggregate)
+    checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    assert checkpoint.rounds == 17 and [name for name, _ in checkpoint.log].count("aggregate") == 17
+    run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
 
 
 def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
@@ -180,4 +235,47 @@ def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> No
     assert not (tmp_path / "cut").exists() and checkpoint_path(tmp_path / "cut").is_file()
     resumed = run("resume", tmp_path / "cut", "-q", "--threads", "1")
     assert resumed.exit_code == 0, resumed.output
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_command_line_then_resume_gives_the_run_that_never_stopped(tmp_path: Path) -> None:
+    """The user's path: netfl simulate --checkpoint-every, Ctrl-C (exit 130, saying where it stopped), then
+    netfl resume from there, to the same bytes as a run that was never interrupted."""
+    topology = tmp_path / "run.yaml"
+    topology.write_text(TINY.replace("stop: {rounds: 2}", "stop: {rounds: 120}"))
+    netfl = Path(sys.executable).parent / "netfl"
+    whole = run("simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1")
+    assert whole.exit_code == 0, whole.output
+    process = subprocess.Popen(
+        [
+            netfl,
+            "simulate",
+            topology,
+            "--out",
+            tmp_path / "cut",
+            "-q",
+            "--threads",
+            "1",
+            "--checkpoint-every",
+            "10rounds",
+        ],
+        preexec_fn=with_ctrl_c,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
+    while not saved.exists():  # the first checkpoint (round 10): the run is under way
+        assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"
+        time.sleep(0.01)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "checkpoint written where it stopped" in stderr and f"netfl resume {tmp_path / 'cut'}" in stderr
+    stopped = Checkpoint.load(saved)
+    assert stopped.stopped_at_s is not None and stopped.stopped_at_s >= stopped.sim_time_s  # at or past round 10
+    resumed = run("resume", tmp_path / "cut", "--threads", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"resumed from round {stopped.rounds} (" in resumed.stdout and "where it was interrupted" in resumed.stdout
     same_bytes(tmp_path / "whole", tmp_path / "cut")
