@@ -277,6 +277,7 @@ def run_scenario(
                 title=f"{scenario.name}: {scenario.server.algorithm.name}",
                 scenario=scenario_document(scenario),
                 source=str(scenario.source.resolve()) if scenario.source is not None else None,
+                timeline=result.timeline.columns() if result.timeline is not None else None,
             )
     if not complete:
         raise Interrupted(outcome.out_dir, checkpointed_at=simulation.env.now if checkpointed else None)

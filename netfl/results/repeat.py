@@ -11,7 +11,7 @@ from netfl.config.loading import read_yaml
 from netfl.errors import NetflError
 
 #: The files a repeat must reproduce byte for byte (summary.json holds the wall-clock time, which never repeats).
-REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
+REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet", "timeline.parquet")
 
 
 def load_run_scenario(run_dir: Path) -> tuple[Scenario, dict[str, str]]:
@@ -31,9 +31,12 @@ def load_run_scenario(run_dir: Path) -> tuple[Scenario, dict[str, str]]:
 
 
 def compare_runs(first: Path, second: Path) -> tuple[list[str], list[str]]:
-    """The reproduced files that are byte-identical in both run folders, and those that differ or are missing."""
+    """The reproduced files that are byte-identical in both run folders, and those that differ or are missing
+    (a file the first run does not have, written by later versions of netfl, is not compared)."""
     same, different = [], []
     for name in REPRODUCED:
         a, b = Path(first) / name, Path(second) / name
+        if name == "timeline.parquet" and not a.exists():
+            continue
         (same if a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes() else different).append(name)
     return same, different

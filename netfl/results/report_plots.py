@@ -6,18 +6,17 @@ case keeps one colour in every figure.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from netfl.results.plots import png as _png
 from netfl.results.report_load import Run
 from netfl.results.report_tables import mean_curve, target_label
 
@@ -28,14 +27,6 @@ MAX_SCATTER_POINTS = 3000
 def case_colours(cases: Sequence[str]) -> dict[str, tuple]:
     palette = colormaps["tab10" if len(cases) <= 10 else "tab20"].colors
     return {case: palette[i % len(palette)] for i, case in enumerate(cases)}
-
-
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
 
 
 def accuracy_vs_time(

@@ -20,7 +20,7 @@ from netfl.runner import run_scenario
 from netfl.signals import Interrupted
 
 REPO = Path(__file__).resolve().parents[2]
-REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
+REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet", "timeline.parquet")
 
 
 class StopAt:
@@ -188,7 +188,10 @@ def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
     assert run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "first", "-q").exit_code == 0
     result = run("rerun", tmp_path / "first", "-q")
     assert result.exit_code == 0, result.output
-    assert f"in {tmp_path / 'first-rerun'}/: identical (events.parquet, metrics.csv, devices.parquet)" in result.stdout
+    assert (
+        f"in {tmp_path / 'first-rerun'}/: identical (events.parquet, metrics.csv, devices.parquet, timeline.parquet)"
+        in result.stdout
+    )
     summary = json.loads((tmp_path / "first" / "summary.json").read_text())
     summary["versions"]["torch"] = "1.0.0"  # as if run elsewhere
     (tmp_path / "first" / "summary.json").write_text(json.dumps(summary))

@@ -90,6 +90,8 @@ def test_cli_exits_cleanly(quickstart_run) -> None:
         "metrics.csv",
         "scenario.yaml",
         "summary.json",
+        "timeline.parquet",
+        "timeline.png",
     ]
     # nothing left over from the atomic write: no hidden staging or previous folder beside the output
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
@@ -155,6 +157,21 @@ def test_events_parquet(quickstart_run) -> None:
     starts = frame[frame.kind == "round_start"]
     assert len(starts) == s["rounds"] and starts.available.notna().all() and (starts.available <= 20).all()
     assert not frame.detail.str.contains("=").any()  # no key=value left to parse in a synchronous run
+
+
+def test_the_timeline_reads_the_world_at_every_evaluation(quickstart_run) -> None:
+    out, _ = quickstart_run
+    timeline = pd.read_parquet(out / "timeline.parquet")
+    metrics = pd.read_csv(out / "metrics.csv")
+    devices = pd.read_parquet(out / "devices.parquet")
+    for group, rows in timeline.groupby("group", sort=False):
+        assert rows.sim_time_s.round(6).tolist() == metrics.sim_time_s.round(6).tolist()  # metrics.csv has 6 decimals
+        members = devices[devices.group == group]
+        assert (rows.devices == len(members)).all() and (rows.available <= rows.online).all()
+        assert rows.delivered.sum() == members.updates_delivered.sum()  # the last reading is at the stop
+        assert rows.battery_mean.iloc[-1] == pytest.approx(members.battery_fraction.mean(), rel=1e-12)
+    assert list(timeline.group.unique()) == ["phones", "boards"] and 0 < timeline.online.max() <= 12
+    assert (out / "timeline.png").read_bytes()[:8] == PNG_MAGIC
 
 
 def test_plot_is_a_png(quickstart_run) -> None:
