@@ -532,12 +532,19 @@ def policies() -> None:
     type=click.Path(path_type=Path),
     help="report folder: new, empty, or an earlier report it replaces [default: <first DIR>/report/]",
 )
-def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None) -> None:
-    """Compare the runs under DIRS (run or study folders) by case: tables, plots and report.html."""
+@click.option(
+    "--interpolate",
+    is_flag=True,
+    help="time, rounds and energy to a target where the line between two evaluations crosses it, instead of "
+    "at the first evaluation at or above it (the report says so)",
+)
+def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None, interpolate: bool) -> None:
+    """Compare the runs under DIRS (run or study folders) by case: paired comparisons, tables, plots and
+    report.html."""
     from netfl.results.report import write_report
 
     try:
-        made = write_report(dirs, targets=targets, out_dir=out_dir)
+        made = write_report(dirs, targets=targets, out_dir=out_dir, interpolate=interpolate)
     except NetflError as exc:
         _fail(exc)
     flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""

@@ -39,6 +39,19 @@ SUMMARY_NUMBERS = (
     "bytes_down",
 )
 DEVICE_COLUMNS = ("group", "tasks_started", "updates_delivered", "online_fraction")
+#: timeline.parquet's columns a report draws (runs made before netfl wrote one have none: no world figure).
+TIMELINE_COLUMNS = (
+    "sim_time_s",
+    "group",
+    "devices",
+    "online",
+    "available",
+    "participated",
+    "dropped",
+    "battery_mean",
+    "battery_p10",
+    "battery_p90",
+)
 
 
 @dataclass
@@ -52,6 +65,7 @@ class Run:
     case: str = ""
     seed: int = 0
     overrides: dict[str, Any] = field(default_factory=dict)
+    timeline: pd.DataFrame | None = None  # the world at every evaluation, per device group (None: an older run)
 
     @property
     def complete(self) -> bool:
@@ -114,7 +128,9 @@ def load_runs(folders: Sequence[Path]) -> list[Run]:
 
 def load_run(folder: Path) -> Run:
     summary = _read_summary(folder / "summary.json")
-    return Run(folder, summary, _read_metrics(folder / "metrics.csv"), _read_devices(folder / "devices.parquet"))
+    run = Run(folder, summary, _read_metrics(folder / "metrics.csv"), _read_devices(folder / "devices.parquet"))
+    run.timeline = _read_timeline(folder / "timeline.parquet")
+    return run
 
 
 def _first_line(exc: BaseException) -> str:
@@ -187,6 +203,32 @@ def _read_devices(file: Path) -> pd.DataFrame | None:
     try:
         names = pq.read_schema(file).names
         return pq.read_table(file, columns=[c for c in DEVICE_COLUMNS if c in names]).to_pandas()
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise NetflError(f"{file}: cannot be read as Parquet ({_first_line(exc)})") from None
+
+
+def _read_timeline(file: Path) -> pd.DataFrame | None:
+    """timeline.parquet's columns the report draws; None when the run has none (made before netfl wrote it)."""
+    if not file.is_file():
+        return None
+    try:
+        names = pq.read_schema(file).names
+        missing = [c for c in TIMELINE_COLUMNS if c not in names]
+        if missing:
+            raise NetflError(f"{file}: no column {', '.join(missing)} (found: {', '.join(names)})")
+        timeline = pq.read_table(file, columns=list(TIMELINE_COLUMNS)).to_pandas()
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise NetflError(f"{file}: cannot be read as Parquet ({_first_line(exc)})") from None
+    if (timeline["sim_time_s"].diff() < 0).any():
+        raise NetflError(f"{file}: sim_time_s goes back in time")
+    return timeline
+
+
+def read_activity(run: Run) -> pd.DataFrame:
+    """The run's events.parquet as a device timeline needs it (time, device, kind), for the report's Gantt."""
+    file = run.path / "events.parquet"
+    try:
+        return pq.read_table(file, columns=["sim_time_s", "device", "kind"]).to_pandas()
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise NetflError(f"{file}: cannot be read as Parquet ({_first_line(exc)})") from None
 
