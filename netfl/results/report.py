@@ -220,18 +220,23 @@ PAIRED_CAPTION = (
 )
 
 
+def _duration(seconds: float) -> str:
+    """``10 min``, ``12 s``, ``2 h``: a simulated duration in the unit that reads best."""
+    name = time_axis([seconds])[1]
+    return f"{seconds / UNITS[name]:.3g} {name}"
+
+
 def _how_first(runs, interpolate: bool, unit: tuple[str, float]) -> str:
     """How the first case is decided, and the resolution of a time to target, in one paragraph."""
-    name, factor = unit
+    name = unit[0]
     median, shortest, longest = evaluation_spacing([r.metrics for r in runs])
     if median != median:  # NaN: no run evaluated twice
         spacing = "the runs evaluated once"
     elif abs(longest - shortest) <= 1e-6 * longest:
-        spacing = f"the runs evaluated every {median / factor:.3g} {name}"
+        spacing = f"the runs evaluated every {_duration(median)}"
     else:
         spacing = (
-            f"the runs evaluated every {median / factor:.3g} {name} (median; from {shortest / factor:.3g} to "
-            f"{longest / factor:.3g} {name})"
+            f"the runs evaluated every {_duration(median)} (median; from {_duration(shortest)} to {_duration(longest)})"
         )
     if interpolate:
         resolution = (

@@ -154,15 +154,24 @@ def seeds_label(case: str, members: Sequence[Run]) -> str:
     return f"{case} ({devices} × {seeds})" if devices else f"{case} ({seeds})"
 
 
-def grid_of(panels: int, columns: int = 3, width: float = 9.0, height: float = 2.7) -> tuple[Figure, list]:
-    """A figure of ``panels`` small multiples, ``columns`` to a row (shared axes); spare cells hidden."""
+def grid_of(
+    panels: int, xlabel: str, ylabel: str, columns: int = 3, width: float = 9.0, height: float = 2.7
+) -> tuple[Figure, list]:
+    """A figure of ``panels`` small multiples, ``columns`` to a row (shared axes), labelled on the outer edges:
+    the x axis under the lowest panel of each column (above a spare cell too), the y axis on the left."""
     cols = min(columns, panels)
     rows = math.ceil(panels / cols)
     fig = Figure(figsize=(width, height * rows + 0.5), dpi=110)
     axes = list(np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)).ravel())
     for ax in axes[panels:]:
         ax.set_visible(False)
-    return fig, axes
+    for i, ax in enumerate(axes[:panels]):
+        if i + cols >= panels:  # nothing drawn below it
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel(xlabel)
+        if i % cols == 0:
+            ax.set_ylabel(ylabel)
+    return fig, axes[:panels]
 
 
 def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, tuple]) -> bytes | None:
@@ -181,7 +190,7 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
             shown.append((case, members, pd.concat(frames, ignore_index=True)))
     if not shown:
         return None
-    fig, axes = grid_of(len(shown))
+    fig, axes = grid_of(len(shown), "time online (% of the run)", "updates delivered")
     for ax, (case, members, devices) in zip(axes, shown):
         note = ""
         if len(devices) > MAX_SCATTER_POINTS:
@@ -198,11 +207,6 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
         ax.set_title(seeds_label(case, members) + note, fontsize=8)
         ax.grid(alpha=0.3)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    cols = min(3, len(shown))
-    for ax in axes[: len(shown)][-cols:]:
-        ax.set_xlabel("time online (% of the run)")
-    for ax in axes[: len(shown)][::cols]:
-        ax.set_ylabel("updates delivered")
     fig.suptitle("Participation per device: one dot per device and seed", fontsize=11)
     return _png(fig)
 
@@ -210,7 +214,7 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
 def staleness(histograms: dict[str, dict[int, int]], colours: dict[str, tuple]) -> bytes:
     """One panel per case: the share of applied updates by staleness, summed over its seeds."""
     cases = list(histograms)
-    fig, axes = grid_of(len(cases), height=2.6)
+    fig, axes = grid_of(len(cases), "staleness (versions behind)", "updates applied (%)", height=2.6)
     top = max(max(h) for h in histograms.values())
     for ax, case in zip(axes, cases):
         counts = np.array([histograms[case].get(v, 0) for v in range(top + 1)], float)
@@ -221,10 +225,5 @@ def staleness(histograms: dict[str, dict[int, int]], colours: dict[str, tuple]) 
         ax.grid(alpha=0.3, axis="y")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set_ylim(0, 112)  # room for the count on a 100 % bar
-    cols = min(3, len(cases))
-    for ax in axes[: len(cases)][::cols]:
-        ax.set_ylabel("updates applied (%)")
-    for ax in axes[: len(cases)][-cols:]:
-        ax.set_xlabel("staleness (versions behind)")
     fig.suptitle("Staleness of applied updates", fontsize=11)
     return _png(fig)

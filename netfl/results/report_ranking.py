@@ -106,8 +106,10 @@ def paired_table(summary: pd.DataFrame, names: Sequence[str], targets: Sequence[
 
 def evaluation_spacing(runs_metrics: Sequence[pd.DataFrame]) -> tuple[float, float, float]:
     """The simulated time between consecutive evaluations over all runs: median, shortest and longest (NaN if no
-    run evaluated twice) -- the resolution of a time to target."""
-    gaps = np.concatenate([np.diff(m["sim_time_s"].to_numpy(dtype=float)) for m in runs_metrics] or [np.array([])])
+    run evaluated twice) -- the resolution of a time to target. A run's last gap, to the evaluation at its stop
+    (off a time grid), counts only when it is the run's one gap."""
+    spacing = [np.diff(m["sim_time_s"].to_numpy(dtype=float)) for m in runs_metrics]
+    gaps = np.concatenate([g[:-1] if len(g) > 1 else g for g in spacing] or [np.array([])])
     gaps = gaps[gaps > 0]
     if not gaps.size:
         return math.nan, math.nan, math.nan

@@ -134,6 +134,8 @@ def device_timelines(runs: Sequence[Run], cases: Sequence[str]) -> tuple[bytes, 
     for ax, run, log, fleet in zip(axes, firsts, logs, fleets):
         draw_gantt(ax, log, fleet, [d for d in sample if d < len(fleet)], end, unit)
         ax.set_title(f"{run.case}, seed {run.seed}", fontsize=9, loc="left")
+        if ax is not axes[-1]:
+            ax.set_xlabel("")
     gantt_legend(axes[0])
     fig.suptitle("What the same devices did in each case", fontsize=11)
     caption = (

@@ -220,7 +220,7 @@ def test_the_report_page_names_targets_first_cases_and_flags(study: Path) -> Non
         "(no seed in common). In some seeds only: fedavg at 16.0 ± 5.7 s (2/3 seeds)." in text
     )
     assert "accuracy ≥ 80 %: First baseline at 40 s (1/1 seeds)." in text
-    assert "the runs evaluated every 12 s (median; from 8 to 40 s)" in text  # the resolution of a time to target
+    assert "the runs evaluated every 12 s (median; from 8 s to 40 s)" in text  # the resolution of a time to target
     assert "not drawn: baseline, fedavg, whose updates were all fresh" in text  # staleness: mifa's panel only
     assert "Energy to target not recorded for 2 of 6 run(s)" in text
     assert "1 run(s) stopped before the end" in text and "NO (interrupted)" in text
