@@ -384,11 +384,11 @@ def test_duplicate_group_names() -> None:
 
 def test_bad_group_name() -> None:
     data = edited(lambda d: d["devices"][1].update(group="my boards"))
-    problem_at(problems_of(data), "devices[1].group")
+    assert "A-Za-z0-9_.-" in problem_at(problems_of(data), "devices[1].group")  # the names it accepts
 
 
 def test_empty_devices() -> None:
-    problem_at(problems_of(scenario(devices=[])), "devices")
+    assert "at least 1" in problem_at(problems_of(scenario(devices=[])), "devices")
 
 
 def test_battery_initial_must_stay_in_unit_interval() -> None:
@@ -430,7 +430,9 @@ def test_errors_under_tasks_speak_of_tasks() -> None:
     data = scenario()
     task = data.pop("task")
     data["tasks"] = [task, {"dataset": {"name": "imagenet"}, "model": {"name": "mlp"}}]
-    problem_at(problems_of(data), "tasks[1].dataset.name")
+    problems = problems_of(data)
+    assert "imagenet" in problem_at(problems, "tasks[1].dataset.name")
+    assert all(p.startswith("tasks") for p, _ in problems), problems  # no "task." path for a list of tasks
 
 
 def test_scenario_error_is_a_netfl_error() -> None:

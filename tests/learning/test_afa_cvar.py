@@ -326,7 +326,8 @@ def test_bad_parameters_are_named_with_their_yaml_path(spec: dict, path: str) ->
 @pytest.mark.parametrize("name", ["afa_cd", "afa_cs"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_afa_accepts_both_server_modes(name: str, mode: str) -> None:
-    scenario_from_dict(_scenario({"name": name}, mode=mode))
+    scenario = scenario_from_dict(_scenario({"name": name}, mode=mode))
+    assert (scenario.server.mode, scenario.server.algorithm.name) == (mode, name)
 
 
 def test_fed_cvar_and_afa_run_end_to_end() -> None:
