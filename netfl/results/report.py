@@ -214,9 +214,9 @@ def write_report(
 PAIRED_CAPTION = (
     "Each case against the first to reach the target (by mean time), seed by seed: runs of one seed share their "
     "world, so the difference in one seed is free of the spread between worlds. Difference case − first, mean "
-    "over the seeds both ran, and the {method}. A verdict (lower, higher) is given only where the interval is all "
-    "on one side of zero; otherwise it is a tie. paired.csv / paired.parquet beside this page hold every pair of "
-    "cases and every measure."
+    "over the seeds both ran, and the {method}; then the verdict, given only where the interval is all on one side "
+    "of zero (otherwise: tie). paired.csv / paired.parquet beside this page hold every pair of cases and every "
+    "measure, rounds and all-device energy too."
 )
 
 

@@ -126,17 +126,22 @@ def paired_display(paired: pd.DataFrame, rankings: Sequence[Ranking], unit: tupl
         for case, _ in [*ranking.tied, *ranking.uncompared, *ranking.later] + [(c, None) for c in ranking.some]:
             pair = _pair(paired, case, ranking.first)
             row = {"target": f"≥ {100 * ranking.target:g} %", "case": case, "against": ranking.first}
-            for measure, label, scale in (
-                ("time_to_target_s", f"time ({name})", 1 / factor),
-                ("work_energy_to_target_j", "training + radio energy (J)", 1.0),
-                ("final_test_accuracy", "final accuracy (points)", 100.0),
+            for measure, label, scale, words in (
+                ("time_to_target_s", f"time ({name})", 1 / factor, ("sooner", "later")),
+                ("work_energy_to_target_j", "training + radio energy (J)", 1.0, ("less", "more")),
+                ("final_test_accuracy", "final accuracy (points)", 100.0, ("lower", "higher")),
             ):
                 p = pair(measure, math.nan if measure == "final_test_accuracy" else ranking.target)
                 row["seeds"] = row.get("seeds") or (p.n if p is not None else 0)
-                row[label] = "—" if p is None else interval(p, scale)
-                row[f"{label.split(' (')[0]}: verdict"] = "—" if p is None else p.verdict
+                row[label] = "—" if p is None else f"{interval(p, scale)}: {_verdict(p, words)}"
             rows.append(row)
     return pd.DataFrame(rows) if rows else None
+
+
+def _verdict(p: Paired, words: tuple[str, str]) -> str:
+    """The verdict in the measure's words (``sooner``/``later``, ``less``/``more``...); ``tie`` and no-interval
+    verdicts as they are."""
+    return {"lower": words[0], "higher": words[1]}.get(p.verdict, p.verdict)
 
 
 def _pair(paired: pd.DataFrame, case: str, reference: str):

@@ -25,9 +25,13 @@ MAX_GANTT_CASES = 6
 GANTT_DEVICES = 12
 
 
-def _per_time(run: Run) -> pd.DataFrame:
-    """The run's counts summed over groups, one row per reading."""
-    return run.timeline.groupby("sim_time_s", sort=True)[list(DRAWN)].sum().reset_index()
+def _per_reading(run: Run) -> pd.DataFrame:
+    """The run's counts summed over groups, one row per reading (two readings may share an instant: the grid's
+    and the final one at the stop)."""
+    timeline = run.timeline
+    reading = np.arange(len(timeline)) // timeline["group"].nunique()
+    summed = timeline.groupby(reading)[["devices", *DRAWN]].sum()
+    return summed.assign(sim_time_s=timeline.groupby(reading)["sim_time_s"].first())
 
 
 def _by_hour(times: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -62,7 +66,7 @@ def world_over_time(runs: Sequence[Run], cases: Sequence[str], colours: dict) ->
     fig = Figure(figsize=(10.0, 2.3 * len(shown) + 0.9), dpi=110)
     axes = np.atleast_2d(fig.subplots(len(shown), 2 if batteries else 1, sharex=True, squeeze=False))
     for row, (case, members) in zip(axes, shown):
-        frames = [_per_time(r) for r in members]
+        frames = [_per_reading(r) for r in members]
         for column in DRAWN:
             x, mean, low, high = _curve(
                 [(f["sim_time_s"].to_numpy(), f[column].to_numpy()) for f in frames], by_day, factor
@@ -70,7 +74,7 @@ def world_over_time(runs: Sequence[Run], cases: Sequence[str], colours: dict) ->
             colour = COUNTS[column][0]
             row[0].fill_between(x, low, high, step="post", color=colour, alpha=0.15, linewidth=0)
             row[0].plot(x, mean, drawstyle="steps-post", color=colour, linewidth=1.3, label=COUNTS[column][1])
-        size = int(members[0].timeline.groupby("sim_time_s")["devices"].sum().iloc[0])
+        size = int(frames[0]["devices"].iloc[0])
         row[0].set_ylim(0, size * 1.05)
         row[0].set_ylabel(f"devices (of {size})", fontsize=8)
         row[0].set_title(f"{case} ({len(members)} seed{'s' if len(members) != 1 else ''})", fontsize=9, loc="left")

@@ -203,7 +203,7 @@ class Simulation:
         started), not before them, when every device still looks offline."""
         while self.env.peek() <= self.env.now:
             yield self.env.timeout(0)
-        self.timeline.read(self.env.now, self.devices.state_at(self.env.now))
+        self.timeline.read(self.env.now, self.devices.state_at(self.env.now), start=True)
 
     def _evaluate(self, rounds_done: int) -> None:
         result: Evaluation = self.backend.evaluate()

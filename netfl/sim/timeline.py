@@ -63,18 +63,23 @@ class Timeline:
         self._delivered = np.zeros(len(group), dtype=np.int64)
         self._seen_events = 0  # the event log's rows already looked at for dropouts
 
-    def read(self, now: float, state: FleetState) -> None:
+    def read(self, now: float, state: FleetState, start: bool = False) -> None:
         """Add the rows of ``now``; the counts since the previous reading come from the fleet's totals and the
-        event log's dropouts since then."""
+        event log's dropouts since then. ``start``: the first reading, which counts nothing since (what started at
+        time 0 is the next reading's, as what starts at any reading's instant is: readings at evaluations come
+        before a round that starts at the same instant)."""
         participated = state.tasks_started > self._started
         delivered = state.updates_delivered - self._delivered
-        self._started, self._delivered = state.tasks_started.copy(), state.updates_delivered.copy()
         dropped = np.zeros(len(self._started), dtype=bool)
-        kinds, devices = self.recorder.kinds, self.recorder.devices
-        for row in range(self._seen_events, len(kinds)):
-            if kinds[row] == "dropout":
-                dropped[devices[row]] = True
-        self._seen_events = len(kinds)
+        if start:
+            participated[:], delivered[:] = False, 0
+        else:
+            self._started, self._delivered = state.tasks_started.copy(), state.updates_delivered.copy()
+            kinds, devices = self.recorder.kinds, self.recorder.devices
+            for row in range(self._seen_events, len(kinds)):
+                if kinds[row] == "dropout":
+                    dropped[devices[row]] = True
+            self._seen_events = len(kinds)
         for name, members in zip(self.names, self.members):
             counts = {
                 "devices": members,

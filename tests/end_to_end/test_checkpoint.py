@@ -200,41 +200,35 @@ def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
     assert "first-rerun-2" in again.stdout
 
 
+def signalled_after_the_first_checkpoint(tmp_path: Path, rounds: int, sig: int) -> tuple[int, str]:
+    """netfl simulate of a tiny run with --checkpoint-every 10rounds (and, beside it, the same run uninterrupted in
+    ``whole``), sent ``sig`` once its first checkpoint is written: its exit code and stderr."""
+    topology = tmp_path / "run.yaml"
+    topology.write_text(TINY.replace("stop: {rounds: 2}", f"stop: {{rounds: {rounds}}}"))
+    whole = run("simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1")
+    assert whole.exit_code == 0, whole.output
+    netfl = Path(sys.executable).parent / "netfl"
+    every = ["--checkpoint-every", "10rounds"]
+    process = subprocess.Popen(
+        [netfl, "simulate", topology, "--out", tmp_path / "cut", "-q", "--threads", "1", *every],
+        preexec_fn=with_ctrl_c,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
+    while not saved.exists():  # the first checkpoint (round 10): the run is under way
+        assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"
+        time.sleep(0.01)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    return process.returncode, stderr
+
+
 @pytest.mark.slow
 def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> None:
     """SIGKILL (no chance to write anything) after a checkpoint: netfl resume finishes the run to the same bits."""
-    topology = tmp_path / "run.yaml"
-    topology.write_text(TINY.replace("stop: {rounds: 2}", "stop: {rounds: 300}"))
-    netfl = Path(sys.executable).parent / "netfl"
-    whole = subprocess.run(
-        [netfl, "simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert whole.returncode == 0, whole.stderr
-    process = subprocess.Popen(
-        [
-            netfl,
-            "simulate",
-            topology,
-            "--out",
-            tmp_path / "cut",
-            "-q",
-            "--threads",
-            "1",
-            "--checkpoint-every",
-            "10rounds",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
-    while not saved.exists():  # the first checkpoint is written: kill the run right after it
-        assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
+    signalled_after_the_first_checkpoint(tmp_path, 300, signal.SIGKILL)
     assert not (tmp_path / "cut").exists() and checkpoint_path(tmp_path / "cut").is_file()
     resumed = run("resume", tmp_path / "cut", "-q", "--threads", "1")
     assert resumed.exit_code == 0, resumed.output
@@ -245,38 +239,10 @@ def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> No
 def test_ctrl_c_on_the_command_line_then_resume_gives_the_run_that_never_stopped(tmp_path: Path) -> None:
     """The user's path: netfl simulate --checkpoint-every, Ctrl-C (exit 130, saying where it stopped), then
     netfl resume from there, to the same bytes as a run that was never interrupted."""
-    topology = tmp_path / "run.yaml"
-    topology.write_text(TINY.replace("stop: {rounds: 2}", "stop: {rounds: 120}"))
-    netfl = Path(sys.executable).parent / "netfl"
-    whole = run("simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1")
-    assert whole.exit_code == 0, whole.output
-    process = subprocess.Popen(
-        [
-            netfl,
-            "simulate",
-            topology,
-            "--out",
-            tmp_path / "cut",
-            "-q",
-            "--threads",
-            "1",
-            "--checkpoint-every",
-            "10rounds",
-        ],
-        preexec_fn=with_ctrl_c,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
-    while not saved.exists():  # the first checkpoint (round 10): the run is under way
-        assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"
-        time.sleep(0.01)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+    code, stderr = signalled_after_the_first_checkpoint(tmp_path, 120, signal.SIGINT)
+    assert code == 130, stderr
     assert "checkpoint written where it stopped" in stderr and f"netfl resume {tmp_path / 'cut'}" in stderr
-    stopped = Checkpoint.load(saved)
+    stopped = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
     assert stopped.stopped_at_s is not None and stopped.stopped_at_s >= stopped.sim_time_s  # at or past round 10
     resumed = run("resume", tmp_path / "cut", "--threads", "1")
     assert resumed.exit_code == 0, resumed.output

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from cli_support import EVENT_COLUMNS
 from click.testing import CliRunner
 
 from netfl.cli.main import main
@@ -36,37 +37,6 @@ SUMMARY_KEYS = {
     "complete",
 }
 METRIC_COLUMNS = ["sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j"]
-EVENT_COLUMNS = [
-    "sim_time_s",
-    "round",
-    "device",
-    "kind",
-    "job",
-    "task",
-    "bytes",
-    "flops",
-    "energy_j",
-    "airtime_s",
-    "attempts",
-    "staleness",
-    "cause",
-    "available",
-    "received",
-    "applied",
-    "dropped",
-    "collisions",
-    "success",
-    "retransmissions",
-    "slot",
-    "others",
-    "level",
-    "version",
-    "steps",
-    "relay",
-    "picked",
-    "medium",
-    "detail",
-]
 EVENT_KINDS = {"online", "offline", "train_start", "train_end", "upload_start", "upload_end", "aggregate"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -47,7 +47,7 @@ def state(**flags) -> FleetState:
 def test_a_reading_counts_each_group_and_what_happened_since_the_last_one() -> None:
     recorder = EventRecorder()
     timeline = Timeline(np.array([0, 0, 0, 1]), ["phones", "boards"], recorder)
-    timeline.read(0.0, state())
+    timeline.read(0.0, state(), start=True)  # what started at time 0 is the next reading's
     recorder.log(5.0, 0, 1, "dropout", cause="deadline")
     recorder.log(6.0, 0, 1, "dropout", cause="deadline")  # the same device twice: one device dropped
     timeline.read(10.0, state(tasks_started=[2, 1, 0, 2], updates_delivered=[1, 0, 0, 3]))
@@ -57,8 +57,8 @@ def test_a_reading_counts_each_group_and_what_happened_since_the_last_one() -> N
     assert rows["online"] == [2, 1, 2, 1] and rows["available"] == [1, 1, 1, 1] and rows["working"] == [1, 0, 1, 0]
     assert rows["charging"] == [1, 0, 1, 0] and rows["battery_empty"] == [1, 0, 1, 0]
     assert rows["below_min_level"] == [2, 0, 2, 0]
-    assert rows["participated"] == [1, 1, 2, 0]  # since the start, then devices 0 and 1 started again, 3 did not
-    assert rows["dropped"] == [0, 0, 1, 0] and rows["delivered"] == [0, 2, 1, 1]
+    assert rows["participated"] == [0, 0, 2, 1]  # devices 0, 1 and 3 started work since the start (0 and 3 at it)
+    assert rows["dropped"] == [0, 0, 1, 0] and rows["delivered"] == [0, 0, 1, 3]
     # phones' levels 0.8, 0.2, 0.0: mean 1/3, percentiles by linear interpolation; the board has no battery
     assert rows["battery_mean"][0] == pytest.approx(1 / 3) and rows["battery_min"][0] == 0.0
     assert rows["battery_p10"][0] == pytest.approx(0.04) and rows["battery_p50"][0] == pytest.approx(0.2)
@@ -97,7 +97,7 @@ def test_reading_the_timeline_changes_nothing_in_the_run(engine: str, monkeypatc
     assert len(read.timeline.columns()["sim_time_s"]) > 10
     monkeypatch.setattr(EagerFleet, "state_at", lambda self, now: None)
     monkeypatch.setattr(LazyFleet, "state_at", lambda self, now: None)
-    monkeypatch.setattr(Timeline, "read", lambda self, now, fleet: None)
+    monkeypatch.setattr(Timeline, "read", lambda self, now, fleet, start=False: None)
     blind_sim, blind = run()
     assert not blind.timeline.columns()["sim_time_s"]
     assert sim.recorder.columns() == blind_sim.recorder.columns()
