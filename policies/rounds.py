@@ -83,7 +83,7 @@ class Cyclic(_WithProbability):
 
     class Params(PolicyParams):
         p: ProbabilitySource = Field(description="fraction of each cycle spent on")
-        period: Rounds = Field(100, description="nominal cycle length, in rounds: '100 rounds'")
+        period: Rounds = Field("100 rounds", validate_default=True, description="nominal cycle length, in rounds")
 
     def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
         super().__init__(params, device, rng)
