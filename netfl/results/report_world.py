@@ -16,7 +16,16 @@ from matplotlib.figure import Figure
 from netfl.results.plots import png, time_axis
 from netfl.results.report_load import Run, read_activity
 from netfl.results.report_tables import mean_curve
-from netfl.results.world_plots import COUNTS, DAY_S, UNIT_S, draw_gantt, gantt_legend, gantt_sample, spans_days
+from netfl.results.world_plots import (
+    COUNTS,
+    DAY_S,
+    UNIT_S,
+    draw_gantt,
+    gantt_legend,
+    gantt_sample,
+    one_per_instant,
+    spans_days,
+)
 
 #: The counts the report draws per case (summed over the device groups).
 DRAWN = ("online", "available", "participated")
@@ -26,12 +35,11 @@ GANTT_DEVICES = 12
 
 
 def _per_reading(run: Run) -> pd.DataFrame:
-    """The run's counts summed over groups, one row per reading (two readings may share an instant: the grid's
-    and the final one at the stop)."""
+    """The run's counts summed over groups, one row per instant (readings that share one merged)."""
     timeline = run.timeline
     reading = np.arange(len(timeline)) // timeline["group"].nunique()
     summed = timeline.groupby(reading)[["devices", *DRAWN]].sum()
-    return summed.assign(sim_time_s=timeline.groupby(reading)["sim_time_s"].first())
+    return one_per_instant(summed.assign(sim_time_s=timeline.groupby(reading)["sim_time_s"].first(), group=""))
 
 
 def _by_hour(times: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -82,7 +90,7 @@ def world_over_time(runs: Sequence[Run], cases: Sequence[str], colours: dict) ->
         if batteries:
             groups = list(dict.fromkeys(members[0].timeline["group"]))
             for style, group in zip(GROUP_STYLES * 4, groups):
-                readings = [r.timeline[r.timeline["group"] == group] for r in members]
+                readings = [one_per_instant(r.timeline[r.timeline["group"] == group]) for r in members]
                 if not any(g["battery_mean"].notna().any() for g in readings):
                     continue
                 x, mean, low, high = _curve(

@@ -79,8 +79,9 @@ def timeline_figure(
     )
     rows = [(fig.add_subplot(grid[i, 0]), fig.add_subplot(grid[i, 1])) for i in range(len(groups))]
     for (left, right), group in zip(rows, groups):
-        draw_counts(left, frame[frame["group"] == group], group)
-        draw_battery(right, frame[frame["group"] == group])
+        readings = one_per_instant(frame[frame["group"] == group])
+        draw_counts(left, readings, group)
+        draw_battery(right, readings)
     rows[0][0].set_title("Devices", fontsize=10)
     rows[0][1].set_title("Battery: mean, 10th-90th percentile, lowest", fontsize=10)
     handles = rows[0][0].get_lines() + [h for _, right in rows[:1] for h in right.get_legend_handles_labels()[0]]
@@ -96,6 +97,18 @@ def timeline_figure(
         gantt_legend(gantt)
     fig.suptitle(title, fontsize=11, y=1 - 0.08 / tall, va="top")
     return png(fig, tight=False)
+
+
+#: Timeline columns that count what happened since the previous reading (the others are states at the reading).
+SINCE = ("participated", "dropped", "delivered")
+
+
+def one_per_instant(rows: pd.DataFrame) -> pd.DataFrame:
+    """One group's readings with those of one instant merged (the grid's evaluation and the final one at the stop
+    share it): the states as the last of them read them, what happened since summed."""
+    present = [c for c in rows.columns if c not in ("sim_time_s", "group")]
+    how = {c: ("sum" if c in SINCE else "last") for c in present}
+    return rows.groupby("sim_time_s", sort=False).agg(how).reset_index()
 
 
 def draw_counts(ax: Axes, rows: pd.DataFrame, group: str) -> None:

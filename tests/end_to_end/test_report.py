@@ -475,3 +475,13 @@ def test_a_day_folds_by_hour() -> None:
 
     hourly = _by_hour(np.array([0.0, 1800.0, 3600.0, 86400 + 1800.0]), np.array([1.0, 3.0, 5.0, 7.0]))
     assert hourly[0] == pytest.approx(11 / 3) and hourly[1] == 5.0 and np.isnan(hourly[2:]).all()
+
+
+def test_readings_of_one_instant_are_merged() -> None:
+    """The grid's evaluation and the final one at the stop share an instant: states as the last reads them, what
+    happened since summed."""
+    from netfl.results.world_plots import one_per_instant
+
+    rows = pd.DataFrame({"sim_time_s": [0.0, 10.0, 10.0], "group": "g", "online": [3, 4, 6], "participated": [0, 5, 2]})
+    merged = one_per_instant(rows)
+    assert merged.to_dict("list") == {"sim_time_s": [0.0, 10.0], "online": [3, 6], "participated": [0, 7]}
