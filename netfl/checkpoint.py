@@ -47,11 +47,12 @@ class Every:
         from netfl.units import bare_number, parse_quantity, parse_rounds
 
         text = str(text).strip()
-        spellings = "give a number of rounds with the word (50rounds) or a simulated duration (30min, 2h)"
+        spellings = "a number of rounds with the word, 50rounds, or a simulated duration, 30min or 2h"
         number = bare_number(text)
         if number is not None:
             raise NetflError(
-                f"--checkpoint-every {text}: a number without a unit could mean rounds or seconds; {spellings}"
+                f"--checkpoint-every {text}: a number without a unit could mean rounds or seconds; write "
+                f"{number:g}rounds or {number:g}s ({spellings})"
             )
         rounds = parse_rounds(text)
         if rounds is not None and rounds > 0:
@@ -61,7 +62,7 @@ class Every:
         except (ValueError, TypeError):
             seconds = math.nan
         if not (seconds > 0 and math.isfinite(seconds)):
-            raise NetflError(f"--checkpoint-every {text}: {spellings}")
+            raise NetflError(f"--checkpoint-every {text}: give {spellings}")
         return cls(seconds=float(seconds))
 
     def describe(self) -> str:

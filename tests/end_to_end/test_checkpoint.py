@@ -172,7 +172,7 @@ def test_checkpoint_every_refuses_nonsense(text: str, tmp_path: Path) -> None:
     assert_user_error(
         run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "o", "--checkpoint-every", text),
         "--checkpoint-every",
-        "number of rounds with the word (50rounds) or a simulated duration (30min, 2h)",
+        "a number of rounds with the word, 50rounds, or a simulated duration, 30min or 2h",
     )
 
 
