@@ -28,7 +28,7 @@ from netfl.results.world_plots import (
 )
 
 #: The counts the report draws per case (summed over the device groups).
-DRAWN = ("online", "available", "participated")
+DRAWN = ("online", "available", "participated", "dropped")
 GROUP_STYLES = ("-", "--", ":", "-.")
 MAX_GANTT_CASES = 6
 GANTT_DEVICES = 12
@@ -60,8 +60,9 @@ def _curve(members: Sequence[tuple[np.ndarray, np.ndarray]], by_day: bool, facto
 
 
 def world_over_time(runs: Sequence[Run], cases: Sequence[str], colours: dict) -> tuple[bytes, str] | None:
-    """One row per case: devices online, available and starting work (summed over groups; mean over seeds, band
-    from the lowest to the highest seed) and each group's mean battery level; and the figure's caption."""
+    """One row per case: devices online, available, starting work and dropping out (summed over groups; mean over
+    seeds, band from the lowest to the highest seed) and each group's mean battery level; and the figure's
+    caption."""
     shown = [(c, [r for r in runs if r.case == c and r.timeline is not None]) for c in cases]
     shown = [(c, m) for c, m in shown if m]
     if not shown:
@@ -111,8 +112,9 @@ def world_over_time(runs: Sequence[Run], cases: Sequence[str], colours: dict) ->
     fig.suptitle("The world over time" + (", by hour of the day" if by_day else ""), fontsize=11)
     caption = (
         "Per case, from each run's timeline.parquet (read at every evaluation): devices online, available (online "
-        "and above the battery's min_level) and starting work since the previous reading, summed over the device "
-        "groups; on the right each group's mean battery level. Line: mean over seeds; band: lowest to highest seed."
+        "and above the battery's min_level), starting work and dropping out since the previous reading, summed over "
+        "the device groups; on the right each group's mean battery level. Line: mean over seeds; band: lowest to "
+        "highest seed."
         + (" The runs span days, so each hour of the day is the mean of its readings over all days." if by_day else "")
     )
     left_out = [r for r in runs if r.timeline is None]
