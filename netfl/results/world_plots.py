@@ -48,7 +48,7 @@ LANES = {
     **{lane: (colour, (-0.25, 0.5)) for lane, (_, _, colour) in ACTIVITIES.items()},
 }
 LABELS = {"off": "battery empty"}
-MAX_GANTT_DEVICES = 24
+MAX_GANTT_DEVICES = 16
 
 
 def timeline_figure(

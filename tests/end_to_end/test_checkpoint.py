@@ -73,18 +73,18 @@ def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_writes_a_checkpoint_where_the_run_stopped_and_resume_goes_on_from_there(tmp_path: Path) -> None:
-    """Ctrl-C at round 33 with a checkpoint every 10 rounds: the checkpoint is at round 33, not 30, and the resumed
+    """Ctrl-C at round 13 with a checkpoint every 10 rounds: the checkpoint is at round 13, not 10, and the resumed
     run is byte-identical to the run that never stopped."""
-    scenario = load_scenario(REPO / "topologies" / "quickstart.yaml", overrides=["stop.rounds=36"])
+    scenario = load_scenario(REPO / "topologies" / "quickstart.yaml", overrides=["stop.rounds=16"])
     run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
     with pytest.raises(Interrupted) as stopped:
         run_scenario(
-            scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10), progress=CtrlCAt(33)
+            scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10), progress=CtrlCAt(13)
         )
     partial = json.loads((tmp_path / "cut" / "summary.json").read_text())
-    assert partial["complete"] is False and partial["rounds"] == 33
+    assert partial["complete"] is False and partial["rounds"] == 13
     checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
-    assert checkpoint.rounds == 33 and checkpoint.stopped_at_s == stopped.value.checkpointed_at == partial["sim_time_s"]
+    assert checkpoint.rounds == 13 and checkpoint.stopped_at_s == stopped.value.checkpointed_at == partial["sim_time_s"]
     assert checkpoint.sim_time_s < checkpoint.stopped_at_s  # the periodic schedule goes on from round 30's
     run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
     same_bytes(tmp_path / "whole", tmp_path / "cut")
@@ -97,13 +97,13 @@ def test_ctrl_c_inside_training_waits_for_the_event_and_checkpoints_after_it(tmp
     from netfl.learn.learner import Learner
 
     # asynchronous: jobs in flight at the stop
-    scenario = load_scenario(REPO / "topologies" / "anarchic.yaml", overrides=["stop.rounds=24"])
+    scenario = load_scenario(REPO / "topologies" / "anarchic.yaml", overrides=["stop.rounds=14"])
     run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
     aggregate, calls = Learner.aggregate, []
 
     def interrupted_midway(self, context):
         calls.append(context.round_index)
-        if len(calls) == 17:
+        if len(calls) == 12:
             os.kill(os.getpid(), signal.SIGINT)  # during the call: training and aggregation still to come
         return aggregate(self, context)
 
@@ -112,7 +112,7 @@ def test_ctrl_c_inside_training_waits_for_the_event_and_checkpoints_after_it(tmp
         run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10))
     monkeypatch.setattr(Learner, "aggregate", aggregate)
     checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
-    assert checkpoint.rounds == 17 and [name for name, _ in checkpoint.log].count("aggregate") == 17
+    assert checkpoint.rounds == 12 and [name for name, _ in checkpoint.log].count("aggregate") == 12
     run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
     same_bytes(tmp_path / "whole", tmp_path / "cut")
 
@@ -239,7 +239,7 @@ def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> No
 def test_ctrl_c_on_the_command_line_then_resume_gives_the_run_that_never_stopped(tmp_path: Path) -> None:
     """The user's path: netfl simulate --checkpoint-every, Ctrl-C (exit 130, saying where it stopped), then
     netfl resume from there, to the same bytes as a run that was never interrupted."""
-    code, stderr = signalled_after_the_first_checkpoint(tmp_path, 120, signal.SIGINT)
+    code, stderr = signalled_after_the_first_checkpoint(tmp_path, 60, signal.SIGINT)
     assert code == 130, stderr
     assert "checkpoint written where it stopped" in stderr and f"netfl resume {tmp_path / 'cut'}" in stderr
     stopped = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
