@@ -124,13 +124,21 @@ MIFA_VARIANTS = (
 
 
 def afa_noniid(study_dir: Path) -> dict[str, str]:
-    """Mean accuracy over the last 25 % of the run per p and algorithm, and CS − CD."""
+    """Mean accuracy over the last 25 % of the run per p and algorithm, and CS − CD; how uneven the first run's
+    arrivals were (the fast workers' share of the updates, staleness), as the table's notes say it."""
     tail = table_module("afa_noniid").tail
     runs: dict[tuple[int, str], list[float]] = defaultdict(list)
-    for run in runs_of(study_dir):
+    loaded = runs_of(study_dir)
+    for run in loaded:
         algorithm, point = run.case.split(", ")
         runs[int(point.removeprefix("classes_per_client=")), algorithm].append(tail(run))
-    out = {}
+    first, delivered = loaded[0], loaded[0].devices.groupby("group").updates_delivered.sum()
+    staleness = first.summary["staleness"]
+    out = {
+        "fast_share": f"{100 * delivered.get('fast', 0) / delivered.sum():.0f}",
+        "staleness_mean": f"{staleness['mean']:.1f}",
+        "staleness_max": str(staleness["max"]),
+    }
     for p in sorted({p for p, _ in runs}):
         cs, cd = np.mean(runs[p, "afa_cs"]), np.mean(runs[p, "afa_cd"])
         out |= {f"cs_{p}": pct(cs), f"cd_{p}": pct(cd), f"diff_{p}": f"{100 * (cs - cd):+.1f}"}
@@ -349,9 +357,10 @@ ROWS = {
     "afa_noniid": (
         "| AFA-CS beats AFA-CD under non-uniform arrivals, most at small non-iid index p (Anarchic FL, Yang et al.) "
         "| `netfl sweep examples/afa_noniid/study.yaml`, then `python examples/afa_noniid/table.py "
-        "results/afa_noniid`: digits, logistic, 20 async workers (3 fast send 69 % of updates; staleness mean 3.3, "
-        "max 31), m = 5, K ~ U{{1..10}}, 1500 aggregations, 3 seeds | accuracy over the last 25 %, CS − CD: p=1: "
-        "{cs_1} vs {cd_1} ({diff_1}); p=2: {diff_2}; p=5: {diff_5}; p=10: {diff_10} | yes |"
+        "results/afa_noniid`: digits, logistic, 20 async workers (3 fast send {fast_share} % of updates; staleness "
+        "mean {staleness_mean}, max {staleness_max}), m = 5, K ~ U{{1..10}}, 1500 aggregations, 3 seeds | accuracy "
+        "over the last 25 %, CS − CD: p=1: {cs_1} vs {cd_1} ({diff_1}); p=2: {diff_2}; p=5: {diff_5}; p=10: "
+        "{diff_10} | yes |"
     ),
     "cvar_blobs": (
         "| α = 0.1 separates the rare user's class that α = 1 (FedAvg) misclassifies (Fed-CVaR-Avg's 2-D toy, ρ = "
