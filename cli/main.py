@@ -110,9 +110,9 @@ def _inspect_users_own(scenario, data_dir: Path | None) -> list:
 @click.option(
     "--checkpoint-every",
     "checkpoint_every",
-    metavar="N|DURATION",
-    help="keep a checkpoint every N rounds (50) or simulated time (30min), to continue with netfl resume "
-    "after a crash or Ctrl-C; removed when the run completes",
+    metavar="Nrounds|DURATION",
+    help="keep a checkpoint every N rounds (50rounds) or simulated time (30min), and at a Ctrl-C, to continue "
+    "with netfl resume; removed when the run completes",
 )
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(
@@ -202,7 +202,7 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
                 resume=checkpoint,
                 data_dir=data_dir or (Path(saved) if saved else None),
             )
-        return outcome, f"resumed from round {checkpoint.rounds} ({checkpoint.sim_time_s:.0f} simulated s)"
+        return outcome, f"resumed from {checkpoint.describe()}"
 
     _run_guarded(run, quiet, resumable=True, run_dir=run_dir)
 
@@ -275,6 +275,18 @@ def _progress(scenario, quiet: bool):
     )
 
 
+def _energy(summary: dict) -> str:
+    """What the devices drew, and of it what federated learning cost (training and the radio): over hours the idle
+    draw is most of the total and is spent with or without learning."""
+    from netfl.units import format_si
+
+    def joules(key: str) -> str:
+        value = summary.get(key)
+        return "n/a" if value is None else format_si(value, "J", 3)
+
+    return f"energy {joules('energy_j')}, of which training and radio {joules('work_energy_j')}"
+
+
 def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | None = None):
     """``run()`` (returning the outcome and a note) with Ctrl-C/SIGTERM and user errors handled as every
     command handles them; prints the run's summary unless ``quiet``."""
@@ -297,7 +309,13 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         if resumable and written is not None:
             from netfl.checkpoint import checkpoint_path
 
-            if checkpoint_path(written).exists():
+            if exc.checkpointed_at is not None:
+                click.echo(
+                    f"  checkpoint written where it stopped ({exc.checkpointed_at:.0f} simulated s); "
+                    f"continue with: netfl resume {written}",
+                    err=True,
+                )
+            elif checkpoint_path(written).exists():
                 click.echo(f"  continue from the last checkpoint: netfl resume {written}", err=True)
         sys.exit(130)
     except KeyboardInterrupt:  # before the run began (loading netfl, reading the topology)
@@ -315,7 +333,7 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
         )
         click.echo(
             f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
-            f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J"
+            f"{s['updates_dropped']} dropped; {_energy(s)}"
         )
         click.echo(f"  results: {outcome.out_dir}/" + (f" ({note})" if note else ""))
     s = outcome.summary
@@ -571,12 +589,19 @@ def policies() -> None:
     type=click.Path(path_type=Path),
     help="report folder: new, empty, or an earlier report it replaces [default: <first DIR>/report/]",
 )
-def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None) -> None:
-    """Compare the runs under DIRS (run or study folders) by case: tables, plots and report.html."""
+@click.option(
+    "--interpolate",
+    is_flag=True,
+    help="time, rounds and energy to a target where the line between two evaluations crosses it, instead of "
+    "at the first evaluation at or above it (the report says so)",
+)
+def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None, interpolate: bool) -> None:
+    """Compare the runs under DIRS (run or study folders) by case: paired comparisons, tables, plots and
+    report.html."""
     from netfl.results.report import write_report
 
     try:
-        made = write_report(dirs, targets=targets, out_dir=out_dir)
+        made = write_report(dirs, targets=targets, out_dir=out_dir, interpolate=interpolate)
     except NetflError as exc:
         _fail(exc)
     flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""

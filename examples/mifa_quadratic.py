@@ -47,6 +47,20 @@ RUNS: list[tuple[str, str, dict]] = [
 ]
 
 
+def errors(rounds: int, seed: int = 0) -> tuple[dict[str, np.ndarray], QuadraticToy, object]:
+    """Each algorithm's ‖w − w*‖² after every round (examples/reproductions.py pins its rounds to 1e-3), the toy
+    and the starting point."""
+    toy = QuadraticToy.spread(num_clients=10, dim=5, scale=3.0, p=0.1, lr=ETA, local_steps=1, seed=seed)
+    arrivals = toy.arrivals(rounds, seed=seed + 1)
+    x0 = toy.optimum + 5.0  # start 5 away from w* in every coordinate
+    curves: dict[str, np.ndarray] = {}
+    for label, name, params in RUNS:
+        cls = ALGORITHMS[name]
+        with np.errstate(all="ignore"):
+            curves[label] = toy.run(cls(cls.Params(**params), toy.client_info()), arrivals, x0)
+    return curves, toy, x0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3000)
@@ -54,18 +68,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("results/examples/mifa_quadratic"))
     args = parser.parse_args()
 
-    toy = QuadraticToy.spread(num_clients=10, dim=5, scale=3.0, p=0.1, lr=ETA, local_steps=1, seed=args.seed)
-    arrivals = toy.arrivals(args.rounds, seed=args.seed + 1)
-    x0 = toy.optimum + 5.0  # start 5 away from w* in every coordinate
-    sigma_g2 = float(((toy.b - toy.optimum) ** 2).sum(dim=1).mean())
-
     started = time.perf_counter()
-    curves: dict[str, np.ndarray] = {}
-    for label, name, params in RUNS:
-        cls = ALGORITHMS[name]
-        with np.errstate(all="ignore"):
-            curves[label] = toy.run(cls(cls.Params(**params), toy.client_info()), arrivals, x0)
+    curves, toy, x0 = errors(args.rounds, args.seed)
     elapsed = time.perf_counter() - started
+    sigma_g2 = float(((toy.b - toy.optimum) ** 2).sum(dim=1).mean())
 
     args.out.mkdir(parents=True, exist_ok=True)
     rows = [

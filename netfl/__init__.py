@@ -13,6 +13,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _API = ("run", "load", "from_dict", "with_own", "Result")
+__all__ = [*_API, "ScenarioError", "__version__"]
 
 
 def __getattr__(name: str) -> Any:
@@ -26,3 +27,8 @@ def __getattr__(name: str) -> Any:
 
         return ScenarioError
     raise AttributeError(f"module 'netfl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The API, for ``dir(netfl)`` and tab completion: its names load lazily, so they are not globals yet."""
+    return sorted(__all__)

@@ -7,6 +7,7 @@
     result.metrics.plot(x="sim_time_s", y="test_accuracy")       # pandas DataFrames
     result.events.query("kind == 'dropout'").cause.value_counts()
     result.devices.groupby("group").energy_j.sum()
+    result.timeline.plot(x="sim_time_s", y="available")            # the world at every evaluation, per group
 
     world = netfl.from_dict({"name": "mine", "stop": {"rounds": 5}, ...})  # validated like a file
     netfl.run(world, out="results/mine")                                     # also writes the run folder
@@ -36,14 +37,16 @@ __all__ = ["Result", "from_dict", "load", "run", "with_own"]
 
 @dataclass
 class Result:
-    """What a run gives: ``summary`` (as summary.json) and ``metrics``, ``events`` and ``devices`` as DataFrames
-    (the columns of metrics.csv, events.parquet and devices.parquet); ``out_dir`` if the run was written."""
+    """What a run gives: ``summary`` (as summary.json) and ``metrics``, ``events``, ``devices`` and ``timeline``
+    as DataFrames (the columns of metrics.csv, events.parquet, devices.parquet and timeline.parquet); ``out_dir``
+    if the run was written."""
 
     summary: dict[str, Any]
     metrics: pd.DataFrame
     events: pd.DataFrame
     devices: pd.DataFrame
     out_dir: Path | None = None
+    timeline: pd.DataFrame | None = None
 
     @classmethod
     def of(cls, outcome: RunOutcome) -> Result:
@@ -54,6 +57,7 @@ class Result:
             events_frame(result.recorder.columns()),
             pd.DataFrame(device_columns(result)),
             outcome.out_dir,
+            pd.DataFrame(result.timeline.columns()) if result.timeline is not None else None,
         )
 
 

@@ -11,7 +11,9 @@ state and goes on for real. The resumed run's events and metrics are those
 of a run that never stopped, bit for bit.
 
 The checkpoint sits beside the results folder (``results/.<name>.checkpoint``),
-is replaced atomically at every checkpoint and removed when the run
+is replaced atomically at every checkpoint -- and at a Ctrl-C or SIGTERM,
+which stops the engine between two events (:meth:`Recording.save_now`), so a
+resumed run goes on from the instant it stopped -- and removed when the run
 completes. It is a pickle, like any torch checkpoint: resume only your own.
 """
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,20 +45,27 @@ class Every:
 
     @classmethod
     def parse(cls, text: str) -> Every:
-        """``50`` (rounds) or a simulated duration (``30min``, ``2h``)."""
-        from netfl.units import parse_quantity
+        """``50rounds`` (or ``"50 rounds"``) or a simulated duration (``30min``, ``2h``); a bare number is refused:
+        it could mean either."""
+        from netfl.units import bare_number, parse_quantity, parse_rounds
 
         text = str(text).strip()
-        if text.isdigit() and int(text) > 0:
-            return cls(rounds=int(text))
+        spellings = "a number of rounds with the word, 50rounds, or a simulated duration, 30min or 2h"
+        number = bare_number(text)
+        if number is not None:
+            raise NetflError(
+                f"--checkpoint-every {text}: a number without a unit could mean rounds or seconds; write "
+                f"{number:g}rounds or {number:g}s ({spellings})"
+            )
+        rounds = parse_rounds(text)
+        if rounds is not None and rounds > 0:
+            return cls(rounds=rounds)
         try:
-            seconds = parse_quantity(text, "time")
+            seconds = parse_quantity(text, "time") if rounds is None else math.nan
         except (ValueError, TypeError):
             seconds = math.nan
         if not (seconds > 0 and math.isfinite(seconds)):
-            raise NetflError(
-                f"--checkpoint-every {text}: give a number of rounds (50) or a simulated duration (30min, 2h)"
-            )
+            raise NetflError(f"--checkpoint-every {text}: give {spellings}")
         return cls(seconds=float(seconds))
 
     def describe(self) -> str:
@@ -81,9 +90,14 @@ class Checkpoint:
     log: list[tuple[str, Any]]
     state: dict[str, Any]
     rounds: int
-    sim_time_s: float
+    sim_time_s: float  # of the last periodic checkpoint (the schedule goes on from it)
     versions: dict[str, str] = field(default_factory=dict)
     file: Path | None = field(default=None, compare=False, metadata={"saved": False})  # where it was loaded from
+    stopped_at_s: float | None = None  # a checkpoint written at an interrupt: the simulated time it stopped at
+
+    def describe(self) -> str:
+        at = self.sim_time_s if self.stopped_at_s is None else self.stopped_at_s
+        return f"round {self.rounds} ({at:.0f} simulated s{', where it was interrupted' if self.stopped_at_s else ''})"
 
     def save(self, path: Path) -> None:
         """Replace ``path`` atomically: a kill while saving leaves the previous checkpoint whole."""
@@ -152,8 +166,9 @@ def _join(prefix: str, path: str) -> str:
 def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
     """What is wrong with a checkpoint's content (its fields as saved), field by field."""
     names = {f.name for f in _saved_fields()} | {"format"}
+    optional = {f.name for f in _saved_fields() if f.default is not MISSING or f.default_factory is not MISSING}
     problems = [(key, "not a field of a netfl checkpoint") for key in data if key not in names]
-    problems += [(name, "missing") for name in sorted(names - set(data))]
+    problems += [(name, "missing") for name in sorted(names - optional - set(data))]
     if problems:
         return problems
     checks = [
@@ -165,9 +180,15 @@ def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
         ("state", isinstance(data["state"], dict), "the learner's state (a mapping)"),
         ("rounds", _is_int(data["rounds"]) and data["rounds"] >= 0, "an integer >= 0"),
         ("sim_time_s", _is_number(data["sim_time_s"]) and 0 <= data["sim_time_s"] < math.inf, "a time >= 0"),
-        ("versions", isinstance(data["versions"], dict), "a mapping of package versions"),
+        ("versions", isinstance(data.get("versions", {}), dict), "a mapping of package versions"),
+        (
+            "stopped_at_s",
+            data.get("stopped_at_s") is None
+            or (_is_number(data["stopped_at_s"]) and 0 <= data["stopped_at_s"] < math.inf),
+            "the simulated time an interrupt stopped the run at, or null",
+        ),
     ]
-    problems = [(name, f"must be {what}, got {_shown(data[name])}") for name, ok, what in checks if not ok]
+    problems = [(name, f"must be {what}, got {_shown(data.get(name))}") for name, ok, what in checks if not ok]
     if isinstance(data["options"], dict):
         saved = data["options"].get("data_dir")
         if saved is not None and not isinstance(saved, str):
@@ -256,15 +277,20 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
+#: Saves a checkpoint: (answer log, aggregations done, simulated time of the periodic checkpoint, the simulated time
+#: of an interrupt or None).
+Save = Callable[[list, int, float, "float | None"], None]
+
+
 class Recording:
     """The learner as the engine sees it, each answer logged; ``due(context)`` after each aggregation decides
-    whether to checkpoint, ``save(log, rounds, sim_time)`` does it."""
+    whether to checkpoint, ``save(log, rounds, sim_time, stopped_at)`` does it."""
 
     def __init__(
         self,
         learner: TrainingBackend,
         every: Every | None,
-        save: Callable[[list, int, float], None],
+        save: Save,
         log: list[tuple[str, Any]] | None = None,
         done: tuple[int, float] = (0, 0.0),
     ):
@@ -296,11 +322,18 @@ class Recording:
         self._rounds += 1
         if self._due(context.sim_time_s):
             self._last_time = context.sim_time_s
-            self._save(self.log, self._rounds, context.sim_time_s)
+            self._save(self.log, self._rounds, context.sim_time_s, None)
         return applied
 
     def aggregate_cloud(self, context: CloudContext) -> int:
         return self._answer("aggregate_cloud", self.learner.aggregate_cloud(context))
+
+    def save_now(self, now: float) -> bool:
+        """Checkpoint where the run stands, at simulated time ``now`` (an interrupt that stopped the engine between
+        two events: every answer logged so far is in the learner's state); the periodic schedule goes on as it
+        was. True: saved."""
+        self._save(self.log, self._rounds, self._last_time, now)
+        return True
 
     def evaluate(self) -> Evaluation:
         return self._answer("evaluate", self.learner.evaluate())
@@ -325,6 +358,11 @@ class Replaying:
     @property
     def replaying(self) -> bool:
         return self._next < len(self._log)
+
+    def save_now(self, now: float) -> bool:
+        """As :meth:`Recording.save_now` once the log is used up; while replaying, the learner is not restored yet
+        and the checkpoint resumed from still holds: nothing is saved (False)."""
+        return False if self.replaying else self.live.save_now(now)
 
     def _replay(self, name: str) -> Any:
         logged, value = self._log[self._next]

@@ -26,11 +26,36 @@ Each is null where it does not apply. Which events fill it:
 - ``staleness``: ``aggregate``: the largest staleness (global model
   versions behind) of the updates it applied; 0 in synchronous rounds,
   null when it applied none (``detail`` lists each when one is stale).
-- ``cause``: why: ``dropout`` (``deadline``, ``unavailable``,
-  ``transmission_failed``, ``battery_empty``, ``policy``), ``online`` /
-  ``offline`` (``policy``, ``battery_empty``), an aborted ``tx_end``,
-  ``power_on`` (``charging``), an edge server's ``edge_online`` /
-  ``edge_offline`` (``policy``).
+- ``cause``: why: ``dropout`` (``deadline``, ``over_commit``, ``unavailable``,
+  ``transmission_failed``, ``battery_empty``, or ``policy:<name>``, the
+  availability policy that took the device offline: ``policy:diurnal``,
+  ``policy:my_policies.py:EveryKth``), ``online`` / ``offline`` (the same
+  ``policy:<name>``, ``battery_empty``), an aborted ``tx_end``, ``power_on``
+  (``charging``), an edge server's ``edge_online`` / ``edge_offline``
+  (``policy``).
+- ``available``: ``round_start`` of a synchronous round: the devices eligible.
+- ``received``, ``applied``, ``dropped``: ``aggregate``: updates that reached
+  the server, those the model took in, and the round's work that was lost.
+- ``collisions``, ``success``: ``tx_end`` of a transmission that ended: its
+  packets' collisions, and 1 if it got through (0: it gave up).
+- ``retransmissions``: ``retransmission``: the packets sent again.
+- ``slot``, ``others``: ``collision``: the slot and how many others sent in it.
+- ``level``: the battery fraction at ``charge_start`` / ``charge_stop``, and the
+  threshold crossed at ``below_min_level`` / ``above_min_level``.
+- ``version``, ``steps``: ``pull``: the model version taken, and the worker's
+  own local steps (null: the task's). ``steps`` and ``asked_steps`` on the
+  ``train_start`` of a job cut at the deadline (partial work): the steps it
+  trains, of those it was asked for.
+- ``edge``: the edge server of ``edge_online`` / ``edge_offline`` and of
+  ``edge_upload_*`` / ``edge_download_*`` (hierarchical aggregation).
+- ``relay``, ``picked``: ``relay_*``: the relay's name; in a RAM erasure
+  (``relay_drop``), the user the relay drew, whose update had not arrived.
+- ``medium``: ``tx_start``: the kind of medium (``fdma``, ``slotted_aloha``...).
+
+``detail`` keeps what has no column: ``probe`` (``selected``), each update's
+staleness when one is stale (``aggregate``), ``waiting for updates`` (an
+asynchronous ``round_start``), ``aborted after=`` (``tx_end``), the edges a
+``cloud_aggregate`` heard (``edges=``).
 """
 
 from __future__ import annotations
@@ -46,4 +71,21 @@ EVENT_FIELDS: dict[str, type] = {
     "attempts": int,
     "staleness": int,
     "cause": str,
+    "available": int,
+    "received": int,
+    "applied": int,
+    "dropped": int,
+    "collisions": int,
+    "success": int,
+    "retransmissions": int,
+    "slot": int,
+    "others": int,
+    "level": float,
+    "version": int,
+    "steps": int,
+    "asked_steps": int,
+    "relay": str,
+    "edge": str,
+    "picked": int,
+    "medium": str,
 }

@@ -6,6 +6,7 @@ import importlib.metadata
 import platform
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,37 +93,48 @@ def summarize(
     }
 
 
-def _checkpointing(
-    scenario: Scenario, path: Path, every: Every | None, resume: Checkpoint | None, options: dict[str, Any]
-) -> Callable[[Learner], Any] | None:
-    """What the engine should talk to: the learner with its answers logged and checkpoints saved to ``path``
-    (and, resuming, first the checkpoint's answers replayed), or None for neither."""
-    if every is None and resume is None:
-        return None
-    every = every or resume.every
-    source = str(scenario.source.resolve()) if scenario.source is not None else None
+class _Checkpointing:
+    """The learner as the engine talks to it when checkpoints are kept: its answers logged and checkpoints saved
+    to ``path`` (and, resuming, first the checkpoint's answers replayed). ``wrap`` is what
+    :func:`~netfl.assemble.build_simulation` calls with the learner; ``save_now`` checkpoints where an interrupted
+    run stopped."""
 
-    def wrap(learner: Learner) -> Recording | Replaying:
-        def save(log: list, rounds: int, sim_time_s: float) -> None:
+    def __init__(
+        self, scenario: Scenario, path: Path, every: Every | None, resume: Checkpoint | None, options: dict[str, Any]
+    ):
+        self.scenario, self.path, self.resume, self.options = scenario, path, resume, options
+        self.every = every or resume.every
+        self.wrapped: Recording | Replaying | None = None
+
+    def wrap(self, learner: Learner) -> Recording | Replaying:
+        scenario, resume = self.scenario, self.resume
+        source = str(scenario.source.resolve()) if scenario.source is not None else None
+
+        def save(log: list, rounds: int, sim_time_s: float, stopped_at_s: float | None) -> None:
             Checkpoint(
                 scenario_document(scenario),
                 source,
-                options,
-                every,
+                self.options,
+                self.every,
                 list(log),
                 learner.state(),
                 rounds,
                 sim_time_s,
                 software_versions(),
-            ).save(path)
+                stopped_at_s=stopped_at_s,
+            ).save(self.path)
 
         done = (resume.rounds, resume.sim_time_s) if resume is not None else (0, 0.0)
-        recording = Recording(learner, every, save, done=done)
-        if resume is None:
-            return recording
-        return Replaying(resume.log, recording, then=lambda: resume.restore_learner(learner))
+        recording = Recording(learner, self.every, save, done=done)
+        self.wrapped = (
+            recording
+            if resume is None
+            else Replaying(resume.log, recording, then=lambda: resume.restore_learner(learner))
+        )
+        return self.wrapped
 
-    return wrap
+    def save_now(self, now: float) -> bool:
+        return self.wrapped is not None and self.wrapped.save_now(now)
 
 
 def software_versions() -> dict[str, str]:
@@ -219,17 +231,22 @@ def run_scenario(
     started = time.perf_counter()
     threads = use_threads(threads)
     target = Path(out_dir or default_out_dir(scenario))
-    wrap = _checkpointing(
-        scenario,
-        checkpoint_path(target),
-        checkpoint_every,
-        resume,
-        {"data_dir": str(data_dir) if data_dir is not None else None},
+    keeper = (
+        _Checkpointing(
+            scenario,
+            checkpoint_path(target),
+            checkpoint_every,
+            resume,
+            {"data_dir": str(data_dir) if data_dir is not None else None},
+        )
+        if checkpoint_every is not None or resume is not None
+        else None
     )
     stop_on_explosion = scenario.server.on_loss_explosion == "stop"
 
     def watched(learner: Learner) -> LossWatch:  # outermost: it sees replayed evaluations too
-        return LossWatch(wrap(learner) if wrap is not None else learner, stop=stop_on_explosion, warn=warn)
+        inner = keeper.wrap(learner) if keeper is not None else learner
+        return LossWatch(inner, stop=stop_on_explosion, warn=warn)
 
     try:
         simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device, wrap=watched)
@@ -239,15 +256,22 @@ def run_scenario(
     watch.clock = lambda: simulation.env.now
     if progress is not None:
         simulation.progress = progress.update
-    complete = True
+    complete, stopped_cleanly = True, False
+    # Keeping checkpoints, a Ctrl-C or SIGTERM is noted and stops the engine between two events (after the one
+    # under way, training included), so the checkpoint written there holds every answer the learner gave.
+    noted: list[int] = []
     try:
-        result = simulation.run()
+        with signals_deferred() if keeper is not None else nullcontext(noted) as noted:
+            if keeper is not None:
+                simulation.env.stop_requested = noted.__len__
+            result = simulation.run()
     except KeyboardInterrupt:
-        complete = False
+        complete, stopped_cleanly = False, bool(noted)
     finally:
         if progress is not None:
             progress.close()
     with signals_deferred():  # from here on a Ctrl-C (a second one) must not destroy what is being written
+        checkpointed = stopped_cleanly and keeper.save_now(simulation.env.now)
         if not complete:
             result = simulation.partial_result()
         summary = summarize(
@@ -274,9 +298,10 @@ def run_scenario(
                 title=f"{scenario.name}: {scenario.server.algorithm.name}",
                 scenario=scenario_document(scenario),
                 source=str(scenario.source.resolve()) if scenario.source is not None else None,
+                timeline=result.timeline.columns() if result.timeline is not None else None,
             )
     if not complete:
-        raise Interrupted(outcome.out_dir)
-    if wrap is not None:
+        raise Interrupted(outcome.out_dir, checkpointed_at=simulation.env.now if checkpointed else None)
+    if keeper is not None:
         checkpoint_path(target).unlink(missing_ok=True)  # the run is whole: nothing to resume
     return outcome

@@ -18,11 +18,13 @@ from pathlib import Path
 
 class Interrupted(KeyboardInterrupt):
     """A run stopped by Ctrl-C or SIGTERM; ``written`` is the folder its partial results went to, or None when
-    it was stopped before there was anything to write (while building its world)."""
+    it was stopped before there was anything to write (while building its world); ``checkpointed_at``: the
+    simulated time of the checkpoint written where it stopped (runs keeping checkpoints), else None."""
 
-    def __init__(self, written: Path | None):
+    def __init__(self, written: Path | None, checkpointed_at: float | None = None):
         super().__init__(str(written) if written is not None else "")
         self.written = written
+        self.checkpointed_at = checkpointed_at
 
 
 def _main_thread() -> bool:

@@ -104,11 +104,59 @@ def _example(kind: str) -> str:
     }[kind]
 
 
+_SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_si(value: float, unit: str, digits: int | None = None) -> str:
+    """``value`` with an SI prefix for people to read: ``format_si(1310445, "J", 3)`` is ``'1.31 MJ'``.
+    ``digits``: significant digits (None: as many as ``%g`` gives, for values a user wrote)."""
+    spec = "g" if digits is None else f".{digits}g"
+    for factor, prefix in _SI_PREFIXES:
+        if abs(value) >= factor:
+            return f"{value / factor:{spec}} {prefix}{unit}"
+    return f"{value:{spec}} {unit}".rstrip()
+
+
 def _quantity(kind: str):
     return BeforeValidator(lambda v: parse_quantity(v, kind))
 
 
+_ROUNDS = re.compile(r"^\s*(\d+)\s*rounds?\s*$")
+
+
+def parse_rounds(value: object) -> int | None:
+    """The number of rounds in ``"10 rounds"`` (or ``"1 round"``, ``"10rounds"``); None for any other value."""
+    match = _ROUNDS.match(value) if isinstance(value, str) else None
+    return int(match.group(1)) if match else None
+
+
+def bare_number(value: object) -> float | None:
+    """``value`` as a number if it is one without a unit (``900``, ``"900"``; not a boolean), else None: in netfl
+    such a number is in the base SI unit, so where a value may count rounds it is ambiguous and refused."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    match = _QUANTITY.match(value) if isinstance(value, str) else None
+    return float(match.group(1)) if match and not match.group(2) else None
+
+
+def _round_count(value: object) -> int:
+    """A whole number of rounds, written with the word: ``"100 rounds"``."""
+    rounds = parse_rounds(value)
+    if rounds is None:
+        number = bare_number(value)
+        hint = f"{number:g} rounds" if number is not None and number.is_integer() else "100 rounds"
+        raise ValueError(
+            f"{value!r}: write a number of rounds with the word, e.g. {hint!r} (a bare number would mean "
+            "seconds elsewhere in netfl)"
+        )
+    if rounds < 1:
+        raise ValueError(f"must be at least 1 round (got {value!r})")
+    return rounds
+
+
 Seconds = Annotated[float, _quantity("time")]
+#: A count of server rounds, always written with the word (``"100 rounds"``), never a bare number.
+Rounds = Annotated[int, BeforeValidator(_round_count)]
 Joules = Annotated[float, _quantity("energy")]
 Watts = Annotated[float, _quantity("power")]
 BitsPerSecond = Annotated[float, _quantity("rate")]

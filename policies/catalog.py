@@ -20,7 +20,7 @@ from netfl.policies.base import AvailabilityPolicy, DeviceInfo, SessionPolicy
 from netfl.policies.user_script import is_user_reference, load_user_policy
 from netfl.problems import describe_validation_error
 
-__all__ = ["BUILTIN_POLICIES", "build_policy", "check_spec", "continuous_builtins", "policy_class"]
+__all__ = ["BUILTIN_POLICIES", "build_policy", "check_spec", "continuous_builtins", "policy_class", "policy_label"]
 
 #: Built-in policies by the name a topology gives, in listing order.
 BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {}
@@ -29,6 +29,20 @@ BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {}
 def continuous_builtins() -> list[str]:
     """The built-ins that answer in continuous time (usable as chargers and as components)."""
     return [name for name, cls in BUILTIN_POLICIES.items() if issubclass(cls, SessionPolicy)]
+
+
+def policy_label(policy: AvailabilityPolicy) -> str:
+    """How the event log names a policy (the cause ``policy:<label>`` of the offline and dropout it causes): a
+    built-in by its topology name (``diurnal``), a user's class by its file and name (``my_policies.py:Nightly``),
+    a policy built in code by its class."""
+    path, name = getattr(policy, "_path", None), getattr(policy, "_name", None)  # a user's script, as loaded
+    if path is not None and name is not None:
+        return f"{Path(path).name}:{name}"
+    label = getattr(policy, "label", None)  # the lazy engine's view of a group's built-in
+    if isinstance(label, str):
+        return label
+    builtin = next((key for key, cls in BUILTIN_POLICIES.items() if type(policy) is cls), None)
+    return builtin or type(policy).__qualname__
 
 
 def policy_class(name: str, base_dir: Path | None = None) -> type[AvailabilityPolicy]:

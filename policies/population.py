@@ -44,7 +44,7 @@ from netfl import keyed_random
 from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.policies.sessions import DAY, HOUR
+from netfl.policies.sessions import DAY, HOUR, window_start
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
 
@@ -61,6 +61,7 @@ class PopulationModel(ABC):
     """
 
     time_base: ClassVar[str] = "continuous"
+    policy = ""  # the built-in's name, set by build_population_model (events name it as a cause)
 
     def __init__(self, n: int, key: int):
         self.n = n
@@ -207,15 +208,17 @@ class DailyModel(PopulationModel):
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key)
-        self.start, self.jitter = params.start, params.jitter
+        self.start, self.jitter = window_start(params), params.jitter
         self.length = (params.end - params.start) % DAY
         self.day = np.full(n, -1, dtype=np.int64)  # the day whose window is current or next
         everyone = np.arange(n)
         opens, closes = self._window(everyone)
-        # yesterday's window may still be open at 0; else today's is next
-        before = closes <= 0
-        self.day[before] = 0
-        opens[before], closes[before] = self._window(everyone[before])
+        # yesterday's window may still be open at 0; else the first that closes after 0 is current or next
+        before = np.flatnonzero(closes <= 0)
+        while before.size:
+            self.day[before] += 1
+            opens[before], closes[before] = self._window(everyone[before])
+            before = before[closes[before] <= 0]
         self.state[:] = opens <= 0
         self.change[:] = np.where(self.state, closes, opens)
 
@@ -343,4 +346,6 @@ def build_population_model(
 ) -> PopulationModel:
     """The population form of built-in ``policy`` for ``n`` devices; ``label_mix`` (n x labels) feeds
     probabilities given ``from: data`` or ``from: smallest_label``."""
-    return POPULATION_MODELS[policy](params, n, key, label_mix, seed)
+    model = POPULATION_MODELS[policy](params, n, key, label_mix, seed)
+    model.policy = policy
+    return model

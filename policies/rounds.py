@@ -18,6 +18,7 @@ from pydantic import Field
 
 from netfl.policies.base import DeviceInfo, PolicyParams, RoundPolicy
 from netfl.policies.participation import ProbabilitySource, resolve_probability
+from netfl.units import Rounds
 
 __all__ = ["Bernoulli", "Markov", "Cyclic"]
 
@@ -82,7 +83,7 @@ class Cyclic(_WithProbability):
 
     class Params(PolicyParams):
         p: ProbabilitySource = Field(description="fraction of each cycle spent on")
-        period: int = Field(100, ge=1, description="nominal cycle length in rounds")
+        period: Rounds = Field("100 rounds", validate_default=True, description="nominal cycle length, in rounds")
 
     def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
         super().__init__(params, device, rng)

@@ -6,7 +6,9 @@ current one, so the intervals depend on the seed alone and not on how often
 or when the engine asks (it asks at start, at every wake-up and at every
 device state change, possibly several times at one instant). Time is assumed
 never to go backwards; time 0 is the start of the simulation and, for the
-clock-based policies, midnight of day 0 (offset 0).
+clock-based policies (``daily``, ``diurnal``), midnight of day 0 plus their
+shared ``time_zone_offset`` (local time minus simulated time: with ``8h``,
+simulated 0 is 08:00 local).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from netfl.distributions import Distribution, parse_duration
 from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
 from netfl.units import Seconds, parse_quantity
 
-__all__ = ["Duration", "parse_duration", "ClockTime", "OnOff", "Daily", "Diurnal", "PRODUCTION_PROFILE"]
+__all__ = ["Duration", "parse_duration", "ClockTime", "ClockParams", "OnOff", "Daily", "Diurnal", "PRODUCTION_PROFILE"]
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -119,6 +121,12 @@ ClockTime = Annotated[float, PlainValidator(_parse_clock)]
 """Seconds after midnight, written "HH:MM" (quoted in YAML)."""
 
 
+class ClockParams(PolicyParams):
+    """What every clock-based policy shares: which local time simulated time 0 is."""
+
+    time_zone_offset: Seconds = Field(0.0, description="local time minus simulated time (8h: simulated 0 is 08:00)")
+
+
 class Daily(SessionPolicy):
     """Online inside a daily window ``[start, end)`` that may wrap past midnight.
 
@@ -127,10 +135,12 @@ class Daily(SessionPolicy):
     ``jitter`` each day's start and end move by independent uniform draws
     in ``[-jitter, +jitter]``, drawn day by day in order (start, then end).
     Jitter must stay below half the window and half the gap so that days
-    never overlap.
+    never overlap. ``start`` and ``end`` are local times: ``time_zone_offset``
+    (local minus simulated) places them on the simulated clock, as for
+    :class:`Diurnal`.
     """
 
-    class Params(PolicyParams):
+    class Params(ClockParams):
         start: ClockTime = Field(description='window opens, "HH:MM"')
         end: ClockTime = Field(description='window closes, "HH:MM"; before start means the next day')
         jitter: Seconds = Field(0.0, ge=0, description="uniform +- shift of each day's start and end")
@@ -159,11 +169,11 @@ class Daily(SessionPolicy):
         j = self.params.jitter
         shift_start = float(self.rng.uniform(-j, j)) if j > 0 else 0.0
         shift_end = float(self.rng.uniform(-j, j)) if j > 0 else 0.0
-        opens = day * DAY + self.params.start
+        opens = day * DAY + window_start(self.params)
         return opens + shift_start, opens + self._length + shift_end
 
     def _advance(self, now: float) -> None:
-        while now >= self._window[1]:
+        while now >= self._window[1]:  # day -1's window (or an earlier one) may not reach time 0
             self._day += 1
             self._window = self._draw_window(self._day)
 
@@ -174,6 +184,12 @@ class Daily(SessionPolicy):
     def next_wakeup(self, now: float) -> float:
         self._advance(now)
         return self._window[0] if now < self._window[0] else self._window[1]
+
+
+def window_start(params: Daily.Params) -> float:
+    """Where day 0's window opens on the simulated clock: ``start`` local, the offset taken modulo a day (the
+    windows repeat daily), so that day -1's window is the earliest that may still be open at time 0."""
+    return params.start - params.time_zone_offset % DAY
 
 
 # --------------------------------------------------------- diurnal profile
@@ -209,7 +225,7 @@ class Diurnal(SessionPolicy):
     Without ``profile`` the ``production`` preset applies.
     """
 
-    class Params(PolicyParams):
+    class Params(ClockParams):
         profile: Annotated[list[Probability], Field(min_length=24, max_length=24)] | None = Field(
             None, description="24 probabilities, hour 0 (00:00-01:00 local) first"
         )
@@ -217,7 +233,6 @@ class Diurnal(SessionPolicy):
             None, description="a built-in profile instead of profile; production when neither is given"
         )
         mixing: Seconds = Field(600.0, gt=0, description="mean time between state redraws")
-        time_zone_offset: Seconds = Field(0.0, description="local time minus simulated time")
 
         @model_validator(mode="after")
         def _one_profile(self):

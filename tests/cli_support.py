@@ -24,6 +24,42 @@ devices:
 """
 
 
+#: events.parquet's columns, in order (netfl.events.EVENT_FIELDS between kind and detail).
+EVENT_COLUMNS = [
+    "sim_time_s",
+    "round",
+    "device",
+    "kind",
+    "job",
+    "task",
+    "bytes",
+    "flops",
+    "energy_j",
+    "airtime_s",
+    "attempts",
+    "staleness",
+    "cause",
+    "available",
+    "received",
+    "applied",
+    "dropped",
+    "collisions",
+    "success",
+    "retransmissions",
+    "slot",
+    "others",
+    "level",
+    "version",
+    "steps",
+    "asked_steps",
+    "relay",
+    "edge",
+    "picked",
+    "medium",
+    "detail",
+]
+
+
 def idx_placeholders(folder: Path) -> Path:
     """``folder`` holding empty files named like the four MNIST/Fashion-MNIST IDX files: enough for validation,
     which checks that a data set's files are there (not what they hold), on a machine without the data set."""

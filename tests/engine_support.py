@@ -177,14 +177,10 @@ class Ev:
     values: dict  # the typed columns that are not null
 
     def field(self, key: str):
-        """A typed column's value, else a ``key=value`` token of the detail (as text)."""
+        """A typed column's value (every count and number an event carries has a column)."""
         if key in self.values:
             return self.values[key]
-        for token in self.detail.split():
-            k, _, v = token.partition("=")
-            if k == key:
-                return v
-        raise KeyError(f"{key} not in {self.values!r} nor {self.detail!r}")
+        raise KeyError(f"{key} not in {self.values!r} (detail: {self.detail!r})")
 
     @property
     def job(self) -> int:

@@ -11,7 +11,6 @@ downstream parses units.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
@@ -27,7 +26,18 @@ from netfl.registry.datasets import DATASET_NAMES
 from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY, MEDIUM_KINDS
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
-from netfl.units import BitsPerSecond, Bytes, Fraction, Hertz, Joules, Seconds, Watts, parse_quantity
+from netfl.units import (
+    BitsPerSecond,
+    Bytes,
+    Fraction,
+    Hertz,
+    Joules,
+    Seconds,
+    Watts,
+    bare_number,
+    parse_quantity,
+    parse_rounds,
+)
 from netfl.user_code import is_user_reference, python_only_problem
 
 
@@ -683,39 +693,40 @@ class Every:
     rounds: int | None = None
     seconds: float | None = None
 
-    def as_scenario_value(self) -> int | str:
-        return self.rounds if self.rounds is not None else f"{self.seconds!r}s"
+    def as_scenario_value(self) -> str:
+        return f"{self.rounds} rounds" if self.rounds is not None else f"{self.seconds!r}s"
+
+
+EVERY_SPELLINGS = "a number of rounds with the word ('10 rounds') or a simulated time ('5min', '30s')"
 
 
 def _every(value: object) -> Every:
     if isinstance(value, Every):
         return value
-    if isinstance(value, bool):
-        raise ValueError("write a number of rounds (10, '10 rounds') or a simulated time ('5min')")
-    if isinstance(value, int):
-        if value <= 0:
-            raise ValueError(f"must be > 0 rounds (got {value})")
-        return Every(rounds=value)
+    number = bare_number(value)
+    if number is not None:
+        spelled = f"'{number:g} rounds' or '{number:g}s'" if number.is_integer() else f"'{number:g}s'"
+        raise ValueError(f"{value!r} without a unit could mean rounds or seconds: write {spelled} ({EVERY_SPELLINGS})")
+    rounds = parse_rounds(value)
+    if rounds is not None:
+        if rounds <= 0:
+            raise ValueError(f"must be > 0 rounds (got {value!r})")
+        return Every(rounds=rounds)
     if isinstance(value, str):
-        match = re.fullmatch(r"\s*(\d+)\s*rounds?\s*", value)
-        if match:
-            return _every(int(match.group(1)))
         try:
             seconds = parse_quantity(value, "time")
         except ValueError:
-            raise ValueError(
-                f"{value!r}: write a number of rounds (10, '10 rounds') or a simulated time ('5min', '30s')"
-            ) from None
+            raise ValueError(f"{value!r}: write {EVERY_SPELLINGS}") from None
         if not seconds > 0:
             raise ValueError(f"must be a positive time (got {value!r})")
         return Every(seconds=seconds)
-    raise ValueError(f"{value!r}: write a number of rounds (10, '10 rounds') or a simulated time ('5min')")
+    raise ValueError(f"{value!r}: write {EVERY_SPELLINGS}")
 
 
 class EvalSpec(Strict):
     every: Annotated[Every, BeforeValidator(_every)] = Field(
         Every(rounds=1),
-        description="rounds between evaluations (10), or simulated time ('5min'): a time grid "
+        description="rounds between evaluations ('10 rounds'), or simulated time ('5min'): a time grid "
         "gives the curves of different runs the same time points",
     )
     max_test_samples: int | None = Field(None, gt=0, description="evaluate on the first N test samples only")

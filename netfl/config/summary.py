@@ -15,15 +15,9 @@ from netfl.config.schedule import estimate_schedule
 from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
 from netfl.distributions import Distribution
 from netfl.results.progress import format_duration
+from netfl.units import format_si as _si
 
 _MAX_VALUE_CHARS = 80  # a 24-value profile or a long rho list is cut, not allowed to wrap the screen
-
-
-def _si(value: float, unit: str) -> str:
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:g} {prefix}{unit}"
-    return f"{value:g} {unit}".rstrip()
 
 
 def _dist(d: Distribution, unit: str) -> str:

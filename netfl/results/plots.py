@@ -7,11 +7,13 @@ own) and nothing is left open between plots.
 
 from __future__ import annotations
 
+import io
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
@@ -23,6 +25,17 @@ def time_axis(seconds: Sequence[float]) -> tuple[list[float], str]:
         if top >= 2 * factor:
             return [s / factor for s in seconds], unit
     return list(seconds), "s"
+
+
+def png(fig: Figure, tight: bool = True) -> bytes:
+    """``fig`` laid out (``tight``: by matplotlib, which renders it once more) and rendered as PNG bytes (written to
+    a file, or embedded in report.html)."""
+    FigureCanvasAgg(fig)
+    if tight:
+        fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    return buffer.getvalue()
 
 
 def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> None:

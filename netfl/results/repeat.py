@@ -10,7 +10,7 @@ from netfl.errors import NetflError, ScenarioError
 from netfl.results.read_back import read_summary
 
 #: The files a repeat must reproduce byte for byte (summary.json holds the wall-clock time, which never repeats).
-REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
+REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet", "timeline.parquet")
 
 
 def load_run_scenario(run_dir: Path) -> tuple[Scenario, dict[str, str]]:
@@ -33,10 +33,14 @@ def load_run_scenario(run_dir: Path) -> tuple[Scenario, dict[str, str]]:
 
 
 def compare_runs(first: Path, second: Path) -> tuple[list[str], list[str]]:
-    """The reproduced files that are byte-identical in both run folders, and those that differ or are missing."""
+    """The reproduced files that are byte-identical in both run folders, and those that differ or are missing
+    (a file the first run does not have, written by later versions of netfl, is not compared)."""
     same, different = [], []
     for name in REPRODUCED:
-        ours, theirs = _content(Path(first) / name), _content(Path(second) / name)
+        a, b = Path(first) / name, Path(second) / name
+        if name == "timeline.parquet" and not a.exists():
+            continue
+        ours, theirs = _content(a), _content(b)
         (same if ours is not None and ours == theirs else different).append(name)
     return same, different
 

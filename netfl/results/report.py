@@ -15,10 +15,13 @@ from pathlib import Path
 
 from netfl.errors import NetflError
 from netfl.results import report_plots as plots
+from netfl.results.paired import METHOD
 from netfl.results.plots import time_axis
-from netfl.results.report_html import display_tables, first_lines, render
+from netfl.results.report_html import display_tables, first_lines, paired_display, render
 from netfl.results.report_load import find_run_folders, load_runs
+from netfl.results.report_ranking import evaluation_spacing, paired_table, rank
 from netfl.results.report_tables import cases_table, run_summary, runs_table
+from netfl.results.report_world import device_timelines, world_over_time
 from netfl.results.writer import check_out_dir, replace_folder
 
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
@@ -53,9 +56,12 @@ def default_targets(best_accuracies: Sequence[float]) -> list[float]:
 AS_REPORT = {"noun": "report", "legacy": "report.html"}
 
 
-def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir: Path | None = None) -> Report:
+def write_report(
+    dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir: Path | None = None, interpolate: bool = False
+) -> Report:
     """Find every run under ``dirs``, and write the tables, plots and report.html into ``out_dir``
-    (default ``<first dir>/report``), replacing an earlier report there in one rename."""
+    (default ``<first dir>/report``), replacing an earlier report there in one rename. ``interpolate``: a time
+    (energy, round) to a target where the line between two evaluations crosses it, not the evaluation's own."""
     dirs = [Path(d) for d in dirs]
     if not dirs:
         raise NetflError("name at least one run or study folder")
@@ -66,9 +72,11 @@ def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir
     given = bool(targets)
     targets = targets or default_targets([float(r.summary.get("best_test_accuracy") or math.nan) for r in runs])
 
-    tidy, summary = runs_table(runs), run_summary(runs, targets)
+    tidy, summary = runs_table(runs), run_summary(runs, targets, interpolate)
     cases = cases_table(summary, targets)
     names = list(cases["case"])
+    rankings = [rank(summary, cases, target, widen=not interpolate) for target in targets]
+    paired = paired_table(summary, names, targets, widen=not interpolate)
     colours = plots.case_colours(names)
     unit_name = time_axis([float(tidy["sim_time_s"].max() if len(tidy) else 0.0)])[1]
     unit = (unit_name, UNITS[unit_name])
@@ -125,24 +133,36 @@ def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir
                 ),
             )
         )
+    world = world_over_time(runs, names, colours)
+    if world is not None:
+        figures.append(("world_over_time.png", "The world over time", world[1], world[0]))
+    gantt = device_timelines(runs, names)
+    if gantt is not None:
+        figures.append(("device_timeline.png", "Device timelines", gantt[1], gantt[0]))
     scatter = plots.participation(runs, names, colours)
     if scatter is not None:
         figures.append(
             (
                 "participation.png",
                 "Participation per device",
-                "One dot per device and seed (devices.parquet): updates it delivered against the share "
-                "of the run it was online.",
+                "One panel per case, one dot per device and seed (devices.parquet): updates it delivered against "
+                "the share of the run it was online.",
                 scatter,
             )
         )
     histograms = _staleness_by_case(runs)
     if histograms:
+        fresh = [name for name in names if name not in histograms]
         figures.append(
             (
                 "staleness.png",
                 "Staleness",
-                "Share of applied updates by how many global model versions behind they were, summed over seeds.",
+                "Share of applied updates by how many global model versions behind they were, summed over seeds"
+                + (
+                    f"; not drawn: {html.escape(', '.join(fresh))}, whose updates were all fresh (0 versions behind)."
+                    if fresh
+                    else "."
+                ),
                 plots.staleness(histograms, colours),
             )
         )
@@ -159,18 +179,28 @@ def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir
             "choose with --target)"
         )
         + "."
+        + (
+            " Times, rounds and energies to a target interpolated between evaluations (--interpolate)."
+            if interpolate
+            else ""
+        )
     )
+    comparisons = paired_display(paired, rankings, unit)
     page = render(
         title="netfl report",
         meta=meta,
         warnings=warnings,
-        lines=first_lines(cases, targets, unit),
+        lines=first_lines(rankings, cases, unit),
+        how=_how_first(runs, interpolate, unit) if targets else "",
+        comparisons=[("Paired comparisons", PAIRED_CAPTION.format(method=METHOD), comparisons, 3)]
+        if comparisons is not None
+        else [],
         tables=display_tables(cases, summary, targets, unit),
         figures=[(heading, caption, png) for _, heading, caption, png in figures],
     )
 
     def write(staging: Path) -> None:
-        for name, frame in (("runs", tidy), ("run_summary", summary), ("cases", cases)):
+        for name, frame in (("runs", tidy), ("run_summary", summary), ("cases", cases), ("paired", paired)):
             frame.to_parquet(staging / f"{name}.parquet", index=False)
             frame.to_csv(staging / f"{name}.csv", index=False)
         for file, _, _, png in figures:
@@ -181,15 +211,62 @@ def write_report(dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir
     return Report(out_dir, len(runs), len(names), sum(not r.complete for r in runs), targets)
 
 
+PAIRED_CAPTION = (
+    "Each case against the first to reach the target (by mean time), seed by seed: runs of one seed share their "
+    "world, so the difference in one seed is free of the spread between worlds. Difference case − first, mean "
+    "over the seeds both ran, and the {method}; then the verdict, given only where the interval is all on one side "
+    "of zero (otherwise: tie). paired.csv / paired.parquet beside this page hold every pair of cases and every "
+    "measure, rounds and all-device energy too."
+)
+
+
+def _duration(seconds: float) -> str:
+    """``10 min``, ``12 s``, ``2 h``: a simulated duration in the unit that reads best."""
+    name = time_axis([seconds])[1]
+    return f"{seconds / UNITS[name]:.3g} {name}"
+
+
+def _how_first(runs, interpolate: bool, unit: tuple[str, float]) -> str:
+    """How the first case is decided, and the resolution of a time to target, in one paragraph."""
+    name = unit[0]
+    median, shortest, longest = evaluation_spacing([r.metrics for r in runs])
+    if median != median:  # NaN: no run evaluated twice
+        spacing = "the runs evaluated once"
+    elif abs(longest - shortest) <= 1e-6 * longest:
+        spacing = f"the runs evaluated every {_duration(median)}"
+    else:
+        spacing = (
+            f"the runs evaluated every {_duration(median)} (median; from {_duration(shortest)} to {_duration(longest)})"
+        )
+    if interpolate:
+        resolution = (
+            f"Times, rounds and energies to a target are interpolated: where the straight line between the "
+            f"evaluation before the target and the first at or above it crosses the target ({spacing}; accuracy is "
+            "assumed to change linearly in between)."
+        )
+    else:
+        resolution = (
+            f"A time to a target is that of the first evaluation at or above it, so it is known only to within "
+            f"the evaluation interval: {spacing}. The intervals below are widened by it (each bound by the mean "
+            "interval before the evaluation that reached the target), so a lead of one evaluation is not called a "
+            "lead; netfl report --interpolate estimates the crossing between evaluations instead."
+        )
+    return (
+        f"{resolution} A case is named first only where its paired interval (the {METHOD}) against every other "
+        "case that reached the target in every seed excludes 0; otherwise the cases are tied. Differences are "
+        f"in {name}, later − first."
+    )
+
+
 def _staleness_by_case(runs) -> dict[str, dict[int, int]]:
-    """Each case's staleness histogram summed over seeds; empty unless some update was stale (a synchronous
-    run's updates are all 0 versions behind, which is no plot)."""
+    """Each case's staleness histogram summed over seeds, for the cases in which some update was stale: a
+    synchronous case's updates are all 0 versions behind, a panel that says nothing."""
     by_case: dict[str, dict[int, int]] = {}
     for run in runs:
         for value, count in run.staleness_histogram.items():
             by_case.setdefault(run.case, {})
             by_case[run.case][value] = by_case[run.case].get(value, 0) + count
-    return by_case if any(v > 0 for h in by_case.values() for v in h) else {}
+    return {case: h for case, h in by_case.items() if any(v > 0 and c > 0 for v, c in h.items())}
 
 
 def _warnings(runs, energy_missing, have_targets: bool) -> list[str]:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from netfl.results.paired import Paired
+from netfl.results.report_ranking import Ranking
 from netfl.results.report_tables import target_label
 
 STYLE = """
@@ -25,10 +27,10 @@ table.data th, table.data td { padding: 0.25em 0.7em; border-bottom: 1px solid #
                                white-space: nowrap; }
 table.data th { background: #f3f3f3; white-space: normal; vertical-align: bottom; }
 table.data th:first-child, table.data td:first-child, table.labels2 td:nth-child(2),
-table.labels2 th:nth-child(2) { text-align: left; }
+table.labels2 th:nth-child(2), table.labels3 td:nth-child(-n+3), table.labels3 th:nth-child(-n+3) { text-align: left; }
 table.data tr:nth-child(even) td { background: #fafafa; }
 figure { margin: 1em 0 1.6em; } figure img { max-width: 100%; border: 1px solid #eee; }
-figcaption { color: #555; font-size: 0.9em; }
+figcaption { color: #555; font-size: 0.9em; } p.how { color: #444; font-size: 0.9em; }
 """
 
 
@@ -48,36 +50,118 @@ def pm(mean: float, std: float = math.nan, digits: int | None = None, scale: flo
     return text if math.isnan(std) else f"{text} ± {std:,.{digits}f}"
 
 
-def first_lines(cases: pd.DataFrame, targets: Sequence[float], unit: tuple[str, float]) -> list[str]:
-    """Per target, in words: which case got there first in simulated time (among those that reached it in
-    every seed; a mean over the lucky seeds only would flatter a case), then the others."""
-    name, factor = unit
-    lines = []
-    for target in targets:
-        t = target_label(target)
-        rows = cases.to_dict("records")
-        done = sorted((r for r in rows if r[f"reached_{t}"] == r["seeds"]), key=lambda r: r[f"time_to_{t}_s_mean"])
-        some = sorted((r for r in rows if 0 < r[f"reached_{t}"] < r["seeds"]), key=lambda r: r[f"time_to_{t}_s_mean"])
-        never = [r["case"] for r in rows if r[f"reached_{t}"] == 0]
+def signed(value: float, digits: int) -> str:
+    """``+1.25`` / ``−0.50`` (a true minus sign), ``0`` for zero."""
+    if value == 0:
+        return "0"
+    return f"{'+' if value > 0 else '−'}{abs(value):,.{digits}f}"
 
-        def when(r: dict, t: str = t) -> str:
-            return (
-                f"<b>{html.escape(r['case'])}</b> at "
-                f"{pm(r[f'time_to_{t}_s_mean'], r[f'time_to_{t}_s_std'], scale=1 / factor)}"
-                f" {name} ({r[f'reached_{t}']}/{r['seeds']} seeds)"
-            )
+
+def interval(p: Paired, scale: float = 1.0, digits: int | None = None) -> str:
+    """``+0.50 [−0.74, +1.74]``: a paired mean difference and its interval; the mean alone for one seed."""
+    if math.isnan(p.mean):
+        return "— (no seed in common)"
+    values = [abs(v * scale) for v in (p.mean, p.low, p.high) if not math.isnan(v) and v != 0]
+    if digits is None:
+        digits = max(0, 2 - math.floor(math.log10(max(values)))) if values else 0
+    text = signed(p.mean * scale, digits)
+    if math.isnan(p.low):
+        return f"{text} (one seed: no interval)"
+    return f"{text} [{signed(p.low * scale, digits)}, {signed(p.high * scale, digits)}]"
+
+
+def first_lines(rankings: Sequence[Ranking], cases: pd.DataFrame, unit: tuple[str, float]) -> list[str]:
+    """Per target, in words: which case got there first in simulated time -- only when its paired interval
+    against every other case that reached the target in every seed excludes zero; otherwise which are tied -- then
+    the later ones, each with its paired difference, then the cases that reached it in some seeds only (a mean
+    over the lucky seeds would flatter them) and those that never did."""
+    name, factor = unit
+    records = {r["case"]: r for r in cases.to_dict("records")}
+    lines = []
+    for ranking in rankings:
+        t = target_label(ranking.target)
+
+        def when(case: str, t: str = t) -> str:
+            r = records[case]
+            mean = pm(r[f"time_to_{t}_s_mean"], r[f"time_to_{t}_s_std"], scale=1 / factor)
+            return f"<b>{html.escape(case)}</b> at {mean} {name} ({r[f'reached_{t}']}/{r['seeds']} seeds)"
+
+        def against(case: str, p: Paired) -> str:
+            return f"<b>{html.escape(case)}</b> {interval(p, 1 / factor)} {name}"
+
+        def apart(case: str, p: Paired) -> str:
+            return f"<b>{html.escape(case)}</b> ({'one seed' if p.n == 1 else 'no seed'} in common)"
 
         parts = []
-        if done:
-            parts.append(f"First {when(done[0])}" + "".join(f"; then {when(r)}" for r in done[1:]))
-        else:
+        if ranking.first is None:
             parts.append("No case reached it in every seed")
-        if some:
-            parts.append("In some seeds only: " + "; ".join(when(r) for r in some))
-        if never:
-            parts.append("Never: " + ", ".join(f"<b>{html.escape(c)}</b>" for c in never))
-        lines.append(f"accuracy ≥ {100 * target:g} %: " + ". ".join(parts) + ".")
+        elif ranking.alone:
+            parts.append(f"First {when(ranking.first)}")
+        else:
+            text = f"No case is first: {when(ranking.first)}"
+            if ranking.tied:
+                text += "; tied with it: " + ", ".join(against(case, p) for case, p in ranking.tied)
+            if ranking.uncompared:
+                text += "; not compared with it: " + ", ".join(apart(case, p) for case, p in ranking.uncompared)
+            parts.append(text)
+        if ranking.later:
+            first = html.escape(ranking.first)
+            parts.append(f"Later than <b>{first}</b>: " + "; ".join(against(c, p) for c, p in ranking.later))
+        if ranking.some:
+            parts.append("In some seeds only: " + "; ".join(when(c) for c in ranking.some))
+        if ranking.never:
+            parts.append("Never: " + ", ".join(f"<b>{html.escape(c)}</b>" for c in ranking.never))
+        lines.append(f"accuracy ≥ {100 * ranking.target:g} %: " + ". ".join(parts) + ".")
     return lines
+
+
+def paired_display(paired: pd.DataFrame, rankings: Sequence[Ranking], unit: tuple[str, float]) -> pd.DataFrame | None:
+    """The comparisons a reader wants: per target, each case against the first (or against the case it is
+    tied with), in time, training-and-radio energy and final accuracy, with their verdicts."""
+    name, factor = unit
+    rows = []
+    for ranking in rankings:
+        if ranking.first is None:
+            continue
+        for case, _ in [*ranking.tied, *ranking.uncompared, *ranking.later] + [(c, None) for c in ranking.some]:
+            pair = _pair(paired, case, ranking.first)
+            row = {"target": f"≥ {100 * ranking.target:g} %", "case": case, "against": ranking.first}
+            for measure, label, scale, words in (
+                ("time_to_target_s", f"time ({name})", 1 / factor, ("sooner", "later")),
+                ("work_energy_to_target_j", "training + radio energy (J)", 1.0, ("less", "more")),
+                ("final_test_accuracy", "final accuracy (points)", 100.0, ("lower", "higher")),
+            ):
+                p = pair(measure, math.nan if measure == "final_test_accuracy" else ranking.target)
+                row["seeds"] = row.get("seeds") or (p.n if p is not None else 0)
+                row[label] = "—" if p is None else f"{interval(p, scale)}: {_verdict(p, words)}"
+            rows.append(row)
+    return pd.DataFrame(rows) if rows else None
+
+
+def _verdict(p: Paired, words: tuple[str, str]) -> str:
+    """The verdict in the measure's words (``sooner``/``later``, ``less``/``more``...); ``tie`` and no-interval
+    verdicts as they are."""
+    return {"lower": words[0], "higher": words[1]}.get(p.verdict, p.verdict)
+
+
+def _pair(paired: pd.DataFrame, case: str, reference: str):
+    """A lookup of ``case`` − ``reference`` in the paired table (stored once per pair, maybe the other way round:
+    then the sign flips)."""
+
+    def lookup(measure: str, target: float) -> Paired | None:
+        same_target = paired["target"].isna() if math.isnan(target) else paired["target"] == target
+        rows = paired[same_target & (paired["measure"] == measure)]
+        for a, b in ((case, reference), (reference, case)):
+            hit = rows[(rows["case"] == a) & (rows["reference"] == b)]
+            if len(hit):
+                r = hit.iloc[0]
+                found = Paired(
+                    int(r["seeds"]), r["difference"], r["low"], r["high"], (r["widened_low"], r["widened_high"])
+                )
+                return found if a == case else found.flipped()
+        return None
+
+    return lookup
 
 
 def render(
@@ -88,8 +172,11 @@ def render(
     lines: Sequence[str],
     tables: Sequence[tuple[str, str, pd.DataFrame, int]],
     figures: Sequence[tuple[str, str, bytes]],
+    how: str = "",
+    comparisons: Sequence[tuple[str, str, pd.DataFrame, int]] = (),
 ) -> str:
-    """The page: title, one line about the inputs, warnings, the per-target lines, figures, then tables.
+    """The page: title, one line about the inputs, warnings, the per-target lines (``how``: how they are decided)
+    and the ``comparisons`` behind them, figures, then tables.
 
     ``lines`` and ``warnings`` are trusted HTML fragments built by this package (names already escaped);
     table cells are escaped here."""
@@ -104,6 +191,9 @@ def render(
     if lines:
         out += ["<h2>Who reached each target first (simulated time)</h2>", "<ul>"]
         out += [f"<li>{line}</li>" for line in lines] + ["</ul>"]
+        if how:
+            out.append(f'<p class="how">{html.escape(how)}</p>')
+    out += _tables(comparisons)
     for heading, caption, png in figures:
         data = base64.b64encode(png).decode("ascii")
         out += [
@@ -113,11 +203,17 @@ def render(
             f"<figcaption>{caption}</figcaption>",
             "</figure>",
         ]
+    out += _tables(tables)
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def _tables(tables: Sequence[tuple[str, str, pd.DataFrame, int]]) -> list[str]:
+    out = []
     for heading, caption, frame, labels in tables:  # labels: how many leading columns are text (left-aligned)
         table = frame.to_html(index=False, border=0, classes=["data", f"labels{labels}"], escape=True, na_rep="—")
         out += [f"<h2>{html.escape(heading)}</h2>", f"<p>{caption}</p>", f'<div class="table">{table}</div>']
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
+    return out
 
 
 def display_tables(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from netfl.errors import NetflError
+from netfl.errors import FileError, NetflError
 from netfl.results.read_back import (
     is_study_folder,
     read_metrics,
@@ -27,6 +27,19 @@ from netfl.results.read_back import (
 )
 
 DEVICE_COLUMNS = ("group", "tasks_started", "updates_delivered", "online_fraction")
+#: timeline.parquet's columns a report draws (runs made before netfl wrote one have none: no world figure).
+TIMELINE_COLUMNS = (
+    "sim_time_s",
+    "group",
+    "devices",
+    "online",
+    "available",
+    "participated",
+    "dropped",
+    "battery_mean",
+    "battery_p10",
+    "battery_p90",
+)
 
 
 @dataclass
@@ -40,6 +53,7 @@ class Run:
     case: str = ""
     seed: int = 0
     overrides: dict[str, Any] = field(default_factory=dict)
+    timeline: pd.DataFrame | None = None  # the world at every evaluation, per device group (None: an older run)
 
     @property
     def complete(self) -> bool:
@@ -98,12 +112,32 @@ def load_runs(folders: Sequence[Path]) -> list[Run]:
 
 def load_run(folder: Path) -> Run:
     summary = read_summary(folder / "summary.json")
-    return Run(folder, summary, read_metrics(folder / "metrics.csv"), _read_devices(folder / "devices.parquet"))
+    run = Run(folder, summary, read_metrics(folder / "metrics.csv"), _read_devices(folder / "devices.parquet"))
+    run.timeline = _read_timeline(folder / "timeline.parquet")
+    return run
 
 
 def _read_devices(file: Path) -> pd.DataFrame | None:
     """devices.parquet's participation columns; None when the run has no such file (older runs)."""
     return read_parquet_columns(file, DEVICE_COLUMNS) if file.is_file() else None
+
+
+def _read_timeline(file: Path) -> pd.DataFrame | None:
+    """timeline.parquet's columns the report draws; None when the run has none (made before netfl wrote it)."""
+    if not file.is_file():
+        return None
+    timeline = read_parquet_columns(file, TIMELINE_COLUMNS)
+    missing = [c for c in TIMELINE_COLUMNS if c not in timeline.columns]
+    if missing:
+        raise FileError(str(file), [(name, "missing: a timeline.parquet netfl writes has it") for name in missing])
+    if (timeline["sim_time_s"].diff() < 0).any():
+        raise FileError(str(file), [("sim_time_s", "goes back in time")])
+    return timeline
+
+
+def read_activity(run: Run) -> pd.DataFrame:
+    """The run's events.parquet as a device timeline needs it (time, device, kind), for the report's Gantt."""
+    return read_parquet_columns(run.path / "events.parquet", ("sim_time_s", "device", "kind"))
 
 
 def _assign_cases(runs: Sequence[Run]) -> None:

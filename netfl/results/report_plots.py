@@ -6,18 +6,17 @@ case keeps one colour in every figure.
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
+from netfl.results.plots import png as _png
 from netfl.results.report_load import Run
 from netfl.results.report_tables import mean_curve, target_label
 
@@ -28,14 +27,6 @@ MAX_SCATTER_POINTS = 3000
 def case_colours(cases: Sequence[str]) -> dict[str, tuple]:
     palette = colormaps["tab10" if len(cases) <= 10 else "tab20"].colors
     return {case: palette[i % len(palette)] for i, case in enumerate(cases)}
-
-
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
 
 
 def accuracy_vs_time(
@@ -54,7 +45,7 @@ def accuracy_vs_time(
         grid, mean, low, high = mean_curve([(r.metrics["sim_time_s"], r.metrics["test_accuracy"]) for r in members])
         if not len(grid):
             continue
-        label = f"{case} ({len(members)} seed{'s' if len(members) > 1 else ''})"
+        label = seeds_label(case, members)
         if len(members) > 1:
             ax.fill_between(
                 grid / factor, 100 * low, 100 * high, step="post", color=colours[case], alpha=0.18, linewidth=0
@@ -155,23 +146,52 @@ def to_target_bars(
     return _png(fig)
 
 
+def seeds_label(case: str, members: Sequence[Run]) -> str:
+    """``fedavg (100 devices × 3 seeds)``: a case's runs counted as a reader counts them."""
+    sizes = sorted({len(r.devices) for r in members if r.devices is not None})
+    devices = f"{sizes[0]} devices" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]} devices" if sizes else ""
+    seeds = f"{len(members)} seed{'s' if len(members) != 1 else ''}"
+    return f"{case} ({devices} × {seeds})" if devices else f"{case} ({seeds})"
+
+
+def grid_of(
+    panels: int, xlabel: str, ylabel: str, columns: int = 3, width: float = 9.0, height: float = 2.7
+) -> tuple[Figure, list]:
+    """A figure of ``panels`` small multiples, ``columns`` to a row (shared axes), labelled on the outer edges:
+    the x axis under the lowest panel of each column (above a spare cell too), the y axis on the left."""
+    cols = min(columns, panels)
+    rows = math.ceil(panels / cols)
+    fig = Figure(figsize=(width, height * rows + 0.5), dpi=110)
+    axes = list(np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)).ravel())
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    for i, ax in enumerate(axes[:panels]):
+        if i + cols >= panels:  # nothing drawn below it
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel(xlabel)
+        if i % cols == 0:
+            ax.set_ylabel(ylabel)
+    return fig, axes[:panels]
+
+
 def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, tuple]) -> bytes | None:
-    """Updates each device delivered against the share of the run it was online, every seed of every case."""
-    fig = Figure(figsize=(9.0, 4.6), dpi=110)
-    ax = fig.subplots()
+    """One panel per case (overlaid, the cases' dots would hide each other): updates each device delivered against
+    the share of the run it was online, every seed."""
     rng = np.random.default_rng(0)  # which devices are shown when there are too many: the same every time
-    shown = False
-    for i, case in enumerate(cases):
+    shown = []
+    for case in cases:
+        members = [r for r in runs if r.case == case]
         frames = [
             r.devices
-            for r in runs
-            if r.case == case
-            and r.devices is not None
-            and {"online_fraction", "updates_delivered"} <= set(r.devices.columns)
+            for r in members
+            if r.devices is not None and {"online_fraction", "updates_delivered"} <= set(r.devices.columns)
         ]
-        if not frames:
-            continue
-        devices = pd.concat(frames, ignore_index=True)
+        if frames:
+            shown.append((case, members, pd.concat(frames, ignore_index=True)))
+    if not shown:
+        return None
+    fig, axes = grid_of(len(shown), "time online (% of the run)", "updates delivered")
+    for ax, (case, members, devices) in zip(axes, shown):
         note = ""
         if len(devices) > MAX_SCATTER_POINTS:
             devices = devices.iloc[np.sort(rng.choice(len(devices), MAX_SCATTER_POINTS, replace=False))]
@@ -179,32 +199,22 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
         ax.scatter(
             100 * devices["online_fraction"],
             devices["updates_delivered"],
-            s=16,
-            alpha=0.6,
+            s=12,
+            alpha=0.5,
             color=colours[case],
             edgecolors="none",
-            marker="os^Dv<>p"[i % 8],  # a marker each: overlaps show
-            label=f"{case} ({sum(len(f) for f in frames)} devices{note})",
         )
-        shown = True
-    if not shown:
-        return None
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("time online (% of the run)")
-    ax.set_ylabel("updates delivered")
-    ax.set_title("Participation per device")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.set_title(seeds_label(case, members) + note, fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle("Participation per device: one dot per device and seed", fontsize=11)
     return _png(fig)
 
 
 def staleness(histograms: dict[str, dict[int, int]], colours: dict[str, tuple]) -> bytes:
     """One panel per case: the share of applied updates by staleness, summed over its seeds."""
     cases = list(histograms)
-    cols = min(3, len(cases))
-    rows = math.ceil(len(cases) / cols)
-    fig = Figure(figsize=(9.0, 2.6 * rows + 0.4), dpi=110)
-    axes = np.atleast_1d(fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)).ravel()
+    fig, axes = grid_of(len(cases), "staleness (versions behind)", "updates applied (%)", height=2.6)
     top = max(max(h) for h in histograms.values())
     for ax, case in zip(axes, cases):
         counts = np.array([histograms[case].get(v, 0) for v in range(top + 1)], float)
@@ -215,11 +225,5 @@ def staleness(histograms: dict[str, dict[int, int]], colours: dict[str, tuple]) 
         ax.grid(alpha=0.3, axis="y")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set_ylim(0, 112)  # room for the count on a 100 % bar
-    for ax in axes[len(cases) :]:
-        ax.set_visible(False)
-    for ax in axes[::cols]:
-        ax.set_ylabel("updates applied (%)")
-    for ax in axes[-cols:]:
-        ax.set_xlabel("staleness (versions behind)")
     fig.suptitle("Staleness of applied updates", fontsize=11)
     return _png(fig)

@@ -6,7 +6,10 @@ Conventions, stated once so every table and plot agrees:
   target; its time, round and energy are that row's (energy from
   metrics.csv's cumulative ``energy_j``, all the devices drew, and
   ``work_energy_j``, what training and the radio drew; NaN when the run has
-  no such column);
+  no such column) -- or, when the report interpolates, the straight line
+  between the evaluation before and that one, where accuracy crosses the
+  target; either way ``*_gap`` is how much the value grew since the
+  evaluation before (the bracket the true crossing lies in);
 - a case's "to target" means and stds are over the seeds that reached it
   (``reached_<t>`` counts them);
 - a mean is NaN when one of its seeds lacks the number (say, energy in a run
@@ -47,18 +50,37 @@ def target_label(target: float) -> str:
     return f"{target:g}"
 
 
-def reach(metrics: pd.DataFrame, target: float) -> dict[str, float]:
-    """Simulated time, round and cumulative energies at the first evaluation with accuracy >= ``target``
-    (NaN if never)."""
-    hits = np.flatnonzero(metrics["test_accuracy"].to_numpy() >= target)
+#: run_summary's columns for reaching a target: ``<stem>_to_<t><unit>`` (and ``<stem>_to_<t>_gap<unit>``).
+TO_TARGET = {
+    "time": ("time", "_s"),
+    "round": ("rounds", ""),
+    "energy": ("energy", "_j"),
+    "work_energy": ("work_energy", "_j"),
+}
+#: What reaching a target is measured in: run_summary's column stem and metrics.csv's column.
+REACH = {"time": "sim_time_s", "round": "round", "energy": "energy_j", "work_energy": "work_energy_j"}
+
+
+def reach(metrics: pd.DataFrame, target: float, interpolate: bool = False) -> dict[str, float]:
+    """Simulated time, round and cumulative energies at the first evaluation with accuracy >= ``target`` (NaN if
+    never), or where the line from the evaluation before crosses it (``interpolate``); and, as ``<key>_gap``, how
+    much each grew since the evaluation before (0 when the first evaluation already reached it)."""
+    accuracy = metrics["test_accuracy"].to_numpy()
+    hits = np.flatnonzero(accuracy >= target)
     if not len(hits):
-        return {"time": math.nan, "round": math.nan, "energy": math.nan, "work_energy": math.nan}
-    row = metrics.iloc[hits[0]]
-    energy = {
-        key: float(row[column]) if column in metrics.columns else math.nan
-        for key, column in (("energy", "energy_j"), ("work_energy", "work_energy_j"))
-    }
-    return {"time": float(row["sim_time_s"]), "round": float(row["round"]), **energy}
+        return {k: math.nan for key in REACH for k in (key, f"{key}_gap")}
+    i = int(hits[0])
+    before = max(i - 1, 0)
+    share = (target - accuracy[before]) / (accuracy[i] - accuracy[before]) if interpolate and i > 0 else 1.0
+    out = {}
+    for key, column in REACH.items():
+        if column not in metrics.columns:
+            out[key] = out[f"{key}_gap"] = math.nan
+            continue
+        start, end = float(metrics[column].iloc[before]), float(metrics[column].iloc[i])
+        out[key] = start + share * (end - start) if share < 1.0 else end
+        out[f"{key}_gap"] = end - start
+    return out
 
 
 def runs_table(runs: Sequence[Run]) -> pd.DataFrame:
@@ -77,8 +99,9 @@ def runs_table(runs: Sequence[Run]) -> pd.DataFrame:
     return table.astype({"round": "int64"}) if table["round"].notna().all() else table
 
 
-def run_summary(runs: Sequence[Run], targets: Sequence[float]) -> pd.DataFrame:
-    """One row per run: summary.json's numbers and, for every target, whether, when, at which round and energy."""
+def run_summary(runs: Sequence[Run], targets: Sequence[float], interpolate: bool = False) -> pd.DataFrame:
+    """One row per run: summary.json's numbers and, for every target, whether, when, at which round and energy
+    (``interpolate``: between evaluations), with the evaluation brackets (``*_gap``)."""
     rows = []
     for run in runs:
         s = run.summary
@@ -100,14 +123,12 @@ def run_summary(runs: Sequence[Run], targets: Sequence[float]) -> pd.DataFrame:
             else math.nan
         )
         for target in targets:
-            t, hit = target_label(target), reach(run.metrics, target)
-            row |= {
-                f"reached_{t}": not math.isnan(hit["time"]),
-                f"time_to_{t}_s": hit["time"],
-                f"rounds_to_{t}": hit["round"],
-                f"energy_to_{t}_j": hit["energy"],
-                f"work_energy_to_{t}_j": hit["work_energy"],
-            }
+            t, hit = target_label(target), reach(run.metrics, target, interpolate)
+            row[f"reached_{t}"] = not math.isnan(hit["time"])
+            for key, (stem, unit) in TO_TARGET.items():
+                row[f"{stem}_to_{t}{unit}"] = hit[key]
+            for key, (stem, unit) in TO_TARGET.items():
+                row[f"{stem}_to_{t}_gap{unit}"] = hit[f"{key}_gap"]
         rows.append(row)
     return pd.DataFrame(rows)
 

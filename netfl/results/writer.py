@@ -29,6 +29,7 @@ import yaml
 from netfl.errors import NetflError
 from netfl.events import EVENT_FIELDS
 from netfl.results.plots import plot_accuracy_vs_time, plot_staleness
+from netfl.results.world_plots import timeline_figure
 
 METRIC_COLUMNS = ("sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j", "work_energy_j")
 
@@ -47,7 +48,12 @@ EVENT_SCHEMA = pa.schema(
 
 def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
     """The event log (:meth:`EventRecorder.columns`) as a DataFrame: typed columns whole, integers as pandas'
-    nullable ``Int64``, null floats NaN, null strings missing."""
+    nullable ``Int64``, null floats NaN, null strings missing -- the dtypes ``pd.read_parquet`` gives for
+    events.parquet (through the same Arrow table, so a string column with no value at all reads alike too)."""
+    return _events_table(columns).to_pandas()
+
+
+def _events_table(columns: dict[str, Any]) -> pa.Table:
     n = len(columns["kind"])
     data: dict[str, Any] = {name: columns[name] for name in ("sim_time_s", "round", "device", "kind")}
     for name, kind in EVENT_FIELDS.items():
@@ -66,14 +72,20 @@ def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
             full[rows] = np.asarray(values, dtype=np.float64)
             data[name] = full
     data["detail"] = columns["detail"]
-    return pd.DataFrame(data)
+    return pa.Table.from_pandas(pd.DataFrame(data), schema=EVENT_SCHEMA, preserve_index=False)
 
 
 def write_events(path: Path, columns: dict[str, Any]) -> None:
     """events.parquet; with pandas' metadata, so ``pd.read_parquet`` gives back :func:`events_frame`'s dtypes."""
-    table = pa.Table.from_pandas(events_frame(columns), schema=EVENT_SCHEMA, preserve_index=False)
+    table = _events_table(columns)
     # No statistics or creation metadata that could vary: the same run gives the same bytes.
     pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=True)
+
+
+def write_timeline(path: Path, columns: dict[str, Any]) -> None:
+    """timeline.parquet: one row per reading and device group (netfl/sim/timeline.py); battery levels of a group
+    on mains power are nulls."""
+    write_devices(path, columns)
 
 
 def write_devices(path: Path, columns: dict[str, Any]) -> None:
@@ -190,10 +202,12 @@ def write_run(
     staleness: Sequence[int] = (),
     scenario: dict[str, Any] | None = None,
     source: str | None = None,
+    timeline: dict[str, Any] | None = None,
 ) -> Path:
     """Write summary.json, metrics.csv, events.parquet, devices.parquet and accuracy_vs_time.png into
     ``out_dir`` atomically.
 
+    ``timeline`` (netfl/sim/timeline.py's columns) adds timeline.parquet and timeline.png.
     ``scenario`` (the resolved scenario as a topology mapping; ``source``: the file it came from) adds
     scenario.yaml; ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv
     and staleness.png.
@@ -207,6 +221,8 @@ def write_run(
         write_events(staging / "events.parquet", events)
         write_devices(staging / "devices.parquet", devices)
         plot_accuracy_vs_time(staging / "accuracy_vs_time.png", metrics, title=title)
+        if timeline is not None and timeline["sim_time_s"]:
+            write_world_over_time(staging, timeline, events, devices, title)
         if staleness:  # asynchronous runs: how old the applied updates were
             write_staleness(staging / "staleness.csv", staleness)
             plot_staleness(staging / "staleness.png", staleness, title=title)
@@ -214,6 +230,16 @@ def write_run(
         (staging / "summary.json").write_text(json.dumps(finite_json(summary), indent=2, allow_nan=False) + "\n")
 
     return replace_folder(out_dir, fill)
+
+
+def write_world_over_time(
+    folder: Path, timeline: dict[str, Any], events: dict[str, Any], devices: dict[str, Any], title: str
+) -> None:
+    """timeline.parquet and its figure, with a Gantt of a sample of devices from the event log."""
+    write_timeline(folder / "timeline.parquet", timeline)
+    log = pd.DataFrame({name: events[name] for name in ("sim_time_s", "device", "kind")})
+    fleet = pd.DataFrame({k: devices[k] for k in ("device", "group")})
+    (folder / "timeline.png").write_bytes(timeline_figure(pd.DataFrame(timeline), log, fleet, title=title))
 
 
 def write_files(out_dir: Path, files: dict[str, bytes]) -> Path:

@@ -101,6 +101,14 @@ class Battery:
     def time_to_full(self, now: float) -> float:
         return math.inf if self.mains or self.level_j >= self.capacity_j else self.time_to_level(now, self.capacity_j)
 
+    def level_at(self, now: float) -> float:
+        """The charge at ``now`` (J), as :meth:`settle` would leave it, without settling (a look from outside,
+        such as the timeline's, must not split the float sums the run accounts)."""
+        if self.mains:
+            return math.inf
+        dt = max(now - self._t, 0.0)
+        return min(self.capacity_j, max(0.0, self.level_j - self.net_drain_w * dt))
+
     def fraction(self, now: float) -> float:
         self.settle(now)
         return 1.0 if self.mains else self.level_j / self.capacity_j

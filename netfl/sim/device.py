@@ -16,7 +16,7 @@ throughput its previous upload achieved (waiting for the medium and
 retransmissions included; the link's nominal rate before its first, see
 :meth:`Network.send_estimate_s`) stretched by a margin, decided once its
 download is done; the
-``train_start`` event says ``partial steps=done/asked`` and carries the
+``train_start`` event says ``steps`` (done) of ``asked_steps`` and carries the
 FLOPs done, ``train_end`` their energy. A job that fits no step stops there
 (a dropout with cause ``deadline``).
 """
@@ -33,6 +33,7 @@ import simpy
 from netfl.backend import Work
 from netfl.errors import PolicyError
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy, policy_origin
+from netfl.policies.catalog import policy_label
 from netfl.sim.battery import Battery
 from netfl.sim.device_table import DeviceProfile
 from netfl.sim.network import Network, Radio
@@ -91,6 +92,7 @@ class Device:
         self.profile = profile
         self.battery = battery
         self.policy = policy
+        self._policy_cause = f"policy:{policy_label(policy)}"  # an offline (and a dropout) it causes names it
         self.charger = charger
         self.network = network
         self._waiters: list[simpy.Event] = []
@@ -112,7 +114,7 @@ class Device:
         self.set_load("idle", profile.idle_w)
         self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
         if self.below_min:
-            self.log("below_min_level", f"level={battery.fraction(env.now):.4f}")
+            self.log("below_min_level", level=battery.fraction(env.now))
         if not battery.mains and battery.level_j <= 0:
             self._empty()
         self._processes: list[simpy.Process] = []
@@ -169,7 +171,7 @@ class Device:
     def eligible(self, round_index: int) -> bool:
         """Whether the device can be asked to train at the start of ``round_index``."""
         if isinstance(self.policy, RoundPolicy) and not self.dead:
-            self._set_online(self.policy.participates(round_index), "policy")
+            self._set_online(self.policy.participates(round_index), self._policy_cause)
         return self.online and not self.dead and not self.below_min and self.task is None
 
     def can_start(self) -> bool:
@@ -217,7 +219,7 @@ class Device:
     def _ask_sessions(self, policy: SessionPolicy):
         while True:
             self._state_changed = self.env.event()
-            self._set_online(not self.dead and policy.online(self.env.now, self), "policy")
+            self._set_online(not self.dead and policy.online(self.env.now, self), self._policy_cause)
             at = self._after_now(policy, policy.next_wakeup(self.env.now), "availability")
             events = [self._state_changed]
             if not math.isinf(at):
@@ -245,9 +247,7 @@ class Device:
             plugged = bool(charger.online(self.env.now, self))
             if plugged != self.battery.charging:
                 self.battery.set_charging(self.env.now, plugged)
-                self.log(
-                    "charge_start" if plugged else "charge_stop", f"level={self.battery.fraction(self.env.now):.4f}"
-                )
+                self.log("charge_start" if plugged else "charge_stop", level=self.battery.fraction(self.env.now))
                 if plugged and self._can_boot():
                     self._revive()
                 self._power_change()
@@ -313,7 +313,7 @@ class Device:
             below = b.level_j < threshold_j or (b.level_j == threshold_j and draining)
             if below != self.below_min:
                 self.below_min = below
-                self.log("below_min_level" if below else "above_min_level", f"level={b.min_level:.4f}")
+                self.log("below_min_level" if below else "above_min_level", level=b.min_level)
                 self.state_changed()
 
     def _empty(self) -> None:
@@ -380,7 +380,7 @@ class Device:
                 self.log("download_end", job=job, task=task, energy_j=receiver.energy_j)
 
             if work.flops > 0:
-                flops, partial = work.flops, ""
+                flops, cut = work.flops, {}
                 if deadline is not None and work.steps:
                     steps = self._steps_in_time(work, deadline)
                     if steps == 0:
@@ -389,8 +389,8 @@ class Device:
                         return
                     if steps < work.steps:
                         deadline.cut(job, steps)
-                        flops, partial = work.flops / work.steps * steps, f"partial steps={steps}/{work.steps}"
-                self.log("train_start", partial, job=job, task=task, flops=flops)
+                        flops, cut = work.flops / work.steps * steps, {"steps": steps, "asked_steps": work.steps}
+                self.log("train_start", job=job, task=task, flops=flops, **cut)
                 seconds = flops / p.flops_per_s
                 self.set_load("compute", p.compute_w)
                 try:

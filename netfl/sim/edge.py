@@ -64,7 +64,7 @@ class EdgeServer:
     def _set(self, online: bool) -> None:
         if online != self.online:
             self.online = online
-            self._log("edge_online" if online else "edge_offline", f"edge={self.name}", cause="policy")
+            self._log("edge_online" if online else "edge_offline", edge=self.name, cause="policy")
 
     def _sessions(self):
         policy: SessionPolicy = self.policy  # type: ignore[assignment]

@@ -56,6 +56,25 @@ class DeviceStats:
         return sum(self.energy_by_activity_j.values(), np.zeros(len(self.group)))
 
 
+@dataclass
+class FleetState:
+    """Every device at one instant, as the timeline reads it (netfl/sim/timeline.py); reading it changes nothing.
+
+    ``online``: its availability says so and its battery is not empty; ``available``: online and above its
+    battery's ``min_level`` (it could be asked, busy or not); ``working``: a task under way; ``battery``: the
+    charge as a fraction (NaN on mains power); ``tasks_started`` and ``updates_delivered``: totals so far."""
+
+    online: np.ndarray
+    available: np.ndarray
+    working: np.ndarray
+    charging: np.ndarray
+    dead: np.ndarray
+    below_min: np.ndarray
+    battery: np.ndarray
+    tasks_started: np.ndarray
+    updates_delivered: np.ndarray
+
+
 class Fleet(Protocol):
     def __len__(self) -> int: ...
 
@@ -77,6 +96,9 @@ class Fleet(Protocol):
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         """Energy drawn by each device for each activity up to ``now`` (the present), equal to ``stats()``'s at
         that instant but settling nothing (metrics.csv's cumulative energy, read at every evaluation)."""
+
+    def state_at(self, now: float) -> FleetState:
+        """Every device at ``now`` (the present), settling and drawing nothing."""
 
 
 class EagerFleet:
@@ -122,6 +144,26 @@ class EagerFleet:
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         return _by_activity([d.battery.energy_at(now) for d in self.devices])
+
+    def state_at(self, now: float) -> FleetState:
+        devices = self.devices
+        online = np.array([d.online and not d.dead for d in devices], dtype=bool)
+        below = np.array([d.below_min for d in devices], dtype=bool)
+        return FleetState(
+            online=online,
+            available=online & ~below,
+            working=np.array([d.task is not None for d in devices], dtype=bool),
+            charging=np.array([d.battery.charging for d in devices], dtype=bool),
+            dead=np.array([d.dead for d in devices], dtype=bool),
+            below_min=below,
+            battery=np.array([_fraction(d.battery.level_at(now), d.battery.capacity_j) for d in devices]),
+            tasks_started=np.array([d.tasks_started for d in devices], dtype=np.int64),
+            updates_delivered=np.array([d.updates_delivered for d in devices], dtype=np.int64),
+        )
+
+
+def _fraction(level_j: float, capacity_j: float) -> float:
+    return math.nan if math.isinf(capacity_j) else level_j / capacity_j
 
 
 def _by_activity(energy: list[dict[str, float]]) -> dict[str, np.ndarray]:
@@ -311,6 +353,39 @@ class LazyFleet:
             battery_empty=self.dead_at <= now,
         )
 
+    def state_at(self, now: float) -> FleetState:
+        """The arrays at ``now``: continuous-time availability advanced to it (the realisation depends on the seed
+        alone, not on when it is advanced), idle batteries drained since they were last settled, the working
+        devices' actors read as they are."""
+        self._advance(None)
+        online = self.online() & (self.dead_at > now)
+        capacity = self.table.capacity_j
+        until = np.minimum(now, self.dead_at)
+        level = np.maximum(self.level_j - self.table.idle_w * np.maximum(until - self.since, 0.0), 0.0)
+        below = now >= self.below_at
+        working, dead = np.zeros(len(self), dtype=bool), self.dead_at <= now
+        started, delivered = self.tasks_started.copy(), self.updates_delivered.copy()
+        for index, device in self.active.items():  # a working device's battery and counts are its actor's
+            level[index] = device.battery.level_at(now)
+            below[index], dead[index] = device.below_min, device.dead
+            online[index] = device.online and not device.dead
+            working[index] = device.task is not None
+            started[index] += device.tasks_started
+            delivered[index] += device.updates_delivered
+        with np.errstate(invalid="ignore"):
+            battery = np.where(np.isinf(capacity), math.nan, level / capacity)
+        return FleetState(
+            online=online,
+            available=online & ~below,
+            working=working,
+            charging=np.zeros(len(self), dtype=bool),  # the lazy engine takes no chargers
+            dead=dead,
+            below_min=below,
+            battery=battery,
+            tasks_started=started,
+            updates_delivered=delivered,
+        )
+
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         """What :meth:`stats` would fold and settle, added up on copies: the idle devices' drain since they were
         last settled, and the working devices' batteries."""
@@ -336,6 +411,7 @@ class LazyPolicy(SessionPolicy):
     def __init__(self, fleet: LazyFleet, group: int, row: int):
         self.model, self.row = fleet.models[group], row
         self._hook = fleet._accrue(fleet.slices[group].start, rounds=self.model.time_base == "round")
+        self.label = self.model.policy  # what the event log names (netfl.policies.catalog.policy_label)
 
     def online(self, now: float, state) -> bool:
         if self.model.time_base == "round":  # per-round policies change only at round starts
@@ -349,4 +425,4 @@ class LazyPolicy(SessionPolicy):
         return float(self.model.change[self.row])
 
 
-__all__ = ["ACTIVITIES", "DeviceStats", "Fleet", "EagerFleet", "LazyFleet", "LazyPolicy"]
+__all__ = ["ACTIVITIES", "DeviceStats", "FleetState", "Fleet", "EagerFleet", "LazyFleet", "LazyPolicy"]

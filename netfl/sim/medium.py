@@ -97,23 +97,24 @@ class Medium(ABC):
             self._log(sender, kind, detail, **fields)
 
     def _log_start(self, sender: int, bits: float) -> None:
-        self.log(sender, "tx_start", f"medium={self.kind}", bytes=bits / 8)
+        self.log(sender, "tx_start", bytes=bits / 8, medium=self.kind)
 
     def _log_retransmissions(self, sender: int, count: int) -> None:
         if count:
             self.retransmissions += count
-            self.log(sender, "retransmission", f"count={count}")
+            self.log(sender, "retransmission", retransmissions=count)
 
     def _log_end(self, sender: int, bits: float, r: TxReport, radio: RadioHooks) -> None:
         self._log_retransmissions(sender, r.retransmissions)
         self.log(
             sender,
             "tx_end",
-            f"collisions={r.collisions} success={int(r.success)}",
             bytes=bits / 8,
             airtime_s=r.airtime_s,
             attempts=r.attempts,
             energy_j=_energy(radio, r.airtime_s),
+            collisions=r.collisions,
+            success=int(r.success),
         )
 
     def _log_abort(self, sender: int, start: float, interrupt: simpy.Interrupt, retransmissions: int = 0) -> None:
@@ -516,9 +517,10 @@ class SlottedAlohaMedium(Medium):
             self.log(
                 s.sender,
                 "collision",
-                f"slot={k} with={len(tx) - 1}",
                 bytes=packet / 8,
                 energy_j=_energy(s.radio, self.slot_s),
+                slot=k,
+                others=len(tx) - 1,
             )
             if self.beb:
                 s.q = max(self.q_min, s.q / 2.0)

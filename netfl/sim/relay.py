@@ -19,7 +19,10 @@ receives. Two forms:
   through first is decided by collisions, backoff and channels).
 
 Every other update is dropped at the relay (``relay_drop``; in an erasure,
-its detail names the user drawn, ``picked=``).
+its ``picked`` column names the user drawn). A round in which no user behind
+the relay had work (nobody was available) is an erasure too under
+``draw="all"``: whoever the RAM drew, nothing could pass (the draw itself is
+not made, as its outcome cannot matter, so the relay's stream is the same).
 """
 
 from __future__ import annotations
@@ -54,22 +57,32 @@ class RamRelay:
 
     def hold(self, job: int, device: int, size_bytes: float) -> None:
         self._held.append((job, device, size_bytes))
-        self.log(device, "relay_arrive", f"relay={self.name}", job=job, bytes=size_bytes)
+        self.log(device, "relay_arrive", job=job, bytes=size_bytes, relay=self.name)
+
+    def idle_round(self) -> None:
+        """A round in which nobody had work: under the paper's rule (``draw="all"``) an erasure, whoever the RAM
+        drew (the draw is not made: its outcome cannot matter)."""
+        if self._erases():
+            self.erasures += 1
+
+    def _erases(self) -> bool:
+        """Whether a round without the drawn user's update is an erasure (the abstract RAM drawing among all)."""
+        return self.mode != "first" and self.draw == "all" and bool(self.weights)
 
     def release(self) -> int | None:
         """End of the round: the one job passed to the server (None if nothing passes)."""
         held, self._held = self._held, []
-        erased = ""
+        erased = None
         if self.mode == "first":
             pick = 0 if held else None
-        elif self.draw == "all" and self.weights:
+        elif self._erases():
             users = list(self.weights)
             w = np.array([self.weights[d] for d in users], dtype=float)
             chosen = users[int(self.rng.choice(len(users), p=w / w.sum()))]
             pick = next((i for i, (_, d, _) in enumerate(held) if d == chosen), None)
             if pick is None:
                 self.erasures += 1
-                erased = f" picked={chosen}"
+                erased = chosen
         elif not held:
             return None
         else:
@@ -79,8 +92,8 @@ class RamRelay:
         for i, (job, device, size_bytes) in enumerate(held):
             if i == pick:
                 self.passed += 1
-                self.log(device, "relay_pass", f"relay={self.name}", job=job, bytes=size_bytes)
+                self.log(device, "relay_pass", job=job, bytes=size_bytes, relay=self.name)
             else:
                 self.dropped += 1
-                self.log(device, "relay_drop", f"relay={self.name}{erased}", job=job, bytes=size_bytes)
+                self.log(device, "relay_drop", job=job, bytes=size_bytes, relay=self.name, picked=erased)
         return None if pick is None else held[pick][0]

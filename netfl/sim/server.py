@@ -53,6 +53,7 @@ class _ServerBase:
         *,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
+        stop_s: float | None = None,
     ):
         self.env = env
         self.devices = devices
@@ -60,6 +61,7 @@ class _ServerBase:
         self.recorder = recorder
         self.network = network
         self.max_rounds = max_rounds
+        self.stop_s = math.inf if stop_s is None else stop_s  # the run ends here (stop.sim_time)
         self.on_round_end = on_round_end
         self.round_index = 0  # the round in progress (or next to start); = the global model version
         self.rounds_done = 0
@@ -70,6 +72,11 @@ class _ServerBase:
 
     def log(self, kind: str, detail: str = "", **fields) -> None:
         self.recorder.log(self.env.now, self.round_index, SERVER, kind, detail, **fields)
+
+    def stopping(self) -> bool:
+        """Whether the run ends at this instant (stop.sim_time): work started now would never finish, so none is
+        (work finishing now still counts)."""
+        return self.env.now >= self.stop_s
 
     def describe_process(self, name: str) -> str | None:
         """Which of the server's processes ``name`` is, for the watchdog's message (netfl/sim/watchdog.py)."""
@@ -93,10 +100,15 @@ class _ServerBase:
         self.updates_received += len(delivered)
         self.updates_applied += applied
         self.updates_dropped += dropped
-        detail = f"received={len(delivered)} applied={applied} dropped={dropped}"
-        if stale and max(stale) > 0:
-            detail += " staleness=" + ",".join(map(str, stale))
-        self.log("aggregate", detail, staleness=max(stale) if stale else None)
+        detail = "staleness=" + ",".join(map(str, stale)) if stale and max(stale) > 0 else ""
+        self.log(
+            "aggregate",
+            detail,
+            staleness=max(stale) if stale else None,
+            received=len(delivered),
+            applied=applied,
+            dropped=dropped,
+        )
 
 
 class SyncServer(_ServerBase):
@@ -113,6 +125,7 @@ class SyncServer(_ServerBase):
         idle_wait_s: float,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
+        stop_s: float | None = None,
         interval_s: float = 0.0,
         relays: dict[str, RamRelay] | None = None,
         goal: int | None = None,
@@ -120,7 +133,9 @@ class SyncServer(_ServerBase):
         partial_margin: float = 0.0,
         edges: EdgeTier | None = None,
     ):
-        super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
+        super().__init__(
+            env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
+        )
         self.participants = participants
         self.goal = goal
         self.deadline_s = deadline_s
@@ -134,6 +149,8 @@ class SyncServer(_ServerBase):
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
+            if self.stopping():
+                yield self.env.event()  # the stop is due at this instant: wait for it
             started = self.env.now
             yield from self._round()
             if self.edges is not None and self.edges.cloud_round(self.round_index):
@@ -149,9 +166,11 @@ class SyncServer(_ServerBase):
         available = self.devices.eligible(r)
         if self.edges is not None:
             available = self.edges.reachable(available, r)
-        self.log("round_start", f"available={len(available)}")
+        self.log("round_start", available=len(available))
         plan = self.backend.plan_round(r, available)
         if not plan.work:
+            for relay in self.relays.values():
+                relay.idle_round()
             yield self.env.timeout(self.idle_wait_s)
             self._aggregate(available=(), selected=[], delivered=[], dropped=0, versions={})
             return
@@ -188,15 +207,15 @@ class SyncServer(_ServerBase):
         yield self.env.all_of([self.env.process(self._edge_transfer(edge, bits, "upload")) for edge in up])
         context = CloudContext(self.round_index, self.env.now, tuple(edge.index for edge in up))
         applied = self.backend.aggregate_cloud(context)
-        self.log("cloud_aggregate", f"edges={','.join(e.name for e in up)} applied={applied}")
+        self.log("cloud_aggregate", f"edges={','.join(e.name for e in up)}", applied=applied)
         yield self.env.all_of([self.env.process(self._edge_transfer(edge, bits, "download")) for edge in up])
 
     def _edge_transfer(self, edge: EdgeServer, bits: float, direction: str):
         """An edge model up to the cloud, or the cloud's model down to an edge, over the edge's wired route."""
         hops = self.network.route_up(edge.name)
-        self.log(f"edge_{direction}_start", f"edge={edge.name}", bytes=bits / 8)
+        self.log(f"edge_{direction}_start", edge=edge.name, bytes=bits / 8)
         yield from self.network.forward(hops if direction == "upload" else hops[::-1], bits)
-        self.log(f"edge_{direction}_end", f"edge={edge.name}")
+        self.log(f"edge_{direction}_end", edge=edge.name)
 
     def _run(self, work: Sequence[Work], deadline: simpy.Event | None, goal: int | None = None):
         """Start every item of ``work`` and wait until all arrived or were lost, the deadline, or ``goal`` arrivals.
@@ -294,8 +313,11 @@ class AsyncServer(_ServerBase):
         pause_s: float,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
+        stop_s: float | None = None,
     ):
-        super().__init__(env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end)
+        super().__init__(
+            env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
+        )
         self.rng = rng
         self.buffer = buffer
         self.local_steps = local_steps  # a Distribution or None (the task's own)
@@ -309,6 +331,8 @@ class AsyncServer(_ServerBase):
         for device in self.devices:
             self.env.process(self._worker(device, np.random.default_rng(self.rng.integers(2**63))))
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
+            if self.stopping():
+                yield self.env.event()  # the stop is due at this instant: wait for it
             self.log("round_start", "waiting for updates")
             while len(self._arrived) < self.buffer:
                 self._full = self.env.event()
@@ -328,10 +352,12 @@ class AsyncServer(_ServerBase):
                 yield self.env.timeout(rng.exponential(self.pause_s))
             while not device.eligible(self.round_index):
                 yield device.changed()
+            if self.stopping():
+                return  # a job pulled at the stop would never finish
             steps = self._draw_steps(rng)
             work = self.backend.submit(device.index, self.round_index, steps=steps)
             self._versions[work.job] = self.round_index
-            device.log("pull", f"version={self.round_index} steps={steps or 'task'}", job=work.job, task=work.task)
+            device.log("pull", job=work.job, task=work.task, version=self.round_index, steps=steps)
             done = self.env.event()
             device.start_task(
                 work,

@@ -22,6 +22,7 @@ from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
 from netfl.sim.server import AsyncServer, SyncServer
+from netfl.sim.timeline import Timeline
 from netfl.sim.watchdog import WatchedEnvironment, event_limit
 from netfl.sim.world import World
 
@@ -56,6 +57,7 @@ class SimulationResult:
     relays: dict[str, dict[str, int]] = field(default_factory=dict)
     devices: list[Device] = field(default_factory=list)  # the eager engine's actors, to inspect (lazy: none)
     divergence: Divergence | None = None  # what the learner found when stopped_by is "diverged"
+    timeline: Timeline | None = None  # the world at every evaluation, per device group (timeline.parquet)
 
     @property
     def energy_j(self) -> float:
@@ -121,7 +123,7 @@ class Simulation:
         self.relays = self._build_relays(log)
         self.edges = self._build_edges(current_round)
         server = world.server
-        common = dict(max_rounds=world.stop.rounds, on_round_end=self._round_ended)
+        common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time_s, on_round_end=self._round_ended)
         if server.mode == "async":
             self.server = AsyncServer(
                 self.env,
@@ -155,6 +157,7 @@ class Simulation:
             )
         self.progress: Callable[[float, int, float | None], None] | None = None
         self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
+        self.timeline = Timeline(table.group, table.group_names, self.recorder)
 
     def _build_relays(self, log) -> dict[str, RamRelay]:
         """A RAM relay for each node that has one, over the devices whose route to the server crosses it."""
@@ -218,6 +221,13 @@ class Simulation:
             self._evaluate(self.server.rounds_done)
             k += 1
 
+    def _read_start(self):
+        """The timeline's first reading: time 0 once its events are over (devices asked their policies, round 0
+        started), not before them, when every device still looks offline."""
+        while self.env.peek() <= self.env.now:
+            yield self.env.timeout(0)
+        self.timeline.read(self.env.now, self.devices.state_at(self.env.now), start=True)
+
     def _evaluate(self, rounds_done: int) -> None:
         result: Evaluation = self.backend.evaluate()
         energy = self.devices.energy_at(self.env.now)
@@ -236,6 +246,8 @@ class Simulation:
             )
         )
         self._last_participants = received
+        if self.env.now > 0:  # time 0's reading waits for the instant's events (_read_start)
+            self.timeline.read(self.env.now, self.devices.state_at(self.env.now))
         target = self.world.stop.accuracy
         if target is not None and result.accuracy >= target and not self.target_reached.triggered:
             self.target_reached.succeed()
@@ -244,6 +256,7 @@ class Simulation:
         stop = self.world.stop
         if not self.metrics:
             self._evaluate(0)  # the starting point of every accuracy-vs-time curve
+            self.env.process(self._read_start())
         server = self.env.process(self.server.run())
         if stop.eval_every_s is not None:
             self.env.process(self._evaluate_on_grid(stop.eval_every_s))
@@ -295,4 +308,5 @@ class Simulation:
             },
             devices=list(self.devices) if isinstance(self.devices, EagerFleet) else [],
             divergence=divergence,
+            timeline=self.timeline,
         )

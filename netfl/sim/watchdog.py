@@ -19,6 +19,7 @@ packet at 10 Gbit/s takes 1.2 us).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import simpy
 from simpy.core import EmptySchedule
@@ -52,9 +53,14 @@ class WatchedEnvironment(simpy.Environment):
         self.limit = limit
         self._instant = 0.0  # when the current instant began
         self._count = 0
+        #: Asked after every event; True stops the run there with KeyboardInterrupt, between two events (a Ctrl-C
+        #: noted while an event ran), never inside a process, where SimPy would hold it while other events run.
+        self.stop_requested: Callable[[], bool] | None = None
 
     def step(self) -> None:
         super().step()
+        if self.stop_requested is not None and self.stop_requested():
+            raise KeyboardInterrupt
         if self._now - self._instant > INSTANT_S:
             self._instant, self._count = self._now, 0
             return

@@ -120,6 +120,7 @@ BAD: dict[str, tuple[Callable[[dict], None], str]] = {  # name: (edit, what the 
     "zero_buffer": (top(server={"mode": "async", "async": {"buffer": 0}}), "server.async.buffer"),
     "unknown_algorithm_param": (top(server={"algorithm": {"name": "fedavg", "lr": 1}}), "server.algorithm.lr"),
     "eval_minutes": (top(eval={"every": "10 minutes"}), "eval.every"),
+    "eval_bare_number": (top(eval={"every": 900}), "eval.every: 900 without a unit could mean rounds or seconds"),
     "unknown_top_key": (top(output_dir="x"), "output_dir"),
     "stop_unit": (top(stop={"sim_time": "5 hours"}), "stop.sim_time"),
     "unknown_task_key": (lambda d: d["task"].update(optimizer="adam"), "task.optimizer"),
@@ -323,13 +324,13 @@ def test_fedscale_trace_replays_end_to_end_from_the_cli(tmp_path: Path) -> None:
     )
     data["stop"] = {"sim_time": 250}
     data["server"] = {"round": {"idle_wait": "1s", "interval": "10s"}}  # 25 rounds: the trace decides, not rounds
-    data["eval"] = {"every": 1000}
+    data["eval"] = {"every": "1000 rounds"}
     path = tmp_path / "topology.yaml"
     path.write_text(yaml.safe_dump(data))
     result = run("simulate", path, "--out", tmp_path / "out", "-q")
     assert result.exit_code == 0, result.output
     events = pq.read_table(tmp_path / "out" / "events.parquet").to_pandas()
-    changes = events[events.kind.isin(["online", "offline"]) & (events.cause == "policy")]
+    changes = events[events.kind.isin(["online", "offline"]) & (events.cause == "policy:fedscale_trace")]
 
     def switches(device: int) -> list[tuple[float, str]]:
         rows = changes[changes.device == device]
@@ -364,7 +365,7 @@ def test_fedscale_trace_replays_end_to_end_from_the_cli(tmp_path: Path) -> None:
 def test_anarchic_run_writes_its_staleness_histogram_as_data_and_plot(tmp_path: Path) -> None:
     data = yaml.safe_load((ROOT / "topologies" / "anarchic.yaml").read_text())
     data["stop"] = {"rounds": 8}
-    data["eval"] = {"every": 4, "max_test_samples": 300}
+    data["eval"] = {"every": "4 rounds", "max_test_samples": 300}
     path = tmp_path / "anarchic.yaml"
     path.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
@@ -394,3 +395,8 @@ def test_building_a_policy_with_bad_parameters_is_a_policy_error() -> None:
     device = DeviceInfo(0, "g", 10, np.full(10, 0.1))
     with pytest.raises(PolicyError, match="'bernoulli'.*p"):
         build_policy(SimpleNamespace(policy="bernoulli", params={"p": "often"}), device, np.random.default_rng(0))
+
+
+def test_a_bare_eval_interval_given_with_set_names_both_spellings() -> None:
+    result = run("validate", ROOT / "topologies" / "quickstart.yaml", "--set", "eval.every=900")
+    assert_user_error(result, "eval.every", "'900 rounds' or '900s'")

@@ -142,10 +142,13 @@ def peak_rss_mb() -> float:
 
 
 def loads_or_refuses(path: Path) -> None:
+    """A scenario that validates, or a clean refusal naming the file (anything else fails with its traceback)."""
     try:
-        load_scenario(path)
-    except NetflError:
-        pass  # a clean refusal (ScenarioError is one); anything else fails the test with its traceback
+        scenario = load_scenario(path)
+    except NetflError as exc:  # ScenarioError is one
+        assert str(path) in str(exc), f"a refusal that does not name the file: {exc}"
+        return
+    assert scenario.num_devices >= 1 and scenario.stop.rounds or scenario.stop.sim_time
 
 
 @pytest.fixture(scope="module")

@@ -87,8 +87,9 @@ def test_bad_values_name_the_field(value: Any, expect: str) -> None:
 
 def test_zero_needs_nothing() -> None:
     """0 is the default and turns over-commit off: no participants needed, async mode allowed."""
-    scenario_from_dict(data({"over_commit": 0}))
-    scenario_from_dict(data({"over_commit": 0}, server={"mode": "async"}))
+    sync = scenario_from_dict(data({"over_commit": 0}))
+    assert sync.server.round.over_commit == 0 and sync.server.round.asked is None  # every available device asked
+    assert scenario_from_dict(data({"over_commit": 0}, server={"mode": "async"})).server.mode == "async"
 
 
 def test_the_summary_says_how_many_are_asked_and_kept() -> None:

@@ -151,6 +151,23 @@ def test_eval_every_accepts_rounds_text() -> None:
     assert scenario_from_dict(scenario(eval={"every": "1 round"})).eval.every == Every(rounds=1)
 
 
+@pytest.mark.parametrize(
+    "value, spelled",
+    [(900, "'900 rounds' or '900s'"), ("900", "'900 rounds' or '900s'"), (2.5, "write '2.5s'")],
+)
+def test_eval_every_refuses_a_bare_number_naming_both_spellings(value: Any, spelled: str) -> None:
+    message = problem_at(problems_of(scenario(eval={"every": value})), "eval.every")
+    assert "without a unit could mean rounds or seconds" in message and spelled in message
+
+
+def test_a_scenario_written_back_spells_its_rounds_out() -> None:
+    from netfl.config import scenario_document
+
+    document = scenario_document(scenario_from_dict(scenario(eval={"every": "10 rounds"})))
+    assert document["eval"]["every"] == "10 rounds"
+    assert scenario_from_dict(document).eval.every == Every(rounds=10)
+
+
 def test_eval_every_accepts_a_simulated_time() -> None:
     assert scenario_from_dict(scenario(eval={"every": "5min"})).eval.every == Every(seconds=300.0)
     assert scenario_from_dict(scenario(eval={"every": "90s"})).eval.every == Every(seconds=90.0)
@@ -367,11 +384,11 @@ def test_duplicate_group_names() -> None:
 
 def test_bad_group_name() -> None:
     data = edited(lambda d: d["devices"][1].update(group="my boards"))
-    problem_at(problems_of(data), "devices[1].group")
+    assert "A-Za-z0-9_.-" in problem_at(problems_of(data), "devices[1].group")  # the names it accepts
 
 
 def test_empty_devices() -> None:
-    problem_at(problems_of(scenario(devices=[])), "devices")
+    assert "at least 1" in problem_at(problems_of(scenario(devices=[])), "devices")
 
 
 def test_battery_initial_must_stay_in_unit_interval() -> None:
@@ -413,7 +430,9 @@ def test_errors_under_tasks_speak_of_tasks() -> None:
     data = scenario()
     task = data.pop("task")
     data["tasks"] = [task, {"dataset": {"name": "imagenet"}, "model": {"name": "mlp"}}]
-    problem_at(problems_of(data), "tasks[1].dataset.name")
+    problems = problems_of(data)
+    assert "imagenet" in problem_at(problems, "tasks[1].dataset.name")
+    assert all(p.startswith("tasks") for p, _ in problems), problems  # no "task." path for a list of tasks
 
 
 def test_scenario_error_is_a_netfl_error() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from netfl.distributions import PER_DEVICE_KINDS as KINDS
 from netfl.distributions import Distribution, parse_distribution
-from netfl.units import UNITS, parse_quantity
+from netfl.units import UNITS, format_si, parse_quantity
 
 # ------------------------------------------------------------------------- quantities
 
@@ -268,3 +268,17 @@ def test_a_log_normal_speed_is_positive_but_a_normal_may_be_zero() -> None:
     assert parse_distribution({"lognormal": {"median": "300MFLOPS", "sigma": 1.2}}, "flops").always_positive
     assert parse_distribution({"uniform": ["1MFLOPS", "2MFLOPS"]}, "flops").always_positive
     assert not parse_distribution({"normal": {"mean": "1MFLOPS", "std": "1kFLOPS"}}, "flops").always_positive
+
+
+@pytest.mark.parametrize(
+    "value, digits, text",
+    [
+        (1310445.0, 3, "1.31 MJ"),
+        (21412.7, 3, "21.4 kJ"),
+        (280.4, 3, "280 J"),
+        (0.5, 3, "0.5 J"),
+        (55000.0, None, "55 kJ"),
+    ],
+)
+def test_energies_read_with_an_si_prefix(value: float, digits: int | None, text: str) -> None:
+    assert format_si(value, "J", digits) == text

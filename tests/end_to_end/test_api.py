@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from cli_support import TINY
+from cli_support import EVENT_COLUMNS, TINY
 from click.testing import CliRunner
 
 import netfl
@@ -22,6 +22,11 @@ def tiny(tmp_path):
     return path
 
 
+def test_the_api_is_discoverable_by_dir_and_tab_completion() -> None:
+    assert {"run", "load", "from_dict", "Result", "ScenarioError"} <= set(dir(netfl))
+    assert all(callable(getattr(netfl, name)) for name in ("run", "load", "from_dict"))
+
+
 def test_run_from_a_file_gives_dataframes_and_writes_nothing(tiny, tmp_path) -> None:
     result = netfl.run(tiny)
     assert result.out_dir is None and list(tmp_path.iterdir()) == [tiny]
@@ -33,22 +38,7 @@ def test_run_from_a_file_gives_dataframes_and_writes_nothing(tiny, tmp_path) -> 
         "participants",
         "energy_j",
     ]
-    assert list(result.events.columns) == [
-        "sim_time_s",
-        "round",
-        "device",
-        "kind",
-        "job",
-        "task",
-        "bytes",
-        "flops",
-        "energy_j",
-        "airtime_s",
-        "attempts",
-        "staleness",
-        "cause",
-        "detail",
-    ]
+    assert list(result.events.columns) == EVENT_COLUMNS
     assert result.metrics.energy_j.iloc[-1] == result.summary["energy_j"]  # to the bit: last evaluation at the stop
     assert len(result.devices) == 4 and result.devices.energy_j.sum() == pytest.approx(result.summary["energy_j"])
     assert result.summary["rounds"] == 2 and result.metrics["round"].iloc[-1] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import TINY, assert_user_error, run
+from cli_support import TINY, assert_user_error, run, with_ctrl_c
 
 from netfl.checkpoint import Checkpoint, Every, checkpoint_path
 from netfl.config import load_scenario
@@ -19,7 +20,7 @@ from netfl.runner import run_scenario
 from netfl.signals import Interrupted
 
 REPO = Path(__file__).resolve().parents[2]
-REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet")
+REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet", "timeline.parquet")
 
 
 class StopAt:
@@ -34,6 +35,14 @@ class StopAt:
 
     def close(self) -> None:
         pass
+
+
+class CtrlCAt(StopAt):
+    """A progress bar whose user presses Ctrl-C (a real SIGINT) once the run has done ``rounds`` rounds."""
+
+    def update(self, sim_time_s: float, rounds: int, accuracy: float | None) -> None:
+        if rounds == self.rounds:
+            os.kill(os.getpid(), signal.SIGINT)
 
 
 def same_bytes(a: Path, b: Path) -> None:
@@ -60,6 +69,52 @@ def interrupted_and_resumed(
 def test_a_resumed_run_is_the_run_that_never_stopped(tmp_path: Path) -> None:
     checkpoint = interrupted_and_resumed(tmp_path, REPO / "topologies" / "quickstart.yaml", [], 33, Every(rounds=10))
     assert checkpoint.rounds == 30  # the last multiple of 10 before the interruption
+
+
+@pytest.mark.slow
+def test_ctrl_c_writes_a_checkpoint_where_the_run_stopped_and_resume_goes_on_from_there(tmp_path: Path) -> None:
+    """Ctrl-C at round 13 with a checkpoint every 10 rounds: the checkpoint is at round 13, not 10, and the resumed
+    run is byte-identical to the run that never stopped."""
+    scenario = load_scenario(REPO / "topologies" / "quickstart.yaml", overrides=["stop.rounds=16"])
+    run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
+    with pytest.raises(Interrupted) as stopped:
+        run_scenario(
+            scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10), progress=CtrlCAt(13)
+        )
+    partial = json.loads((tmp_path / "cut" / "summary.json").read_text())
+    assert partial["complete"] is False and partial["rounds"] == 13
+    checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    assert checkpoint.rounds == 13 and checkpoint.stopped_at_s == stopped.value.checkpointed_at == partial["sim_time_s"]
+    assert checkpoint.sim_time_s < checkpoint.stopped_at_s  # the periodic schedule goes on from round 30's
+    run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
+
+
+@pytest.mark.slow
+def test_ctrl_c_inside_training_waits_for_the_event_and_checkpoints_after_it(tmp_path: Path, monkeypatch) -> None:
+    """A signal that comes while the learner aggregates (training the round's jobs) is held until that event is
+    over: the checkpoint holds the aggregation it interrupted, and resuming gives the same bytes."""
+    from netfl.learn.learner import Learner
+
+    # asynchronous: jobs in flight at the stop
+    scenario = load_scenario(REPO / "topologies" / "anarchic.yaml", overrides=["stop.rounds=14"])
+    run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
+    aggregate, calls = Learner.aggregate, []
+
+    def interrupted_midway(self, context):
+        calls.append(context.round_index)
+        if len(calls) == 12:
+            os.kill(os.getpid(), signal.SIGINT)  # during the call: training and aggregation still to come
+        return aggregate(self, context)
+
+    monkeypatch.setattr(Learner, "aggregate", interrupted_midway)
+    with pytest.raises(Interrupted):
+        run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=10))
+    monkeypatch.setattr(Learner, "aggregate", aggregate)
+    checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    assert checkpoint.rounds == 12 and [name for name, _ in checkpoint.log].count("aggregate") == 12
+    run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
 
 
 def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
@@ -114,20 +169,34 @@ def test_resume_without_a_checkpoint_or_with_a_damaged_one(tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize(
-    "text, expected", [("50", Every(rounds=50)), ("30min", Every(seconds=1800.0)), ("2h", Every(seconds=7200.0))]
+    "text, expected",
+    [
+        ("50rounds", Every(rounds=50)),
+        ("50 rounds", Every(rounds=50)),
+        ("1 round", Every(rounds=1)),
+        ("30min", Every(seconds=1800.0)),
+        ("2h", Every(seconds=7200.0)),
+    ],
 )
 def test_checkpoint_every_reads_rounds_or_a_duration(text: str, expected: Every) -> None:
     assert Every.parse(text) == expected
 
 
-@pytest.mark.parametrize("text", ["0", "-3", "soon", "0s", "inf"])
+@pytest.mark.parametrize("text", ["0 rounds", "-3", "soon", "0s", "inf", "50"])
 def test_checkpoint_every_refuses_nonsense(text: str, tmp_path: Path) -> None:
     (tmp_path / "tiny.yaml").write_text(TINY)
     assert_user_error(
         run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "o", "--checkpoint-every", text),
         "--checkpoint-every",
-        "number of rounds",
+        "a number of rounds with the word, 50rounds, or a simulated duration, 30min or 2h",
     )
+
+
+def test_a_bare_number_of_checkpoint_rounds_is_refused_naming_both_spellings() -> None:
+    with pytest.raises(
+        NetflError, match=r"--checkpoint-every 50: a number without a unit could mean rounds or seconds"
+    ):
+        Every.parse("50")
 
 
 def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
@@ -135,7 +204,10 @@ def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
     assert run("simulate", tmp_path / "tiny.yaml", "--out", tmp_path / "first", "-q").exit_code == 0
     result = run("rerun", tmp_path / "first", "-q")
     assert result.exit_code == 0, result.output
-    assert f"in {tmp_path / 'first-rerun'}/: identical (events.parquet, metrics.csv, devices.parquet)" in result.stdout
+    assert (
+        f"in {tmp_path / 'first-rerun'}/: identical (events.parquet, metrics.csv, devices.parquet, timeline.parquet)"
+        in result.stdout
+    )
     summary = json.loads((tmp_path / "first" / "summary.json").read_text())
     summary["versions"]["torch"] = "1.0.0"  # as if run elsewhere
     (tmp_path / "first" / "summary.json").write_text(json.dumps(summary))
@@ -144,31 +216,51 @@ def test_rerun_repeats_a_run_and_says_it_is_identical(tmp_path: Path) -> None:
     assert "first-rerun-2" in again.stdout
 
 
+def signalled_after_the_first_checkpoint(tmp_path: Path, rounds: int, sig: int) -> tuple[int, str]:
+    """netfl simulate of a tiny run with --checkpoint-every 10rounds (and, beside it, the same run uninterrupted in
+    ``whole``), sent ``sig`` once its first checkpoint is written: its exit code and stderr."""
+    topology = tmp_path / "run.yaml"
+    topology.write_text(TINY.replace("stop: {rounds: 2}", f"stop: {{rounds: {rounds}}}"))
+    whole = run("simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1")
+    assert whole.exit_code == 0, whole.output
+    netfl = Path(sys.executable).parent / "netfl"
+    every = ["--checkpoint-every", "10rounds"]
+    process = subprocess.Popen(
+        [netfl, "simulate", topology, "--out", tmp_path / "cut", "-q", "--threads", "1", *every],
+        preexec_fn=with_ctrl_c,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
+    while not saved.exists():  # the first checkpoint (round 10): the run is under way
+        assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"
+        time.sleep(0.01)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=60)
+    return process.returncode, stderr
+
+
 @pytest.mark.slow
 def test_killed_outright_and_resumed_from_the_command_line(tmp_path: Path) -> None:
     """SIGKILL (no chance to write anything) after a checkpoint: netfl resume finishes the run to the same bits."""
-    topology = tmp_path / "run.yaml"
-    topology.write_text(TINY.replace("stop: {rounds: 2}", "stop: {rounds: 300}"))
-    netfl = Path(sys.executable).parent / "netfl"
-    whole = subprocess.run(
-        [netfl, "simulate", topology, "--out", tmp_path / "whole", "-q", "--threads", "1"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert whole.returncode == 0, whole.stderr
-    process = subprocess.Popen(
-        [netfl, "simulate", topology, "--out", tmp_path / "cut", "-q", "--threads", "1", "--checkpoint-every", "10"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline, saved = time.monotonic() + 120, checkpoint_path(tmp_path / "cut")
-    while not saved.exists():  # the first checkpoint is written: kill the run right after it
-        assert time.monotonic() < deadline and process.poll() is None, "the run never got under way"
-        time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait(timeout=30)
+    signalled_after_the_first_checkpoint(tmp_path, 300, signal.SIGKILL)
     assert not (tmp_path / "cut").exists() and checkpoint_path(tmp_path / "cut").is_file()
     resumed = run("resume", tmp_path / "cut", "-q", "--threads", "1")
     assert resumed.exit_code == 0, resumed.output
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_the_command_line_then_resume_gives_the_run_that_never_stopped(tmp_path: Path) -> None:
+    """The user's path: netfl simulate --checkpoint-every, Ctrl-C (exit 130, saying where it stopped), then
+    netfl resume from there, to the same bytes as a run that was never interrupted."""
+    code, stderr = signalled_after_the_first_checkpoint(tmp_path, 60, signal.SIGINT)
+    assert code == 130, stderr
+    assert "checkpoint written where it stopped" in stderr and f"netfl resume {tmp_path / 'cut'}" in stderr
+    stopped = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    assert stopped.stopped_at_s is not None and stopped.stopped_at_s >= stopped.sim_time_s  # at or past round 10
+    resumed = run("resume", tmp_path / "cut", "--threads", "1")
+    assert resumed.exit_code == 0, resumed.output
+    assert f"resumed from round {stopped.rounds} (" in resumed.stdout and "where it was interrupted" in resumed.stdout
     same_bytes(tmp_path / "whole", tmp_path / "cut")

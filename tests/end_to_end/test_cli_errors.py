@@ -28,6 +28,8 @@ RESULT_FILES = {
     "events.parquet",
     "devices.parquet",
     "accuracy_vs_time.png",
+    "timeline.parquet",
+    "timeline.png",
 }
 
 BAD_FILES = {
@@ -335,7 +337,7 @@ def test_write_run_replaces_previous_run(tmp_path: Path) -> None:
     out = tmp_path / "fake"
     make_old_run(out)
     assert fake_run(out) == out
-    assert {p.name for p in out.iterdir()} == RESULT_FILES
+    assert {p.name for p in out.iterdir()} == RESULT_FILES - {"timeline.parquet", "timeline.png"}  # none given
     assert json.loads((out / "summary.json").read_text()) == {"scenario": "fake", "complete": True}
     assert hidden_entries(tmp_path) == []
 

@@ -45,7 +45,7 @@ def small_scenario(seed: int):
                 },
             ],
             "server": {"round": {"deadline": "2s"}},
-            "eval": {"every": 1},
+            "eval": {"every": "1 round"},
         }
     )
 

@@ -13,6 +13,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 import yaml
+from cli_support import EVENT_COLUMNS
 from click.testing import CliRunner
 
 from netfl.cli.main import main
@@ -36,22 +37,6 @@ SUMMARY_KEYS = {
     "complete",
 }
 METRIC_COLUMNS = ["sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j"]
-EVENT_COLUMNS = [
-    "sim_time_s",
-    "round",
-    "device",
-    "kind",
-    "job",
-    "task",
-    "bytes",
-    "flops",
-    "energy_j",
-    "airtime_s",
-    "attempts",
-    "staleness",
-    "cause",
-    "detail",
-]
 EVENT_KINDS = {"online", "offline", "train_start", "train_end", "upload_start", "upload_end", "aggregate"}
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -75,6 +60,8 @@ def test_cli_exits_cleanly(quickstart_run) -> None:
         "metrics.csv",
         "scenario.yaml",
         "summary.json",
+        "timeline.parquet",
+        "timeline.png",
     ]
     # nothing left over from the atomic write: no hidden staging or previous folder beside the output
     assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == []
@@ -133,6 +120,28 @@ def test_events_parquet(quickstart_run) -> None:
     uploads = frame[frame.kind == "upload_start"]
     assert uploads.job.notna().all() and (uploads.bytes > 0).all() and uploads.task.isna().all()  # one model
     assert frame[frame.kind == "aggregate"].job.isna().all()
+    # the counts are typed columns, not text in detail: one aggregate per round, its counts summing to the summary's
+    aggregates = frame[frame.kind == "aggregate"]
+    assert str(aggregates.received.dtype) == "Int64" and aggregates.received.sum() == s["updates_received"]
+    assert aggregates.applied.sum() == s["updates_applied"] and aggregates.dropped.sum() == s["updates_dropped"]
+    starts = frame[frame.kind == "round_start"]
+    assert len(starts) == s["rounds"] and starts.available.notna().all() and (starts.available <= 20).all()
+    assert not frame.detail.str.contains("=").any()  # no key=value left to parse in a synchronous run
+
+
+def test_the_timeline_reads_the_world_at_every_evaluation(quickstart_run) -> None:
+    out, _ = quickstart_run
+    timeline = pd.read_parquet(out / "timeline.parquet")
+    metrics = pd.read_csv(out / "metrics.csv")
+    devices = pd.read_parquet(out / "devices.parquet")
+    for group, rows in timeline.groupby("group", sort=False):
+        assert rows.sim_time_s.round(6).tolist() == metrics.sim_time_s.round(6).tolist()  # metrics.csv has 6 decimals
+        members = devices[devices.group == group]
+        assert (rows.devices == len(members)).all() and (rows.available <= rows.online).all()
+        assert rows.delivered.sum() == members.updates_delivered.sum()  # the last reading is at the stop
+        assert rows.battery_mean.iloc[-1] == pytest.approx(members.battery_fraction.mean(), rel=1e-12)
+    assert list(timeline.group.unique()) == ["phones", "boards"] and 0 < timeline.online.max() <= 12
+    assert (out / "timeline.png").read_bytes()[:8] == PNG_MAGIC
 
 
 def test_plot_is_a_png(quickstart_run) -> None:
@@ -226,7 +235,7 @@ def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
     """Each feature's scenario file runs from the CLI (cut to a few rounds to keep the suite fast)."""
     data = yaml.safe_load((ROOT / "topologies" / f"{name}.yaml").read_text())
     data["stop"] = {"rounds": 3}
-    data["eval"] = {"every": 1, "max_test_samples": 500}
+    data["eval"] = {"every": "1 round", "max_test_samples": 500}
     if name == "fashion-mnist":
         if not Path("/usr/share/datasets/fashion-mnist").is_dir():
             pytest.skip("dataset-fashion-mnist is not installed")
@@ -253,6 +262,8 @@ def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
     """The numbers README.md shows for the quickstart are the ones a run gives (all but the real time)."""
     import re
 
+    from netfl.units import format_si
+
     out, result = quickstart_run
     assert result.exit_code == 0, result.output
     s = json.loads((out / "summary.json").read_text())
@@ -263,7 +274,8 @@ def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
         f"quickstart: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s (… s real)\n"
         f"  test accuracy: final {100 * s['final_test_accuracy']:.1f}%, best {100 * s['best_test_accuracy']:.1f}%\n"
         f"  updates: {s['updates_received']} received, {s['updates_applied']} applied, "
-        f"{s['updates_dropped']} dropped; energy {s['energy_j']:.0f} J\n"
+        f"{s['updates_dropped']} dropped; energy {format_si(s['energy_j'], 'J', 3)}, "
+        f"of which training and radio {format_si(s['work_energy_j'], 'J', 3)}\n"
         f"  results: results/quickstart/"
     )
     assert got == expected

@@ -62,7 +62,7 @@ def test_a_table_script_reads_a_tiny_real_sweep(tmp_path: Path) -> None:
         "--set",
         "stop.rounds=3",
         "--set",
-        "eval.every=1",
+        "eval.every=1 round",
         "--seeds",
         "1",
         "--jobs",

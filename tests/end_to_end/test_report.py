@@ -213,12 +213,15 @@ def test_the_report_page_names_targets_first_cases_and_flags(study: Path) -> Non
     assert result.stdout.strip() == f"6 run(s) in 3 case(s), 1 incomplete (flagged): {study / 'report' / 'report.html'}"
     page = (study / "report" / "report.html").read_text()
     text = re.sub(r"<[^>]+>", "", page)
-    # every mifa seed reached 70 %; fedavg only 2 of 3 (faster, but that mean is over the lucky seeds)
+    # every mifa seed reached 70 %, and the baseline's one seed (7) is none of mifa's: no paired comparison, so
+    # neither is first; fedavg reached it in 2 of 3 seeds only (faster, but that mean is over the lucky seeds)
     assert (
-        "accuracy ≥ 70 %: First mifa at 22.5 ± 10.6 s (2/2 seeds); then baseline at 40 s (1/1 seeds). "
-        "In some seeds only: fedavg at 16.0 ± 5.7 s (2/3 seeds)." in text
+        "accuracy ≥ 70 %: No case is first: mifa at 22.5 ± 10.6 s (2/2 seeds); not compared with it: baseline "
+        "(no seed in common). In some seeds only: fedavg at 16.0 ± 5.7 s (2/3 seeds)." in text
     )
     assert "accuracy ≥ 80 %: First baseline at 40 s (1/1 seeds)." in text
+    assert "the runs evaluated every 12 s (median; from 8 s to 40 s)" in text  # the resolution of a time to target
+    assert "not drawn: baseline, fedavg, whose updates were all fresh" in text  # staleness: mifa's panel only
     assert "Energy to target not recorded for 2 of 6 run(s)" in text
     assert "1 run(s) stopped before the end" in text and "NO (interrupted)" in text
     assert "<script" not in page and "http://" not in page and "https://" not in page
@@ -326,6 +329,8 @@ def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
         assert len(tidy[tidy["case"] == f"seed{seed}"]) == len(metrics)
     assert not (tmp_path / "study" / "report" / "staleness.png").exists()  # synchronous: nothing stale
     assert (tmp_path / "study" / "report" / "energy_to_target.png").exists()
+    for figure in ("world_over_time.png", "device_timeline.png"):  # from the runs' timeline and events
+        assert (tmp_path / "study" / "report" / figure).read_bytes().startswith(PNG_MAGIC)
     assert "Energy to target not recorded" not in (tmp_path / "study" / "report" / "report.html").read_text()
 
 
@@ -356,7 +361,7 @@ def test_the_page_renders_in_headless_chromium(study: Path, tmp_path: Path) -> N
     images = json.loads(re.search(r'data-images="([^"]*)"', dom).group(1).replace("&quot;", '"'))
     assert len(images) == 5 and all(done and width > 400 and height > 200 for done, width, height in images)
     assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,', dom)) == 5
-    assert dom.count('<table class="dataframe data') == 4 and "<td>fedavg</td>" in dom
+    assert dom.count('<table class="dataframe data') == 5 and "<td>fedavg</td>" in dom  # paired comparisons too
     shot = tmp_path / "page.png"
     subprocess.run(
         chromium + [f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
@@ -372,3 +377,111 @@ def test_the_page_renders_in_headless_chromium(study: Path, tmp_path: Path) -> N
     # the plots' case colours (tab10 blue and orange, nowhere in the page's own grey-and-amber style) are on screen
     for colour in ((0.122, 0.467, 0.706), (1.0, 0.498, 0.055)):
         assert (np.abs(pixels - colour).max(axis=2) < 0.02).sum() > 500, colour
+
+
+# ------------------------------------------------------------------------------ paired comparisons
+
+
+def test_a_paired_t_interval_on_three_hand_computed_seeds() -> None:
+    from netfl.results.paired import paired_interval
+
+    # differences -0.5, -1.0, -1.5: mean -1, sample sd 0.5, se 0.5/sqrt(3); t(0.975, 2 df) = 4.302653
+    wide = paired_interval([-0.5, -1.0, -1.5])
+    assert (wide.n, wide.mean) == (3, -1.0)
+    assert (wide.low, wide.high) == pytest.approx((-1 - 4.302653 * 0.5 / 3**0.5, -1 + 4.302653 * 0.5 / 3**0.5))
+    assert wide.verdict == "tie"  # [-2.24, +0.24] holds 0
+    narrow = paired_interval([-1.0, -1.2, -0.8])  # sd 0.2: [-1.497, -0.503]
+    assert (narrow.low, narrow.high) == pytest.approx((-1.4968275, -0.5031725)) and narrow.verdict == "lower"
+    assert narrow.flipped().verdict == "higher" and narrow.flipped().low == pytest.approx(0.5031725)
+    # widened by the evaluation brackets (0.2 below, 0.6 above): [-1.697, +0.097] holds 0 -- a tie
+    assert paired_interval([-1.0, -1.2, -0.8], widen=(0.2, 0.6)).verdict == "tie"
+    assert paired_interval([2.0]).verdict == "one seed" and paired_interval([]).verdict == "no seed in common"
+
+
+def test_cases_are_paired_by_seed_and_widened_by_their_brackets() -> None:
+    from netfl.results.paired import compare
+
+    summary = pd.DataFrame(
+        {
+            "case": ["a"] * 4 + ["b"] * 3,
+            "seed": [1, 2, 3, 4, 1, 2, 3],
+            "time": [10.0, 12.0, 11.0, 99.0, 20.0, 23.0, 21.0],  # seed 4: a's alone, not paired
+            "gap": [2.0, 2.0, 5.0, 9.0, 1.0, 1.0, 4.0],
+        }
+    )
+    p = compare(summary, "b", "a", "time", "gap")  # b - a per seed: 10, 11, 10
+    assert p.n == 3 and p.mean == pytest.approx(31 / 3) and p.widened == (2.0, 3.0)
+    half = 4.302653 * (1 / 3) ** 0.5 / 3**0.5  # sd of (10, 11, 10) is 1/sqrt(3)
+    assert (p.low, p.high) == pytest.approx((31 / 3 - half - 2.0, 31 / 3 + half + 3.0), rel=1e-6)
+    assert p.verdict == "higher"
+
+
+# Three seeds of two cases evaluated every 15 s; "late" reaches 70 % one evaluation after "early" in every seed.
+EARLY = {s: [(0, 0, 0.10, 0), (15, 5, a, 30), (30, 10, 0.80, 60)] for s, a in ((1, 0.75), (2, 0.78), (3, 0.72))}
+LATE = {s: [(0, 0, 0.10, 0), (15, 5, a, 30), (30, 10, 0.75, 60)] for s, a in ((1, 0.65), (2, 0.66), (3, 0.64))}
+
+
+def lead_study(root: Path) -> Path:
+    for case, runs in (("early", EARLY), ("late", LATE)):
+        for seed, rows in runs.items():
+            write_run(root / case / f"seed{seed}", rows, seed=seed, case=case)
+    return root
+
+
+def test_a_lead_of_one_evaluation_is_a_tie_not_a_first(tmp_path: Path) -> None:
+    study = lead_study(tmp_path / "study")
+    report(study, "--target", "0.7")
+    text = re.sub(r"<[^>]+>", "", (study / "report" / "report.html").read_text())
+    # late - early = 15 s in every seed (sd 0), widened by the 15 s before each's hit: [0, +30] holds 0
+    assert "No case is first: early at 15 ± 0 s (3/3 seeds); tied with it: late +15.0 [0, +30.0] s." in text
+    assert "the runs evaluated every 15 s." in text and "A case is named first only where" in text
+    paired = pd.read_csv(study / "report" / "paired.csv")
+    row = paired[(paired.measure == "time_to_target_s") & (paired.case == "late")].iloc[0]
+    assert (row.reference, row.seeds, row.difference, row.low, row.high) == ("early", 3, 15, 0, 30)
+    assert (row.widened_low, row.widened_high, row.verdict) == (15, 15, "tie") and "Student's t" in row.method
+    accuracy = paired[paired.measure == "final_test_accuracy"].iloc[0]  # 0.75 - 0.80 in every seed: certain
+    assert accuracy.difference == pytest.approx(-0.05) and accuracy.verdict == "lower"
+
+
+def test_interpolating_between_evaluations_is_asked_for_and_said(tmp_path: Path) -> None:
+    study = lead_study(tmp_path / "study")
+    report(study, "--target", "0.7", "--interpolate")
+    runs = pd.read_csv(study / "report" / "run_summary.csv").set_index(["case", "seed"])
+    # early seed 1: 0.10 at 0 s, 0.75 at 15 s: the line crosses 0.7 at 15 * 0.6 / 0.65 s; late seed 1: 0.65 at
+    # 15 s, 0.75 at 30 s: at 15 + 15 * 0.05 / 0.10 = 22.5 s; energies alike (30 J per 15 s)
+    assert runs.loc[("early", 1), "time_to_0.7_s"] == pytest.approx(15 * 0.6 / 0.65)
+    assert runs.loc[("late", 1), "time_to_0.7_s"] == pytest.approx(22.5)
+    assert runs.loc[("late", 1), "energy_to_0.7_j"] == pytest.approx(45) and runs.loc[
+        ("late", 1), "rounds_to_0.7"
+    ] == pytest.approx(7.5)
+    assert runs.loc[("late", 1), "time_to_0.7_gap_s"] == 15  # the bracket, still recorded
+    text = re.sub(r"<[^>]+>", "", (study / "report" / "report.html").read_text())
+    assert "interpolated between evaluations (--interpolate)" in text and "are interpolated: where" in text
+    assert "accuracy ≥ 70 %: First early at" in text and "Later than early: late +" in text
+
+
+def test_legends_count_devices_and_seeds() -> None:
+    from netfl.results.report_load import Run
+    from netfl.results.report_plots import seeds_label
+
+    devices = pd.DataFrame({"group": ["phones"] * 100})
+    runs = [Run(Path("x"), {}, pd.DataFrame(), devices) for _ in range(3)]
+    assert seeds_label("fedavg", runs) == "fedavg (100 devices × 3 seeds)"
+    assert seeds_label("one", runs[:1]) == "one (100 devices × 1 seed)"
+
+
+def test_a_day_folds_by_hour() -> None:
+    from netfl.results.report_world import _by_hour
+
+    hourly = _by_hour(np.array([0.0, 1800.0, 3600.0, 86400 + 1800.0]), np.array([1.0, 3.0, 5.0, 7.0]))
+    assert hourly[0] == pytest.approx(11 / 3) and hourly[1] == 5.0 and np.isnan(hourly[2:]).all()
+
+
+def test_readings_of_one_instant_are_merged() -> None:
+    """The grid's evaluation and the final one at the stop share an instant: states as the last reads them, what
+    happened since summed."""
+    from netfl.results.world_plots import one_per_instant
+
+    rows = pd.DataFrame({"sim_time_s": [0.0, 10.0, 10.0], "group": "g", "online": [3, 4, 6], "participated": [0, 5, 2]})
+    merged = one_per_instant(rows)
+    assert merged.to_dict("list") == {"sim_time_s": [0.0, 10.0], "online": [3, 6], "participated": [0, 7]}

@@ -70,7 +70,7 @@ def test_device_offline_or_dead_during_the_latency_still_delivers_at_upload_end_
 
     assert [e.time for e in events(sim, "upload_end")] == [approx(UPLOAD_END)] * 2
     assert [(e.time, e.device, e.field("cause")) for e in events(sim, "offline")] == [
-        (approx(OFFLINE_AT), 0, "policy"),
+        (approx(OFFLINE_AT), 0, "policy:PluggedBetween"),  # built in code: named by its class
         (approx(EMPTY_AT), 1, "battery_empty"),
     ]
     assert [e.time for e in events(sim, "battery_empty")] == [approx(EMPTY_AT)]

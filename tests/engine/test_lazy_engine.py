@@ -109,7 +109,7 @@ def test_lazy_sessions_select_online_devices_and_lose_work_when_they_leave() -> 
     # about a quarter of the devices online at each round start (20 / (20 + 60))
     assert np.mean([len(c.available) for c in contexts]) / 400 == pytest.approx(0.25, abs=0.04)
     assert all(set(c.selected) <= set(map(int, c.available)) for c in contexts)
-    assert "policy" in {e.field("cause") for e in events(sim, "dropout")}  # sessions of 20 s end during 5 s tasks
+    assert "policy:sessions" in {e.field("cause") for e in events(sim, "dropout")}  # 20 s sessions end in 5 s tasks
     online = result.stats.online_time_s / result.sim_time_s
     assert online.mean() == pytest.approx(0.25, abs=0.03)
     assert result.updates_received == sum(len(c.delivered) for c in contexts)
@@ -125,7 +125,7 @@ def test_lazy_runs_repeat_bit_for_bit() -> None:
 def test_lazy_per_round_patterns_and_diurnal_run() -> None:
     groups = [
         group("markov", 50, availability={"policy": "markov", "p": 0.3}),
-        group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": 4}),
+        group("cyclic", 50, availability={"policy": "cyclic", "p": 0.5, "period": "4 rounds"}),
         group("night", 50, availability={"policy": "diurnal", "mixing": "1min"}),
     ]
     sim, result = lazy(scenario(groups, stop={"rounds": 30}, round={"participants": 10}), FakeBackend())

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from engine_support import Ev, FakeBackend, approx, events, network_scenario, run_network
+from engine_support import FakeBackend, approx, events, network_scenario, run_network
 
 from netfl.config import scenario_from_dict
 from netfl.sim.channel import Channel, ChannelParams, path_loss_db
@@ -41,10 +41,6 @@ def wireless(name: str, count: int, channel: dict) -> dict:
     }
 
 
-def detail(ev: Ev, key: str) -> float:
-    return float(ev.field(key))
-
-
 def test_failed_transmission_counts_its_airtime_and_energy():
     # AWGN at 3 km: SNR over 1 MHz is about -16 dB, so a fixed 1 Mbit/s never gets through; the dedicated
     # medium gives up after 8 attempts of the first packet: 8 x 12 ms on the air at 0.2 W.
@@ -57,7 +53,7 @@ def test_failed_transmission_counts_its_airtime_and_energy():
     (drop,) = events(sim, "dropout")
     assert drop.field("cause") == "transmission_failed"
     (end,) = events(sim, "tx_end")
-    assert detail(end, "success") == 0 and end.field("attempts") == 8
+    assert end.field("success") == 0 and end.field("attempts") == 8 and end.field("collisions") == 0
     assert result.network.airtime_s == approx(8 * PACKET_AIR)
     assert end.field("energy_j") == pytest.approx(TX_W * 8 * PACKET_AIR, rel=1e-5)
     assert result.devices[0].battery.energy_j["transmit"] == approx(TX_W * 8 * PACKET_AIR)
@@ -157,7 +153,7 @@ def test_relay_never_passes_a_user_whose_rho_is_zero():
         "abstract",
         {0: 0.0, 1: 0.3, 2: 0.7},
         np.random.default_rng(0),
-        lambda d, k, detail, **fields: log.append((d, k)),
+        lambda d, k, detail="", **fields: log.append((d, k)),
         draw="arrived",
     )
     relay.hold(10, 0, 1000)

@@ -20,7 +20,7 @@ import pytest
 from netfl.errors import PolicyError
 from netfl.policies import BUILTIN_POLICIES, DeviceInfo, build_policy, check_spec
 from netfl.policies.participation import DataProbability, resolve_probability
-from netfl.policies.sessions import PRODUCTION_PROFILE, parse_duration
+from netfl.policies.sessions import PRODUCTION_PROFILE, ClockParams, parse_duration
 from netfl.policies.traces import fedscale_to_csv
 
 HOUR, DAY = 3600.0, 86400.0
@@ -120,7 +120,7 @@ def test_markov_long_run(p: float) -> None:
 
 
 def test_cyclic_exact_phases() -> None:
-    pol = make("cyclic", p=0.3, period=100, seed=2)
+    pol = make("cyclic", p=0.3, period="100 rounds", seed=2)
     assert (pol.on, pol.off, pol.p) == (30, 70, 0.3)
     seq = np.array([pol.participates(t) for t in range(1000)])
     first_on = int(np.argmax(seq))
@@ -131,16 +131,22 @@ def test_cyclic_exact_phases() -> None:
     assert seq[first_on : first_on + 900].mean() == 0.3  # 9 whole cycles: exactly p
 
 
+@pytest.mark.parametrize("period", [100, "100"])
+def test_cyclic_period_is_refused_without_the_word_rounds(period: Any) -> None:
+    message = check_spec(SimpleNamespace(policy="cyclic", params={"p": 0.3, "period": period}), Path.cwd())
+    assert any(path == ".period" and "'100 rounds'" in text for path, text in message), message
+
+
 def test_cyclic_offset_as_reference() -> None:
     # FedAU's reference: rounds_to_switch = randint(off) off rounds before the first on.
     firsts = set()
     for seed in range(1500):
-        pol = make("cyclic", p=0.5, period=10, seed=seed)  # on = off = 5
+        pol = make("cyclic", p=0.5, period="10 rounds", seed=seed)  # on = off = 5
         firsts.add(next(t for t in range(20) if pol.participates(t)))
     assert firsts == {0, 1, 2, 3, 4}
-    tiny = make("cyclic", p=0.001, period=100)
+    tiny = make("cyclic", p=0.001, period="100 rounds")
     assert (tiny.on, tiny.off) == (1, 99)
-    full = make("cyclic", p=1.0, period=100)
+    full = make("cyclic", p=1.0, period="100 rounds")
     assert (full.on, full.off) == (100, 1)
 
 
@@ -275,6 +281,18 @@ def test_daily_window_wraps_past_midnight() -> None:
     assert (runs[1:-1, 1] - runs[1:-1, 0] == 9 * HOUR).all() and runs[0].tolist() == [0.0, 7 * HOUR]
     day = walk(make("daily", start="09:00", end="17:30"), 3 * DAY)
     assert day.tolist() == [[d * DAY + 9 * HOUR, d * DAY + 17.5 * HOUR] for d in range(3)]
+
+
+def test_daily_takes_local_times_with_the_time_zone_offset_of_diurnal() -> None:
+    # 21:00-07:00 local with local = simulated + 8h is 13:00-23:00 simulated: the same windows, draw for draw
+    local = walk(make("daily", start="21:00", end="07:00", jitter="2h", time_zone_offset="8h", seed=5), 30 * DAY)
+    shifted = walk(make("daily", start="13:00", end="23:00", jitter="2h", seed=5), 30 * DAY)
+    assert len(local) >= 30 and np.array_equal(local, shifted)
+    # an offset past a day, or negative, is the same clock: 01:00-03:00 local at +20h is 05:00-07:00 simulated
+    for offset in ("20h", "44h", "-4h"):
+        runs = walk(make("daily", start="01:00", end="03:00", time_zone_offset=offset), 3 * DAY)
+        assert runs.tolist() == [[d * DAY + 5 * HOUR, d * DAY + 7 * HOUR] for d in range(3)], offset
+    assert all(issubclass(BUILTIN_POLICIES[name].Params, ClockParams) for name in ("daily", "diurnal"))
 
 
 def test_daily_jitter_stays_within_bounds() -> None:

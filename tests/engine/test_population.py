@@ -101,6 +101,16 @@ def test_daily_window_exact_and_jittered() -> None:
     assert jittered.state.mean() == pytest.approx(0.75, abs=0.02)
 
 
+def test_daily_local_window_with_a_time_zone_offset() -> None:
+    # 01:00-03:00 local at +20h is 05:00-07:00 simulated: day 0's window in local terms ended before time 0
+    m = model("daily", n=50, start="01:00", end="03:00", time_zone_offset="20h")
+    assert not m.state.any() and np.all(m.change == 5 * HOUR)
+    m.advance(6 * HOUR)
+    assert m.state.all() and np.all(m.change == 7 * HOUR)
+    night = model("daily", n=50, start="21:00", end="07:00", time_zone_offset="8h")  # 13:00-23:00 simulated
+    assert not night.state.any() and np.all(night.change == 13 * HOUR)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
 def test_bernoulli_rounds_are_independent_with_probability_p(p: float) -> None:
     m = model("bernoulli", p=p)
@@ -133,7 +143,7 @@ def test_markov_small_p_is_rescaled_like_the_per_device_policy() -> None:
 
 
 def test_cyclic_pattern_matches_the_formula() -> None:
-    m = model("cyclic", n=300, p=0.3, period=10)
+    m = model("cyclic", n=300, p=0.3, period="10 rounds")
     assert np.all(m.on == 3) and np.all(m.off == 7)
     for r in range(35):
         m.advance(r)

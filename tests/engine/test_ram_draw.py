@@ -86,7 +86,7 @@ def test_an_erasure_in_a_simulated_round_aggregates_nothing_and_names_the_user_d
     """Four users behind a relay, user 3 never available: rounds whose draw is user 3 pass nothing."""
     rounds = 400
 
-    def run(draw: str):
+    def run(draw: str, never: tuple[int, ...] = (3,)):
         sc = network_scenario(
             [{"group": "u", "count": 4, "compute": {"flops_per_s": 1e12}, "link": {"to": "relay", "uplink": 1e9}}],
             network={
@@ -97,7 +97,7 @@ def test_an_erasure_in_a_simulated_round_aggregates_nothing_and_names_the_user_d
         )
         streams = RandomStreams(sc.seed)
         policies = [
-            (NeverRound if i == 3 else AlwaysRound)(AlwaysRound.Params(), info(i), streams.numpy("a", i))
+            (NeverRound if i in never else AlwaysRound)(AlwaysRound.Params(), info(i), streams.numpy("a", i))
             for i in range(4)
         ]
         backend = FakeBackend(model_bytes=1000, flops=1.0)
@@ -108,8 +108,16 @@ def test_an_erasure_in_a_simulated_round_aggregates_nothing_and_names_the_user_d
     erased = [c for c in backend.contexts if not c.delivered]
     assert len(erased) == result.relays["relay"]["erasures"] > 0
     assert within_binomial(len(erased), rounds, RHO[3])
-    assert {e.field("picked") for e in events(sim, "relay_drop") if "picked=" in e.detail} == {"3"}
-    assert sum(1 for e in events(sim, "aggregate") if e.field("received") == "0") == len(erased)
+    assert {e.values.get("picked") for e in events(sim, "relay_drop")} == {3, None}  # named in erasures only
+    assert sum(1 for e in events(sim, "relay_drop") if "picked" in e.values) == 3 * len(erased)
+    assert sum(1 for e in events(sim, "aggregate") if e.field("received") == 0) == len(erased)
 
     _, result, backend = run("arrived")
     assert result.relays["relay"]["erasures"] == 0 and all(len(c.delivered) == 1 for c in backend.contexts)
+
+    # a round in which no user is available is an erasure too (the paper's stationary erasure channel)
+    sim, result, backend = run("all", never=(0, 1, 2, 3))
+    assert result.relays["relay"]["erasures"] == rounds == len(backend.contexts)
+    assert not events(sim, "relay_drop") and not any(c.delivered for c in backend.contexts)
+    _, result, _ = run("arrived", never=(0, 1, 2, 3))
+    assert result.relays["relay"]["erasures"] == 0  # draw: arrived has no erasures by definition

@@ -192,3 +192,25 @@ def test_declarations_are_checked(tmp_path, method, answer, expect):
     with pytest.raises(PolicyError, match=expect) as err:
         getattr(policy, method)()
     assert "pol.py:" in str(err.value)
+
+
+LEAVES = """
+import math
+from netfl.policies import SessionPolicy
+
+class Leaves(SessionPolicy):
+    def online(self, now, state):
+        return now < 0.07
+
+    def next_wakeup(self, now):
+        return 0.07 if now < 0.07 else math.inf
+"""
+
+
+def test_an_offline_and_the_dropout_it_causes_name_the_scripted_policy(tmp_path):
+    topo = write(tmp_path, LEAVES, ref="pol.py:Leaves")
+    result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
+    assert result.exit_code == 0, result.output
+    events = __import__("pandas").read_parquet(tmp_path / "out" / "events.parquet")
+    assert set(events[events.kind == "offline"].cause) == {"policy:pol.py:Leaves"}
+    assert set(events[events.kind == "dropout"].cause) == {"policy:pol.py:Leaves"}  # mid-task at 0.07 s

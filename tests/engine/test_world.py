@@ -123,7 +123,7 @@ class RisingAccuracy(FakeBackend):
         return Evaluation(accuracy=0.1 * len(self.contexts), loss=1.0)
 
 
-def _one_device(stop: StopSetup) -> Simulation:
+def _one_device(stop: StopSetup, server: ServerSetup | None = None) -> Simulation:
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
@@ -131,6 +131,7 @@ def _one_device(stop: StopSetup) -> Simulation:
         streams=streams,
         stop=stop,
         policies=_always(1, streams),
+        **({"server": server} if server is not None else {}),
     )
     return Simulation(world, RisingAccuracy())
 
@@ -141,6 +142,17 @@ def test_evaluation_on_a_time_grid_falls_on_its_multiples_and_at_the_stop():
     assert [m.sim_time_s for m in result.metrics] == [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]
     assert [m.round for m in result.metrics] == [0, 0, 1, 1, 2, 3]  # rounds end at 6.5, 13, 19.5
     assert result.stopped_by == "sim_time"
+
+
+def test_a_round_due_at_the_stop_time_is_not_started():
+    """Rounds of 6.5 s started every 10 s, stopped at 20 s: the third round would start at 20 s exactly and never
+    finish, so nothing of it is logged (no round_start, selected or download_start at the stop instant)."""
+    sim = _one_device(StopSetup(sim_time_s=20.0, eval_every_s=4.0), ServerSetup(interval_s=10.0))
+    result = sim.run()
+    assert result.stopped_by == "sim_time" and result.sim_time_s == 20.0 and result.rounds == 2
+    assert [e.time for e in events(sim, "round_start")] == [0.0, 10.0]
+    assert not [e for e in events(sim) if e.time == 20.0] and sim.devices[0].tasks_started == 2
+    assert result.metrics[-1].sim_time_s == 20.0 and result.metrics[-1].round == 2
 
 
 def test_the_run_stops_at_the_first_evaluation_reaching_the_target_accuracy():

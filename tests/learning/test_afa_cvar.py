@@ -293,7 +293,7 @@ def _scenario(algorithm: dict, *, mode: str = "sync", relay: bool = False) -> di
             }
         ],
         "server": {"algorithm": algorithm, "mode": mode},
-        "eval": {"every": 2},
+        "eval": {"every": "2 rounds"},
     }
     if relay:
         data["network"] = {
@@ -327,7 +327,8 @@ def test_bad_parameters_are_named_with_their_yaml_path(spec: dict, path: str) ->
 @pytest.mark.parametrize("name", ["afa_cd", "afa_cs"])
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_afa_accepts_both_server_modes(name: str, mode: str) -> None:
-    scenario_from_dict(_scenario({"name": name}, mode=mode))
+    scenario = scenario_from_dict(_scenario({"name": name}, mode=mode))
+    assert (scenario.server.mode, scenario.server.algorithm.name) == (mode, name)
 
 
 def test_fed_cvar_and_afa_run_end_to_end() -> None:
@@ -370,7 +371,7 @@ def test_shipped_topologies_for_the_reproductions_run(name: str) -> None:
     path = Path(__file__).resolve().parents[2] / "topologies" / f"{name}.yaml"
     data = yaml.safe_load(path.read_text())
     data["stop"] = {"rounds": 3}
-    data["eval"] = {"every": 1}
+    data["eval"] = {"every": "1 round"}
     sim, _ = build_simulation(scenario_from_dict(data, source=str(path), base_dir=path.parent))
     result = sim.run()
     assert result.rounds == 3 and len(result.metrics) == 4

@@ -266,7 +266,12 @@ def test_scenario_errors_for_multi_model_runs() -> None:
 
 def test_mmfl_end_to_end_from_the_cli(tmp_path: Path) -> None:
     data = scenario(
-        {"name": "mmfl", "sampling": "optimal"}, tasks=3, devices=12, participants=4, rounds=12, eval={"every": 4}
+        {"name": "mmfl", "sampling": "optimal"},
+        tasks=3,
+        devices=12,
+        participants=4,
+        rounds=12,
+        eval={"every": "4 rounds"},
     )
     data["tasks"] = [
         DIGITS_TASK,

@@ -50,7 +50,7 @@ def _run(tmp_path, model: str, threads: int) -> tuple[dict, bytes, bytes, list[s
             }
         ],
         "server": {"round": {"participants": 6, "deadline": "2s"}},
-        "eval": {"every": 1},
+        "eval": {"every": "1 round"},
     }
     path = tmp_path / f"{model.replace(':', '-')}.yaml"
     path.write_text(yaml.safe_dump(data))

@@ -1,0 +1,113 @@
+"""The world over time: per device group, who is online, available, working and charging, and the batteries.
+
+A run's curves say how the model learned; the timeline says what the world
+was doing meanwhile -- availability falling at midday, batteries draining,
+devices dropping out. It is read at every evaluation (and once at the start,
+after the first instant's events), so the rows fall on the same simulated
+times as metrics.csv's: evaluate on a time grid (``eval.every: 10min``) for
+a regular timeline. Reading changes nothing in the run (no draw, no
+settling), so a run with its timeline is the run without it, bit for bit.
+
+One row per reading and group: the counts at that instant (``online``,
+``available``: online and above ``min_level``, ``working``, ``charging``,
+``battery_empty``, ``below_min_level``), the counts since the previous row
+(``participated``: devices that started work, ``dropped``: devices that
+dropped out, ``delivered``: updates delivered) and the battery levels of the
+group's battery-powered devices (mean, min, 10th, 50th, 90th percentile,
+max; null on mains power).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from netfl.sim.fleet import FleetState
+from netfl.sim.recorder import EventRecorder
+
+#: The columns of timeline.parquet, in order, and their type.
+TIMELINE_COLUMNS: dict[str, type] = {
+    "sim_time_s": float,
+    "group": str,
+    "devices": int,
+    "online": int,
+    "available": int,
+    "working": int,
+    "charging": int,
+    "battery_empty": int,
+    "below_min_level": int,
+    "participated": int,
+    "dropped": int,
+    "delivered": int,
+    "battery_mean": float,
+    "battery_min": float,
+    "battery_p10": float,
+    "battery_p50": float,
+    "battery_p90": float,
+    "battery_max": float,
+}
+BATTERY_STATS = ("mean", "min", "p10", "p50", "p90", "max")
+
+
+class Timeline:
+    """Readings of the fleet, one row per reading and group (``rows``: column -> list)."""
+
+    def __init__(self, group: np.ndarray, group_names: list[str], recorder: EventRecorder):
+        self.names = list(group_names)
+        self.members = [np.asarray(group) == g for g in range(len(self.names))]
+        self.recorder = recorder
+        self.rows: dict[str, list] = {name: [] for name in TIMELINE_COLUMNS}
+        self._started = np.zeros(len(group), dtype=np.int64)
+        self._delivered = np.zeros(len(group), dtype=np.int64)
+        self._seen_events = 0  # the event log's rows already looked at for dropouts
+
+    def read(self, now: float, state: FleetState, start: bool = False) -> None:
+        """Add the rows of ``now``; the counts since the previous reading come from the fleet's totals and the
+        event log's dropouts since then. ``start``: the first reading, which counts nothing since (what started at
+        time 0 is the next reading's, as what starts at any reading's instant is: readings at evaluations come
+        before a round that starts at the same instant)."""
+        participated = state.tasks_started > self._started
+        delivered = state.updates_delivered - self._delivered
+        dropped = np.zeros(len(self._started), dtype=bool)
+        if start:
+            participated[:], delivered[:] = False, 0
+        else:
+            self._started, self._delivered = state.tasks_started.copy(), state.updates_delivered.copy()
+            kinds, devices = self.recorder.kinds, self.recorder.devices
+            for row in range(self._seen_events, len(kinds)):
+                if kinds[row] == "dropout":
+                    dropped[devices[row]] = True
+            self._seen_events = len(kinds)
+        for name, members in zip(self.names, self.members):
+            counts = {
+                "devices": members,
+                "online": state.online,
+                "available": state.available,
+                "working": state.working,
+                "charging": state.charging,
+                "battery_empty": state.dead,
+                "below_min_level": state.below_min,
+                "participated": participated,
+                "dropped": dropped,
+            }
+            self.rows["sim_time_s"].append(float(now))
+            self.rows["group"].append(name)
+            for column, flags in counts.items():
+                self.rows[column].append(int(np.count_nonzero(flags & members)))
+            self.rows["delivered"].append(int(delivered[members].sum()))
+            for stat, value in zip(BATTERY_STATS, battery_stats(state.battery[members])):
+                self.rows[f"battery_{stat}"].append(value)
+
+    def columns(self) -> dict[str, Any]:
+        return self.rows
+
+
+def battery_stats(levels: np.ndarray) -> tuple[float, ...]:
+    """Mean, min, 10th, 50th and 90th percentile and max of the battery-powered devices' levels (NaN for none)."""
+    levels = levels[~np.isnan(levels)]
+    if not levels.size:
+        return (math.nan,) * len(BATTERY_STATS)
+    p10, p50, p90 = np.percentile(levels, [10, 50, 90])
+    return float(levels.mean()), float(levels.min()), float(p10), float(p50), float(p90), float(levels.max())
