@@ -42,7 +42,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.stats import ncx2
 
 from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
 
@@ -247,6 +246,8 @@ class Channel:
             return float(shannon_rate(b, self.mean_snr(b)) < rate)
         if self.params.kind == "rayleigh":
             return rayleigh_outage_probability(rate, b, self.mean_snr(b))
+        from scipy.stats import ncx2  # imported here: scipy.stats costs every process a second and a half
+
         k = self.params.rician_k
         threshold = (2.0 ** (rate / b) - 1.0) / self.mean_snr(b)
         return float(ncx2.cdf(2.0 * (k + 1.0) * threshold, 2, 2.0 * k))
