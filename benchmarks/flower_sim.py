@@ -5,7 +5,7 @@ repository root, create it once with:
 
     python3 -m venv benchmarks/.venv-flower && benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"
 
-(torch must stay pinned to 2.13.0, the local CPU wheel; tested with flwr 1.41.0,
+(torch must stay pinned to 2.13.0, the local CPU wheel; tested with flwr 1.42.0,
 ray 2.55.1, torch 2.13.0+cpu.) Then run:
 
     benchmarks/.venv-flower/bin/python benchmarks/flower_sim.py [--workload w1|w2|resnet] [--clients 100]
