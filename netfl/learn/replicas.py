@@ -29,15 +29,15 @@ import copy
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from netfl.learn.network import IGNORE_LABEL, Network, task_loss
-from netfl.learn.objective import Correction, ExtraScalars
+from netfl.learn.objective import ExtraScalars
+from netfl.learn.training import TrainJob
 
-__all__ = ["ReplicaJob", "ReplicaKernel", "Evaluator", "draws_global_random", "uses_channels_last"]
+__all__ = ["ReplicaKernel", "Evaluator", "draws_global_random", "uses_channels_last"]
 
 
 def uses_channels_last(module: nn.Module, sample: torch.Tensor) -> bool:
@@ -143,17 +143,6 @@ class _ThreadReplicas:
         return replica
 
 
-@dataclass
-class ReplicaJob:
-    """One job: its minibatches (steps x b indices into the training set), its correction, its starting buffers
-    (None: the shared start's) and its seed (dropout masks, or torch's generator for a module that uses it)."""
-
-    minibatches: torch.Tensor
-    seed: int
-    correction: Correction | None = None
-    buffers: torch.Tensor | None = None
-
-
 class ReplicaKernel:
     """Trains a task's jobs one per replica at a time, the replicas in the worker threads."""
 
@@ -175,7 +164,7 @@ class ReplicaKernel:
         start: torch.Tensor,
         x: torch.Tensor,
         y: torch.Tensor,
-        jobs: Sequence[ReplicaJob],
+        jobs: Sequence[TrainJob],
         *,
         lr: float,
         weight_decay: float,
@@ -206,7 +195,7 @@ class ReplicaKernel:
     def _train_one(
         self,
         start: torch.Tensor,
-        job: ReplicaJob,
+        job: TrainJob,
         x: torch.Tensor,
         y: torch.Tensor,
         lr: float,

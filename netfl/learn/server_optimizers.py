@@ -32,6 +32,7 @@ learner's. One optimiser per model (several with ``tasks:``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 import torch
@@ -68,7 +69,7 @@ class ServerMomentum(ServerOptimizer):
         return x + self.params.lr * self.velocity
 
 
-class _Adaptive(ServerOptimizer):
+class _Adaptive(ServerOptimizer, ABC):
     """Reddi et al.'s Algorithm 2; subclasses say how v_t follows from v_{t-1} and Delta_t^2."""
 
     def __init__(self, params: Any):
@@ -77,8 +78,9 @@ class _Adaptive(ServerOptimizer):
         self.m: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
 
+    @abstractmethod
     def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """v_t from v_{t-1} and Delta_t^2 (element-wise)."""
 
     def step(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
         p = self.params

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -42,6 +41,7 @@ from torch.func import functional_call, grad, vmap
 from netfl.learn.network import Network, task_loss
 from netfl.learn.objective import Correction
 from netfl.learn.params import ParamLayout
+from netfl.learn.training import TrainJob
 
 #: Parameter bytes of one chunk on a CPU: a few times a core's L2 cache. Measured on W1 (one thread):
 #: 4-8 MiB is fastest; 64 MiB (a whole round at once) is 1.4x slower. Chunks are what the worker
@@ -49,16 +49,6 @@ from netfl.learn.params import ParamLayout
 CPU_CHUNK_BYTES = 4 * 2**20
 #: The share of a GPU's free memory one chunk may fill (parameters, their gradients and the activations).
 GPU_MEMORY_SHARE = 0.5
-
-
-@dataclass
-class StackedJob:
-    """One job of a stacked call: its minibatches (steps x b indices into the training set), its gradient
-    correction and its starting buffers (None: the shared start's)."""
-
-    minibatches: torch.Tensor
-    correction: Correction | None = None
-    buffers: torch.Tensor | None = None
 
 
 class ChunkKernel(Protocol):
@@ -96,7 +86,7 @@ def train_stacked(
     start: torch.Tensor,
     x: torch.Tensor,
     y: torch.Tensor,
-    jobs: Sequence[StackedJob],
+    jobs: Sequence[TrainJob],
     *,
     lr: float,
     weight_decay: float,

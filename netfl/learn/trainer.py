@@ -25,17 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
 
 import torch
 
 from netfl.learn.fused_mlp import FusedMLP
 from netfl.learn.network import Network
-from netfl.learn.objective import Correction, ExtraScalars
-from netfl.learn.replicas import ReplicaJob, ReplicaKernel, draws_global_random, uses_channels_last
+from netfl.learn.objective import ExtraScalars
+from netfl.learn.replicas import ReplicaKernel, draws_global_random, uses_channels_last
 from netfl.learn.runtime import parallel_map
-from netfl.learn.stacked import FunctionalKernel, StackedJob, activation_bytes, jobs_per_chunk, train_stacked
-from netfl.learn.training import train_one
+from netfl.learn.stacked import FunctionalKernel, activation_bytes, jobs_per_chunk, train_stacked
+from netfl.learn.training import TrainJob, train_one
 
 __all__ = ["PATHS", "TrainJob", "Trainer", "choose_path"]
 
@@ -72,17 +71,6 @@ def choose_path(
     if global_random:
         return "replicas", "one job at a time, torch's generator seeded per job: the module draws from it"
     return "replicas", "any module" + (" (channels_last)" if channels_last else "")
-
-
-@dataclass
-class TrainJob:
-    """One job to train: its minibatches (steps x b indices into the task's training set), its seed, the
-    strategy's correction and its starting buffers (None: those of the model it starts from)."""
-
-    minibatches: torch.Tensor
-    seed: int
-    correction: Correction | None = None
-    buffers: torch.Tensor | None = None
 
 
 class Trainer:
@@ -180,12 +168,11 @@ class Trainer:
         buffers ``start_buffers`` or the job's own); the jobs of a fused or stacked call share a minibatch
         size and a correction pull."""
         if self.path == "replicas":
-            replica_jobs = [ReplicaJob(j.minibatches, j.seed, j.correction, j.buffers) for j in jobs]
             return self._replicas.train(
                 start,
                 self.x,
                 self.y,
-                replica_jobs,
+                jobs,
                 lr=lr,
                 weight_decay=weight_decay,
                 start_buffers=start_buffers,
@@ -227,7 +214,6 @@ class Trainer:
                 )
             return out
         kernel = self.fused if self.path == "fused" else self._functional_kernel()
-        stacked_jobs = [StackedJob(j.minibatches, j.correction, j.buffers) for j in jobs]
         per_chunk = jobs_per_chunk(self._per_job_bytes(start, jobs[0].minibatches.shape[1]), self.device)
         parallel = parallel_map if self.path == "fused" and self.device.type == "cpu" else None
         return train_stacked(
@@ -235,7 +221,7 @@ class Trainer:
             start,
             self.x,
             self.y,
-            stacked_jobs,
+            jobs,
             lr=lr,
             weight_decay=weight_decay,
             per_chunk=per_chunk,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -23,6 +24,18 @@ from netfl.learn.network import Network, task_loss
 from netfl.learn.objective import Correction, ExtraScalars
 
 LR_SCHEDULES = ("constant", "inverse_round")
+
+
+@dataclass
+class TrainJob:
+    """One job to train, whichever path trains it: its minibatches (steps x b indices into the task's training
+    set), its seed (dropout masks, or torch's generator for a module that draws from it), the strategy's
+    correction and its starting buffers (None: those of the model it starts from)."""
+
+    minibatches: torch.Tensor
+    seed: int
+    correction: Correction | None = None
+    buffers: torch.Tensor | None = None
 
 
 def scheduled_lr(lr: float, schedule: str, round_index: int) -> float:
