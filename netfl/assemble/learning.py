@@ -240,6 +240,7 @@ def build_learner(
             server_optimizer=scenario.server.optimizer,
             compression=scenario.server.compression,
             client_edges=edges,
+            edge_count=len(edge_nodes(scenario)) if edges is not None else None,
         )
     except ValueError as exc:  # a model with buffers under edges
         if edges is None:

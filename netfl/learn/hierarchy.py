@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 
@@ -26,15 +27,25 @@ class EdgeModels:
     """Every edge's model of every task, each device's edge, and the edges' data sizes (the cloud's weights)."""
 
     def __init__(
-        self, client_edges: Sequence[int], sizes_by_task: Sequence[Sequence[int]], initial: list[torch.Tensor]
+        self,
+        client_edges: Sequence[int],
+        sizes_by_task: Sequence[Sequence[int]],
+        initial: list[torch.Tensor],
+        edge_count: int | None = None,
     ):
+        """``edge_count``: the edge servers, those without devices included (default: the highest edge a client
+        is under, plus one)."""
         self.client_edges = tuple(int(e) for e in client_edges)
-        count = max(self.client_edges) + 1
+        count = max(self.client_edges) + 1 if edge_count is None else edge_count
+        if count <= max(self.client_edges):
+            raise ValueError(f"a client is under edge {max(self.client_edges)} of {count}")
         self.vectors: list[list[torch.Tensor]] = [[v] * count for v in initial]  # task -> edge -> model
         self.sizes = [
-            [float(sum(n for n, e in zip(sizes, self.client_edges) if e == edge)) for edge in range(count)]
+            np.bincount(self.client_edges, weights=sizes, minlength=count).astype(float).tolist()
             for sizes in sizes_by_task
         ]
+        #: Whether some edge applied an update since the last cloud round (else the cloud's model stays).
+        self.fresh = False
 
     def edge(self, client: int) -> int:
         return self.client_edges[client]

@@ -304,10 +304,12 @@ class Learner:
         server_optimizer: Any = None,
         compression: Any = None,
         client_edges: Sequence[int] | None = None,
+        edge_count: int | None = None,
     ):
         """``server_optimizer``: a ``server.optimizer`` spec (a server optimiser per model on the strategy's
         aggregated update); ``compression``: a ``server.compression`` spec (uplink and downlink);
-        ``client_edges``: each client's edge server (hierarchical FL, :mod:`netfl.learn.hierarchy`)."""
+        ``client_edges``: each client's edge server (hierarchical FL, :mod:`netfl.learn.hierarchy`) among
+        ``edge_count``."""
         if not tasks:
             raise ValueError("a learner needs at least one task")
         if on_divergence not in ON_DIVERGENCE:
@@ -348,7 +350,7 @@ class Learner:
                     "buffers (BatchNorm's statistics) there needs model.buffers: local"
                 )
             sizes = [[t.client_size(c) for c in range(len(client_edges))] for t in self.tasks]
-            self._edges = EdgeModels(client_edges, sizes, [t.global_vector for t in self.tasks])
+            self._edges = EdgeModels(client_edges, sizes, [t.global_vector for t in self.tasks], edge_count)
         self._selection = streams.numpy("selection")
         self._jobs: dict[int, _Job] = {}
         self._probes: dict[int, _Probe] = {}
@@ -395,6 +397,7 @@ class Learner:
             "server_optimizers": self._optimizers,
             "error_memory": self._uplink.memory if self._uplink is not None else None,
             "edge_models": self._edges.vectors if self._edges is not None else None,
+            "edges_fresh": self._edges.fresh if self._edges is not None else None,
             "tasks": [
                 {
                     "global_vector": t.global_vector,
@@ -418,6 +421,7 @@ class Learner:
             self._uplink.memory = {c: e.to(self.device) for c, e in state["error_memory"].items()}
         if self._edges is not None:
             self._edges.vectors = [[v.to(self.device) for v in edges] for edges in state["edge_models"]]
+            self._edges.fresh = bool(state.get("edges_fresh", True))
         self._selection.bit_generator.state = state["selection"]
         for task, saved in zip(self.tasks, state["tasks"]):
             device = task.global_vector.device
@@ -541,18 +545,25 @@ class Learner:
             for edge in sorted({self._edges.edge(u.client) for u in updates if u.task == s}):
                 mine = [u for u in updates if u.task == s and self._edges.edge(u.client) == edge]
                 edges[edge] = self.strategy.aggregate(edges[edge], mine, context)
+                self._edges.fresh = True
                 if not all(all_finite([edges[edge]])):
                     raise Diverged(Divergence("global_model", context.round_index, clients))
 
     def aggregate_cloud(self, context: CloudContext) -> int:
         """Hierarchical FL's cloud round: the global model becomes the data-weighted mean of the models of the
-        edges that reached the cloud (through the server optimiser, if any), and those edges take it."""
+        edges that reached the cloud (through the server optimiser, if any), and those edges take it. With a server
+        optimiser, a cloud round after which no edge applied an update leaves the model and the optimiser's state
+        as they are (as a round in which nothing arrived does without edges)."""
+        if not context.edges:
+            return 0
+        fresh, self._edges.fresh = self._edges.fresh, False
         for s, task in enumerate(self.tasks):
-            if not context.edges:
-                continue
             model = self._edges.average(s, context.edges, task.global_vector)
             if self._optimizers is not None:
-                model = self._optimizers[s].step(task.global_vector, model - task.global_vector)
+                if not fresh:
+                    model = task.global_vector
+                else:
+                    model = self._optimizers[s].step(task.global_vector, model - task.global_vector)
             if not all(all_finite([model])):
                 raise Diverged(Divergence("global_model", context.round_index, ()))
             task.global_vector = model

@@ -8,6 +8,7 @@ import torch
 from learn_support import task_setup
 
 from netfl.backend import CloudContext, RoundContext
+from netfl.config.schema import ServerOptimizerSpec
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
 from netfl.learn.learner import Learner, LocalConfig, TaskSetup
@@ -35,7 +36,7 @@ def toy() -> Dataset:
     return Dataset("toy", x, torch.arange(12) % 3, xt, torch.arange(6) % 3, 3, (1, 2, 2))
 
 
-def learner(name: str = "fedavg") -> HandMade:
+def learner(name: str = "fedavg", *, edge_count: int | None = None, optimizer: dict | None = None) -> HandMade:
     data = toy()
     local = LocalConfig(steps=2, epochs=None, batch_size=2, lr=0.1)
     cls = ALGORITHMS[name]
@@ -45,6 +46,8 @@ def learner(name: str = "fedavg") -> HandMade:
         strategy=strategy,
         streams=RandomStreams(1),
         client_edges=EDGES,
+        edge_count=edge_count,
+        server_optimizer=ServerOptimizerSpec(**optimizer) if optimizer else None,
     )
     out.updates = {c: torch.full((SIZE,), float(v)) for c, v in enumerate((1.0, 2.0, 4.0, 8.0))}
     return out
@@ -86,6 +89,33 @@ def test_an_edge_that_misses_the_cloud_keeps_its_model() -> None:
     torch.testing.assert_close(lrn.state()["edge_models"][0][1], x + 4.0)
     assert lrn.aggregate_cloud(CloudContext(0, 0.0, ())) == 0  # nobody: nothing changes
     torch.testing.assert_close(lrn.global_vector, x + 1.0)
+
+
+def test_an_edge_without_devices_weighs_nothing_in_the_cloud() -> None:
+    """Edge 2 has no devices (the last edge of the file): it reaches the cloud and adds no weight."""
+    lrn = learner(edge_count=3)
+    x = lrn.global_vector.clone()
+    edge_round(lrn, [0, 2], 0)  # edge 0: x + 1 (4 samples), edge 1: x + 4 (8 samples)
+    assert lrn.aggregate_cloud(CloudContext(0, 0.0, (0, 1, 2))) == 3
+    torch.testing.assert_close(lrn.global_vector, x + (4 * 1.0 + 8 * 4.0) / 12)
+    assert all(torch.equal(v, lrn.global_vector) for v in lrn.state()["edge_models"][0])
+
+
+def test_a_cloud_round_with_no_new_update_leaves_the_optimiser_as_it_is() -> None:
+    """With momentum, a cloud round after which no edge applied an update would still move the model (by the
+    velocity): it does not, and t stays, as a round in which nothing arrived does without edges."""
+    lrn = learner(optimizer={"name": "momentum", "lr": 1.0, "beta1": 0.9})
+    x = lrn.global_vector.clone()
+    edge_round(lrn, [0, 2], 0)
+    lrn.aggregate_cloud(CloudContext(0, 0.0, (0, 1)))
+    moved = lrn.global_vector.clone()
+    torch.testing.assert_close(moved, x + 3.0)  # the first step: velocity = the pseudo-gradient
+    assert lrn.aggregate_cloud(CloudContext(1, 0.0, (0, 1))) == 2  # nothing arrived since
+    assert torch.equal(lrn.global_vector, moved) and lrn.state()["server_optimizers"][0].t == 1
+    restored = learner(optimizer={"name": "momentum", "lr": 1.0, "beta1": 0.9})
+    edge_round(lrn, [1], 2)
+    restored.restore(lrn.state())  # whether an edge took an update since the cloud round is kept
+    assert restored.state()["edges_fresh"] is True
 
 
 def test_fednova_at_the_edges_and_a_refused_model_with_buffers() -> None:
