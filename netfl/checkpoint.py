@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from netfl.backend import CloudContext, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
 from netfl.errors import FileError, NetflError, ScenarioError
+from netfl.numbers import is_integer, is_number
 
 if TYPE_CHECKING:
     from netfl.config.schema import Scenario
@@ -96,8 +97,9 @@ class Checkpoint:
     stopped_at_s: float | None = None  # a checkpoint written at an interrupt: the simulated time it stopped at
 
     def describe(self) -> str:
-        at = self.sim_time_s if self.stopped_at_s is None else self.stopped_at_s
-        return f"round {self.rounds} ({at:.0f} simulated s{', where it was interrupted' if self.stopped_at_s else ''})"
+        if self.stopped_at_s is None:
+            return f"round {self.rounds} ({self.sim_time_s:.0f} simulated s)"
+        return f"round {self.rounds} ({self.stopped_at_s:.0f} simulated s, where it was interrupted)"
 
     def save(self, path: Path) -> None:
         """Replace ``path`` atomically: a kill while saving leaves the previous checkpoint whole."""
@@ -178,13 +180,13 @@ def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
         ("every", _is_every(data["every"]), "{rounds: N} or {seconds: S}, one of them > 0"),
         ("log", isinstance(data["log"], list), "a list of the learner's answers"),
         ("state", isinstance(data["state"], dict), "the learner's state (a mapping)"),
-        ("rounds", _is_int(data["rounds"]) and data["rounds"] >= 0, "an integer >= 0"),
-        ("sim_time_s", _is_number(data["sim_time_s"]) and 0 <= data["sim_time_s"] < math.inf, "a time >= 0"),
+        ("rounds", is_integer(data["rounds"]) and data["rounds"] >= 0, "an integer >= 0"),
+        ("sim_time_s", is_number(data["sim_time_s"]) and 0 <= data["sim_time_s"] < math.inf, "a time >= 0"),
         ("versions", isinstance(data.get("versions", {}), dict), "a mapping of package versions"),
         (
             "stopped_at_s",
             data.get("stopped_at_s") is None
-            or (_is_number(data["stopped_at_s"]) and 0 <= data["stopped_at_s"] < math.inf),
+            or (is_number(data["stopped_at_s"]) and 0 <= data["stopped_at_s"] < math.inf),
             "the simulated time an interrupt stopped the run at, or null",
         ),
     ]
@@ -195,7 +197,7 @@ def checkpoint_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
             problems.append(("options.data_dir", f"must be a folder's path or null, got {_shown(saved)}"))
     if isinstance(data["log"], list):
         for i, entry in enumerate(data["log"]):
-            if not (isinstance(entry, tuple) and len(entry) == 2 and entry[0] in ANSWERS):
+            if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str) and entry[0] in ANSWERS):
                 problems.append((f"log[{i}]", f"must be (question, answer), the question one of {', '.join(ANSWERS)}"))
             elif not ANSWERS[entry[0]][0](entry[1]):
                 question, answer = entry
@@ -212,33 +214,25 @@ def _shown(value: Any) -> str:
     return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _is_every(value: Any) -> bool:
     if not isinstance(value, dict) or set(value) != {"rounds", "seconds"}:
         return False
     rounds, seconds = value["rounds"], value["seconds"]
     if rounds is not None:
-        return seconds is None and _is_int(rounds) and rounds > 0
-    return _is_number(seconds) and 0 < seconds < math.inf
+        return seconds is None and is_integer(rounds) and rounds > 0
+    return is_number(seconds) and 0 < seconds < math.inf
 
 
 def _is_work(value: Any) -> bool:
     return (
         isinstance(value, Work)
-        and _is_int(value.client)
-        and _is_int(value.job)
-        and all(_is_number(x) for x in (value.download_bytes, value.flops, value.upload_bytes))
+        and is_integer(value.client)
+        and is_integer(value.job)
+        and all(is_number(x) for x in (value.download_bytes, value.flops, value.upload_bytes))
         and isinstance(value.note, str)
         and isinstance(value.report, bool)
-        and (value.task is None or _is_int(value.task))
-        and _is_int(value.steps)
+        and (value.task is None or is_integer(value.task))
+        and is_integer(value.steps)
         and value.steps >= 0
     )
 
@@ -255,10 +249,10 @@ def _is_plan(value: Any) -> bool:
 def _is_evaluation(value: Any) -> bool:
     return (
         isinstance(value, Evaluation)
-        and _is_number(value.accuracy)
-        and _is_number(value.loss)
+        and is_number(value.accuracy)
+        and is_number(value.loss)
         and isinstance(value.per_class_accuracy, tuple)
-        and all(_is_number(x) for x in value.per_class_accuracy)
+        and all(is_number(x) for x in value.per_class_accuracy)
         and isinstance(value.tasks, tuple)
         and all(_is_evaluation(t) for t in value.tasks)
     )
@@ -271,8 +265,8 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "submit": (_is_work, "a Work item"),
     "cancel": (lambda answer: answer is None, "None"),
     "cut": (lambda answer: answer is None, "None"),
-    "aggregate": (lambda answer: _is_int(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
-    "aggregate_cloud": (lambda answer: _is_int(answer) and answer >= 0, "a count of edge models (an integer >= 0)"),
+    "aggregate": (lambda answer: is_integer(answer) and answer >= 0, "a count of applied updates (an integer >= 0)"),
+    "aggregate_cloud": (lambda answer: is_integer(answer) and answer >= 0, "a count of edge models (an integer >= 0)"),
     "evaluate": (_is_evaluation, "an Evaluation"),
 }
 

@@ -17,6 +17,15 @@ from pydantic import BaseModel, model_validator
 from pydantic_core import PydanticCustomError
 
 
+def is_number(value: Any) -> bool:
+    """An int or float read back from a file (JSON, a pickle), not a boolean."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class NoBooleanNumbers(BaseModel):
     @model_validator(mode="before")
     @classmethod

@@ -9,6 +9,7 @@ fields any of netfl's readers uses and leaves the others alone (a newer netfl ma
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from netfl.errors import FileError
+from netfl.numbers import is_integer, is_number
 
 #: summary.json numbers that are read back (a report tabulates them); a missing one (an older run) is NaN.
 SUMMARY_NUMBERS = (
@@ -43,14 +45,6 @@ STUDY_MARKER = ".netfl-study"
 
 def first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-
-
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def is_integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def read_json_object(file: Path) -> dict[str, Any]:
@@ -177,21 +171,30 @@ def read_metrics(file: Path) -> pd.DataFrame:
     if missing:
         found = ", ".join(map(str, metrics.columns))
         raise FileError(str(file), [(c, f"no such column (found: {found})") for c in missing])
-    problems = []
-    for name in METRICS_REQUIRED + METRICS_OPTIONAL:
-        if name in metrics.columns:
-            values = pd.to_numeric(metrics[name], errors="coerce")
-            bad = values.isna() & (metrics[name].notna() | (name in METRICS_REQUIRED))  # optional ones may be empty
-            if bad.any():
-                row = int(bad.to_numpy().argmax())
-                problems.append((f"row {row + 2}, column {name}", f"{metrics[name].iloc[row]!r} is not a number"))
-            metrics[name] = values
-    if not problems and (metrics["sim_time_s"].diff() < 0).any():
-        row = int((metrics["sim_time_s"].diff() < 0).to_numpy().argmax())
-        problems.append((f"row {row + 2}, column sim_time_s", "goes back in time"))
+    problems = numeric_columns(metrics, METRICS_REQUIRED, METRICS_OPTIONAL, first_row=2)
     if problems:
         raise FileError(str(file), problems)
     return metrics
+
+
+def numeric_columns(
+    frame: pd.DataFrame, required: Sequence[str], optional: Sequence[str] = (), *, first_row: int = 0
+) -> list[tuple[str, str]]:
+    """Make ``frame``'s ``required`` and present ``optional`` columns numbers (in place; optional ones may be
+    empty) and check that ``sim_time_s`` never goes back; the problems, rows counted from ``first_row``."""
+    problems = []
+    for name in (*required, *optional):
+        if name in frame.columns:
+            values = pd.to_numeric(frame[name], errors="coerce")
+            bad = values.isna() & (frame[name].notna() | (name in required))
+            if bad.any():
+                row = int(bad.to_numpy().argmax())
+                problems.append((f"row {row + first_row}, column {name}", f"{frame[name].iloc[row]!r} is not a number"))
+            frame[name] = values
+    if not problems and "sim_time_s" in frame.columns and (frame["sim_time_s"].diff() < 0).any():
+        row = int((frame["sim_time_s"].diff() < 0).to_numpy().argmax())
+        problems.append((f"row {row + first_row}, column sim_time_s", "goes back in time"))
+    return problems
 
 
 def read_parquet_columns(file: Path, columns: tuple[str, ...]) -> pd.DataFrame:

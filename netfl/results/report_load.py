@@ -20,6 +20,7 @@ import pandas as pd
 from netfl.errors import FileError, NetflError
 from netfl.results.read_back import (
     is_study_folder,
+    numeric_columns,
     read_metrics,
     read_parquet_columns,
     read_summary,
@@ -126,18 +127,29 @@ def _read_timeline(file: Path) -> pd.DataFrame | None:
     """timeline.parquet's columns the report draws; None when the run has none (made before netfl wrote it)."""
     if not file.is_file():
         return None
-    timeline = read_parquet_columns(file, TIMELINE_COLUMNS)
-    missing = [c for c in TIMELINE_COLUMNS if c not in timeline.columns]
-    if missing:
-        raise FileError(str(file), [(name, "missing: a timeline.parquet netfl writes has it") for name in missing])
-    if (timeline["sim_time_s"].diff() < 0).any():
-        raise FileError(str(file), [("sim_time_s", "goes back in time")])
+    timeline = _with_columns(file, TIMELINE_COLUMNS)
+    if timeline.empty:
+        raise FileError(str(file), [("", "no rows: a timeline.parquet netfl writes has one reading at least")])
+    batteries = [c for c in TIMELINE_COLUMNS if c.startswith("battery")]  # empty for a group without batteries
+    counts = [c for c in TIMELINE_COLUMNS if c != "group" and c not in batteries]
+    problems = numeric_columns(timeline, counts, batteries)
+    if problems:
+        raise FileError(str(file), problems)
     return timeline
 
 
 def read_activity(run: Run) -> pd.DataFrame:
     """The run's events.parquet as a device timeline needs it (time, device, kind), for the report's Gantt."""
-    return read_parquet_columns(run.path / "events.parquet", ("sim_time_s", "device", "kind"))
+    return _with_columns(run.path / "events.parquet", ("sim_time_s", "device", "kind"))
+
+
+def _with_columns(file: Path, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of a Parquet file netfl wrote, every one of them there."""
+    frame = read_parquet_columns(file, columns)
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise FileError(str(file), [(name, f"missing: a {file.name} netfl writes has it") for name in missing])
+    return frame
 
 
 def _assign_cases(runs: Sequence[Run]) -> None:
@@ -154,3 +166,11 @@ def _assign_cases(runs: Sequence[Run]) -> None:
         name = run.path.name
         run.case = name if taken[name] == 1 else run.path.resolve().relative_to(common).as_posix() or name
         run.seed = run.summary["seed"]
+    first: dict[tuple[str, Any], Run] = {}
+    for run in runs:
+        other = first.setdefault((run.case, run.seed), run)
+        if other is not run:  # two studies with a case of the same name: pairs by seed would mix them
+            raise NetflError(
+                f"{other.path} and {run.path} are both case {run.case!r}, seed {run.seed}: a report pairs the runs "
+                "of a case by seed, so each (case, seed) may appear once; report the studies separately"
+            )

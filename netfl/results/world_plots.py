@@ -2,7 +2,7 @@
 
 A run folder gets one figure, ``timeline.png`` (rendering is most of a
 figure's cost, and a run writes several); the report draws the same counts
-per case, mean over seeds, and a Gantt per case (report_plots.py). Built on
+per case, mean over seeds, and a Gantt per case (report_world.py). Built on
 ``Figure``, never pyplot (see plots.py).
 """
 

@@ -148,6 +148,7 @@ def some_answer(name: str) -> Any:
         (lambda d: d.update(every={"rounds": 0, "seconds": None}), "every", "one of them > 0"),
         (lambda d: d.update(log={}), "log", "must be a list"),
         (lambda d: d["log"].append(("train", None)), "log[", "must be (question, answer)"),
+        (lambda d: d["log"].append((["evaluate"], None)), "log[", "must be (question, answer)"),  # unhashable
         (some_answer("aggregate"), "log[", "the answer to aggregate must be a count of applied updates"),
         (some_answer("evaluate"), "log[", "the answer to evaluate must be an Evaluation"),
         (lambda d: d["log"].append(("cancel", 1)), "log[", "the answer to cancel must be None, got int 1"),
@@ -224,3 +225,36 @@ def test_a_damaged_run_of_a_study_is_not_done_and_runs_again(tmp_path: Path) -> 
     (folder / "summary.json").write_text(json.dumps(summary))
     (folder / "scenario.yaml").write_text("a: &a [*a]\n")  # an alias inside itself
     assert not is_done(plan, folder)
+
+
+@pytest.mark.parametrize(
+    "file, change, words",
+    [
+        ("timeline.parquet", lambda t: t.iloc[:0], "no rows"),
+        ("timeline.parquet", lambda t: t.assign(sim_time_s="noon"), "column sim_time_s: 'noon' is not a number"),
+        ("timeline.parquet", lambda t: t.drop(columns="online"), "online: missing"),
+        ("events.parquet", lambda e: e.drop(columns="kind"), "kind: missing"),
+    ],
+)
+def test_a_run_s_tables_damaged_are_one_message_in_a_report(
+    made: Path, tmp_path: Path, file: str, change: Any, words: str
+) -> None:
+    import pandas as pd
+
+    folder = copy_of(made, tmp_path) / "run"
+    change(pd.read_parquet(folder / file)).to_parquet(folder / file)
+    result = run("report", folder, "--out", tmp_path / "report")
+    assert_user_error(result, f"{folder / file}: ", words)
+
+
+def test_two_studies_with_a_case_of_one_name_are_refused_not_mixed(made: Path, tmp_path: Path) -> None:
+    folders = []
+    for name in ("a", "b"):
+        folder = tmp_path / name
+        shutil.copytree(made / "run", folder)
+        summary = json.loads((folder / "summary.json").read_text())
+        summary["study"] = {"case": "fedavg", "seed": 1, "overrides": {}}
+        (folder / "summary.json").write_text(json.dumps(summary))
+        folders.append(folder)
+    result = run("report", *folders, "--out", tmp_path / "report")
+    assert_user_error(result, "are both case 'fedavg', seed 1", "report the studies separately")
