@@ -80,11 +80,19 @@ def paired_interval(
     return Paired(int(d.size), mean, mean - half - widen[0], mean + half + widen[1], widen)
 
 
-def compare(summary: pd.DataFrame, case: str, reference: str, column: str, gap: str | None = None) -> Paired:
-    """``case`` − ``reference`` in ``column`` of the run summary (one row per run), over the seeds both have a
-    value for; ``gap``: the column of each value's evaluation bracket, which widens the interval."""
-    a = summary[summary["case"] == case].set_index("seed")
-    b = summary[summary["case"] == reference].set_index("seed")
+def by_case(summary: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The run summary's rows of each case, indexed by seed (what :func:`compare` pairs; made once per report)."""
+    return {case: rows.set_index("seed") for case, rows in summary.groupby("case", sort=False)}
+
+
+def compare(
+    summary: pd.DataFrame | dict[str, pd.DataFrame], case: str, reference: str, column: str, gap: str | None = None
+) -> Paired:
+    """``case`` − ``reference`` in ``column`` of the run summary (one row per run, or :func:`by_case` of it),
+    over the seeds both have a value for; ``gap``: the column of each value's evaluation bracket, which widens
+    the interval."""
+    cases = by_case(summary) if isinstance(summary, pd.DataFrame) else summary
+    a, b = cases[case], cases[reference]
     seeds = [
         s for s in a.index.intersection(b.index) if not (math.isnan(a.at[s, column]) or math.isnan(b.at[s, column]))
     ]

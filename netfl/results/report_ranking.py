@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from netfl.results.paired import METHOD, Paired, compare
+from netfl.results.paired import METHOD, Paired, by_case, compare
 from netfl.results.report_tables import target_label
 
 #: The measures compared per target, by run_summary's column stem and unit: ``<stem>_to_<t><unit>``, bracketed by
@@ -63,8 +63,9 @@ def rank(summary: pd.DataFrame, cases: pd.DataFrame, target: float, widen: bool)
         never=[r["case"] for r in rows if r[f"reached_{t}"] == 0],
     )
     gap = f"time_to_{t}_gap_s" if widen else None
+    per_case = by_case(summary)
     for row in full[1:]:
-        paired = compare(summary, row["case"], ranking.first, f"time_to_{t}_s", gap)
+        paired = compare(per_case, row["case"], ranking.first, f"time_to_{t}_s", gap)
         side = {"higher": ranking.later, "tie": ranking.tied, "lower": ranking.tied}.get(paired.verdict)
         (ranking.uncompared if side is None else side).append((row["case"], paired))
     return ranking
@@ -82,9 +83,10 @@ def paired_table(summary: pd.DataFrame, names: Sequence[str], targets: Sequence[
         for m, (stem, unit) in TARGET_MEASURES.items()
     ]
     measures += [(math.nan, m, m, None) for m in RUN_MEASURES]
+    cases = by_case(summary)
     for target, measure, column, gap in measures:
         for case, reference in pairs:
-            p = compare(summary, case, reference, column, gap)
+            p = compare(cases, case, reference, column, gap)
             rows.append(
                 {
                     "target": target,
