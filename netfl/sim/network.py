@@ -118,6 +118,7 @@ class Network:
             self.graph.add_node(name, kind=node.kind)
         for wire in wires:
             self.graph.add_edge(wire.source, wire.target, rate=wire.rate_bps, latency=wire.latency_s)
+        self._paths: dict[str, list[str]] = {SERVER: [SERVER]}  # node -> its path to the server (the graph is fixed)
         self.edges = {name for name, node in nodes.items() if node.kind == "edge"}  # hierarchical FL's edge servers
         self.media: dict[str, Medium] = {
             name: MEDIA[node.medium.kind](
@@ -143,7 +144,7 @@ class Network:
         """Wired hops from ``node`` towards the server, ending early at the first node where ``stop_at``."""
         if node == SERVER:
             return []
-        path = nx.shortest_path(self.graph, node, SERVER, weight="latency")
+        path = self.path_nodes(node)
         hops = []
         for a, b in zip(path, path[1:]):
             edge = self.graph.edges[a, b]
@@ -159,7 +160,11 @@ class Network:
         return self.route_up(node, stop_at=tiers.__contains__)
 
     def path_nodes(self, node: str) -> list[str]:
-        return [node] if node == SERVER else nx.shortest_path(self.graph, node, SERVER, weight="latency")
+        """The lowest-latency path of wired nodes from ``node`` to the server (found once per node: every job of
+        a device routes its download and its upload by it)."""
+        if node not in self._paths:
+            self._paths[node] = nx.shortest_path(self.graph, node, SERVER, weight="latency")
+        return self._paths[node]
 
     # ------------------------------------------------------------- transfers
 
