@@ -37,15 +37,16 @@ def measure(scenario: Scenario, task: int, setup: TaskSetup) -> TaskCost:
     user's code cannot run there)."""
     dataset, recipe = setup.dataset, setup.model
     try:
-        with torch.device("meta"):
+        with recipe.guard(), torch.device("meta"):
             module = recipe.build()
-        sample = torch.empty((1, *dataset.input_shape), dtype=dataset.train_x.dtype, device="meta")
-        forward = forward_flops_per_sample(module, sample) if recipe.flops_per_sample is None else 0
+            sample = torch.empty((1, *dataset.input_shape), dtype=dataset.train_x.dtype, device="meta")
+            forward = forward_flops_per_sample(module, sample) if recipe.flops_per_sample is None else 0
     except Exception:  # code that needs real values (.item(), numpy) builds on the CPU, where errors are reported
         torch.manual_seed(0)
         module = recipe.build()
         check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
-        forward = forward_flops_per_sample(module, dataset.train_x[:1]) if recipe.flops_per_sample is None else 0
+        with recipe.guard():
+            forward = forward_flops_per_sample(module, dataset.train_x[:1]) if recipe.flops_per_sample is None else 0
     network = Network(module)
     parameters = network.params.size
     where = "task" if len(scenario.tasks) == 1 else f"tasks[{task}]"
@@ -128,11 +129,13 @@ def _report(scenario: Scenario, task: int, setup: TaskSetup) -> TaskReport:
     module = recipe.build()
     output = check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
     network = Network(module)
-    forward = float(forward_flops_per_sample(module, dataset.train_x[:1]))
-    training = recipe.flops_per_sample if recipe.flops_per_sample is not None else 3 * forward
     if recipe.flops_per_sample is not None:
-        forward = recipe.flops_per_sample / 3
-    trainer = Trainer(network, dataset.train_x, dataset.train_y, device=torch.device("cpu"))
+        training, forward = recipe.flops_per_sample, recipe.flops_per_sample / 3
+    else:
+        with recipe.guard():
+            forward = float(forward_flops_per_sample(module, dataset.train_x[:1]))
+        training = 3 * forward
+    trainer = Trainer(network, dataset.train_x, dataset.train_y, device=torch.device("cpu"), guard=recipe.guard)
     frozen = sum(p.numel() for p in module.parameters() if not p.requires_grad)
     sample = "x".join(map(str, dataset.input_shape)) + " " + str(dataset.train_x.dtype).replace("torch.", "")
     labels = f"a label per token ({dataset.train_y.shape[1]} per sample)" if dataset.per_token else "a label per sample"

@@ -53,15 +53,12 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from netfl import user_code
 from netfl.backend import (
     BYTES_PER_VALUE,
     CloudContext,
@@ -72,7 +69,6 @@ from netfl.backend import (
     RoundPlan,
     Work,
 )
-from netfl.errors import ModelError
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.compression import Compressor, Uplink
 from netfl.learn.datasets import Dataset
@@ -164,9 +160,7 @@ class TaskModel:
         # and, under the average rule, the buffers
         self.model_bytes = BYTES_PER_VALUE * (self.layout.size + self.extra)
         self.buffer_bytes = BYTES_PER_VALUE * self.network.buffers.size if recipe.buffers == "average" else 0
-        guard = nullcontext  # a module of the user's file runs fenced: its errors name the file and line
-        if recipe.source is not None:
-            guard = partial(user_code.guarded, path=recipe.source, what=recipe.label, error=ModelError)
+        guard = recipe.guard  # a module of the user's file runs fenced: its errors name the file and line
         with guard():
             forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
         self._train_flops = recipe.flops_per_sample if recipe.flops_per_sample is not None else 3 * forward

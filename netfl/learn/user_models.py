@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,14 @@ class ModelRecipe:
     flops_per_sample: float | None = None  # training FLOPs per sample; None: 3 x the forward counted
     buffers: str = "average"  # "average" or "local" (netfl.config.schema.ModelSpec.buffers)
     source: Path | None = None  # the user's file, if the module comes from one (for messages)
+
+    def guard(self, what: str | None = None) -> AbstractContextManager:
+        """What the module runs inside, wherever it runs: for a module of the user's file, the fence that makes
+        anything it raises (``sys.exit`` and ``os._exit`` included) one ModelError naming the file and line;
+        nothing for a built-in one."""
+        if self.source is None:
+            return nullcontext()
+        return user_code.guarded(path=self.source, what=what or self.label, error=ModelError)
 
 
 def builtin_recipe(
@@ -136,6 +145,13 @@ def check_model(
     output's shape. ModelError (naming the user's file and line when the failure is in it) when it fails, has
     nothing to train, or its outputs do not match the labels: ``(B, C)`` against labels per sample, ``(B, T,
     C)`` against labels per token, with C at least the data's number of classes."""
+    with recipe.guard():
+        return _checked(module, recipe, x, y, num_classes)
+
+
+def _checked(
+    module: nn.Module, recipe: ModelRecipe, x: torch.Tensor, y: torch.Tensor, num_classes: int
+) -> tuple[int, ...]:
     trial = copy.deepcopy(module)
     if not any(p.requires_grad for p in trial.parameters()):
         raise ModelError(f"{recipe.label}: the model has no trainable parameters")

@@ -307,3 +307,24 @@ def test_a_users_model_failing_mid_run_is_one_message_in_any_thread(tmp_path: Pa
                                           .replace("{does}", "fails"))  # fmt: skip
     path = _topology(tmp_path, {"path": "my_later.py:Later"})
     assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q", "--threads", "2"), expected)
+
+
+@pytest.mark.parametrize("command", ["validate", "simulate"])
+@pytest.mark.parametrize(
+    "action,expected",
+    [
+        ("sys.exit(3)", "my_later.py:20: SystemExit in my_later.py:Later: 3"),
+        ("os._exit(0)", "my_later.py:20: os._exit(0) in my_later.py:Later, which would end netfl at once"),
+    ],
+)
+def test_a_users_model_ending_the_process_in_the_checks_is_one_message(
+    tmp_path: Path, command: str, action, expected
+) -> None:
+    """From its first forward pass: in the checks before any run (the module on two samples, its FLOPs), which
+    run the user's module fenced as training does."""
+    (tmp_path / "my_later.py").write_text(FAILS_LATER.replace("{after}", "0").replace("{action}", action)
+                                          .replace("{does}", "ends the process"))  # fmt: skip
+    path = _topology(tmp_path, {"path": "my_later.py:Later"})
+    extra = ["--out", tmp_path / "out", "-q"] if command == "simulate" else []
+    assert_user_error(run(command, path, *extra), expected)
+    assert not (tmp_path / "out").exists()
