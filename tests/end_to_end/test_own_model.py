@@ -328,3 +328,17 @@ def test_a_users_model_ending_the_process_in_the_checks_is_one_message(
     extra = ["--out", tmp_path / "out", "-q"] if command == "simulate" else []
     assert_user_error(run(command, path, *extra), expected)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_study_whose_check_process_dies_is_refused_not_hung(tmp_path: Path) -> None:
+    """A model file that kills its own process (as a crash in native code would): the sweep's check of user code
+    says so and the sweep stops, rather than waiting for ever on the dead child."""
+    (tmp_path / "my_crash.py").write_text(
+        "import os, signal\nfrom torch import nn\n\n\nclass Crash(nn.Module):\n"
+        "    def __init__(self, num_classes):\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    topology = _topology(tmp_path, {"path": "my_crash.py:Crash"})
+    study = tmp_path / "study.yaml"
+    study.write_text(yaml.safe_dump({"name": "crash", "base": str(topology), "seeds": 1}))
+    result = run("sweep", study, "--out", tmp_path / "study", "--dry-run")
+    assert_user_error(result, "ended abruptly (a crash in native code, or out of memory)")
