@@ -45,7 +45,10 @@ SET_HELP = (
     help="folder holding the data set's files, as the run will be given it",
 )
 def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) -> None:
-    """Check TOPOLOGY (and that its data set's files are there) and print a one-screen summary of the scenario."""
+    """Check TOPOLOGY (and that its data set's files are there) and print a one-screen summary of the scenario.
+
+    Your own model, data loader or policy file is imported, and your model run on two samples: it is code that
+    netfl runs."""
     from netfl.config import check_data, load_scenario
     from netfl.config.summary import describe_scenario
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from netfl.config.budget import check_budget
+from netfl.config.budget import workload
 from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
@@ -53,8 +53,8 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
     problems += _check_lazy_engine(scenario)
-    problems += check_budget(scenario)
-    problems += check_schedule(scenario)
+    work = workload(scenario)  # the budget's problems, and the job costs the schedule's estimate uses
+    problems += work.problems + check_schedule(scenario, work)
     if scenario.server.mode == "async":
         for i, group in enumerate(scenario.devices):
             try:

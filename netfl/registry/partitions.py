@@ -7,7 +7,7 @@ it, so a new kind is added in one place.
 
 from __future__ import annotations
 
-__all__ = ["LABEL_KINDS", "NATURAL_PICKS", "PARTITIONS", "PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "SAMPLED_KINDS"]
+__all__ = ["LABEL_KINDS", "PARTITIONS", "PARTITION_KINDS", "QUANTITY_SKEW_KINDS", "SAMPLED_KINDS"]
 
 #: Each kind and what it does, for listings and error messages.
 PARTITIONS: dict[str, str] = {
@@ -29,10 +29,3 @@ QUANTITY_SKEW_KINDS: tuple[str, ...] = ("iid", "classes")
 
 #: The kinds that split by label (so they need one label per sample, not one per token).
 LABEL_KINDS: tuple[str, ...] = ("dirichlet", "classes", "by_label")
-
-#: How a natural partition chooses the clients when there are fewer devices than clients.
-NATURAL_PICKS: dict[str, str] = {
-    "random": "a seeded random draw of as many clients as devices (the partition's stream)",
-    "first": "the first clients in ascending order of their ids (LEAF: the order users are listed in)",
-    "largest": "the clients with the most training samples (ties: the lower id)",
-}
