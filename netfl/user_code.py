@@ -46,12 +46,8 @@ T = TypeVar("T")
 
 
 def is_user_reference(name: Any) -> bool:
-    """Whether ``name`` reads ``something.py:Name`` (a user's file and a name in it), or records code given in
-    Python (``<python>:Name``)."""
-    if not isinstance(name, str) or ":" not in name:
-        return False
-    file = name.rsplit(":", 1)[0]
-    return file.endswith(".py") or file == PYTHON_ONLY
+    """Whether ``name`` reads ``something.py:Name`` (a user's file and a name in it)."""
+    return isinstance(name, str) and ":" in name and name.rsplit(":", 1)[0].endswith(".py")
 
 
 @dataclass(frozen=True)

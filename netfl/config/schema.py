@@ -273,10 +273,10 @@ class ModelSpec(Strict):
                 "give the model's name (a built-in: " + one_of(MODEL_NAMES) + ") or the path of your own "
                 "(my_models.py:Net)" + (f", not both {' and '.join(given)}" if given else "")
             )
+        if self.path is not None and python_only_problem(self.path, "model"):  # code given in Python, recorded
+            raise ValueError(python_only_problem(self.path, "model"))
         if self.path is not None and not is_user_reference(self.path):
             raise ValueError(f"path {self.path!r} must read file.py:Name (a class or function in a Python file)")
-        if self.path is not None and python_only_problem(self.path, "model"):
-            raise ValueError(python_only_problem(self.path, "model"))
         if self.name is None and "hidden" in self.model_fields_set:
             raise ValueError("hidden sizes the built-in mlp; pass your model's own arguments in args")
         if self.name is not None and self.args:
