@@ -20,7 +20,6 @@ max; null on mains power).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 
@@ -52,13 +51,15 @@ BATTERY_STATS = ("mean", "min", "p10", "p50", "p90", "max")
 
 
 class Timeline:
-    """Readings of the fleet, one row per reading and group (``rows``: column -> list)."""
+    """Readings of the fleet, one row per reading and group (:meth:`columns` gives them by column)."""
 
     def __init__(self, group: np.ndarray, group_names: list[str], recorder: EventRecorder):
         self.names = list(group_names)
         self.members = [np.asarray(group) == g for g in range(len(self.names))]
         self.recorder = recorder
-        self.rows: dict[str, list] = {name: [] for name in TIMELINE_COLUMNS}
+        #: One tuple per reading and group, in TIMELINE_COLUMNS' order: a row is added by one append, so a
+        #: Ctrl-C during a reading leaves whole rows only (the partial results are written from them).
+        self._rows: list[tuple] = []
         self._started = np.zeros(len(group), dtype=np.int64)
         self._delivered = np.zeros(len(group), dtype=np.int64)
         self._seen_events = 0  # the event log's rows already looked at for dropouts
@@ -92,16 +93,19 @@ class Timeline:
                 "participated": participated,
                 "dropped": dropped,
             }
-            self.rows["sim_time_s"].append(float(now))
-            self.rows["group"].append(name)
-            for column, flags in counts.items():
-                self.rows[column].append(int(np.count_nonzero(flags & members)))
-            self.rows["delivered"].append(int(delivered[members].sum()))
-            for stat, value in zip(BATTERY_STATS, battery_stats(state.battery[members])):
-                self.rows[f"battery_{stat}"].append(value)
+            self._rows.append(
+                (
+                    float(now),
+                    name,
+                    *(int(np.count_nonzero(flags & members)) for flags in counts.values()),
+                    int(delivered[members].sum()),
+                    *battery_stats(state.battery[members]),
+                )
+            )
 
-    def columns(self) -> dict[str, Any]:
-        return self.rows
+    def columns(self) -> dict[str, list]:
+        """The readings as columns (name -> list), for timeline.parquet."""
+        return {name: [row[i] for row in self._rows] for i, name in enumerate(TIMELINE_COLUMNS)}
 
 
 def battery_stats(levels: np.ndarray) -> tuple[float, ...]:

@@ -9,6 +9,7 @@ import pytest
 from engine_support import FakeBackend, simulate
 from test_lazy_engine import batteries_world, lazy, sessions_world
 
+from netfl.sim import timeline as timeline_module
 from netfl.sim.fleet import EagerFleet, FleetState, LazyFleet
 from netfl.sim.recorder import EventRecorder
 from netfl.sim.simulation import Simulation
@@ -42,6 +43,27 @@ def state(**flags) -> FleetState:
             for k, v in base.items()
         }
     )
+
+
+def test_a_reading_cut_short_by_ctrl_c_leaves_whole_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C may strike in the middle of a reading (here in the second group's battery levels); the partial
+    results are written from whole rows, every column as long as the others."""
+    timeline = Timeline(np.array([0, 0, 0, 1]), ["phones", "boards"], EventRecorder())
+    timeline.read(0.0, state(), start=True)
+    calls = iter([False, True])
+    real = timeline_module.battery_stats
+
+    def interrupted(levels: np.ndarray) -> tuple[float, ...]:
+        if next(calls):
+            raise KeyboardInterrupt
+        return real(levels)
+
+    monkeypatch.setattr(timeline_module, "battery_stats", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        timeline.read(10.0, state())
+    columns = timeline.columns()
+    assert {len(values) for values in columns.values()} == {3}
+    assert columns["sim_time_s"] == [0.0, 0.0, 10.0] and columns["group"] == ["phones", "boards", "phones"]
 
 
 def test_a_reading_counts_each_group_and_what_happened_since_the_last_one() -> None:
