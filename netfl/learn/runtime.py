@@ -8,16 +8,16 @@ run, a sweep's workers, a colleague -- those spinning threads fight it and
 a run slows several-fold (``benchmarks/speed.py``: beside a second run,
 two intra-op threads took 2 to 17 times as long as one).
 
-So netfl parallelises *across jobs* instead: the stacked training of a
-round is cut into cache-sized chunks (:mod:`netfl.learn.stacked`) and
-``threads`` worker threads train chunks side by side, each with one torch
-thread inside its operations (the fused kernel of Linear/ReLU models; other
-models train their chunks one after another, since ``torch.func`` keeps
-its transforms' state per process, not per thread). Chunks are independent, so alone the cores
+So netfl parallelises *across jobs* instead: ``threads`` worker threads
+train side by side, each with one torch thread inside its operations --
+cache-sized chunks of jobs through the fused kernel of Linear/ReLU models
+(:mod:`netfl.learn.fused_mlp`), whole jobs on each thread's own replica of
+any other module (:mod:`netfl.learn.replicas`) -- and the test set's
+chunks at an evaluation. The pieces are independent, so alone the cores
 are all busy, and shared nothing spins: each worker simply gets less CPU.
-Which chunk a job lands in does not depend on the thread count, so the
-results are the same bits whatever ``threads`` is. The default is every
-CPU this process may use; ``--threads N`` sets another count.
+How the work is cut does not depend on the thread count, so the results
+are the same bits whatever ``threads`` is. The default is every CPU this
+process may use; ``--threads N`` sets another count.
 """
 
 from __future__ import annotations

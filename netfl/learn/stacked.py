@@ -30,6 +30,7 @@ minibatches up to float rounding (the batched kernels sum in another order).
 
 from __future__ import annotations
 
+import copy
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Protocol
@@ -41,6 +42,7 @@ from torch.func import functional_call, grad, vmap
 from netfl.learn.network import Network, task_loss
 from netfl.learn.objective import Correction
 from netfl.learn.params import ParamLayout
+from netfl.learn.pool_first import pool_before_activation
 from netfl.learn.training import TrainJob
 
 #: Parameter bytes of one chunk on a CPU: a few times a core's L2 cache. Measured on W1 (one thread):
@@ -170,7 +172,8 @@ class FunctionalKernel:
 
     def __init__(self, network: Network):
         self.network = network
-        module = network.module
+        self.module = module = copy.deepcopy(network.module)  # its own copy, pooling before the activation
+        pool_before_activation(module)
 
         def loss(params: dict, buffers: dict, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
             return task_loss(functional_call(module, {**params, **buffers}, (xb,)), yb)
@@ -192,7 +195,7 @@ class FunctionalKernel:
         offset: torch.Tensor | None = None,
     ) -> None:
         network = self.network
-        network.module.train()
+        self.module.train()
         n, b = len(steps), batches.shape[2]
         params = stacked_views(w, network.params)
         own = self._buffers(buffers)
