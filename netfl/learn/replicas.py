@@ -16,8 +16,8 @@ What makes a replica fast on a CPU:
   oneDNN's convolutions, pooling and activations are faster in it (measured on the built-in CNN, one core:
   14.7 ms against 20.7 ms a step of 32; LeNet-5 1.2x);
 * a max-pooling that follows ReLU (or another exactly computed non-decreasing activation) runs first, so
-  the activation works on the pooled elements only: the same numbers (:mod:`netfl.learn.pool_first`; the
-  built-in CNN's step 1.4x as fast);
+  the activation works on the pooled elements only: the same numbers (:mod:`netfl.learn.pool_first`; a
+  step of the built-in CNN in 0.75x the time);
 * each step's minibatch is gathered into a buffer allocated once per replica.
 
 Dropout stays reproducible: a replica's ``nn.Dropout`` layers draw from a generator seeded per job, not
