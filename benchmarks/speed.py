@@ -584,49 +584,56 @@ def threads(args, tmp: Path) -> dict:
     commands = {w: (lambda p: lambda t, out: simulate(p, out, t))(p) for w, p in paths.items()}  # noqa: B023
     commands["W1 plain loop, torch intra-op"] = lambda t, out: plain("--threads", str(t), "--rounds", str(rounds))
     counts = (1, 2)
-    walls = {w: {t: {"alone": [], "shared": []} for t in counts} for w in commands}
+    default = "default"  # netfl without --threads: every CPU, fewer while another process keeps some busy
+    walls = {w: {t: {"alone": [], "shared": []} for t in (*counts, default)} for w in commands}
     busy = quiet_check()
     for i in range(args.repeat):
         for w, command in commands.items():
-            for t in counts:
+            for t in counts if "plain" in w else (*counts, default):
                 out = tmp / f"threads-{i}-{t}"
-                walls[w][t]["alone"].append(run(command(t, out)).ok().wall_s)
+                threads = None if t == default else t
+                walls[w][t]["alone"].append(run(command(threads, out)).ok().wall_s)
                 shutil.rmtree(out, ignore_errors=True)
-                pair = run_together([command(t, out / "a"), command(t, out / "b")])
+                pair = run_together([command(threads, out / "a"), command(threads, out / "b")])
                 walls[w][t]["shared"].append([r.ok().wall_s for r in pair])
                 shutil.rmtree(out, ignore_errors=True)
     rows, med = [], {}
     for w in commands:
         med[w] = {
             t: {"alone": median(walls[w][t]["alone"]), "shared": median(max(p) for p in walls[w][t]["shared"])}
-            for t in counts
+            for t in walls[w]
+            if walls[w][t]["alone"]
         }
         m = med[w]
+        shown = [t for t in (*counts, default) if t in m]
         rows.append(
             [
                 w,
-                m[1]["alone"],
-                m[2]["alone"],
-                min(counts, key=lambda t: m[t]["alone"]),
-                m[1]["shared"],
-                m[2]["shared"],
-                min(counts, key=lambda t: m[t]["shared"]),
+                *(m[t]["alone"] for t in counts),
+                m[default]["alone"] if default in m else None,
+                min(shown, key=lambda t: m[t]["alone"]),
+                *(m[t]["shared"] for t in counts),
+                m[default]["shared"] if default in m else None,
+                min(shown, key=lambda t: m[t]["shared"]),
             ]
         )
     table(
-        f"threads: wall s with 1 / 2 threads, alone and beside a second identical run started at the same moment "
-        f"(slower of the pair); netfl: --threads (worker threads, one torch thread each); plain loop: torch's "
-        f"intra-op threads; median of {args.repeat}{', 3 rounds each' if args.quick else ''} "
-        f"(others busy {busy:.1f} cores)",
-        ["workload", "1 alone", "2 alone", "wins", "1 shared", "2 shared", "wins"],
+        f"threads: wall s with 1 / 2 threads and netfl's default (no --threads: every CPU, fewer while another "
+        f"process keeps some busy), alone and beside a second identical run started at the same moment (slower of "
+        f"the pair); netfl: --threads (worker threads, one torch thread each); plain loop: torch's intra-op "
+        f"threads; median of {args.repeat}{', 3 rounds each' if args.quick else ''} (others busy {busy:.1f} cores)",
+        ["workload", "1 alone", "2 alone", "default", "wins", "1 shared", "2 shared", "default", "wins"],
         rows,
     )
     for w in commands:
         m = med[w]
-        print(
+        line = (
             f"   {w}: 2 threads take {m[2]['alone'] / m[1]['alone']:.2f}x the time of 1 alone, "
             f"{m[2]['shared'] / m[1]['shared']:.2f}x shared"
         )
+        if default in m:
+            line += f"; the default {m[default]['shared'] / m[1]['shared']:.2f}x the time of 1 thread each shared"
+        print(line)
     if "OMP_NUM_THREADS" in os.environ:
         print(f"   note: OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} is set in this environment")
     return {

@@ -35,6 +35,11 @@ SET_HELP = (
     "--set devices[0].availability.p=0.3 (repeatable)"
 )
 
+THREADS_HELP = (
+    "threads that train clients side by side, one torch thread each [default: every CPU this process may use, "
+    "fewer while other processes keep some busy]; the results are the same whatever the count"
+)
+
 
 @main.command()
 @click.argument("topology", type=click.Path(path_type=Path))
@@ -100,8 +105,7 @@ def _inspect_users_own(scenario, data_dir: Path | None) -> list:
 @click.option(
     "--threads",
     type=click.IntRange(min=1),
-    help="threads that train clients side by side, one torch thread each [default: every CPU this "
-    "process may use]; the results are the same whatever the count",
+    help=THREADS_HELP,
 )
 @click.option("--set", "overrides", multiple=True, metavar="PATH=VALUE", help=SET_HELP)
 @click.option(
@@ -170,7 +174,7 @@ def simulate(
     help="folder holding the data set's files [default: the one the run was started with]",
 )
 @click.option("--device", default="cpu", show_default=True, help="where torch trains: cpu, cuda or cuda:<index>")
-@click.option("--threads", type=click.IntRange(min=1), help="training threads [default: every CPU]")
+@click.option("--threads", type=click.IntRange(min=1), help=THREADS_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | None, quiet: bool) -> None:
     """Continue the run that writes RUN_DIR from its last checkpoint (netfl simulate --checkpoint-every).
@@ -220,7 +224,7 @@ def resume(run_dir: Path, data_dir: Path | None, device: str, threads: int | Non
 )
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
 @click.option("--device", default="cpu", show_default=True, help="where torch trains: cpu, cuda or cuda:<index>")
-@click.option("--threads", type=click.IntRange(min=1), help="training threads [default: every CPU]")
+@click.option("--threads", type=click.IntRange(min=1), help=THREADS_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 def rerun(
     run_dir: Path, out_dir: Path | None, data_dir: Path | None, device: str, threads: int | None, quiet: bool

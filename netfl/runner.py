@@ -18,7 +18,7 @@ from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint
 from netfl.config import scenario_document
 from netfl.config.schema import Scenario
 from netfl.learn.learner import Learner
-from netfl.learn.runtime import use_threads
+from netfl.learn.runtime import adapts_to_other_work, use_threads
 from netfl.loss_watch import LossExplosion, LossWatch
 from netfl.results.progress import Progress
 from netfl.results.writer import write_run
@@ -219,7 +219,8 @@ def run_scenario(
 ) -> RunOutcome:
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
-    ``threads``: training worker threads (default: every CPU this process may use; see
+    ``threads``: training worker threads (default: every CPU this process may use, fewer while other processes
+    keep some busy; see
     :mod:`netfl.learn.runtime`). ``extra_summary``: keys added to summary.json as they are (a sweep's
     ``study``: case, seed, overrides). ``checkpoint_every``: keep a checkpoint beside ``out_dir``
     (:mod:`netfl.checkpoint`), removed when the run completes; ``resume``: continue from one (the run's
@@ -282,9 +283,10 @@ def run_scenario(
             updates_skipped=learner.updates_skipped,
             loss_explosion=watch.explosion,
         )
-        summary.update(device=device, threads=threads, **(extra_summary or {}))
+        adaptive = adapts_to_other_work()
+        summary.update(device=device, threads=threads, threads_adaptive=adaptive, **(extra_summary or {}))
         for task_summary, task in zip(summary["tasks"], learner.tasks):
-            task_summary["training"] = task.trainer.describe(threads)
+            task_summary["training"] = task.trainer.describe(threads, adaptive)
         outcome = RunOutcome(summary, None, result, [task.num_classes for task in learner.tasks])
         if write:
             outcome.out_dir = write_run(

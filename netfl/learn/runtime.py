@@ -17,11 +17,14 @@ chunks at an evaluation. The pieces are independent, so alone the cores
 are all busy, and shared nothing spins: each worker simply gets less CPU.
 How the work is cut does not depend on the thread count, so the results
 are the same bits whatever ``threads`` is. The default is every CPU this
-process may use; ``--threads N`` sets another count.
+process may use, less those other processes keep busy while the run goes
+on (:mod:`netfl.learn.cpu_share`); ``--threads N`` sets a fixed count.
 """
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
@@ -29,6 +32,7 @@ from typing import TypeVar
 import torch
 
 from netfl.cpus import available_cpus
+from netfl.learn.cpu_share import CpuShare
 
 __all__ = ["available_cpus", "parallel_map", "threads_in_use", "torch_device", "use_threads"]
 
@@ -37,6 +41,7 @@ R = TypeVar("R")
 
 _pool: ThreadPoolExecutor | None = None
 _threads = 1
+_share: CpuShare | None = None  # the default thread count: yield the CPUs other processes keep busy
 
 
 def _one_torch_thread() -> None:
@@ -44,11 +49,13 @@ def _one_torch_thread() -> None:
 
 
 def use_threads(threads: int | None = None) -> int:
-    """Train with ``threads`` worker threads (every available CPU if None), one torch thread each; return the count.
+    """Train with ``threads`` worker threads, one torch thread each; return the count. None: every available
+    CPU, fewer while other processes keep some of them busy.
 
     The inter-op pool can be sized only before its first use; later calls leave it as it is.
     """
-    global _pool, _threads
+    global _pool, _threads, _share
+    adaptive = threads is None
     threads = available_cpus() if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be at least 1, got {threads}")
@@ -66,18 +73,48 @@ def use_threads(threads: int | None = None) -> int:
             else None
         )
         _threads = threads
+    affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+    _share = CpuShare(affinity) if adaptive and threads > 1 and affinity else None
     return threads
 
 
 def threads_in_use() -> int:
+    """The worker threads (with the default count, the most that train at once)."""
     return _threads
 
 
+def adapts_to_other_work() -> bool:
+    """Whether the threads that train at once follow the CPUs other processes leave free."""
+    return _share is not None
+
+
 def parallel_map(work: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``[work(item) for item in items]``, spread over the worker threads; results in order."""
-    if _pool is None or len(items) < 2:
+    """``[work(item) for item in items]``, spread over the worker threads that may train now; results in order."""
+    lanes = min(_threads if _share is None else _share.free(_threads), len(items))
+    if _pool is None or lanes < 2:
         return [work(item) for item in items]
-    return list(_pool.map(work, items))
+    if lanes == _threads:
+        return list(_pool.map(work, items))
+    return _in_lanes(work, items, lanes)
+
+
+def _in_lanes(work: Callable[[T], R], items: Sequence[T], lanes: int) -> list[R]:
+    """``items`` worked through by ``lanes`` of the pool's threads, each taking the next item when done."""
+    results: list = [None] * len(items)
+    order = iter(range(len(items)))
+    lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with lock:
+                i = next(order, None)
+            if i is None:
+                return
+            results[i] = work(items[i])
+
+    for future in [_pool.submit(lane) for _ in range(lanes)]:
+        future.result()  # the first lane's error, as map would raise it
+    return results
 
 
 def torch_device(name: str | torch.device) -> torch.device:

@@ -146,13 +146,13 @@ class Trainer:
             return f"vmap cannot batch it ({type(exc).__name__}: {str(exc).splitlines()[0][:120]})"
         return ""
 
-    def describe(self, threads: int | None = None) -> str:
-        """The path and why, for summary.json (``threads``: the run's worker threads) and ``netfl validate``
-        (None: before a run)."""
+    def describe(self, threads: int | None = None, adaptive: bool = False) -> str:
+        """The path and why, for summary.json (``threads``: the run's worker threads, ``adaptive``: fewer while
+        other processes keep CPUs busy) and ``netfl validate`` (None: before a run)."""
         where = ""
         if self.path in ("replicas", "fused") and self.device.type == "cpu" and not self.global_random:
-            where = (", in the worker threads" if threads is None
-                     else f", {threads} worker thread{'s' if threads != 1 else ''}")  # fmt: skip
+            count = f"{'up to ' if adaptive else ''}{threads} worker thread{'s' if threads != 1 else ''}"
+            where = ", in the worker threads" if threads is None else f", {count}"
         return f"{self.path} ({self.reason}{where})"
 
     def train(

@@ -96,3 +96,80 @@ def test_results_are_the_same_bits_whatever_the_thread_count(tmp_path, model, re
     assert events_1 == events_3 and devices_1 == devices_3 and metrics_1 == metrics_3
     for key in ("final_test_accuracy", "rounds", "sim_time_s", "energy_j", "updates_received", "bytes_up"):
         assert one[key] == three[key], key
+
+
+def test_explicit_threads_are_fixed_and_the_default_yields_to_other_work(tmp_path, restore_threads) -> None:
+    from netfl.learn.runtime import adapts_to_other_work
+
+    use_threads(2)
+    assert not adapts_to_other_work()
+    use_threads()
+    assert adapts_to_other_work() == (available_cpus() > 1)
+    summary, *_ = _run(tmp_path, "mlp", 2)
+    assert summary["threads"] == 2 and summary["threads_adaptive"] is False
+    assert "2 worker threads" in summary["tasks"][0]["training"]
+
+
+def test_a_pool_running_fewer_lanes_gives_every_result_in_order_and_raises_a_workers_error(restore_threads) -> None:
+    from netfl.learn import runtime
+
+    use_threads(3)
+    assert runtime._in_lanes(lambda i: i * i, list(range(11)), 2) == [i * i for i in range(11)]
+
+    def fails_on_seven(i: int) -> int:
+        if i == 7:
+            raise ValueError("seven")
+        return i
+
+    with pytest.raises(ValueError, match="seven"):
+        runtime._in_lanes(fails_on_seven, list(range(11)), 2)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.wall, self.own = 0.0, 0.0
+
+    def monotonic(self) -> float:
+        return self.wall
+
+    def process_time(self) -> float:
+        return self.own
+
+
+def proc_stat(path, ticks: dict[int, tuple[int, int]]) -> None:
+    """A /proc/stat with each CPU's (busy, idle) ticks: busy split over user, system and steal."""
+    lines = ["cpu  0 0 0 0 0 0 0 0 0 0"]
+    for cpu, (busy, idle) in ticks.items():
+        user, system, steal = busy - busy // 2 - busy // 4, busy // 2, busy // 4
+        lines.append(f"cpu{cpu} {user} 0 {system} {idle} 7 0 0 {steal} 0 0")
+    path.write_text("\n".join(lines + ["intr 1 2 3", "ctxt 5"]) + "\n")
+
+
+def test_the_cores_other_processes_keep_busy_by_hand(tmp_path, monkeypatch) -> None:
+    from netfl.learn import cpu_share
+
+    clock = FakeClock()
+    monkeypatch.setattr(cpu_share, "time", clock)
+    monkeypatch.setattr(cpu_share, "_TICKS_PER_S", 100)
+    stat = tmp_path / "stat"
+    proc_stat(stat, {0: (1000, 5000), 1: (2000, 4000), 2: (0, 9000)})
+    share = cpu_share.CpuShare({0, 1}, interval_s=1.0, stat_path=str(stat))
+    assert share.others_busy() == 0.0 and share.free(2) == 2  # nothing measured yet
+    # 2 s later: CPUs 0 and 1 were busy 1.5 s and 2 s (350 ticks), of which this process 0.5 s; CPU 2 is not ours
+    clock.wall, clock.own = 2.0, 0.5
+    proc_stat(stat, {0: (1150, 5050), 1: (2200, 4000), 2: (200, 9000)})
+    assert share.others_busy() == pytest.approx((3.5 - 0.5) / 2.0)  # 1.5 cores
+    assert share.free(2) == 1 and share.free(8) == 1  # round(2 - 1.5) = 0, but always one thread
+    clock.wall = 2.5  # within the interval: the last figure, the file not read
+    stat.write_text("")
+    assert share.others_busy() == pytest.approx(1.5)
+    clock.wall, clock.own = 4.0, 2.4  # the other work ended: this process alone used 1.9 s of its 2 cores
+    proc_stat(stat, {0: (1250, 5150), 1: (2290, 4010), 2: (400, 9000)})
+    assert share.others_busy() == pytest.approx(0.0) and share.free(2) == 2
+
+
+def test_without_proc_stat_every_cpu_trains(tmp_path) -> None:
+    from netfl.learn.cpu_share import CpuShare
+
+    share = CpuShare({0, 1, 2}, interval_s=0.0, stat_path=str(tmp_path / "absent"))
+    assert share.others_busy() == 0.0 and share.free(3) == 3
