@@ -220,8 +220,8 @@ def run_scenario(
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
     ``threads``: training worker threads (default: every CPU this process may use, fewer while other processes
-    keep some busy; see :mod:`netfl.learn.runtime`). ``extra_summary``: keys added to summary.json as they are (a sweep's
-    ``study``: case, seed, overrides). ``checkpoint_every``: keep a checkpoint beside ``out_dir``
+    keep some busy; see :mod:`netfl.learn.runtime`). ``extra_summary``: keys added to summary.json as they are
+    (a sweep's ``study``: case, seed, overrides). ``checkpoint_every``: keep a checkpoint beside ``out_dir``
     (:mod:`netfl.checkpoint`), removed when the run completes; ``resume``: continue from one (the run's
     events and metrics are those of a run that never stopped). ``warn(message)``: told of a loss explosion as
     the run goes on (:mod:`netfl.loss_watch`; it is in the summary either way). Interrupted (Ctrl-C, or SIGTERM under
