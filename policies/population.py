@@ -44,9 +44,11 @@ from netfl import keyed_random
 from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.policies.sessions import DAY, HOUR, window_start
 
-__all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model"]
+__all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model", "HOUR", "DAY"]
+
+HOUR = 3600.0
+DAY = 24 * HOUR
 
 #: Sees each batch of flips: (devices, since, at, was_on) -- the interval [since, at) each device just left.
 FlipHook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
@@ -63,9 +65,10 @@ class PopulationModel(ABC):
     time_base: ClassVar[str] = "continuous"
     policy = ""  # the built-in's name, set by build_population_model (events name it as a cause)
 
-    def __init__(self, n: int, key: int):
+    def __init__(self, n: int, key: int, params: Any = None):
         self.n = n
         self.key = key
+        self.params = params  # the policy's validated parameters (the per-device views read them)
         self.state = np.zeros(n, dtype=bool)
         self.change = np.full(n, math.inf)
         self.since = np.zeros(n)
@@ -120,7 +123,7 @@ class PopulationModel(ABC):
 
 class AlwaysModel(PopulationModel):
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
-        super().__init__(n, key)
+        super().__init__(n, key, params)
         self.state[:] = True
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -147,10 +150,11 @@ class SessionsModel(PopulationModel):
     then alternate full on and off durations."""
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
-        super().__init__(n, key)
+        super().__init__(n, key, params)
         self.on, self.off = params.on, params.off
+        self.stationary = self.on.mean / (self.on.mean + self.off.mean)  # the long-run online fraction
         everyone = np.arange(n)
-        self.state[:] = self._uniform(everyone) < self.on.mean / (self.on.mean + self.off.mean)
+        self.state[:] = self._uniform(everyone) < self.stationary
         self.change[:] = self._next_change(everyone, np.zeros(n))
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
@@ -169,7 +173,7 @@ class DiurnalModel(PopulationModel):
     local hour's rate, redrawn from the hour boundary at the next hour's rate when it crosses it."""
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
-        super().__init__(n, key)
+        super().__init__(n, key, params)
         self.profile = np.asarray(params.hourly(), dtype=float)
         self.mixing = params.mixing
         self.offset = params.time_zone_offset
@@ -207,7 +211,7 @@ class DailyModel(PopulationModel):
     move by independent uniform jitter (day d's draws are numbers 2d+2 and 2d+3 of the device)."""
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
-        super().__init__(n, key)
+        super().__init__(n, key, params)
         self.start, self.jitter = window_start(params), params.jitter
         self.length = (params.end - params.start) % DAY
         self.day = np.full(n, -1, dtype=np.int64)  # the day whose window is current or next
@@ -254,7 +258,7 @@ class _RoundChain(PopulationModel):
     time_base = "round"
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
-        super().__init__(n, key)
+        super().__init__(n, key, params)
         self.p = resolve_probabilities(params.p, label_mix, lambda name: shared_rng(seed, name))
         self.to_on, self.to_off = self._transitions(params)
         everyone = np.arange(n)
@@ -302,7 +306,7 @@ class CyclicModel(PopulationModel):
     time_base = "round"
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
-        super().__init__(n, key)
+        super().__init__(n, key, params)
         self.p = resolve_probabilities(params.p, label_mix, lambda name: shared_rng(seed, name))
         self.on = np.maximum(1, np.round(params.period * self.p)).astype(np.int64)
         self.off = np.maximum(1, params.period - self.on)
@@ -323,6 +327,12 @@ class CyclicModel(PopulationModel):
     @property
     def participation(self) -> np.ndarray:
         return self.p
+
+
+def window_start(params: Any) -> float:
+    """Where day 0's window of a ``daily`` policy opens on the simulated clock: ``start`` local, the offset taken
+    modulo a day (the windows repeat daily), so that day -1's window is the earliest that may still be open at 0."""
+    return params.start - params.time_zone_offset % DAY
 
 
 POPULATION_MODELS: dict[str, type[PopulationModel]] = {

@@ -1,11 +1,12 @@
 """Continuous-time availability: always, sessions, daily windows, diurnal profiles.
 
-All policies here are *lazy by time*: each keeps a small state machine that
-draws the next duration only when simulated time reaches the end of the
-current one, so the intervals depend on the seed alone and not on how often
-or when the engine asks (it asks at start, at every wake-up and at every
-device state change, possibly several times at one instant). Time is assumed
-never to go backwards; time 0 is the start of the simulation and, for the
+These classes declare each policy's parameters and meaning; its behaviour is
+implemented once, by its population model (:mod:`netfl.policies.population`),
+of which a device's policy is one row (:mod:`netfl.policies.rows`). Each
+model draws a device's next duration only when simulated time reaches the end
+of the current one, from a stream keyed by (seed, group, device, draw
+number), so the intervals depend on the seed alone and not on how often or
+when the engine asks. Time 0 is the start of the simulation and, for the
 clock-based policies (``daily``, ``diurnal``), midnight of day 0 plus their
 shared ``time_zone_offset`` (local time minus simulated time: with ``8h``,
 simulated 0 is 08:00 local).
@@ -15,46 +16,41 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from typing import Annotated, Literal
 
-import numpy as np
 from pydantic import Field, PlainValidator, model_validator
 
 from netfl.distributions import Distribution, parse_duration
-from netfl.policies.base import DeviceInfo, DeviceState, PolicyParams, SessionPolicy
+from netfl.policies.base import PolicyParams
+from netfl.policies.population import DAY, HOUR, AlwaysModel, DailyModel, DiurnalModel, SessionsModel
+from netfl.policies.rows import SessionRow
 from netfl.units import Seconds, parse_quantity
 
-__all__ = ["Duration", "parse_duration", "ClockTime", "ClockParams", "OnOff", "Daily", "Diurnal", "PRODUCTION_PROFILE"]
-
-HOUR = 3600.0
-DAY = 24 * HOUR
+__all__ = [
+    "Duration",
+    "parse_duration",
+    "ClockTime",
+    "ClockParams",
+    "Always",
+    "OnOff",
+    "Daily",
+    "Diurnal",
+    "PRODUCTION_PROFILE",
+    "HOUR",
+    "DAY",
+]
 
 
 Duration = Annotated[Distribution, PlainValidator(parse_duration)]
 
 
-class Always(SessionPolicy):
+class Always(SessionRow):
     """Always online: a mains-powered, always-connected device (battery permitting)."""
 
-    def online(self, now, state) -> bool:
-        return True
+    population = AlwaysModel
 
 
-class _Alternating:
-    """Alternating on/off intervals whose lengths are drawn in time order as time passes."""
-
-    def __init__(self, online: bool, end: float, draw: Callable[[bool], float]):
-        self.state, self.end, self._draw = online, end, draw
-
-    def at(self, now: float) -> bool:
-        while now >= self.end:
-            self.state = not self.state
-            self.end += self._draw(self.state)
-        return self.state
-
-
-class OnOff(SessionPolicy):
+class OnOff(SessionRow):
     """Online and offline sessions alternate, their lengths drawn from ``on`` and ``off``.
 
     An alternating renewal process: the standard model of device churn in
@@ -69,24 +65,11 @@ class OnOff(SessionPolicy):
     average for heavy tails) -- a transient that lasts one session.
     """
 
+    population = SessionsModel
+
     class Params(PolicyParams):
         on: Duration = Field(description="length of an online session")
         off: Duration = Field(description="length of an offline gap")
-
-    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
-        super().__init__(params, device, rng)
-        on, off = params.on, params.off
-        self.stationary = on.mean / (on.mean + off.mean)
-        online = bool(rng.random() < self.stationary)
-        first = (on if online else off).draw(rng)
-        self._chain = _Alternating(online, first, lambda state: (on if state else off).draw(rng))
-
-    def online(self, now: float, state: DeviceState) -> bool:
-        return self._chain.at(now)
-
-    def next_wakeup(self, now: float) -> float:
-        self._chain.at(now)
-        return self._chain.end
 
 
 # ------------------------------------------------------------ time of day
@@ -127,7 +110,7 @@ class ClockParams(PolicyParams):
     time_zone_offset: Seconds = Field(0.0, description="local time minus simulated time (8h: simulated 0 is 08:00)")
 
 
-class Daily(SessionPolicy):
+class Daily(SessionRow):
     """Online inside a daily window ``[start, end)`` that may wrap past midnight.
 
     For availability ("only in the evening") and for charging schedules
@@ -139,6 +122,8 @@ class Daily(SessionPolicy):
     (local minus simulated) places them on the simulated clock, as for
     :class:`Diurnal`.
     """
+
+    population = DailyModel
 
     class Params(ClockParams):
         start: ClockTime = Field(description='window opens, "HH:MM"')
@@ -159,38 +144,6 @@ class Daily(SessionPolicy):
                 )
             return self
 
-    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
-        super().__init__(params, device, rng)
-        self._length = (params.end - params.start) % DAY
-        self._day = -1  # yesterday's window may still be open at time 0
-        self._window = self._draw_window(self._day)
-
-    def _draw_window(self, day: int) -> tuple[float, float]:
-        j = self.params.jitter
-        shift_start = float(self.rng.uniform(-j, j)) if j > 0 else 0.0
-        shift_end = float(self.rng.uniform(-j, j)) if j > 0 else 0.0
-        opens = day * DAY + window_start(self.params)
-        return opens + shift_start, opens + self._length + shift_end
-
-    def _advance(self, now: float) -> None:
-        while now >= self._window[1]:  # day -1's window (or an earlier one) may not reach time 0
-            self._day += 1
-            self._window = self._draw_window(self._day)
-
-    def online(self, now: float, state: DeviceState) -> bool:
-        self._advance(now)
-        return self._window[0] <= now
-
-    def next_wakeup(self, now: float) -> float:
-        self._advance(now)
-        return self._window[0] if now < self._window[0] else self._window[1]
-
-
-def window_start(params: Daily.Params) -> float:
-    """Where day 0's window opens on the simulated clock: ``start`` local, the offset taken modulo a day (the
-    windows repeat daily), so that day -1's window is the earliest that may still be open at time 0."""
-    return params.start - params.time_zone_offset % DAY
-
 
 # --------------------------------------------------------- diurnal profile
 
@@ -208,7 +161,7 @@ PRODUCTION_PROFILE: tuple[float, ...] = tuple(
 Probability = Annotated[float, Field(ge=0, le=1)]
 
 
-class Diurnal(SessionPolicy):
+class Diurnal(SessionRow):
     """Availability that follows a 24-hour profile: ``P(online during hour h) = profile[h]``.
 
     A continuous-time two-state Markov chain whose rates are constant within
@@ -224,6 +177,8 @@ class Diurnal(SessionPolicy):
     simulated + offset, so groups in different zones peak at different times.
     Without ``profile`` the ``production`` preset applies.
     """
+
+    population = DiurnalModel
 
     class Params(ClockParams):
         profile: Annotated[list[Probability], Field(min_length=24, max_length=24)] | None = Field(
@@ -242,39 +197,3 @@ class Diurnal(SessionPolicy):
 
         def hourly(self) -> tuple[float, ...]:
             return tuple(self.profile) if self.profile is not None else PRODUCTION_PROFILE
-
-    def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
-        super().__init__(params, device, rng)
-        self.profile = np.asarray(params.hourly(), dtype=float)
-        self._offset = params.time_zone_offset
-        hour = math.floor(self._offset / HOUR)  # local hours since midnight of day 0, at time 0
-        self._state = bool(rng.random() < self.profile[hour % 24])
-        self._change, self._change_hour = self._next_change(0.0, hour, self._state)
-
-    def _next_change(self, t: float, hour: int, online: bool) -> tuple[float, int]:
-        """When (and in which local hour) the chain next leaves state ``online``, starting at ``t`` in ``hour``."""
-        leave = (1.0 - self.profile) if online else self.profile
-        if not leave.any():
-            return math.inf, hour
-        mixing = self.params.mixing
-        while True:
-            boundary = (hour + 1) * HOUR - self._offset
-            rate = leave[hour % 24] / mixing
-            if rate > 0:
-                at = t + float(self.rng.exponential(1.0 / rate))
-                if at < boundary:
-                    return at, hour
-            t, hour = boundary, hour + 1
-
-    def _advance(self, now: float) -> None:
-        while now >= self._change:
-            self._state = not self._state
-            self._change, self._change_hour = self._next_change(self._change, self._change_hour, self._state)
-
-    def online(self, now: float, state: DeviceState) -> bool:
-        self._advance(now)
-        return self._state
-
-    def next_wakeup(self, now: float) -> float:
-        self._advance(now)
-        return self._change

@@ -1,9 +1,14 @@
-"""Scenario -> each device's availability: a policy (and charger) per device, or a population model per group.
+"""Scenario -> each device's availability: one population model per device group, viewed row by row where needed.
 
-The eager engine asks one policy object per device; the lazy engine one
-population model per device group (:mod:`netfl.policies.population`). Both
-draw only from their own seeded streams, and both see the devices' label
-mix (``from: data`` probabilities) from the learner's partition.
+A built-in policy has one implementation, its population model
+(:mod:`netfl.policies.population`), built once per device group from a keyed
+stream named after the group and the role (availability or charging). The
+array form of the engine advances the models themselves; the actor form gives
+each device a view of its row (:mod:`netfl.policies.rows`), so both forms
+draw the same world from one seed. Policies without a population form (a
+user's per-device class, ``eligible``) are built per device, each with its
+own stream. Every model sees the devices' label mix (``from: data``
+probabilities) from the learner's partition.
 """
 
 from __future__ import annotations
@@ -14,33 +19,89 @@ import numpy as np
 
 from netfl.config.schema import Scenario
 from netfl.policies import BUILTIN_POLICIES, AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy
-from netfl.policies.population import PopulationModel, build_population_model
+from netfl.policies.population import PopulationModel, build_population_model, supports_population
+from netfl.policies.rows import PopulationRow
 from netfl.rng import RandomStreams
+
+#: The two roles a policy plays for a device group, each drawing from its own streams.
+ROLES = ("availability", "charging")
+
+
+def group_models(
+    scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray, role: str = "availability"
+) -> list[PopulationModel | None]:
+    """Each device group's population model for ``role`` (None: no such policy, or one without a population form).
+
+    ``label_mix`` (devices x labels) feeds probabilities given ``from: data`` or ``from: smallest_label``.
+    """
+    models: list[PopulationModel | None] = []
+    start = 0
+    for group in scenario.devices:
+        spec = _spec(group, role)
+        if spec is None or not supports_population(spec.policy):
+            models.append(None)
+        else:
+            models.append(
+                build_population_model(
+                    spec.policy,
+                    BUILTIN_POLICIES[spec.policy].Params.model_validate(spec.params),
+                    group.count,
+                    streams.integer_seed(f"{role}-population", group.group),
+                    label_mix[start : start + group.count],
+                    scenario.seeds.world,
+                )
+            )
+        start += group.count
+    return models
+
+
+def _spec(group, role: str):
+    if role == "availability":
+        return group.availability
+    return group.battery.charging if group.battery is not None else None
+
+
+def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:
+    """The array form's availability: every group's model (the scenario's policies all have one)."""
+    models = group_models(scenario, streams, label_mix)
+    missing = [g.availability.policy for g, m in zip(scenario.devices, models) if m is None]
+    if missing:
+        raise ValueError(f"policies without a population form: {', '.join(missing)}")
+    return models  # type: ignore[return-value]
 
 
 def device_policies(
     scenario: Scenario, streams: RandomStreams, sizes: np.ndarray, label_mix: np.ndarray
 ) -> tuple[list[AvailabilityPolicy], list[SessionPolicy | None]]:
-    """The eager engine's availability policy and charger of every device, each with its own stream.
+    """The actor form's availability policy and charger of every device: a row of its group's model where the
+    policy has a population form, else a policy object of its own with its own stream.
 
     ``sizes``: each device's number of training samples; ``label_mix`` (devices x labels) its label shares.
     """
-    groups = [g for g in scenario.devices for _ in range(g.count)]
     base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos = [
-        DeviceInfo(i, g.group, int(size), label_mix[i], scenario.seeds.world, base_dir)
-        for i, (g, size) in enumerate(zip(groups, sizes))
-    ]
-    policies = [
-        build_policy(g.availability, info, streams.numpy("availability", info.index)) for info, g in zip(infos, groups)
-    ]
-    chargers = [
-        build_policy(g.battery.charging, info, streams.numpy("charging", info.index))
-        if g.battery is not None and g.battery.charging is not None
-        else None
-        for info, g in zip(infos, groups)
-    ]
-    return policies, chargers
+    infos, rows = [], []
+    for group in scenario.devices:
+        for row in range(group.count):
+            i = len(infos)
+            infos.append(DeviceInfo(i, group.group, int(sizes[i]), label_mix[i], scenario.seeds.world, base_dir))
+            rows.append(row)
+    out: dict[str, list] = {}
+    for role in ROLES:
+        models = group_models(scenario, streams, label_mix, role)
+        views: list = []
+        for group, model in zip(scenario.devices, models):
+            spec = _spec(group, role)
+            first = len(views)
+            for info in infos[first : first + group.count]:
+                if spec is None:
+                    views.append(None)
+                elif model is not None:
+                    cls: type[PopulationRow] = BUILTIN_POLICIES[spec.policy]  # type: ignore[assignment]
+                    views.append(cls.row_of(model, rows[info.index], info))
+                else:
+                    views.append(build_policy(spec, info, streams.numpy(role, info.index)))
+        out[role] = views
+    return out["availability"], out["charging"]
 
 
 def edge_policies(scenario: Scenario, streams: RandomStreams, num_classes: int) -> dict[str, AvailabilityPolicy]:
@@ -56,26 +117,3 @@ def edge_policies(scenario: Scenario, streams: RandomStreams, num_classes: int) 
             )
             out[name] = build_policy(node.availability, info, streams.numpy("edge_availability", name))
     return out
-
-
-def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:
-    """The lazy engine's availability: one population model per device group, each with its own keyed stream.
-
-    ``label_mix`` (devices x labels) feeds probabilities given ``from: data`` or ``from: smallest_label``.
-    """
-    models, start = [], 0
-    for group in scenario.devices:
-        spec = group.availability
-        cls = BUILTIN_POLICIES[spec.policy]
-        models.append(
-            build_population_model(
-                spec.policy,
-                cls.Params.model_validate(spec.params),
-                group.count,
-                streams.integer_seed("availability-population", group.group),
-                label_mix[start : start + group.count],
-                scenario.seeds.world,
-            )
-        )
-        start += group.count
-    return models

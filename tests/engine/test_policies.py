@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from netfl.errors import PolicyError
-from netfl.policies import BUILTIN_POLICIES, DeviceInfo, build_policy, check_spec
+from netfl.policies import BUILTIN_POLICIES, DeviceInfo, build_policy, check_spec, population
 from netfl.policies.participation import DataProbability, resolve_probability
 from netfl.policies.sessions import PRODUCTION_PROFILE, ClockParams, parse_duration
 from netfl.policies.traces import fedscale_to_csv
@@ -107,7 +107,7 @@ def test_bernoulli_long_run() -> None:
 def test_markov_long_run(p: float) -> None:
     n = 100_000
     pol = make("markov", p=p, seed=5)
-    a, b = pol.to_on, pol.to_off
+    a, b = pol.model.to_on[0], pol.model.to_off[0]  # the device's row of its population model
     if 0.05 * (1 / p - 1) > 1:  # p = 0.03: both rescaled so that P(on -> off) = 1
         assert b == 1.0 and a == pytest.approx(0.05 / (0.05 * (1 / p - 1)))
     else:
@@ -121,7 +121,7 @@ def test_markov_long_run(p: float) -> None:
 
 def test_cyclic_exact_phases() -> None:
     pol = make("cyclic", p=0.3, period="100 rounds", seed=2)
-    assert (pol.on, pol.off, pol.p) == (30, 70, 0.3)
+    assert (pol.model.on[0], pol.model.off[0], pol.p) == (30, 70, 0.3)
     seq = np.array([pol.participates(t) for t in range(1000)])
     first_on = int(np.argmax(seq))
     assert 0 <= first_on < 70 and not seq[:first_on].any()
@@ -145,9 +145,9 @@ def test_cyclic_offset_as_reference() -> None:
         firsts.add(next(t for t in range(20) if pol.participates(t)))
     assert firsts == {0, 1, 2, 3, 4}
     tiny = make("cyclic", p=0.001, period="100 rounds")
-    assert (tiny.on, tiny.off) == (1, 99)
+    assert (tiny.model.on[0], tiny.model.off[0]) == (1, 99)
     full = make("cyclic", p=1.0, period="100 rounds")
-    assert (full.on, full.off) == (100, 1)
+    assert (full.model.on[0], full.model.off[0]) == (100, 1)
 
 
 # ------------------------------------------------------- probability sources
@@ -165,7 +165,8 @@ class FakeDirichlet:
 def test_fedau_data_rule_hand_computed(monkeypatch) -> None:
     fake = FakeDirichlet([0.6, 0.1, 0.29, 0.01])
     names = []
-    monkeypatch.setattr(DeviceInfo, "shared_rng", lambda self, name: names.append(name) or fake)
+    monkeypatch.setattr(population, "shared_rng", lambda seed, name: names.append(name) or fake)  # a group's draw
+    monkeypatch.setattr(DeviceInfo, "shared_rng", lambda self, name: fake)  # one device's (resolve_probability)
     rule = {"from": "data"}
     pol = make("bernoulli", p=rule, device=info(labels=[0.5, 0.5, 0, 0]))
     assert pol.p == pytest.approx(0.1 * 4 * (0.5 * 0.6 + 0.5 * 0.1))  # 0.14
@@ -233,7 +234,7 @@ def test_onoff_session_lengths_match_means(on: str, off: str) -> None:
     (on_spec, on_mean, on_sd), (off_spec, off_mean, off_sd) = DURATIONS[on], DURATIONS[off]
     assert parse_duration(on_spec).mean == pytest.approx(on_mean)
     pol = make("sessions", on=on_spec, off=off_spec, seed=3)
-    assert pol.stationary == pytest.approx(on_mean / (on_mean + off_mean))
+    assert pol.model.stationary == pytest.approx(on_mean / (on_mean + off_mean))
     runs = walk(pol, 15_000 * (on_mean + off_mean))
     ons = (runs[:, 1] - runs[:, 0])[1:-1]  # the first and last are cut by the start and the horizon
     offs = (runs[1:, 0] - runs[:-1, 1])[1:]
