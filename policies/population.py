@@ -85,17 +85,18 @@ class PopulationModel(ABC):
             due = np.flatnonzero(self.change <= now)
             if not due.size:
                 break
-            self._flip(due, on_flip)
+            self.flip(due, on_flip)
         self._earliest = float(self.change.min()) if self.n else math.inf
 
     def advance_one(self, j: int, now: float, on_flip: FlipHook | None = None) -> bool:
         """Bring device ``j`` alone to ``now``; its state."""
         while self.change[j] <= now:
-            self._flip(np.array([j]), on_flip)
+            self.flip(np.array([j]), on_flip)
         self._earliest = min(self._earliest, float(self.change[j]))
         return bool(self.state[j])
 
-    def _flip(self, due: np.ndarray, on_flip: FlipHook | None) -> None:
+    def flip(self, due: np.ndarray, on_flip: FlipHook | None = None) -> None:
+        """Flip the devices ``due`` (whose change has come) at their ``change``, and draw their next."""
         at = self.change[due]
         if on_flip is not None:
             on_flip(due, self.since[due], at, self.state[due])

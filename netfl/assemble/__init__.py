@@ -13,11 +13,18 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from netfl.assemble.availability import device_policies, edge_policies, population_models
+from netfl.assemble.availability import (
+    device_policies,
+    edge_policies,
+    group_models,
+    population_models,
+    usage_setups,
+)
 from netfl.assemble.inspect import check_measured_budget
 from netfl.assemble.learning import build_learner, build_task, resolve_data_dir
 from netfl.assemble.world import build_world, device_table
 from netfl.backend import TrainingBackend
+from netfl.config.engine_form import engine_choice
 from netfl.config.schema import Scenario
 from netfl.errors import NetflError
 from netfl.learn.learner import Learner
@@ -62,15 +69,21 @@ def build_simulation(
     first = tasks[0]
     mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
     edges = edge_policies(scenario, world_streams, first.dataset.num_classes)
-    if scenario.engine.devices == "lazy":
+    usage = usage_setups(scenario, world_streams, mix)
+    if engine_choice(scenario).form == "arrays":
         population = population_models(scenario, world_streams, mix)
-        world = build_world(scenario, world_streams, population=population, edge_policies=edges)
+        charging = group_models(scenario, world_streams, mix, "charging")
+        world = build_world(
+            scenario, world_streams, population=population, charging=charging, usage=usage, edge_policies=edges
+        )
         participation = [
             p for m in population for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)
         ]
     else:
         policies, chargers = device_policies(scenario, world_streams, first.parts.sizes, mix)
-        world = build_world(scenario, world_streams, policies=policies, chargers=chargers, edge_policies=edges)
+        world = build_world(
+            scenario, world_streams, policies=policies, chargers=chargers, usage=usage, edge_policies=edges
+        )
         participation = [p.participation_probability() for p in policies]
     learner = build_learner(scenario, tasks, training_streams, participation, device)
     if world.hierarchy is not None:  # the edges' models on the wire are the learner's

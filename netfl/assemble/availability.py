@@ -20,19 +20,21 @@ import numpy as np
 from netfl.config.schema import Scenario
 from netfl.policies import BUILTIN_POLICIES, AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy
 from netfl.policies.population import PopulationModel, build_population_model, supports_population
-from netfl.policies.rows import PopulationRow
+from netfl.policies.rows import Lookahead, PopulationRow
 from netfl.rng import RandomStreams
+from netfl.sim.idle_rows import UsageSetup
 
-#: The two roles a policy plays for a device group, each drawing from its own streams.
-ROLES = ("availability", "charging")
+#: The roles a policy plays for a device group, each drawing from its own streams.
+ROLES = ("availability", "charging", "usage")
 
 
 def group_models(
-    scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray, role: str = "availability"
+    scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray | None, role: str = "availability"
 ) -> list[PopulationModel | None]:
     """Each device group's population model for ``role`` (None: no such policy, or one without a population form).
 
-    ``label_mix`` (devices x labels) feeds probabilities given ``from: data`` or ``from: smallest_label``.
+    ``label_mix`` (devices x labels) feeds probabilities given ``from: data`` or ``from: smallest_label`` (None:
+    an even mix, for roles whose policies are continuous-time and read no label mix).
     """
     models: list[PopulationModel | None] = []
     start = 0
@@ -47,7 +49,9 @@ def group_models(
                     BUILTIN_POLICIES[spec.policy].Params.model_validate(spec.params),
                     group.count,
                     streams.integer_seed(f"{role}-population", group.group),
-                    label_mix[start : start + group.count],
+                    np.broadcast_to(1.0, (group.count, 1))
+                    if label_mix is None
+                    else label_mix[start : start + group.count],
                     scenario.seeds.world,
                 )
             )
@@ -58,7 +62,18 @@ def group_models(
 def _spec(group, role: str):
     if role == "availability":
         return group.availability
+    if role == "usage":
+        return group.usage.sessions if group.usage is not None else None
     return group.battery.charging if group.battery is not None else None
+
+
+def usage_setups(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray | None) -> list[UsageSetup | None]:
+    """Each device group's own use (``usage``), in either form of the engine; None where a group has none."""
+    models = group_models(scenario, streams, label_mix, "usage")
+    return [
+        None if g.usage is None else UsageSetup(model, g.usage.power, g.usage.train_while_in_use)
+        for g, model in zip(scenario.devices, models)
+    ]
 
 
 def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:
@@ -79,25 +94,26 @@ def device_policies(
     ``sizes``: each device's number of training samples; ``label_mix`` (devices x labels) its label shares.
     """
     base_dir = scenario.source.parent if scenario.source is not None else Path.cwd()
-    infos, rows = [], []
+    infos, row_in_group = [], []
     for group in scenario.devices:
         for row in range(group.count):
             i = len(infos)
             infos.append(DeviceInfo(i, group.group, int(sizes[i]), label_mix[i], scenario.seeds.world, base_dir))
-            rows.append(row)
+            row_in_group.append(row)
     out: dict[str, list] = {}
-    for role in ROLES:
+    for role in ("availability", "charging"):
         models = group_models(scenario, streams, label_mix, role)
         views: list = []
         for group, model in zip(scenario.devices, models):
             spec = _spec(group, role)
+            rows = Lookahead(model) if model is not None else None
             first = len(views)
             for info in infos[first : first + group.count]:
                 if spec is None:
                     views.append(None)
                 elif model is not None:
                     cls: type[PopulationRow] = BUILTIN_POLICIES[spec.policy]  # type: ignore[assignment]
-                    views.append(cls.row_of(model, rows[info.index], info))
+                    views.append(cls.row_of(rows, row_in_group[info.index], info))
                 else:
                     views.append(build_policy(spec, info, streams.numpy(role, info.index)))
         out[role] = views

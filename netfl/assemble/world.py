@@ -12,12 +12,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from netfl.assemble.availability import usage_setups
 from netfl.config.schema import LinkSpec, MediumSpec, NodeSpec, Scenario
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
+from netfl.sim.idle_rows import UsageSetup
 from netfl.sim.world import (
     SERVER,
     GroupLink,
@@ -43,10 +45,13 @@ def build_world(
     policies: Sequence[AvailabilityPolicy] | None = None,
     chargers: Sequence[SessionPolicy | None] | None = None,
     population: Sequence[PopulationModel] | None = None,
+    charging: Sequence[PopulationModel | None] | None = None,
+    usage: Sequence[UsageSetup | None] | None = None,
     edge_policies: dict[str, AvailabilityPolicy] | None = None,
 ) -> World:
     """The scenario's world with the given availability (see :mod:`netfl.assemble.availability`), the edge servers'
-    included."""
+    included: per device (``policies``, ``chargers``: the actor form) or per group (``population``, ``charging``:
+    the array form). The devices' own use is the scenario's unless ``usage`` is given."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
     server, stop = scenario.server, scenario.stop
     return World(
@@ -78,6 +83,8 @@ def build_world(
         policies=policies,
         chargers=chargers,
         population=population,
+        charging=charging,
+        usage=usage_setups(scenario, streams, None) if usage is None else usage,
         hierarchy=_hierarchy(scenario, edge_policies or {}),
     )
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import networkx as nx
 
 from netfl.config.budget import workload
+from netfl.config.engine_form import check_engine
 from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
@@ -52,7 +53,8 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += check_server_options(scenario, entry, base_dir)
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
-    problems += _check_lazy_engine(scenario)
+    problems += _check_usage(scenario, base_dir)
+    problems += check_engine(scenario)
     work = workload(scenario)  # the budget's problems, and the job costs the schedule's estimate uses
     problems += work.problems + check_schedule(scenario, work)
     if scenario.server.mode == "async":
@@ -78,35 +80,19 @@ def _source_dir(scenario: Scenario) -> Path | None:
     return scenario.source.parent if scenario.source is not None else None
 
 
-def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
-    """What the lazy engine keeps as arrays: built-in policies with a population form, no chargers, rounds."""
-    if scenario.engine.devices != "lazy":
-        return []
+def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, str]]:
+    """A group's own use: a continuous-time policy with a population form (it runs at every scale)."""
     problems: list[tuple[str, str]] = []
-    if scenario.server.mode != "sync":
-        problems.append(
-            (
-                "engine.devices",
-                "the lazy engine runs synchronous rounds; use server.mode: sync or engine.devices: eager",
-            )
-        )
-    accepted = ", ".join(POPULATION_MODELS)
     for i, group in enumerate(scenario.devices):
-        if not supports_population(group.availability.policy):
-            problems.append(
-                (
-                    f"devices[{i}].availability.policy",
-                    f"{group.availability.policy!r} has no population form for engine.devices: lazy; "
-                    f"use one of {accepted}, or engine.devices: eager",
-                )
-            )
-        if group.battery is not None and group.battery.charging is not None:
-            problems.append(
-                (
-                    f"devices[{i}].battery.charging",
-                    "the lazy engine models batteries without chargers; remove charging or use engine.devices: eager",
-                )
-            )
+        if group.usage is None:
+            continue
+        where = f"devices[{i}].usage.sessions"
+        spec = group.usage.sessions
+        found = [(f"{where}{p}", m) for p, m in check_spec(spec, base_dir, continuous_only=True)]
+        if not found and not supports_population(spec.policy):
+            accepted = ", ".join(n for n in POPULATION_MODELS if not issubclass(BUILTIN_POLICIES[n], RoundPolicy))
+            found.append((f"{where}.policy", f"{spec.policy!r} has no population form; use one of {accepted}"))
+        problems += found
     return problems
 
 

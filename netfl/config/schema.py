@@ -432,6 +432,34 @@ class LinkSpec(Strict):
         return self
 
 
+def _usage_preset(value: Any) -> Any:
+    if isinstance(value, str):
+        from netfl.policies.usage import PRESETS
+
+        if value not in PRESETS:
+            raise ValueError(
+                f"unknown usage preset {value!r}; presets: {one_of(list(PRESETS))}, or a mapping of sessions and power"
+            )
+        return PRESETS[value]
+    return value
+
+
+class UsageSpec(Strict):
+    """A device's own use (screen on, apps): sessions that draw their own power (netfl/policies/usage.py).
+
+    ``usage: phone`` is the preset of a typical smartphone day; a mapping names the sessions (a continuous-time
+    policy) and their power.
+    """
+
+    sessions: PolicySpec = Field(description="when the device is in use: a continuous-time policy (e.g. diurnal)")
+    power: Watts = Field(gt=0, le=1e6, description="drawn while in use, on top of the idle draw")
+    train_while_in_use: bool = Field(
+        False,
+        description="false: a device in use is not idle, so it is not asked to train and its work stops when a "
+        "session begins (production FL trains on idle devices); true: use only draws power",
+    )
+
+
 class DeviceGroupSpec(Strict):
     group: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     count: int = Field(gt=0)
@@ -439,6 +467,9 @@ class DeviceGroupSpec(Strict):
     power: PowerSpec = PowerSpec()
     battery: BatterySpec | None = None
     availability: PolicySpec = PolicySpec(policy="always")
+    usage: Annotated[UsageSpec | None, BeforeValidator(_usage_preset)] = Field(
+        None, description="the device's own use, drawing power (usage: phone, or sessions and power)"
+    )
     link: LinkSpec
 
 
@@ -733,13 +764,26 @@ class EvalSpec(Strict):
 
 
 class EngineSpec(Strict):
-    """How the simulator keeps the devices (netfl/sim/fleet.py)."""
+    """How the engine holds the devices (netfl/config/engine_form.py says which form a scenario gets and why)."""
 
-    devices: Literal["eager", "lazy"] = Field(
-        "eager",
-        description="eager: every device a SimPy actor and every availability change an event; lazy: "
-        "devices as arrays advanced only when the server asks (millions of devices; changes "
-        "of devices that are not working are not logged)",
+    devices: Literal["auto", "arrays", "actors", "lazy", "eager"] = Field(
+        "auto",
+        description="auto: idle devices as rows of arrays and a device an actor only while it works, unless a "
+        "feature needs every device an actor; arrays / actors: insist on one (lazy / eager: earlier names)",
+    )
+
+
+#: Below this many devices the event log holds idle devices' events unless told otherwise.
+IDLE_EVENTS_BELOW = 10_000
+
+
+class EventsSpec(Strict):
+    """What the event log holds besides the work (rounds, jobs, transfers), which it always holds."""
+
+    idle_devices: bool | None = Field(
+        None,
+        description="log idle devices' changes too (online/offline, battery marks, chargers, use); "
+        f"default: yes below {IDLE_EVENTS_BELOW:,} devices unless engine.devices is arrays",
     )
 
 
@@ -772,6 +816,7 @@ class Scenario(Strict):
     server: ServerSpec = ServerSpec()
     eval: EvalSpec = EvalSpec()
     engine: EngineSpec = EngineSpec()
+    events: EventsSpec = EventsSpec()
     output: OutputSpec = OutputSpec()
     source: Path | None = Field(None, exclude=True, description="the file this came from (set by load_scenario)")
 

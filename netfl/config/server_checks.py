@@ -193,8 +193,6 @@ def _check_edges(scenario: Scenario, entry: AlgorithmEntry | None, base_dir: Pat
         )
     if any(node.ram is not None for node in scenario.network.nodes.values()):
         reasons.append("a RAM relay passes one update per round to the cloud; it cannot sit with edges")
-    if scenario.engine.devices == "lazy":
-        reasons.append("the lazy engine has no edges: use engine.devices: eager")
     problems += [("network.nodes", reason) for reason in reasons]
     for name in edges:
         spec = scenario.network.nodes[name].availability

@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from netfl.config import Scenario
+from netfl.config.engine_form import engine_choice
 from netfl.config.schedule import estimate_schedule
 from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
 from netfl.distributions import Distribution
@@ -204,9 +205,5 @@ def describe_scenario(s: Scenario) -> str:
         else f"eval       every {format_duration(every.seconds)} simulated"
     )
     lines.append(f"estimate   {estimate_schedule(s).describe()}")
-    if s.engine.devices == "lazy":
-        lines.append(
-            "engine     lazy: devices kept as arrays; availability advanced only when the server asks; "
-            "only working devices' events are logged"
-        )
+    lines.append(f"engine     {engine_choice(s).describe()}")
     return "\n".join(lines)

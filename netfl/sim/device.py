@@ -41,6 +41,16 @@ from netfl.sim.recorder import EventRecorder
 
 
 @dataclass(frozen=True)
+class Usage:
+    """Its owner's use of a device: when (a session policy: online = in use), the power drawn meanwhile, and
+    whether a device in use may train (netfl/policies/usage.py)."""
+
+    policy: SessionPolicy
+    power_w: float
+    train_while_in_use: bool = False
+
+
+@dataclass(frozen=True)
 class Deadline:
     """Partial work: the upload's last bit must leave the device by ``leave_by`` (simulated seconds); ``cut(job,
     steps)`` tells the learner how many local steps the job trains."""
@@ -85,15 +95,19 @@ class Device:
         network: Network,
         charger: SessionPolicy | None = None,
         online: bool = False,
+        usage: Usage | None = None,
+        using: bool = False,
     ):
-        """``online``: the state the device starts in, without an event (a device the lazy engine brings to
-        life already online); the policy is asked at once either way."""
+        """``online``, ``using``: the state the device starts in, without an event (a device the array form
+        hands to an actor, already online and maybe in use); its policies are asked at once either way."""
         self.env = env
         self.profile = profile
         self.battery = battery
         self.policy = policy
         self._policy_cause = f"policy:{policy_label(policy)}"  # an offline (and a dropout) it causes names it
         self.charger = charger
+        self.usage = usage
+        self.using = False  # in a session of its owner's use that began while it was on (netfl/policies/usage.py)
         self.network = network
         self._waiters: list[simpy.Event] = []
         self.recorder = recorder
@@ -112,6 +126,9 @@ class Device:
         self._state_changed: simpy.Event | None = None
         self._full = battery.level_j >= battery.capacity_j
         self.set_load("idle", profile.idle_w)
+        if using and usage is not None:
+            self.using = True
+            self.set_load("use", usage.power_w)
         self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
         if self.below_min:
             self.log("below_min_level", level=battery.fraction(env.now))
@@ -124,6 +141,8 @@ class Device:
             self._processes.append(env.process(self._watch_battery()))
         if charger is not None:
             self._processes.append(env.process(self._charging()))
+        if usage is not None:
+            self._processes.append(env.process(self._use()))
 
     def stop(self) -> None:
         """End the device's own processes (availability, battery, charger): the lazy engine is done with it."""
@@ -172,11 +191,15 @@ class Device:
         """Whether the device can be asked to train at the start of ``round_index``."""
         if isinstance(self.policy, RoundPolicy) and not self.dead:
             self._set_online(self.policy.participates(round_index), self._policy_cause)
-        return self.online and not self.dead and not self.below_min and self.task is None
+        return self.can_start() and not self.below_min
 
     def can_start(self) -> bool:
-        """Whether work handed out later in a round (after a probe) can still start: on, online and idle."""
-        return self.online and not self.dead and self.task is None
+        """Whether work handed out later in a round (after a probe) can still start: on, online, not working and
+        not in use (where its owner's use keeps it from training)."""
+        return self.online and not self.dead and self.task is None and not self._in_use_blocks()
+
+    def _in_use_blocks(self) -> bool:
+        return self.using and not self.usage.train_while_in_use
 
     # DeviceState, as session policies see it
     @property
@@ -235,6 +258,8 @@ class Device:
             return f"device {self.index}'s availability policy {policy_origin(self.policy)}"
         if name == "_charging" and self.charger is not None:
             return f"device {self.index}'s charging policy {policy_origin(self.charger)}"
+        if name == "_use" and self.usage is not None:
+            return f"device {self.index}'s usage policy {policy_origin(self.usage.policy)}"
         return {"_watch_battery": f"device {self.index}'s battery", "_task": f"device {self.index}'s task"}.get(name)
 
     def _charging(self):
@@ -253,6 +278,34 @@ class Device:
                 self._power_change()
                 self.state_changed()
             at = self._after_now(charger, charger.next_wakeup(self.env.now), "charging")
+            if math.isinf(at):
+                return
+            yield self.env.timeout(max(0.0, at - self.env.now))
+
+    def _use(self):
+        """Start and end its owner's sessions of use as the usage policy says (a dead phone is not used)."""
+        with _until_stopped():
+            yield from self._follow_usage(self.usage)
+
+    def _follow_usage(self, usage: Usage):
+        policy, state = usage.policy, False
+        while True:
+            in_use = bool(policy.online(self.env.now, self))
+            if in_use != state:
+                state = in_use
+                if in_use and not self.dead:
+                    self.using = True
+                    self.set_load("use", usage.power_w)
+                    self.log("use_start")
+                    if self.task is not None and not usage.train_while_in_use:
+                        self.task.interrupt("in_use")
+                    self.state_changed()
+                elif not in_use and self.using:
+                    self.using = False
+                    self.set_load("use", 0.0)
+                    self.log("use_end")
+                    self.state_changed()
+            at = self._after_now(policy, policy.next_wakeup(self.env.now), "usage")
             if math.isinf(at):
                 return
             yield self.env.timeout(max(0.0, at - self.env.now))
@@ -319,6 +372,7 @@ class Device:
     def _empty(self) -> None:
         self.battery.level_j = 0.0
         self.dead = True
+        self.using = False  # its loads are switched off below, the owner's use with them
         self.died_at = self.env.now
         self.below_min = self.battery.min_level > 0
         self.log("battery_empty")

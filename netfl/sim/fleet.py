@@ -31,9 +31,9 @@ import numpy as np
 import simpy
 
 from netfl.policies.base import SessionPolicy
-from netfl.policies.population import PopulationModel
-from netfl.sim.device import Device
-from netfl.sim.device_table import DeviceTable
+from netfl.policies.rows import SessionRow
+from netfl.sim.device import Device, Usage
+from netfl.sim.idle_rows import IdleRows
 
 ACTIVITIES = ("idle", "compute", "transmit", "receive")
 
@@ -172,107 +172,64 @@ def _by_activity(energy: list[dict[str, float]]) -> dict[str, np.ndarray]:
     return {a: np.array([e.get(a, 0.0) for e in energy]) for a in activities}
 
 
+#: What a device draws whether or not it takes part in FL: standing by, and its owner's use.
+NOT_FL = ("idle", "use")
+
+
 def fleet_energy_j(by_activity: dict[str, np.ndarray], *, work_only: bool = False) -> float:
     """The fleet's total, summed as ``DeviceStats.energy_j.sum()`` sums it (so the two agree to the bit);
-    ``work_only``: without the idle draw, i.e. what training and the radio cost (the energy FL spends)."""
+    ``work_only``: without the idle draw and the owner's use, i.e. what training and the radio cost (the energy
+    FL spends)."""
     n = len(next(iter(by_activity.values()))) if by_activity else 0
-    arrays = [e for activity, e in by_activity.items() if not (work_only and activity == "idle")]
+    arrays = [e for activity, e in by_activity.items() if not (work_only and activity in NOT_FL)]
     return float(sum(arrays, np.zeros(n)).sum())
 
 
-MakeDevice = Callable[[int, "LazyPolicy", float], Device]
+@dataclass(frozen=True)
+class Handover:
+    """What the arrays hand to a device's actor as it starts working: its state, and views of its rows."""
+
+    policy: SessionPolicy
+    level_j: float
+    charger: SessionPolicy | None = None
+    charging: bool = False
+    usage: Usage | None = None
+    using: bool = False
+
+
+MakeDevice = Callable[[int, Handover], Device]
 
 
 class LazyFleet:
-    """Devices as arrays; a ``Device`` only while one works (see the module docstring)."""
+    """Devices as rows of arrays (:class:`~netfl.sim.idle_rows.IdleRows`); a ``Device`` only while one works."""
 
-    def __init__(
-        self, env: simpy.Environment, table: DeviceTable, models: Sequence[PopulationModel], make_device: MakeDevice
-    ):
+    def __init__(self, env: simpy.Environment, rows: IdleRows, make_device: MakeDevice):
         self.env = env
-        self.table = table
-        self.slices = table.group_slices()
-        self.models = list(models)
-        if len(self.models) != len(self.slices):
-            raise ValueError(f"{len(self.models)} availability models for {len(self.slices)} groups")
+        self.rows = rows
+        self.table = rows.table
+        self.slices = rows.slices
         self._make = make_device
-        n = len(table)
-        self.level_j = table.initial_j.copy()
-        self.since = np.zeros(n)  # level_j and the idle energy are accounted up to here
-        self.dead_at = np.full(n, math.inf)
-        self.below_at = np.full(n, math.inf)  # when the level falls to min_level while idle
-        self._update_marks(np.arange(n))
-        self.busy = np.zeros(n, dtype=bool)
+        n = len(self.table)
         self.tasks_started = np.zeros(n, dtype=np.int64)
         self.updates_delivered = np.zeros(n, dtype=np.int64)
-        self.online_time_s = np.zeros(n)
-        self.energy_j = {a: np.zeros(n) for a in ACTIVITIES}
+        self.work_energy_j = {a: np.zeros(n) for a in ACTIVITIES if a != "idle"}  # what actors drew, idle aside
+        self.work_idle_j = np.zeros(n)  # the idle draw while working
+        self.work_use_j = np.zeros(n)
+        self.work_charged_j = np.zeros(n)
         self.active: dict[int, Device] = {}
-        self.round_starts: list[float] = []  # simulated time at which each round started
 
     def __len__(self) -> int:
         return len(self.table)
 
-    # --------------------------------------------------------------- battery
-
-    def _update_marks(self, devices: np.ndarray) -> None:
-        """When each device, idle from ``since`` on, empties and falls to its min_level (inf on mains power)."""
-        idle, level, since = self.table.idle_w[devices], self.level_j[devices], self.since[devices]
-        mains = np.isinf(self.table.capacity_j[devices])
-        floor = self.table.min_level[devices] * np.where(mains, 0.0, self.table.capacity_j[devices])
-        with np.errstate(divide="ignore", invalid="ignore"):
-            empty = np.where(~mains & (idle > 0), since + level / idle, math.inf)
-            below = np.where(~mains & (idle > 0), since + (level - floor) / idle, math.inf)
-        empty = np.where(~mains & (level <= 0), np.minimum(self.dead_at[devices], since), empty)  # died working
-        self.dead_at[devices] = empty
-        self.below_at[devices] = np.minimum(np.where(~mains & (level <= floor), since, below), empty)
-
-    def _settle_idle(self, devices: np.ndarray, now: float) -> None:
-        """Account the idle drain of ``devices`` (not working) up to ``now``."""
-        until = np.minimum(now, self.dead_at[devices])
-        spent = self.table.idle_w[devices] * np.maximum(until - self.since[devices], 0.0)
-        self.energy_j["idle"][devices] += spent
-        finite = np.isfinite(self.level_j[devices])
-        self.level_j[devices[finite]] = np.maximum(self.level_j[devices[finite]] - spent[finite], 0.0)
-        self.since[devices] = now
-
-    # ----------------------------------------------------------- availability
-
-    def _accrue(self, offset: int, rounds: bool) -> Callable:
-        """A flip hook adding each finished online stretch, cut at the device's death, to its online time."""
-
-        def hook(devices, since, at, was_on):
-            if not was_on.any():
-                return
-            devices, since, at = devices[was_on] + offset, since[was_on], at[was_on]
-            if rounds:
-                since, at = self._round_time(since), self._round_time(at)
-            cap = self.dead_at[devices]
-            self.online_time_s[devices] += np.maximum(np.minimum(at, cap) - np.minimum(since, cap), 0.0)
-
-        return hook
-
-    def _round_time(self, rounds: np.ndarray) -> np.ndarray:
-        starts = np.asarray(self.round_starts)
-        return starts[np.clip(rounds.astype(np.int64), 0, len(starts) - 1)]
-
-    def _advance(self, round_index: int | None) -> None:
-        now = self.env.now
-        for sl, model in zip(self.slices, self.models):
-            if model.time_base == "round":
-                if round_index is not None:
-                    model.advance(round_index, self._accrue(sl.start, rounds=True))
-            else:
-                model.advance(now, self._accrue(sl.start, rounds=False))
-
-    def online(self) -> np.ndarray:
-        return np.concatenate([m.state for m in self.models]) if self.models else np.zeros(0, dtype=bool)
+    @property
+    def busy(self) -> np.ndarray:
+        return self.rows.busy
 
     def eligible(self, round_index: int) -> np.ndarray:
-        self.round_starts.append(self.env.now)
-        self._advance(round_index)
-        ok = self.online() & (self.env.now < self.below_at) & ~self.busy
-        return np.flatnonzero(ok)
+        now = self.env.now
+        self.rows.advance(now)
+        self.rows.start_round(round_index, now)
+        return self.rows.eligible(now)
 
     # ---------------------------------------------------------------- actors
 
@@ -288,12 +245,29 @@ class LazyFleet:
         new = np.array(sorted({int(i) for i in indices} - self.active.keys()), dtype=np.int64)
         if not new.size:
             return
-        self._settle_idle(new, self.env.now)
+        now, rows = self.env.now, self.rows
+        rows.advance(now)
+        rows.take(new, now)
         for index in new.tolist():
-            g = int(self.table.group[index])
-            policy = LazyPolicy(self, g, index - self.slices[g].start)
-            self.active[index] = self._make(index, policy, float(self.level_j[index]))
-        self.busy[new] = True
+            self.active[index] = self._make(index, self._handover(index))
+
+    def _handover(self, index: int) -> Handover:
+        rows = self.rows
+        g = int(self.table.group[index])
+        row, group = index - self.slices[g].start, rows.groups[g]
+        usage = (
+            Usage(SessionRow.row_of(group.usage.model, row), group.usage.power_w, group.usage.train_while_in_use)
+            if group.usage is not None
+            else None
+        )
+        return Handover(
+            LazyPolicy(rows, index),
+            float(rows.level[index]),
+            SessionRow.row_of(group.charger, row) if group.charger is not None else None,
+            bool(rows.charging[index]),
+            usage,
+            bool(rows.using[index]),
+        )
 
     def release(self, indices: Sequence[int]) -> None:
         done = [int(i) for i in indices if int(i) in self.active and self.active[int(i)].task is None]
@@ -301,84 +275,90 @@ class LazyFleet:
 
     def _fold(self, indices: list[int], stop: bool) -> None:
         """Write devices' working time back into the arrays and forget their actors."""
-        if not indices:
-            return
         now = self.env.now
         for index in indices:
             device = self.active.pop(index)
             if stop:
                 device.stop()
-            device.battery.settle(now)
-            for activity, joules in device.battery.energy_j.items():
-                if activity not in self.energy_j:
-                    self.energy_j[activity] = np.zeros(len(self))
-                self.energy_j[activity][index] += joules
+            device.settle()
+            energy = dict(device.battery.energy_j)
+            self.work_idle_j[index] += energy.pop("idle", 0.0)
+            self.work_use_j[index] += energy.pop("use", 0.0)
+            for activity, joules in energy.items():
+                if activity not in self.work_energy_j:
+                    self.work_energy_j[activity] = np.zeros(len(self))
+                self.work_energy_j[activity][index] += joules
+            self.work_charged_j[index] += device.battery.charged_j
             self.tasks_started[index] += device.tasks_started
             self.updates_delivered[index] += device.updates_delivered
-            self.level_j[index] = device.battery.level_j
-            if device.dead:
-                self.dead_at[index] = device.died_at
-        rows = np.array(indices, dtype=np.int64)
-        self.since[rows] = now
-        self.busy[rows] = False
-        self._update_marks(rows)
+            self.rows.give_back(
+                index,
+                now,
+                level_j=device.battery.level_j,
+                alive=not device.dead,
+                charging=device.battery.charging,
+                using=device.using,
+                online=device.online,
+                online_time_s=device.online_time_s,
+            )
 
     # ----------------------------------------------------------------- stats
+
+    def _energy(self, idle_rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        energy = {"idle": idle_rows["idle"] + self.work_idle_j}
+        energy.update({a: e.copy() for a, e in self.work_energy_j.items()})
+        if self.rows.use_w.any():
+            energy["use"] = idle_rows["use"] + self.work_use_j
+        return energy
 
     def stats(self) -> DeviceStats:
         now = self.env.now
         self._fold(list(self.active), stop=False)  # the run is over: account the working devices as they are
-        self._advance(None)
-        self._settle_idle(np.arange(len(self)), now)
-        online = self.online_time_s.copy()
-        for sl, model in zip(self.slices, self.models):  # the stretch still open at the end
-            on = np.flatnonzero(model.state)
-            devices = on + sl.start
-            start = model.since[on]
-            if model.time_base == "round":
-                start = self._round_time(start)
-            until = np.minimum(now, self.dead_at[devices])
-            online[devices] += np.maximum(until - np.minimum(start, until), 0.0)
+        rows = self.rows
+        rows.advance(now)
+        rows.settle(np.flatnonzero(~rows.busy), now)  # the run is over
         capacity = self.table.capacity_j
         with np.errstate(invalid="ignore"):
-            fraction = np.where(np.isinf(capacity), math.nan, self.level_j / capacity)
+            fraction = np.where(np.isinf(capacity), math.nan, rows.level / capacity)
         return DeviceStats(
             group=[self.table.group_names[g] for g in self.table.group],
             tasks_started=self.tasks_started.copy(),
             updates_delivered=self.updates_delivered.copy(),
-            online_time_s=online,
-            energy_by_activity_j={a: e.copy() for a, e in self.energy_j.items()},
-            charged_j=np.zeros(len(self)),
+            online_time_s=rows.online_time_s.copy(),
+            energy_by_activity_j=self._energy(rows.energy_j),
+            charged_j=rows.charged_j + self.work_charged_j,
             battery_fraction=fraction,
-            battery_empty=self.dead_at <= now,
+            battery_empty=rows.finite & ~rows.alive,
         )
 
     def state_at(self, now: float) -> FleetState:
-        """The arrays at ``now``: continuous-time availability advanced to it (the realisation depends on the seed
-        alone, not on when it is advanced), idle batteries drained since they were last settled, the working
-        devices' actors read as they are."""
-        self._advance(None)
-        online = self.online() & (self.dead_at > now)
-        capacity = self.table.capacity_j
-        until = np.minimum(now, self.dead_at)
-        level = np.maximum(self.level_j - self.table.idle_w * np.maximum(until - self.since, 0.0), 0.0)
-        below = now >= self.below_at
-        working, dead = np.zeros(len(self), dtype=bool), self.dead_at <= now
+        """Every device at ``now``: the idle ones advanced to it (the realisation depends on the seed alone, not
+        on when it is advanced; nothing is settled), the working devices' actors read as they are."""
+        rows = self.rows
+        rows.advance(now)
+        everyone = np.arange(len(self))
+        online = rows.online & rows.alive
+        level = rows.level_at(everyone, now)
+        below = rows.below_min(everyone, now)
+        working, dead = np.zeros(len(self), dtype=bool), rows.finite & ~rows.alive
+        charging = rows.charging.copy()
         started, delivered = self.tasks_started.copy(), self.updates_delivered.copy()
         for index, device in self.active.items():  # a working device's battery and counts are its actor's
             level[index] = device.battery.level_at(now)
             below[index], dead[index] = device.below_min, device.dead
             online[index] = device.online and not device.dead
             working[index] = device.task is not None
+            charging[index] = device.battery.charging
             started[index] += device.tasks_started
             delivered[index] += device.updates_delivered
+        capacity = self.table.capacity_j
         with np.errstate(invalid="ignore"):
             battery = np.where(np.isinf(capacity), math.nan, level / capacity)
         return FleetState(
             online=online,
             available=online & ~below,
             working=working,
-            charging=np.zeros(len(self), dtype=bool),  # the lazy engine takes no chargers
+            charging=charging,
             dead=dead,
             below_min=below,
             battery=battery,
@@ -387,41 +367,36 @@ class LazyFleet:
         )
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
-        """What :meth:`stats` would fold and settle, added up on copies: the idle devices' drain since they were
+        """What :meth:`stats` would fold and settle, added up on copies: the idle devices' draw since they were
         last settled, and the working devices' batteries."""
-        spent = self.table.idle_w * np.maximum(np.minimum(now, self.dead_at) - self.since, 0.0)
-        working = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
-        spent[working] = 0.0  # a working device's idle draw is in its battery
-        by_activity = dict(self.energy_j)
-        by_activity["idle"] = by_activity["idle"] + spent
-        copied = {"idle"}
+        self.rows.advance(now)
+        by_activity = self._energy(self.rows.energy_at(now))
         for index, device in self.active.items():
             for activity, joules in device.battery.energy_at(now).items():
-                if activity not in copied:
-                    base = by_activity.get(activity)
-                    by_activity[activity] = np.zeros(len(self)) if base is None else base.copy()
-                    copied.add(activity)
+                if activity not in by_activity:
+                    by_activity[activity] = np.zeros(len(self))
                 by_activity[activity][index] += joules
         return by_activity
 
 
 class LazyPolicy(SessionPolicy):
-    """A working device's view of its group's population model, through the per-device protocol."""
+    """A working device's view of its group's availability model, through the per-device protocol: a per-round
+    pattern changes only at round starts (the arrays step it), a continuous one at its flips."""
 
-    def __init__(self, fleet: LazyFleet, group: int, row: int):
-        self.model, self.row = fleet.models[group], row
-        self._hook = fleet._accrue(fleet.slices[group].start, rounds=self.model.time_base == "round")
+    def __init__(self, rows: IdleRows, index: int):
+        g = int(rows.table.group[index])
+        self.model, self.row = rows.groups[g].availability, index - rows.slices[g].start
         self.label = self.model.policy  # what the event log names (netfl.policies.catalog.policy_label)
 
     def online(self, now: float, state) -> bool:
-        if self.model.time_base == "round":  # per-round policies change only at round starts
+        if self.model.time_base == "round":
             return bool(self.model.state[self.row])
-        return self.model.advance_one(self.row, now, self._hook)
+        return self.model.advance_one(self.row, now)
 
     def next_wakeup(self, now: float) -> float:
         if self.model.time_base == "round":
             return math.inf
-        self.model.advance_one(self.row, now, self._hook)
+        self.model.advance_one(self.row, now)
         return float(self.model.change[self.row])
 
 

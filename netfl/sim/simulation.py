@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
-from netfl.policies.base import SessionPolicy
-from netfl.sim.device import Device
+from netfl.policies.rows import Lookahead, SessionRow
+from netfl.sim.device import Device, Usage
+from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
-from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, LazyFleet, fleet_energy_j
+from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, Handover, LazyFleet, fleet_energy_j
+from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
@@ -69,6 +71,18 @@ class SimulationResult:
         return fleet_energy_j(self.stats.energy_by_activity_j, work_only=True)
 
 
+def _usage_views(usage: list[UsageSetup | None], table: DeviceTable) -> list[Usage | None]:
+    """Each device's own use in the actor form: a view of its row of its group's usage model."""
+    views: list[Usage | None] = []
+    for setup, sl in zip(usage, table.group_slices()):
+        rows = Lookahead(setup.model) if setup is not None else None
+        for row in range(sl.stop - sl.start):
+            views.append(
+                None if setup is None else Usage(SessionRow.row_of(rows, row), setup.power_w, setup.train_while_in_use)
+            )
+    return views
+
+
 class Simulation:
     """One world and the learner it drives, ready to :meth:`run`."""
 
@@ -88,21 +102,29 @@ class Simulation:
         self.network = Network(
             self.env, world.nodes, world.wires, Attachments(table, world.links, world.nodes, streams), streams, log
         )
+        usage = list(world.usage) if world.usage is not None else [None] * len(table.group_names)
         if world.population is not None:
+            charging = list(world.charging) if world.charging is not None else [None] * len(usage)
+            groups = [GroupRows(*g) for g in zip(world.population, charging, usage)]
 
-            def make_device(index: int, policy: SessionPolicy, level_j: float) -> Device:
+            def make_device(index: int, handover: Handover) -> Device:
+                battery = table.battery(index, handover.level_j, self.env.now)
+                battery.charging = handover.charging
                 return Device(
                     self.env,
                     table.profile(index),
-                    table.battery(index, level_j, self.env.now),
-                    policy,
+                    battery,
+                    handover.policy,
                     self.recorder,
                     current_round,
                     self.network,
+                    handover.charger,
                     online=True,
+                    usage=handover.usage,
+                    using=handover.using,
                 )
 
-            self.devices: Fleet = LazyFleet(self.env, table, world.population, make_device)
+            self.devices: Fleet = LazyFleet(self.env, IdleRows(table, groups), make_device)
         else:
             chargers = world.chargers if world.chargers is not None else [None] * len(table)
             self.devices = EagerFleet(
@@ -116,8 +138,11 @@ class Simulation:
                         current_round,
                         self.network,
                         charger,
+                        usage=use,
                     )
-                    for i, (policy, charger) in enumerate(zip(world.policies, chargers))
+                    for i, (policy, charger, use) in enumerate(
+                        zip(world.policies, chargers, _usage_views(usage, table))
+                    )
                 ]
             )
         self.relays = self._build_relays(log)

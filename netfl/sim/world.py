@@ -17,6 +17,7 @@ from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
+from netfl.sim.idle_rows import UsageSetup
 
 SERVER = "server"
 
@@ -118,8 +119,9 @@ class HierarchySetup:
 
 @dataclass
 class World:
-    """Everything the engine needs, availability included: one policy per device (the eager engine, with an
-    optional charger each) or one population model per device group (the lazy engine)."""
+    """Everything the engine needs, availability included: one policy per device (the actor form, with an
+    optional charger each) or one population model per device group (the array form, with an optional charger
+    model each); the devices' own use (one model per group) in either form."""
 
     devices: DeviceTable
     links: list[GroupLink]  # one per device group, in the table's group order
@@ -131,6 +133,8 @@ class World:
     policies: Sequence[AvailabilityPolicy] | None = None
     chargers: Sequence[SessionPolicy | None] | None = None
     population: Sequence[PopulationModel] | None = None
+    charging: Sequence[PopulationModel | None] | None = None  # the array form's chargers, one model per group
+    usage: Sequence[UsageSetup | None] | None = None  # each group's own use, in either form
     hierarchy: HierarchySetup | None = None
 
     def __post_init__(self) -> None:
@@ -143,6 +147,8 @@ class World:
             raise ValueError(f"{len(self.links)} group links for {len(self.devices.group_names)} device groups")
         if self.policies is not None and len(self.policies) != len(self.devices):
             raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
+        if self.usage is not None and len(self.usage) != len(self.devices.group_names):
+            raise ValueError(f"{len(self.usage)} usage setups for {len(self.devices.group_names)} device groups")
         if self.population is not None and self.server.mode == "async":
             raise ValueError("the lazy engine runs synchronous rounds only")
         if self.hierarchy is not None and (self.population is not None or self.server.mode != "sync"):

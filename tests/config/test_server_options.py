@@ -144,7 +144,7 @@ def test_edges_accepted_with_the_other_options() -> None:
         ),
         ({"algorithm": {"name": "fedau"}}, None, None, None, "network.nodes", "fedavg, fedprox, fednova, not fedau"),
         ({"mode": "async"}, None, None, None, "network.nodes", "server.mode: sync"),
-        ({}, None, None, {"devices": "lazy"}, "network.nodes", "lazy engine"),
+        ({}, None, None, {"devices": "lazy"}, "network.nodes", "edge servers (hierarchical aggregation) run on actors"),
         (
             {},
             {**EDGES, "nodes": {**EDGES["nodes"], "west": {"kind": "edge", "availability": {"policy": "markov"}}}},

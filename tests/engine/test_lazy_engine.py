@@ -179,14 +179,27 @@ def _lazy_dict(**changes) -> dict:
     return data
 
 
-def test_lazy_engine_refuses_what_it_cannot_keep_as_arrays() -> None:
+def test_the_array_form_refuses_what_it_cannot_keep_as_arrays_once_per_cause() -> None:
     mine = group("mine", 2, availability={"policy": "my_policies.py:Mine"})
     charged = group("charged", 2, battery={"charging": {"policy": "daily", "start": "22:00", "end": "07:00"}})
-    problems = dict(_problems(_lazy_dict(devices=[mine, charged], server={"mode": "async"})))
-    assert "synchronous rounds" in problems["engine.devices"]
-    assert "no population form" in problems["devices[0].availability.policy"]
-    assert "without chargers" in problems["devices[1].battery.charging"]
+    problems = _problems(_lazy_dict(devices=[mine, charged], server={"mode": "async"}))
+    by_path = {path: [m for p, m in problems if p == path] for path, _ in problems}
+    assert any("answers per device" in m for m in by_path["devices[0].availability.policy"])
+    assert by_path["server.mode"] == [
+        "asynchronous arrivals run on actors; engine.devices: arrays cannot hold it: use engine.devices: auto"
+    ]
+    assert not any(path.startswith("devices[1]") for path in by_path)  # chargers have an array form
     assert _problems(_lazy_dict()) == []
+
+
+def test_a_million_asynchronous_devices_are_refused_for_that_alone() -> None:
+    """Not buried under estimates of rounds or memory that the refusal makes moot."""
+    million = [group("phones", 1_000_000, availability={"policy": "diurnal"})]
+    for engine in ("lazy", "arrays", "auto"):
+        problems = _problems(_lazy_dict(devices=million, server={"mode": "async"}, engine={"devices": engine}))
+        assert [path for path, _ in problems] == ["server.mode"], (engine, problems)
+    ((_, message),) = _problems(_lazy_dict(devices=million, server={"mode": "async"}, engine={"devices": "auto"}))
+    assert "asynchronous arrivals run on actors" in message and "GB" in message
 
 
 def test_samples_per_client_combines_only_with_sampled_kinds() -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from engine_support import FakeBackend, events, group, scenario
 
-from netfl.assemble import build_world, device_policies, population_models
+from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
 
@@ -41,16 +41,23 @@ POLICIES = {
 }
 
 
-def world(policy: dict, count: int = 30, rounds: int = 25):
+def world(policy: dict, count: int = 30, rounds: int = 25, charging: dict | None = None, usage=None):
+    battery = {"capacity": 400.0, "initial": {"uniform": [0.0, 1.0]}, "min_level": 0.3}
+    idle = 0.3
+    if charging is not None:  # batteries that empty within the run, and chargers that power them on again
+        battery |= {"initial": {"uniform": [0.0, 0.5]}, "charging": charging, "charge_power": 3.0}
+        idle = 1.0
     phones = group(
         "phones",
         count,
         flops=2e9,
         up=2e6,
-        power={"compute": 2.0, "transmit": 0.5, "idle": 0.3},
-        battery={"capacity": 400.0, "initial": {"uniform": [0.2, 1.0]}, "min_level": 0.3},
+        power={"compute": 2.0, "transmit": 0.5, "idle": idle},
+        battery=battery,
         availability=policy,
     )
+    if usage is not None:
+        phones["usage"] = usage
     boards = group("boards", 5, flops=0.5e9, up=1e6, availability=policy)
     return scenario([phones, boards], stop={"rounds": rounds}, round={"participants": 6, "deadline": 5.0})
 
@@ -63,7 +70,8 @@ def run(sc, form: str):
         policies, chargers = device_policies(sc, streams, np.full(sc.num_devices, 10), mix)
         w = build_world(sc, streams, policies=policies, chargers=chargers)
     else:
-        w = build_world(sc, streams, population=population_models(sc, streams, mix))
+        charging = group_models(sc, streams, mix, "charging")
+        w = build_world(sc, streams, population=population_models(sc, streams, mix), charging=charging)
     sim = Simulation(w, backend)
     return sim, sim.run()
 
@@ -76,9 +84,35 @@ def work(sim) -> list:
     return [e for e in events(sim) if e.kind in WORK_KINDS]
 
 
+CHARGERS = {
+    "daily": {"policy": "daily", "start": "00:00:30", "end": "00:02", "jitter": "20s"},
+    "sessions": {"policy": "sessions", "on": {"exponential": {"mean": "30s"}}, "off": {"exponential": {"mean": "30s"}}},
+}
+USE = {"sessions": {"policy": "sessions", "on": {"exponential": {"mean": "8s"}}, "off": "20s"}, "power": 1.5}
+
+
 @pytest.mark.parametrize("name", list(POLICIES))
 def test_both_forms_draw_the_same_world(name: str) -> None:
-    sc = world(POLICIES[name])
+    assert_same_world(world(POLICIES[name]), name)
+
+
+@pytest.mark.parametrize("charger", list(CHARGERS))
+@pytest.mark.parametrize("train_while_in_use", [None, False, True])
+@pytest.mark.parametrize("name", ["sessions", "markov"])
+def test_both_forms_agree_with_chargers_and_the_owners_use(name: str, charger: str, train_while_in_use) -> None:
+    usage = None if train_while_in_use is None else {**USE, "train_while_in_use": train_while_in_use}
+    sc = world(POLICIES[name], count=40, rounds=40, charging=CHARGERS[charger], usage=usage)
+    actors, arrays = assert_same_world(sc, name)
+    kinds = set(actors.recorder.kinds)
+    assert {"battery_empty", "power_on", "charge_start", "charge_stop"} <= kinds  # the world is interesting
+    assert arrays.stats.charged_j.sum() > 0
+    assert actors.stats.charged_j == pytest.approx(arrays.stats.charged_j, rel=1e-9, abs=1e-9)
+    if usage is not None:
+        use = arrays.stats.energy_by_activity_j["use"]
+        assert use.sum() > 0 and actors.stats.energy_by_activity_j["use"] == pytest.approx(use, rel=1e-9, abs=1e-9)
+
+
+def assert_same_world(sc, name: str):
     actor_sim, actors = run(sc, "actors")
     array_sim, arrays = run(sc, "arrays")
     assert rounds(actor_sim) == rounds(array_sim)
@@ -92,3 +126,4 @@ def test_both_forms_draw_the_same_world(name: str) -> None:
     assert np.allclose(a.battery_fraction, b.battery_fraction, equal_nan=True, rtol=1e-9)
     assert np.array_equal(a.battery_empty, b.battery_empty)
     assert a.tasks_started.sum() > 0
+    return actors, arrays

@@ -1,0 +1,115 @@
+"""Which form of the engine holds the devices, and why: one engine, chosen for the user.
+
+The engine holds a device as a row of arrays while it is idle and as a SimPy
+actor while it works (netfl/sim/idle_rows.py, netfl/sim/fleet.py): the
+*array form*, exact and cheap at any scale. The *actor form* keeps every
+device an actor from the start; it is used only where a feature still needs
+it, which this module names, so that ``netfl validate`` can say which form a
+scenario gets and why. Both forms draw the same world from one seed: a
+built-in policy is one population model per group, of which an actor's
+policy is a row (netfl/policies/rows.py).
+
+``engine: {devices: auto}`` (the default) takes the array form unless a reason
+below asks for actors; ``arrays`` insists on it (each reason is then a
+problem, one per cause); ``actors`` insists on the other. ``lazy`` and
+``eager``, the names of earlier versions, mean ``arrays`` and ``actors``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from netfl.config.schema import IDLE_EVENTS_BELOW, Scenario
+from netfl.policies.population import supports_population
+
+Form = Literal["arrays", "actors"]
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The form a scenario runs in, and what keeps it from the array form (YAML path, reason) if anything."""
+
+    form: Form
+    asked: str
+    needs_actors: tuple[tuple[str, str], ...]
+
+    def describe(self) -> str:
+        """One line for ``netfl validate``: the form and why."""
+        if self.form == "arrays":
+            how = "asked for" if self.asked == "arrays" else "chosen: every part of this world has an array form"
+            return f"arrays ({how}): idle devices kept as rows, a device an actor only while it works"
+        if self.asked == "actors":
+            return "actors (asked for): every device a SimPy actor from the start"
+        why = "; ".join(f"{path}: {reason}" for path, reason in self.needs_actors)
+        return f"actors: every device a SimPy actor, because {why}"
+
+
+def _asked(scenario: Scenario) -> str:
+    return {"eager": "actors", "lazy": "arrays"}.get(scenario.engine.devices, scenario.engine.devices)
+
+
+def needs_actors(scenario: Scenario) -> list[tuple[str, str]]:
+    """What in the scenario has no array form yet, one entry per cause, each with its YAML path."""
+    reasons: list[tuple[str, str]] = []
+    for i, group in enumerate(scenario.devices):
+        policy = group.availability.policy
+        if not supports_population(policy):
+            reasons.append((f"devices[{i}].availability.policy", f"{policy!r} answers per device (no population form)"))
+        charging = group.battery.charging if group.battery is not None else None
+        if charging is not None and not supports_population(charging.policy):
+            reasons.append(
+                (
+                    f"devices[{i}].battery.charging.policy",
+                    f"{charging.policy!r} answers per device (no population form)",
+                )
+            )
+    if scenario.server.mode == "async":
+        reasons.append(("server.mode", "asynchronous arrivals run on actors"))
+    if any(node.kind == "edge" for node in scenario.network.nodes.values()):
+        reasons.append(("network.nodes", "edge servers (hierarchical aggregation) run on actors"))
+    wanted = scenario.events.idle_devices
+    if wanted or (wanted is None and _asked(scenario) == "auto" and scenario.num_devices < IDLE_EVENTS_BELOW):
+        why = "asked for" if wanted else f"the default below {IDLE_EVENTS_BELOW:,} devices"
+        reasons.append(("events.idle_devices", f"idle devices' events ({why}) are logged by actors"))
+    return reasons
+
+
+def engine_choice(scenario: Scenario) -> EngineChoice:
+    asked = _asked(scenario)
+    reasons = tuple(needs_actors(scenario)) if asked != "actors" else ()
+    form: Form = "actors" if asked == "actors" or reasons else "arrays"
+    return EngineChoice(form, asked, reasons)
+
+
+#: What a device costs held as an actor for a simulated day (SimPy processes, policy objects, its events):
+#: measured with topologies/million-phones.yaml and nightly chargers, 10^3 to 3x10^4 phones.
+ACTOR_BYTES_PER_DEVICE = 31_000
+#: The most devices the actor form takes: about 6 GB of them.
+MAX_ACTOR_DEVICES = 200_000
+
+
+def check_engine(scenario: Scenario) -> list[tuple[str, str]]:
+    """What keeps a scenario from the form it needs: ``engine.devices: arrays`` with something that needs actors,
+    or more devices than actors can hold. One problem per cause, nothing else."""
+    choice = engine_choice(scenario)
+    if choice.asked == "arrays":
+        return [
+            (path, f"{reason}; engine.devices: arrays cannot hold it: use engine.devices: auto")
+            for path, reason in choice.needs_actors
+        ]
+    n = scenario.num_devices
+    if choice.form == "actors" and n > MAX_ACTOR_DEVICES:
+        size = n * ACTOR_BYTES_PER_DEVICE / 1e9
+        return [
+            (
+                path,
+                f"{reason}: {n:,} devices as actors would take about {size:,.0f} GB (the most they take is "
+                f"{MAX_ACTOR_DEVICES:,}); remove it to keep idle devices as arrays, or simulate fewer devices",
+            )
+            for path, reason in (choice.needs_actors or (("engine.devices", "actors asked for"),))
+        ]
+    return []
+
+
+__all__ = ["EngineChoice", "engine_choice", "check_engine", "needs_actors"]

@@ -1,0 +1,310 @@
+"""Idle devices as rows of arrays: availability, the owner's use, the charger and the battery, in closed form.
+
+Between two changes of its own a device's power is constant -- the idle draw
+(while it is on), its owner's use (while a session runs that began while it
+was on), less the charger (while plugged in) -- so its battery level is
+linear in time, clipped to [0, capacity]. Its changes are the flips of its
+availability, usage and charger models (:mod:`netfl.policies.population`)
+and the instant its battery empties, computed from the level and the net
+drain. :class:`IdleRows` processes each device's changes in its own time
+order, vectorised over the devices due, and only when the engine asks: a
+million devices cost a few arrays, and a device nobody asks about costs
+nothing per change. The physics is :class:`~netfl.sim.device.Device`'s with
+its :class:`~netfl.sim.battery.Battery`: a dead phone draws nothing, charges
+while plugged in and powers on when plugged into a charger that out-supplies
+its idle draw; a full battery stays full; the charger feeds the loads first.
+
+The accounts (energy by load, charge, online time) are settled only at a
+device's own changes and when it starts or stops working, never at the
+instant someone reads them, so reading the world (the timeline, the energy
+at an evaluation) changes no result.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from netfl.policies.population import PopulationModel
+from netfl.sim.device_table import DeviceTable
+
+
+@dataclass(frozen=True)
+class UsageSetup:
+    """A device group's own use (netfl/policies/usage.py): when (a population model), its power, and whether a
+    device in use is still idle enough to train."""
+
+    model: PopulationModel
+    power_w: float
+    train_while_in_use: bool = False
+
+
+@dataclass(frozen=True)
+class GroupRows:
+    """One device group's models: availability, and optionally a charger and the owner's use."""
+
+    availability: PopulationModel
+    charger: PopulationModel | None = None
+    usage: UsageSetup | None = None
+
+
+_INF = math.inf
+# the sources of a device's changes, in the order in which changes at the same instant are taken
+_EMPTY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
+
+
+class IdleRows:
+    """Every device's state between its tasks (see the module docstring); the fleet hands working devices to
+    actors (:meth:`take`) and back (:meth:`give_back`)."""
+
+    def __init__(self, table: DeviceTable, groups: Sequence[GroupRows]):
+        self.table = table
+        self.groups = list(groups)
+        self.slices = table.group_slices()
+        if len(self.groups) != len(self.slices):
+            raise ValueError(f"{len(self.groups)} availability models for {len(self.slices)} groups")
+        n = len(table)
+        self.capacity = table.capacity_j
+        self.finite = np.isfinite(self.capacity)
+        self.level = np.where(self.finite, table.initial_j, _INF)
+        self.since = np.zeros(n)  # the battery and the energy are accounted up to here
+        self.alive = ~self.finite | (self.level > 0)
+        self.charging = np.zeros(n, dtype=bool)
+        self.using = np.zeros(n, dtype=bool)  # in a session of use that began while the device was on
+        self.online = np.zeros(n, dtype=bool)  # its availability says so and it is on
+        self.online_since = np.zeros(n)
+        self.online_time_s = np.zeros(n)
+        self.busy = np.zeros(n, dtype=bool)  # held by an actor
+        self.energy_j = {"idle": np.zeros(n), "use": np.zeros(n)}
+        self.charged_j = np.zeros(n)
+        self.use_w = np.zeros(n)
+        self.next_at = np.full(n, _INF)
+        for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
+            rows = np.arange(sl.stop - sl.start)
+            d = rows + sl.start
+            if group.charger is not None:
+                self.charging[d] = group.charger.state
+                self._boot(g, rows, d, 0.0)
+            if group.usage is not None:
+                self.use_w[d] = group.usage.power_w
+                self.using[d] = group.usage.model.state & self.alive[d]
+            if group.availability.time_base == "continuous":
+                self.online[d] = group.availability.state & self.alive[d]
+            self._schedule(g, rows)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    # ----------------------------------------------------------------- power
+
+    def net_drain_w(self, d: np.ndarray) -> np.ndarray:
+        """The rate at which each device's level falls (negative while the charger out-supplies its loads)."""
+        load = np.where(self.alive[d], self.table.idle_w[d], 0.0) + np.where(self.using[d], self.use_w[d], 0.0)
+        return load - np.where(self.charging[d], self.table.charge_w[d], 0.0)
+
+    def level_at(self, d: np.ndarray, now: float) -> np.ndarray:
+        """The charge of devices ``d`` (idle, advanced to ``now``) at ``now``, settling nothing (inf: mains)."""
+        level = self.level[d] - self.net_drain_w(d) * (now - self.since[d])
+        return np.where(self.finite[d], np.clip(level, 0.0, self.capacity[d]), _INF)
+
+    def _settle(self, d: np.ndarray, t: np.ndarray) -> None:
+        """Account devices ``d``'s energy and charge from their ``since`` up to ``t`` (their next change or now)."""
+        dt = t - self.since[d]
+        alive, using = self.alive[d], self.using[d]
+        self.energy_j["idle"][d] += np.where(alive, self.table.idle_w[d] * dt, 0.0)
+        self.energy_j["use"][d] += np.where(using, self.use_w[d] * dt, 0.0)
+        finite = self.finite[d]
+        if finite.any():
+            f = d[finite]
+            before = self.level[f]
+            after = np.clip(before - self.net_drain_w(f) * dt[finite], 0.0, self.capacity[f])
+            self.charged_j[f] += np.maximum(after - before, 0.0)
+            self.level[f] = after
+        self.since[d] = t
+
+    def _empty_at(self, d: np.ndarray) -> np.ndarray:
+        """When each of devices ``d`` empties at its present drain (inf: never, on mains power, or off)."""
+        drain = self.net_drain_w(d)
+        draining = self.alive[d] & self.finite[d] & (drain > 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(draining, self.since[d] + self.level[d] / drain, _INF)
+
+    # ---------------------------------------------------------------- changes
+
+    def _sources(self, g: int, rows: np.ndarray) -> np.ndarray:
+        """Each row's next change from each source (4 x rows: empty, availability, charger, usage)."""
+        group, d = self.groups[g], rows + self.slices[g].start
+        out = np.full((4, len(rows)), _INF)
+        out[_EMPTY] = self._empty_at(d)
+        if group.availability.time_base == "continuous":
+            out[_AVAILABILITY] = group.availability.change[rows]
+        if group.charger is not None:
+            out[_CHARGER] = group.charger.change[rows]
+        if group.usage is not None:
+            out[_USAGE] = group.usage.model.change[rows]
+        return out
+
+    def _schedule(self, g: int, rows: np.ndarray) -> None:
+        d = rows + self.slices[g].start
+        self.next_at[d] = np.where(self.busy[d], _INF, self._sources(g, rows).min(axis=0))
+
+    def advance(self, now: float) -> None:
+        """Take every idle device's changes up to ``now``, each device in its own time order."""
+        for g, sl in enumerate(self.slices):
+            rows = np.flatnonzero(self.next_at[sl] <= now)
+            while rows.size:
+                sources = self._sources(g, rows)
+                t = sources.min(axis=0)
+                d = rows + sl.start
+                self._settle(d, t)
+                first = sources.argmin(axis=0)
+                for source, take in (
+                    (_EMPTY, self._emptied),
+                    (_AVAILABILITY, self._availability_flipped),
+                    (_CHARGER, self._charger_flipped),
+                    (_USAGE, self._usage_flipped),
+                ):
+                    mine = first == source
+                    if mine.any():
+                        take(g, rows[mine], d[mine], t[mine])
+                self._schedule(g, rows)
+                rows = rows[self.next_at[d] <= now]
+
+    def _set_online(self, d: np.ndarray, online: np.ndarray, t: np.ndarray | float) -> None:
+        t = np.broadcast_to(t, d.shape)
+        going = self.online[d] & ~online
+        self.online_time_s[d[going]] += t[going] - self.online_since[d[going]]
+        coming = ~self.online[d] & online
+        self.online_since[d[coming]] = t[coming]
+        self.online[d] = online
+
+    def _emptied(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
+        self.level[d] = 0.0
+        self.alive[d] = False
+        self.using[d] = False
+        self._set_online(d, np.zeros(len(d), dtype=bool), t)
+        self._boot(g, rows, d, t)  # emptied while plugged in (its loads out-drew the charger): it powers on again
+
+    def _boot(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray | float) -> None:
+        """Dead devices on a charger that out-supplies their idle draw power on (availability asked again)."""
+        boots = ~self.alive[d] & self.charging[d] & (self.table.charge_w[d] > self.table.idle_w[d])
+        if not boots.any():
+            return
+        self.alive[d[boots]] = True
+        model = self.groups[g].availability
+        if model.time_base == "continuous":
+            t = np.broadcast_to(t, d.shape)
+            self._set_online(d[boots], model.state[rows[boots]], t[boots])
+
+    def _availability_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
+        model = self.groups[g].availability
+        model.flip(rows)
+        self._set_online(d, model.state[rows] & self.alive[d], t)
+
+    def _charger_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
+        charger = self.groups[g].charger
+        charger.flip(rows)
+        self.charging[d] = charger.state[rows]
+        self._boot(g, rows, d, t)
+
+    def _usage_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
+        model = self.groups[g].usage.model
+        model.flip(rows)
+        self.using[d] = model.state[rows] & self.alive[d]
+
+    def start_round(self, round_index: int, now: float) -> None:
+        """Per-round availability steps into ``round_index`` (at ``now``); the idle devices' online follow it."""
+        for sl, group in zip(self.slices, self.groups):
+            model = group.availability
+            if model.time_base != "round":
+                continue
+            model.advance(round_index)
+            rows = np.flatnonzero(~self.busy[sl])
+            d = rows + sl.start
+            self._set_online(d, model.state[rows] & self.alive[d], now)
+
+    # ------------------------------------------------------------ who can work
+
+    def eligible(self, now: float) -> np.ndarray:
+        """Devices (ascending) that are idle, online, on, not in use (where use excludes training) and above
+        their ``min_level`` at ``now`` (advanced to ``now``)."""
+        ok = self.online & self.alive & ~self.busy
+        for sl, group in zip(self.slices, self.groups):
+            if group.usage is not None and not group.usage.train_while_in_use:
+                ok[sl] &= ~self.using[sl]
+        floor = self.table.min_level > 0
+        check = np.flatnonzero(ok & floor & self.finite)
+        if check.size:
+            level = self.level_at(check, now)
+            threshold = self.table.min_level[check] * self.capacity[check]
+            below = (level < threshold) | ((level == threshold) & (self.net_drain_w(check) > 0))
+            ok[check[below]] = False
+        return np.flatnonzero(ok)
+
+    def below_min(self, d: np.ndarray, now: float) -> np.ndarray:
+        threshold = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
+        level = self.level_at(d, now)
+        return (self.table.min_level[d] > 0) & self.finite[d] & (level <= threshold)
+
+    # -------------------------------------------------------- actors take over
+
+    def settle(self, d: np.ndarray, now: float) -> None:
+        """Settle devices ``d``'s accounts (energy, charge, online time) up to ``now``."""
+        self._settle(d, np.full(len(d), now))
+        on = d[self.online[d]]
+        self.online_time_s[on] += now - self.online_since[on]
+        self.online_since[on] = now
+
+    def take(self, d: np.ndarray, now: float) -> None:
+        """Devices ``d`` start working at ``now``: their accounts settled to now, an actor takes over."""
+        self.settle(d, now)
+        self.busy[d] = True
+        self.next_at[d] = _INF
+
+    def give_back(
+        self,
+        index: int,
+        now: float,
+        *,
+        level_j: float,
+        alive: bool,
+        charging: bool,
+        using: bool,
+        online: bool,
+        online_time_s: float,
+    ) -> None:
+        """Device ``index`` is idle again at ``now`` (its actor's accounts are added by the caller); its actor
+        stepped its rows of the models while it worked, and leaves their state as ``charging``, ``using``..."""
+        self.level[index] = level_j
+        self.alive[index] = alive
+        self.charging[index] = charging
+        self.using[index] = using
+        self.online[index] = online
+        self.online_since[index] = now
+        self.online_time_s[index] += online_time_s
+        self.since[index] = now
+        self.busy[index] = False
+        g = int(self.table.group[index])
+        self._schedule(g, np.array([index - self.slices[g].start]))
+
+    def online_time_at(self, now: float) -> np.ndarray:
+        """Online time up to ``now`` of the idle devices (advanced to ``now``), the open stretches included."""
+        out = self.online_time_s.copy()
+        open_ = self.online & ~self.busy
+        out[open_] += now - self.online_since[open_]
+        return out
+
+    def energy_at(self, now: float) -> dict[str, np.ndarray]:
+        """The idle devices' energy by load up to ``now`` (advanced to ``now``), settling nothing."""
+        idle = ~self.busy
+        dt = np.where(idle, now - self.since, 0.0)
+        return {
+            "idle": self.energy_j["idle"] + np.where(idle & self.alive, self.table.idle_w * dt, 0.0),
+            "use": self.energy_j["use"] + np.where(idle & self.using, self.use_w * dt, 0.0),
+        }
+
+
+__all__ = ["GroupRows", "IdleRows", "UsageSetup"]
