@@ -93,7 +93,7 @@ def _jobs(network: Network, x: torch.Tensor, corrected: bool) -> list[TrainJob]:
     jobs = []
     for j, steps in enumerate([3, 1, 4, 2]):
         minibatches = minibatch_indices(len(x), 5, steps, torch.Generator().manual_seed(20 + j))
-        correction = Correction(0.3, 0.1 * torch.randn(size, generator=g)) if corrected else None
+        correction = Correction(0.3, (0.1 * torch.randn(size, generator=g)).to(x.device)) if corrected else None
         jobs.append(TrainJob(minibatches, seed=100 + j, correction=correction))
     return jobs
 
