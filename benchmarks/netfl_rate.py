@@ -1,7 +1,7 @@
 """A workload in netfl, timed in-process: the counterpart of ``plain_loop.py`` for the training rate.
 
     python benchmarks/netfl_rate.py [--workload w1|w2|resnet] [--clients 100] [--rounds R] [--threads 1]
-                                    [--device cpu|cuda]
+                                    [--device cpu|cuda] [--test-samples N]
 
 Builds the workload from ``benchmarks/<workload>.yaml`` (device count, rounds and participants
 per round overridden to ``--clients``/``--rounds``), sets netfl's worker threads with
@@ -38,13 +38,13 @@ from netfl.learn.runtime import use_threads  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 
 
-def workload_scenario(workload: str, clients: int, rounds: int):
+def workload_scenario(workload: str, clients: int, rounds: int, test_samples: int | None = None):
     source = BENCH / f"{workload}.yaml"
     data = yaml.safe_load(source.read_text())
     data["devices"][0]["count"] = clients
     data["stop"] = {"rounds": rounds}
     data["server"]["round"]["participants"] = clients
-    data["eval"] = {"every": f"{rounds} rounds"}
+    data["eval"] = {"every": f"{rounds} rounds", **({"max_test_samples": test_samples} if test_samples else {})}
     return scenario_from_dict(data, source=str(source), base_dir=BENCH)
 
 
@@ -70,7 +70,8 @@ def time_learner_calls(learner, names=("plan_round", "plan_after_probe", "aggreg
 def main() -> None:
     args = w.arguments()
     use_threads(args.threads)
-    sim, learner = build_simulation(workload_scenario(args.workload, args.clients, args.rounds), device=args.device)
+    scenario = workload_scenario(args.workload, args.clients, args.rounds, args.test_samples)
+    sim, learner = build_simulation(scenario, data_dir=w.FASHION_MNIST_DIR, device=args.device)
     import_build_s = time.perf_counter() - STARTED
     in_learner = time_learner_calls(learner)
     started = time.perf_counter()

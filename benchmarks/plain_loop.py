@@ -1,7 +1,7 @@
 """A workload as a plain per-client PyTorch loop: the baseline a researcher writes in an afternoon.
 
     python benchmarks/plain_loop.py [--workload w1|w2|resnet] [--clients 100] [--rounds R] [--threads 1]
-                                    [--device cpu|cuda]
+                                    [--device cpu|cuda] [--test-samples N]
 
 Prints one JSON line: final accuracy, wall time of the training rounds, client updates per second and, on a
 GPU, the peak memory torch allocated. ``benchmarks/speed.py`` times the whole process.
@@ -40,7 +40,8 @@ def main() -> None:
     if device.type == "cuda":
         torch.cuda.synchronize()
     train_s = time.perf_counter() - started
-    out = {"accuracy": w.accuracy(global_model, test_x, test_y), "train_s": train_s,
+    tested = slice(args.test_samples)
+    out = {"accuracy": w.accuracy(global_model, test_x[tested], test_y[tested]), "train_s": train_s,
            "updates_per_s": args.clients * args.rounds / train_s}  # fmt: skip
     if device.type == "cuda":
         out["gpu_peak_mb"] = torch.cuda.max_memory_allocated(device) / 2**20

@@ -18,6 +18,7 @@ measure only themselves.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import os
 from pathlib import Path
@@ -36,13 +37,14 @@ SEED = 1
 
 def arguments() -> argparse.Namespace:
     """The options every contestant takes: --workload, --clients, --rounds (default: the workload's), --threads
-    (torch threads, default 1) and --device."""
+    (torch threads, default 1), --device and --test-samples (the first N test images; default all 10 000)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--workload", choices=tuple(ROUNDS), default="w1")
     parser.add_argument("--clients", type=int, default=CLIENTS)
     parser.add_argument("--rounds", type=int)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--test-samples", type=int)
     args = parser.parse_args()
     args.rounds = args.rounds or ROUNDS[args.workload]
     return args
@@ -56,8 +58,9 @@ def read_idx(path: Path) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
+@functools.cache
 def load_fashion_mnist() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Images as float32 N x 1 x 28 x 28 in [0, 1], labels as int64."""
+    """Images as float32 N x 1 x 28 x 28 in [0, 1], labels as int64 (read once per process: never changed)."""
 
     def images(name: str) -> np.ndarray:
         return read_idx(FASHION_MNIST_DIR / name).reshape(-1, 1, 28, 28).astype(np.float32) / 255.0

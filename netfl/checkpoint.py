@@ -120,7 +120,9 @@ class Checkpoint:
         import torch
 
         try:
-            data = torch.load(path, weights_only=False)  # our own pickle: see the module docstring
+            # our own pickle (see the module docstring), its tensors read onto the CPU: a GPU run's checkpoint
+            # resumes on a machine without one; the learner moves its state to the run's device
+            data = torch.load(path, map_location="cpu", weights_only=False)
         except FileNotFoundError:
             raise NetflError(f"{path}: no checkpoint (run with --checkpoint-every to make one)") from None
         except Exception as exc:  # noqa: BLE001 -- a truncated or foreign file, however torch words it

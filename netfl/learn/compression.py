@@ -69,7 +69,8 @@ def qsgd(v: torch.Tensor, levels: int, generator: torch.Generator, bucket: int |
     norms = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
     scaled = torch.where(norms > 0, rows.abs() * levels / torch.where(norms > 0, norms, 1), 0)
     lower = torch.floor(scaled)
-    u = torch.rand(rows.shape, generator=generator, dtype=torch.float64).to(rows.dtype)
+    # drawn on the CPU (the same numbers whatever the device), then moved where the vector is
+    u = torch.rand(rows.shape, generator=generator, dtype=torch.float64).to(rows)
     xi = (lower + (u < scaled - lower).to(rows.dtype)) / levels
     return (norms * torch.sign(rows) * xi).reshape(-1)[:d].view_as(v)
 

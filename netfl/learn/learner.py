@@ -79,7 +79,7 @@ from netfl.learn.objective import Correction, ExtraScalars
 from netfl.learn.params import ParamLayout
 from netfl.learn.partition import ClientParts
 from netfl.learn.replicas import Evaluator
-from netfl.learn.runtime import parallel_map, torch_device
+from netfl.learn.runtime import on_device, parallel_map, torch_device
 from netfl.learn.server_optimizers import build_server_optimizer
 from netfl.learn.trainer import Trainer, TrainJob
 from netfl.learn.training import minibatch_indices, num_local_steps, scheduled_lr
@@ -213,9 +213,8 @@ class TaskModel:
         if self.buffers_rule != "local" or not self.device_buffers:
             return self.global_buffers
         clients = sorted(self.device_buffers)
-        weights = torch.tensor([float(self._sizes[c]) for c in clients], dtype=torch.float64)
-        stacked = torch.stack([self.device_buffers[c] for c in clients]).to(torch.float64)
-        return ((weights / weights.sum()) @ stacked).to(self.global_buffers)
+        mean = sample_weighted_mean([self.device_buffers[c] for c in clients], [self._sizes[c] for c in clients])
+        return mean.to(self.global_buffers)
 
     def local_loss(self, client: int) -> float:
         """Mean cross-entropy of the global model on the client's local data."""
@@ -239,9 +238,16 @@ class TaskModel:
             for client, _, buffers in carried:
                 self.device_buffers[client] = buffers
             return
-        weights = torch.tensor([float(n) for _, n, _ in carried], dtype=torch.float64)
-        stacked = torch.stack([b for _, _, b in carried]).to(torch.float64)
-        self.global_buffers = ((weights / weights.sum()) @ stacked).to(self.global_buffers)
+        mean = sample_weighted_mean([b for _, _, b in carried], [n for _, n, _ in carried])
+        self.global_buffers = mean.to(self.global_buffers)
+
+
+def sample_weighted_mean(vectors: Sequence[torch.Tensor], samples: Sequence[float]) -> torch.Tensor:
+    """The mean of ``vectors`` weighted by ``samples``, in float64, on the vectors' device (a GPU run's buffers
+    live on the GPU: weights made on the CPU would not multiply them)."""
+    stacked = torch.stack(list(vectors)).to(torch.float64)
+    weights = torch.tensor([float(n) for n in samples], dtype=torch.float64, device=stacked.device)
+    return (weights / weights.sum()) @ stacked
 
 
 @dataclass
@@ -407,6 +413,7 @@ class Learner:
         """Continue from :meth:`state` (taken from a learner built from the same scenario)."""
         if len(state["tasks"]) != len(self.tasks):
             raise ValueError(f"the state has {len(state['tasks'])} models, this learner {len(self.tasks)}")
+        state = on_device(state, self.device)  # a checkpoint of a CPU run resumed on a GPU, or the other way
         self.version, self._next_job = state["version"], state["next_job"]
         self.updates_skipped, self._made_by = state["updates_skipped"], state["made_by"]
         self._jobs, self._probes, self.strategy = state["jobs"], state["probes"], state["strategy"]

@@ -23,18 +23,19 @@ on (:mod:`netfl.learn.cpu_share`); ``--threads N`` sets a fixed count.
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
 from netfl.cpus import available_cpus
 from netfl.learn.cpu_share import CpuShare
 
-__all__ = ["available_cpus", "parallel_map", "threads_in_use", "torch_device", "use_threads"]
+__all__ = ["available_cpus", "on_device", "parallel_map", "threads_in_use", "torch_device", "use_threads"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -134,3 +135,13 @@ def torch_device(name: str | torch.device) -> torch.device:
     elif device.type != "cpu":
         raise ValueError(f"{name!r}: netfl trains on cpu or cuda")
     return device
+
+
+def on_device(state: Any, device: torch.device) -> Any:
+    """A copy of ``state`` (anything picklable: a checkpoint's learner state) with every tensor on ``device``: a
+    round trip through torch's serialisation with ``map_location``, which reaches the tensors inside any object
+    (jobs in flight, a strategy's memory, server optimisers) and keeps tensors that were shared shared."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    return torch.load(buffer, map_location=device, weights_only=False)  # our own state, just written

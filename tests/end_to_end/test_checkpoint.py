@@ -10,8 +10,11 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import torch
 from cli_support import TINY, assert_user_error, run, with_ctrl_c
+from device_support import DEVICE_PAIRS
 
 from netfl.checkpoint import Checkpoint, Every, checkpoint_path
 from netfl.config import load_scenario
@@ -150,6 +153,58 @@ def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
 )
 def test_resuming_every_kind_of_run(tmp_path: Path, topology: str, overrides: list[str], stop_at: int) -> None:
     interrupted_and_resumed(tmp_path, REPO / "topologies" / topology, overrides, stop_at, Every(rounds=3))
+
+
+#: A run whose checkpoint holds a server optimiser's moments and error-feedback memories (tensors inside objects
+#: of their own), training a CNN (stacked on a GPU, replicas on a CPU).
+ACROSS_DEVICES = [
+    "stop.rounds=12",
+    "eval.every=3 rounds",
+    "task.model={name: cnn}",
+    "server.algorithm={name: fedprox, mu: 0.01}",
+    "server.optimizer={name: adam, lr: 0.01}",
+    "server.compression={uplink: {topk: 10%, error_feedback: true}}",
+]
+
+
+@pytest.mark.parametrize(("written_on", "resumed_on"), DEVICE_PAIRS)
+def test_a_run_resumes_on_another_device(tmp_path: Path, written_on: str, resumed_on: str) -> None:
+    """A checkpoint written on one device resumes on another (its tensors read onto the CPU, then moved to the
+    resumed run's device): the world goes on as in the run that never stopped, bit for bit, and the accuracies
+    agree within rounding (to the bit on one device)."""
+    scenario = load_scenario(REPO / "topologies" / "quickstart.yaml", overrides=ACROSS_DEVICES)
+    run_scenario(scenario, out_dir=tmp_path / "whole", threads=1, device=written_on)
+    with pytest.raises(Interrupted):
+        run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, device=written_on,
+                     checkpoint_every=Every(rounds=3), progress=StopAt(7))  # fmt: skip
+    checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    assert checkpoint.rounds == 6
+    run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, device=resumed_on, resume=checkpoint)
+    for name in ("events.parquet", "devices.parquet", "timeline.parquet"):
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "cut" / name).read_bytes(), name
+    whole, cut = (pd.read_csv(tmp_path / run / "metrics.csv") for run in ("whole", "cut"))
+    if written_on == resumed_on:
+        pd.testing.assert_frame_equal(whole, cut, check_exact=True)
+    else:
+        assert (whole["test_accuracy"] - cut["test_accuracy"]).abs().max() <= 0.05
+
+
+def test_a_checkpoint_written_on_a_gpu_resumes_on_a_cpu(tmp_path: Path, monkeypatch) -> None:
+    """A GPU run's checkpoint names its tensors' device cuda:0; torch would refuse to read them on a machine
+    without CUDA unless told where to put them. Written here with torch told every tensor is on cuda:0."""
+    scenario = load_scenario(REPO / "topologies" / "quickstart.yaml", overrides=["stop.rounds=10"])
+    run_scenario(scenario, out_dir=tmp_path / "whole", threads=1)
+    with monkeypatch.context() as patched:
+        patched.setattr(torch.serialization, "location_tag", lambda storage: "cuda:0")
+        with pytest.raises(Interrupted):
+            run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=3),
+                         progress=StopAt(7))  # fmt: skip
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="CUDA"):  # what a plain torch.load says
+            torch.load(checkpoint_path(tmp_path / "cut"), weights_only=False)
+    checkpoint = Checkpoint.load(checkpoint_path(tmp_path / "cut"))
+    run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
+    same_bytes(tmp_path / "whole", tmp_path / "cut")
 
 
 def test_a_checkpoint_of_another_scenario_is_refused(tmp_path: Path) -> None:
