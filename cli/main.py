@@ -291,7 +291,9 @@ def _energy(summary: dict) -> str:
         value = summary.get(key)
         return "n/a" if value is None else format_si(value, "J", 3)
 
-    return f"energy {joules('energy_j')}, of which training and radio {joules('work_energy_j')}"
+    line = f"energy {joules('energy_j')}, of which training and radio {joules('work_energy_j')}"
+    use = (summary.get("energy_by_activity_j") or {}).get("use")
+    return line if use is None else f"{line}, the owners' own use {format_si(use, 'J', 3)}"
 
 
 def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | None = None):

@@ -158,6 +158,7 @@ def device_columns(result: SimulationResult) -> dict[str, Any]:
         "updates_delivered": stats.updates_delivered,
         "online_fraction": stats.online_time_s / duration if duration > 0 else np.zeros(len(stats.group)),
         "energy_j": stats.energy_j,
+        "work_energy_j": stats.work_energy_j,  # what FL cost the device (training and radio)
         "charged_j": stats.charged_j,
         "battery_fraction": stats.battery_fraction,
         "battery_empty": stats.battery_empty,

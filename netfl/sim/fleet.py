@@ -55,6 +55,12 @@ class DeviceStats:
     def energy_j(self) -> np.ndarray:
         return sum(self.energy_by_activity_j.values(), np.zeros(len(self.group)))
 
+    @property
+    def work_energy_j(self) -> np.ndarray:
+        """What federated learning cost each device: all but standing by and its owner's use."""
+        work = [e for activity, e in self.energy_by_activity_j.items() if activity not in NOT_FL]
+        return sum(work, np.zeros(len(self.group)))
+
 
 @dataclass
 class FleetState:
@@ -275,9 +281,10 @@ class LazyFleet:
 
     def _fold(self, indices: list[int], stop: bool) -> None:
         """Write devices' working time back into the arrays and forget their actors."""
-        now = self.env.now
-        for index in indices:
-            device = self.active.pop(index)
+        if not indices:
+            return
+        devices = [self.active.pop(index) for index in indices]
+        for index, device in zip(indices, devices):
             if stop:
                 device.stop()
             device.settle()
@@ -291,16 +298,20 @@ class LazyFleet:
             self.work_charged_j[index] += device.battery.charged_j
             self.tasks_started[index] += device.tasks_started
             self.updates_delivered[index] += device.updates_delivered
-            self.rows.give_back(
-                index,
-                now,
-                level_j=device.battery.level_j,
-                alive=not device.dead,
-                charging=device.battery.charging,
-                using=device.using,
-                online=device.online,
-                online_time_s=device.online_time_s,
-            )
+
+        def each(read) -> np.ndarray:
+            return np.array([read(device) for device in devices])
+
+        self.rows.give_back(
+            np.array(indices, dtype=np.int64),
+            self.env.now,
+            level_j=each(lambda device: device.battery.level_j),
+            alive=each(lambda device: not device.dead),
+            charging=each(lambda device: device.battery.charging),
+            using=each(lambda device: device.using),
+            online=each(lambda device: device.online),
+            online_time_s=each(lambda device: device.online_time_s),
+        )
 
     # ----------------------------------------------------------------- stats
 

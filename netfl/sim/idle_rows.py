@@ -266,29 +266,31 @@ class IdleRows:
 
     def give_back(
         self,
-        index: int,
+        d: np.ndarray,
         now: float,
         *,
-        level_j: float,
-        alive: bool,
-        charging: bool,
-        using: bool,
-        online: bool,
-        online_time_s: float,
+        level_j: np.ndarray,
+        alive: np.ndarray,
+        charging: np.ndarray,
+        using: np.ndarray,
+        online: np.ndarray,
+        online_time_s: np.ndarray,
     ) -> None:
-        """Device ``index`` is idle again at ``now`` (its actor's accounts are added by the caller); its actor
-        stepped its rows of the models while it worked, and leaves their state as ``charging``, ``using``..."""
-        self.level[index] = level_j
-        self.alive[index] = alive
-        self.charging[index] = charging
-        self.using[index] = using
-        self.online[index] = online
-        self.online_since[index] = now
-        self.online_time_s[index] += online_time_s
-        self.since[index] = now
-        self.busy[index] = False
-        g = int(self.table.group[index])
-        self._schedule(g, np.array([index - self.slices[g].start]))
+        """Devices ``d`` are idle again at ``now`` (their actors' accounts are added by the caller); their actors
+        stepped their rows of the models while they worked, and leave them ``charging``, ``using``..."""
+        self.level[d] = level_j
+        self.alive[d] = alive
+        self.charging[d] = charging
+        self.using[d] = using
+        self.online[d] = online
+        self.online_since[d] = now
+        self.online_time_s[d] += online_time_s
+        self.since[d] = now
+        self.busy[d] = False
+        groups = self.table.group[d]
+        for g in np.unique(groups):
+            mine = d[groups == g]
+            self._schedule(int(g), mine - self.slices[g].start)
 
     def online_time_at(self, now: float) -> np.ndarray:
         """Online time up to ``now`` of the idle devices (advanced to ``now``), the open stretches included."""
