@@ -15,6 +15,8 @@ from pathlib import Path
 
 from netfl.errors import NetflError
 from netfl.results import report_plots as plots
+from netfl.results.claim import claim_folder
+from netfl.results.folders import REPORT
 from netfl.results.paired import METHOD
 from netfl.results.plots import time_axis
 from netfl.results.report_html import display_tables, first_lines, paired_display, render
@@ -52,10 +54,6 @@ def default_targets(best_accuracies: Sequence[float]) -> list[float]:
     return [math.floor(100 * min(best) + 1e-9) / 100]
 
 
-#: What a report's folder is called in messages, and the file an earlier report (before the marker) holds.
-AS_REPORT = {"noun": "report", "legacy": "report.html"}
-
-
 def write_report(
     dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir: Path | None = None, interpolate: bool = False
 ) -> Report:
@@ -67,7 +65,15 @@ def write_report(
         raise NetflError("name at least one run or study folder")
     out_dir = Path(out_dir) if out_dir is not None else dirs[0] / "report"
     targets = check_targets(targets)
-    check_out_dir(out_dir, **AS_REPORT)
+    for folder in dirs:  # before the claim, which makes the folders above the report's
+        if not folder.is_dir():
+            raise NetflError(f"{folder}: no such folder")
+    with claim_folder(out_dir, noun=REPORT):  # a run or sweep writing the folder meanwhile: refused at once
+        return _write_report(dirs, targets, out_dir, interpolate)
+
+
+def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpolate: bool) -> Report:
+    check_out_dir(out_dir, kind=REPORT)
     runs = load_runs(find_run_folders(dirs, skip=out_dir))
     given = bool(targets)
     targets = targets or default_targets([float(r.summary.get("best_test_accuracy") or math.nan) for r in runs])
@@ -207,7 +213,7 @@ def write_report(
             (staging / file).write_bytes(png)
         (staging / "report.html").write_text(page, encoding="utf-8")
 
-    replace_folder(out_dir, write, **AS_REPORT)
+    replace_folder(out_dir, write, kind=REPORT)
     return Report(out_dir, len(runs), len(names), sum(not r.complete for r in runs), targets)
 
 

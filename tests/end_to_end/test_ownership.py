@@ -72,7 +72,7 @@ def test_a_look_alike_staging_folder_is_left_untouched(tmp_path: Path) -> None:
         (folder / "summary.json").write_text('{"mine": true}\n')
     writer.write_files(out, {"summary.json": b"{}"})
     assert [contents(folder) for folder in looks_like] == [{"summary.json": b'{"mine": true}\n'}] * 2
-    assert contents(out) == {".netfl-output": contents(out)[".netfl-output"], "summary.json": b"{}"}
+    assert contents(out) == {".netfl-run": contents(out)[".netfl-run"], "summary.json": b"{}"}
     writer.recover_folder(out, DEAD)  # what a sweep does for a run that died: still nothing of theirs touched
     assert all(folder.exists() for folder in looks_like)
 
