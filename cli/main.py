@@ -639,7 +639,10 @@ def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | N
     except NetflError as exc:
         _fail(exc)
     flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""
-    click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}")
+    running = f"; {made.unfinished} more still running, not in it" if made.unfinished else ""
+    click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}{running}")
+    for note in made.notes:
+        click.echo(f"warning: {note}", err=True)
 
 
 @main.group()

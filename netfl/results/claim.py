@@ -18,9 +18,9 @@ from pathlib import Path
 
 from netfl.errors import NetflError
 from netfl.results.folders import RUN, kinds_of
-from netfl.results.writer import check_out_dir
+from netfl.results.writer import check_out_dir, process_alive
 
-__all__ = ["Claim", "FolderBusy", "claim_folder", "claim_out_dir", "lock_path"]
+__all__ = ["Claim", "FolderBusy", "claim_folder", "claim_out_dir", "holder", "lock_path"]
 
 
 class FolderBusy(NetflError):
@@ -92,6 +92,32 @@ def claim_folder(folder: Path, *, noun: str = "run") -> Claim:
             f"{folder}: cannot write the results there ({exc.strerror or exc}); choose another folder (--out DIR)"
         ) from None
     return Claim(folder, fd, created)
+
+
+def holder(folder: Path) -> int | None:
+    """The pid of the live process that claims ``folder`` now (a run or a sweep writing it), or None; the claim
+    is looked at, never taken. A lock file whose pid is gone is a claim that ended (SIGKILL); one whose pid is
+    alive is confirmed by its lock (the pid may have been reused), tried shared and let go at once."""
+    lock = lock_path(Path(folder))
+    try:
+        text = lock.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    if not text.isdigit() or not process_alive(int(text)):
+        return None
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return int(text)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
 
 
 def claim_out_dir(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from netfl.errors import NetflError
@@ -20,7 +20,7 @@ from netfl.results.folders import REPORT
 from netfl.results.paired import METHOD
 from netfl.results.plots import time_axis
 from netfl.results.report_html import display_tables, first_lines, paired_display, render
-from netfl.results.report_load import find_run_folders, load_runs
+from netfl.results.report_load import Missing, find_run_folders, load_runs
 from netfl.results.report_ranking import evaluation_spacing, paired_table, rank
 from netfl.results.report_tables import cases_table, run_summary, runs_table
 from netfl.results.report_world import device_timelines, world_over_time
@@ -36,6 +36,8 @@ class Report:
     cases: int
     incomplete: int
     targets: list[float]
+    unfinished: int = 0  # runs of a study whose sweep is still running them, left out
+    notes: list[str] = field(default_factory=list)  # each study's runs left out, and why (report_load.Missing)
 
 
 def check_targets(targets: Sequence[float]) -> list[float]:
@@ -74,7 +76,8 @@ def write_report(
 
 def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpolate: bool) -> Report:
     check_out_dir(out_dir, kind=REPORT)
-    runs = load_runs(find_run_folders(dirs, skip=out_dir))
+    missing: list[Missing] = []
+    runs = load_runs(find_run_folders(dirs, skip=out_dir, missing=missing))
     given = bool(targets)
     targets = targets or default_targets([float(r.summary.get("best_test_accuracy") or math.nan) for r in runs])
 
@@ -173,7 +176,8 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
             )
         )
 
-    warnings = _warnings(runs, energy_missing, bool(targets))
+    notes = [line for gap in missing for line in gap.lines()]
+    warnings = [html.escape(line) for line in notes] + _warnings(runs, energy_missing, bool(targets))
     shown = ", ".join(f"{100 * t:g} %" for t in targets) or "none"
     meta = (
         f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {len(names)} case{'s' if len(names) != 1 else ''} "
@@ -214,7 +218,15 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
         (staging / "report.html").write_text(page, encoding="utf-8")
 
     replace_folder(out_dir, write, kind=REPORT)
-    return Report(out_dir, len(runs), len(names), sum(not r.complete for r in runs), targets)
+    return Report(
+        out_dir,
+        len(runs),
+        len(names),
+        sum(not r.complete for r in runs),
+        targets,
+        unfinished=sum(gap.unfinished() for gap in missing if gap.pid is not None),
+        notes=notes,
+    )
 
 
 PAIRED_CAPTION = (

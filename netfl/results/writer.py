@@ -313,11 +313,11 @@ def clean_stale_staging(out_dir: Path) -> None:
         return
     for entry in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.staging-*"):
         pid = entry.name.rpartition("-")[2]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             recover_folder(out_dir, int(pid))
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -44,8 +44,15 @@ class LocalRunner:
     def describe(self) -> str:
         return f"{self.jobs} local process{'es' if self.jobs > 1 else ''}, {self.threads} thread(s) each"
 
-    def run(self, runs: list[tuple[RunPlan, Path]], on_done: OnDone, tick: Callable[[int], None]) -> None:
-        """Run every ``(plan, folder)``; ``on_done`` as each ends; ``tick(running)`` a few times a second.
+    def run(
+        self,
+        runs: list[tuple[RunPlan, Path]],
+        on_done: OnDone,
+        tick: Callable[[int], None],
+        on_start: Callable[[RunPlan], None] | None = None,
+    ) -> None:
+        """Run every ``(plan, folder)``; ``on_start`` as each run's process starts, ``on_done`` as each ends;
+        ``tick(running)`` a few times a second.
 
         Ctrl-C or SIGTERM stops the running ones and raises KeyboardInterrupt: each is ended (SIGTERM, then
         SIGKILL after :data:`GRACE_S`) and its folder left as it was, except a run that ended by itself before
@@ -63,6 +70,8 @@ class LocalRunner:
                         on_done(child.plan, child.record)
                     else:
                         running[child.process.sentinel] = child
+                        if on_start is not None:
+                            on_start(child.plan)
                 tick(len(running))
                 for sentinel in wait(list(running), timeout=POLL_S) if running else ():
                     child = running.pop(sentinel)

@@ -2,7 +2,7 @@
 
     <study folder>/
         .netfl-study                     # netfl's marker: this folder is a study's, for netfl to write
-        sweep.json                       # every run: case, seed, folder, status, error, time
+        sweep.json                       # every run: case, seed, folder, status, started, error, time
         runs/<case>/<grid point>/seed<k>/  # a run folder, as netfl simulate writes it
 
 A run is *done* when its folder holds a complete summary.json and a
@@ -44,6 +44,7 @@ class Runner(Protocol):
         runs: list[tuple[RunPlan, Path]],
         on_done: Callable[[RunPlan, dict[str, Any]], None],
         tick: Callable[[int], None],
+        on_start: Callable[[RunPlan], None] | None = None,
     ) -> None: ...
 
 
@@ -135,9 +136,13 @@ def run_sweep(
                 _write_status(outcome)
                 on_done(plan, record)
 
+            def started(plan: RunPlan) -> None:  # for a report made meanwhile: which runs are under way
+                outcome.records[plan.folder] = {"status": "pending", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                _write_status(outcome)
+
             if not received:
                 try:
-                    runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick)
+                    runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick, on_start=started)
                 except KeyboardInterrupt:
                     received.append(signal.SIGINT)
             if received:

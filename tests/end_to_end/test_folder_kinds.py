@@ -32,7 +32,7 @@ class InProcess:
     def describe(self) -> str:
         return "this process"
 
-    def run(self, runs, on_done, tick) -> None:
+    def run(self, runs, on_done, tick, on_start=None) -> None:
         for plan, folder in runs:
             on_done(plan, run_plan(plan, folder, threads=1))
 

@@ -26,7 +26,7 @@ class Failing:
     def describe(self) -> str:
         return "failing"
 
-    def run(self, runs, on_done, tick) -> None:
+    def run(self, runs, on_done, tick, on_start=None) -> None:
         for plan, _ in runs:
             on_done(plan, {"status": "failed", "error": "RuntimeError: broken"})
 

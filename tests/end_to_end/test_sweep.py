@@ -50,7 +50,7 @@ class Recording:
     def describe(self) -> str:
         return "recording"
 
-    def run(self, runs, on_done, tick):
+    def run(self, runs, on_done, tick, on_start=None):
         self.given += [plan.label for plan, _ in runs]
         for plan, _ in runs:
             on_done(plan, {"status": "failed", "error": "not run"})
