@@ -504,14 +504,17 @@ def sweep(
                         err=True,
                     )
 
-            outcome = run_sweep(
-                study,
-                runner,
-                rerun=rerun,
-                on_start=start,
-                on_done=(lambda plan, record: None) if quiet else progress.done,
-                tick=progress.tick,
-            )
+            try:
+                outcome = run_sweep(
+                    study,
+                    runner,
+                    rerun=rerun,
+                    on_start=start,
+                    on_done=(lambda plan, record: None) if quiet else progress.done,
+                    tick=progress.tick,
+                )
+            finally:  # no process of the sweep outlives it (a Ray runner shuts Ray down as its run ends)
+                getattr(runner, "close", lambda: None)()
     except NetflError as exc:
         _fail(exc)
     except KeyboardInterrupt:  # reading and checking the study, or claiming its folder: no run began
