@@ -166,7 +166,8 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
             (
                 "staleness.png",
                 "Staleness",
-                "Share of applied updates by how many global model versions behind they were, summed over seeds"
+                "Share of the updates received (applied or not) by how many global model versions behind they were, "
+                "summed over seeds"
                 + (
                     f"; not drawn: {html.escape(', '.join(fresh))}, whose updates were all fresh (0 versions behind)."
                     if fresh

@@ -210,7 +210,7 @@ def write_run(
 
     ``timeline`` (netfl/sim/timeline.py's columns) adds timeline.parquet and timeline.png.
     ``scenario`` (the resolved scenario as a topology mapping; ``source``: the file it came from) adds
-    scenario.yaml; ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv
+    scenario.yaml; ``staleness`` (asynchronous runs: each received update's staleness) adds staleness.csv
     and staleness.png.
     """
     out_dir = Path(out_dir)
