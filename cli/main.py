@@ -159,11 +159,22 @@ def simulate(
             threads=threads,
             checkpoint_every=every,
         )
-        return outcome, (
-            f"{wanted}/ holds an earlier run; --overwrite replaces it" if outcome.out_dir != wanted else ""
-        )
+        return outcome, _elsewhere(wanted) if outcome.out_dir != wanted else ""
 
     _run_guarded(run, quiet, resumable=checkpoint_every is not None)
+
+
+def _elsewhere(wanted: Path) -> str:
+    """Why a run went to ``wanted-2`` (or ``-3``...): what ``wanted`` holds, and --overwrite only where it may
+    replace that."""
+    from netfl.results.folders import RUN, describe, kinds_of
+
+    kinds = kinds_of(wanted)
+    if kinds - {RUN}:
+        return f"{wanted}/ holds {describe(kinds)}"
+    if kinds:
+        return f"{wanted}/ holds an earlier run; --overwrite replaces it"
+    return f"another netfl process is writing {wanted}/"
 
 
 @main.command()
@@ -245,7 +256,14 @@ def rerun(
             click.echo(f"warning: {name} {now} here, {then} when {run_dir} was run: results may differ", err=True)
         wanted = out_dir or run_dir.with_name(f"{run_dir.name}-rerun")
         outcome = _run_into(
-            scenario, wanted, quiet=quiet, chosen=out_dir is not None, data_dir=data_dir, device=device, threads=threads
+            scenario,
+            wanted,
+            quiet=quiet,
+            chosen=out_dir is not None,
+            overwrite_option=None,  # rerun never replaces a run: the repeat goes beside the one it repeats
+            data_dir=data_dir,
+            device=device,
+            threads=threads,
         )
         return outcome, ""
 
@@ -263,14 +281,23 @@ def rerun(
         sys.exit(1)
 
 
-def _run_into(scenario, wanted: Path, *, quiet: bool, overwrite: bool = False, chosen: bool = True, **options):
+def _run_into(
+    scenario,
+    wanted: Path,
+    *,
+    quiet: bool,
+    overwrite: bool = False,
+    chosen: bool = True,
+    overwrite_option: str | None = "--overwrite",
+    **options,
+):
     """``run_scenario`` into ``wanted`` (or, not ``chosen``, the first free ``wanted-2``, ...), claimed before the
     run and for all of it (netfl.results.claim); the progress bar and warnings on stderr."""
     from netfl.results.claim import claim_out_dir
     from netfl.runner import run_scenario
 
     progress = _progress(scenario, quiet)
-    with claim_out_dir(wanted, overwrite=overwrite, chosen=chosen) as claim:
+    with claim_out_dir(wanted, overwrite=overwrite, chosen=chosen, overwrite_option=overwrite_option) as claim:
         return run_scenario(scenario, out_dir=claim.path, progress=progress, warn=progress.note, **options)
 
 
@@ -479,14 +506,17 @@ def sweep(
                         err=True,
                     )
 
-            outcome = run_sweep(
-                study,
-                runner,
-                rerun=rerun,
-                on_start=start,
-                on_done=(lambda plan, record: None) if quiet else progress.done,
-                tick=progress.tick,
-            )
+            try:
+                outcome = run_sweep(
+                    study,
+                    runner,
+                    rerun=rerun,
+                    on_start=start,
+                    on_done=(lambda plan, record: None) if quiet else progress.done,
+                    tick=progress.tick,
+                )
+            finally:  # no process of the sweep outlives it (a Ray runner shuts Ray down as its run ends)
+                getattr(runner, "close", lambda: None)()
     except NetflError as exc:
         _fail(exc)
     except KeyboardInterrupt:  # reading and checking the study, or claiming its folder: no run began
@@ -614,7 +644,10 @@ def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | N
     except NetflError as exc:
         _fail(exc)
     flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""
-    click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}")
+    running = f"; {made.unfinished} more still running, not in it" if made.unfinished else ""
+    click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}{running}")
+    for note in made.notes:
+        click.echo(f"warning: {note}", err=True)
 
 
 @main.group()

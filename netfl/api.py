@@ -134,5 +134,5 @@ def run(
     check_data(world, data_dir)
     if out is None:
         return Result.of(run_scenario(world, write=False, data_dir=data_dir, device=device, threads=threads))
-    with claim_out_dir(Path(out), overwrite=overwrite) as claim:
+    with claim_out_dir(Path(out), overwrite=overwrite, overwrite_option="overwrite=True") as claim:
         return Result.of(run_scenario(world, out_dir=claim.path, data_dir=data_dir, device=device, threads=threads))

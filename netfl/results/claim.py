@@ -17,9 +17,10 @@ import os
 from pathlib import Path
 
 from netfl.errors import NetflError
-from netfl.results.writer import check_out_dir
+from netfl.results.folders import RUN, kinds_of
+from netfl.results.writer import check_out_dir, process_alive
 
-__all__ = ["Claim", "FolderBusy", "claim_folder", "claim_out_dir", "lock_path"]
+__all__ = ["Claim", "FolderBusy", "claim_folder", "claim_out_dir", "holder", "lock_path"]
 
 
 class FolderBusy(NetflError):
@@ -93,15 +94,46 @@ def claim_folder(folder: Path, *, noun: str = "run") -> Claim:
     return Claim(folder, fd, created)
 
 
-def claim_out_dir(out_dir: Path, *, overwrite: bool = False, chosen: bool = True) -> Claim:
+def holder(folder: Path) -> int | None:
+    """The pid of the live process that claims ``folder`` now (a run or a sweep writing it), or None; the claim
+    is looked at, never taken. A lock file whose pid is gone is a claim that ended (SIGKILL); one whose pid is
+    alive is confirmed by its lock (the pid may have been reused), tried shared and let go at once."""
+    lock = lock_path(Path(folder))
+    try:
+        text = lock.read_text(errors="replace").strip()
+    except OSError:
+        return None
+    if not text.isdigit() or not process_alive(int(text)):
+        return None
+    try:
+        fd = os.open(lock, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return int(text)
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+def claim_out_dir(
+    out_dir: Path, *, overwrite: bool = False, chosen: bool = True, overwrite_option: str | None = "--overwrite"
+) -> Claim:
     """The folder a run will be written to, claimed and checked before the run starts (an hour of simulation is
     never lost to a folder that cannot take its results, nor to another run writing it).
 
-    An earlier run there is replaced only with ``overwrite``; otherwise a folder the user ``chosen`` is an
-    error, and a default folder (``results/<name>``) becomes the first free ``results/<name>-2``, ``-3``...
+    An earlier run there is replaced only with ``overwrite`` (never a report, a study or the user's files:
+    :func:`~netfl.results.writer.check_out_dir`); otherwise a folder the user ``chosen`` is an error, which
+    names ``overwrite_option`` where the command has one, and a default folder (``results/<name>``) becomes the
+    first free ``results/<name>-2``, ``-3``...
     """
     out_dir = Path(out_dir)
-    check_out_dir(out_dir)
+    if chosen or not _another_kind(out_dir):  # else a default folder taken by a report or a study: the next one
+        check_out_dir(out_dir)
     later = (out_dir.with_name(f"{out_dir.name}-{n}") for n in itertools.count(2))
     for candidate in itertools.chain([out_dir], [] if chosen else later):
         try:
@@ -111,20 +143,26 @@ def claim_out_dir(out_dir: Path, *, overwrite: bool = False, chosen: bool = True
                 raise
             continue
         try:
-            if candidate == out_dir:
+            replaceable = False
+            if candidate == out_dir and (chosen or not _another_kind(candidate)):
                 check_out_dir(candidate)  # again, now that no other netfl process can change it
+                replaceable = overwrite
             free = not candidate.exists() or (candidate.is_dir() and not any(candidate.iterdir()))
-            if free or (overwrite and candidate == out_dir):
+            if free or replaceable:
                 return claim
         except BaseException:
             claim.release()
             raise
         claim.release()
         if chosen:
-            raise NetflError(
-                f"{out_dir}: holds an earlier run; add --overwrite to replace it, or choose another folder (--out DIR)"
-            )
+            replace = f"add {overwrite_option} to replace it, or " if overwrite_option else ""
+            raise NetflError(f"{out_dir}: holds an earlier run; {replace}choose another folder (--out DIR)")
     raise AssertionError("unreachable: the candidate folders never run out")
+
+
+def _another_kind(folder: Path) -> bool:
+    """``folder`` holds a netfl report or study: never a run's to replace."""
+    return bool(kinds_of(folder) - {RUN})
 
 
 def _make_parents(folder: Path) -> list[Path]:

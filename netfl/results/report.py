@@ -10,15 +10,17 @@ from __future__ import annotations
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from netfl.errors import NetflError
 from netfl.results import report_plots as plots
+from netfl.results.claim import claim_folder
+from netfl.results.folders import REPORT
 from netfl.results.paired import METHOD
 from netfl.results.plots import time_axis
 from netfl.results.report_html import display_tables, first_lines, paired_display, render
-from netfl.results.report_load import find_run_folders, load_runs
+from netfl.results.report_load import Missing, find_run_folders, load_runs
 from netfl.results.report_ranking import evaluation_spacing, paired_table, rank
 from netfl.results.report_tables import cases_table, run_summary, runs_table
 from netfl.results.report_world import device_timelines, world_over_time
@@ -34,6 +36,8 @@ class Report:
     cases: int
     incomplete: int
     targets: list[float]
+    unfinished: int = 0  # runs of a study whose sweep is still running them, left out
+    notes: list[str] = field(default_factory=list)  # each study's runs left out, and why (report_load.Missing)
 
 
 def check_targets(targets: Sequence[float]) -> list[float]:
@@ -52,10 +56,6 @@ def default_targets(best_accuracies: Sequence[float]) -> list[float]:
     return [math.floor(100 * min(best) + 1e-9) / 100]
 
 
-#: What a report's folder is called in messages, and the file an earlier report (before the marker) holds.
-AS_REPORT = {"noun": "report", "legacy": "report.html"}
-
-
 def write_report(
     dirs: Sequence[Path], *, targets: Sequence[float] = (), out_dir: Path | None = None, interpolate: bool = False
 ) -> Report:
@@ -67,8 +67,17 @@ def write_report(
         raise NetflError("name at least one run or study folder")
     out_dir = Path(out_dir) if out_dir is not None else dirs[0] / "report"
     targets = check_targets(targets)
-    check_out_dir(out_dir, **AS_REPORT)
-    runs = load_runs(find_run_folders(dirs, skip=out_dir))
+    for folder in dirs:  # before the claim, which makes the folders above the report's
+        if not folder.is_dir():
+            raise NetflError(f"{folder}: no such folder")
+    with claim_folder(out_dir, noun=REPORT):  # a run or sweep writing the folder meanwhile: refused at once
+        return _write_report(dirs, targets, out_dir, interpolate)
+
+
+def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpolate: bool) -> Report:
+    check_out_dir(out_dir, kind=REPORT)
+    missing: list[Missing] = []
+    runs = load_runs(find_run_folders(dirs, skip=out_dir, missing=missing))
     given = bool(targets)
     targets = targets or default_targets([float(r.summary.get("best_test_accuracy") or math.nan) for r in runs])
 
@@ -157,7 +166,8 @@ def write_report(
             (
                 "staleness.png",
                 "Staleness",
-                "Share of applied updates by how many global model versions behind they were, summed over seeds"
+                "Share of the updates received (applied or not) by how many global model versions behind they were, "
+                "summed over seeds"
                 + (
                     f"; not drawn: {html.escape(', '.join(fresh))}, whose updates were all fresh (0 versions behind)."
                     if fresh
@@ -167,7 +177,8 @@ def write_report(
             )
         )
 
-    warnings = _warnings(runs, energy_missing, bool(targets))
+    notes = [line for gap in missing for line in gap.lines()]
+    warnings = [html.escape(line) for line in notes] + _warnings(runs, energy_missing, bool(targets))
     shown = ", ".join(f"{100 * t:g} %" for t in targets) or "none"
     meta = (
         f"{len(runs)} run{'s' if len(runs) != 1 else ''} in {len(names)} case{'s' if len(names) != 1 else ''} "
@@ -207,8 +218,16 @@ def write_report(
             (staging / file).write_bytes(png)
         (staging / "report.html").write_text(page, encoding="utf-8")
 
-    replace_folder(out_dir, write, **AS_REPORT)
-    return Report(out_dir, len(runs), len(names), sum(not r.complete for r in runs), targets)
+    replace_folder(out_dir, write, kind=REPORT)
+    return Report(
+        out_dir,
+        len(runs),
+        len(names),
+        sum(not r.complete for r in runs),
+        targets,
+        unfinished=sum(gap.unfinished() for gap in missing if gap.pid is not None),
+        notes=notes,
+    )
 
 
 PAIRED_CAPTION = (

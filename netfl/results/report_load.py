@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from netfl.errors import FileError, NetflError
+from netfl.results.claim import holder
 from netfl.results.read_back import (
     is_study_folder,
     numeric_columns,
@@ -67,41 +68,117 @@ class Run:
         return {int(k): int(v) for k, v in histogram.items()}
 
 
-def find_run_folders(dirs: Sequence[Path], skip: Path | None = None) -> list[Path]:
+@dataclass
+class Missing:
+    """The runs of a study that a report of it leaves out, as its sweep.json says: those a live sweep (``pid``)
+    is running now or has still to run, or, with no sweep running, those that failed or never finished."""
+
+    study: Path
+    total: int
+    pid: int | None = None
+    running: list[str] = field(default_factory=list)  # started by the live sweep
+    waiting: list[str] = field(default_factory=list)  # not started yet
+    not_run: list[str] = field(default_factory=list)  # no sweep running: interrupted, or left pending by a kill
+    failed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.running or self.waiting or self.not_run or self.failed)
+
+    def unfinished(self) -> int:
+        return len(self.running) + len(self.waiting)
+
+    def lines(self) -> list[str]:
+        """One line per reason, each run named (the first few)."""
+        out = []
+        if self.pid is not None and self.unfinished():
+            what = f"running now: {_names(self.running)}" if self.running else ""
+            if self.waiting:  # none started: a Ray sweep, which is not told when a task begins, or one just begun
+                what += ("; waiting: " if self.running else "running or waiting: ") + _names(self.waiting)
+            out.append(
+                f"{self.study}: the sweep (pid {self.pid}) is still running: {self.unfinished()} of {self.total} "
+                f"runs not finished, so not in this report ({what}); report again when it ends"
+            )
+        if self.not_run:
+            out.append(
+                f"{self.study}: {len(self.not_run)} of {self.total} runs never finished (the sweep stopped before "
+                f"them; running it again runs them), so not in this report: {_names(self.not_run)}"
+            )
+        if self.failed:
+            out.append(
+                f"{self.study}: {len(self.failed)} of {self.total} runs failed (errors in sweep.json), so not in "
+                f"this report: {_names(self.failed)}"
+            )
+        return out
+
+
+def _names(labels: Sequence[str], most: int = 6) -> str:
+    shown = ", ".join(labels[:most])
+    return shown + (f" and {len(labels) - most} more" if len(labels) > most else "")
+
+
+def find_run_folders(
+    dirs: Sequence[Path], skip: Path | None = None, missing: list[Missing] | None = None
+) -> list[Path]:
     """Every folder holding summary.json under ``dirs`` (at any depth; not inside a run, a hidden
     staging folder or ``skip``, the report's own folder), each once, in a stable order. A study folder
-    (netfl's, see :func:`~netfl.results.read_back.is_study_folder`) gives the runs its study has now, not those
-    of cases since removed from it."""
+    (netfl's, see :func:`is_study`) gives the runs its sweep.json says are done, not those of cases since removed
+    from it; its other runs are added to ``missing``."""
     found: dict[Path, Path] = {}
+    gaps: list[Missing] = []
     skip = skip.resolve() if skip is not None else None
     for top in dirs:
         if not Path(top).is_dir():
             raise NetflError(f"{top}: no such folder")
-        listed = _study_runs(Path(top))
-        if listed is not None:
-            for folder in listed:
-                found.setdefault(folder.resolve(), folder)
-            continue
         for root, subdirs, files in os.walk(top):
             here = Path(root)
-            if "summary.json" in files:
-                found.setdefault(here.resolve(), here)
-                subdirs[:] = []  # a run holds no runs
+            listed = _study_runs(here, gaps)
+            if listed is not None or "summary.json" in files:
+                for folder in listed if listed is not None else [here]:
+                    found.setdefault(folder.resolve(), folder)
+                subdirs[:] = []  # a run holds no runs; a study's are those its sweep.json lists
                 continue
             subdirs[:] = sorted(s for s in subdirs if not s.startswith(".") and (here / s).resolve() != skip)
+    gaps = [gap for gap in gaps if gap]
+    if missing is not None:
+        missing += gaps
     if not found:
+        pending = "; ".join(line for gap in gaps for line in gap.lines())
         raise NetflError(
             f"{', '.join(map(str, dirs))}: no run folders found (a run folder holds summary.json, "
-            "as written by netfl simulate --out DIR)"
+            "as written by netfl simulate --out DIR)" + (f"; {pending}" if pending else "")
         )
     return list(found.values())
 
 
-def _study_runs(top: Path) -> list[Path] | None:
-    """The run folders a sweep's sweep.json lists that hold a summary (None: ``top`` is not a study folder)."""
-    if not is_study_folder(top):
+def is_study(folder: Path) -> bool:
+    """``folder`` is a sweep's: netfl's study folder (:func:`~netfl.results.read_back.is_study_folder`), or one
+    whose sweep.json no longer reads as a sweep's status beside the ``runs/`` a sweep makes -- a damaged
+    sweep.json, which a report refuses rather than guess which runs the study has."""
+    return is_study_folder(folder) or ((folder / "sweep.json").is_file() and (folder / "runs").is_dir())
+
+
+#: sweep.json statuses of a run that is done: its folder is the study's result.
+DONE = ("complete", "skipped")
+
+
+def _study_runs(top: Path, gaps: list[Missing]) -> list[Path] | None:
+    """The run folders a sweep's sweep.json says are done and that hold a summary (None: ``top`` is not a study
+    folder); the runs it lacks, and why, appended to ``gaps``."""
+    if not is_study(top):
         return None
-    folders = [top / run["folder"] for run in read_sweep_status(top / "sweep.json")["runs"]]
+    runs = read_sweep_status(top / "sweep.json")["runs"]
+    pid = holder(top)
+    gap = Missing(top, len(runs), pid)
+    for run in runs:
+        label, status = f"{run['case']}, seed {run['seed']}", run["status"]
+        if status == "pending" and pid is not None:
+            (gap.running if "started" in run else gap.waiting).append(label)
+        elif status in ("pending", "interrupted"):
+            gap.not_run.append(label)
+        elif status == "failed":
+            gap.failed.append(label)
+    gaps.append(gap)
+    folders = [top / run["folder"] for run in runs if run["status"] in DONE]
     return [folder for folder in folders if (folder / "summary.json").is_file()]
 
 

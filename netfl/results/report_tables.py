@@ -167,8 +167,9 @@ def _mean_std(name: str, values: pd.Series) -> dict[str, float]:
     }
 
 
-def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, ...]:
-    """Mean, min and max over seeds of step-wise curves (each value holds until the next evaluation).
+def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]], *, since: bool = False) -> tuple[np.ndarray, ...]:
+    """Mean, min and max over seeds of step-wise curves (each value holds until the next evaluation; ``since``:
+    each value counts what happened since the previous one, so it holds back to it -- draw it ``steps-pre``).
 
     The grid is the union of the seeds' evaluation times where every seed has a value: from the latest
     first evaluation to the earliest last one (after a run ends there is nothing to average).
@@ -179,5 +180,11 @@ def mean_curve(curves: Sequence[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     start, end = max(t[0] for t, _ in curves), min(t[-1] for t, _ in curves)
     grid = np.unique(np.concatenate([t for t, _ in curves]))
     grid = grid[(grid >= start) & (grid <= end)]
-    stacked = np.array([v[np.searchsorted(t, grid, side="right") - 1] for t, v in curves])
+    # at each grid time, a seed's value is its first reading at or after it (since), or its last at or before it
+    stacked = np.array(
+        [
+            v[np.searchsorted(t, grid, side="left") if since else np.searchsorted(t, grid, side="right") - 1]
+            for t, v in curves
+        ]
+    )
     return grid, stacked.mean(axis=0), stacked.min(axis=0), stacked.max(axis=0)

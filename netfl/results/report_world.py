@@ -19,8 +19,10 @@ from netfl.results.report_tables import mean_curve
 from netfl.results.world_plots import (
     COUNTS,
     DAY_S,
+    SINCE,
     UNIT_S,
     draw_gantt,
+    drawstyle,
     gantt_legend,
     gantt_sample,
     one_per_instant,
@@ -42,20 +44,28 @@ def _per_reading(run: Run) -> pd.DataFrame:
     return one_per_instant(summed.assign(sim_time_s=timeline.groupby(reading)["sim_time_s"].first(), group=""))
 
 
-def _by_hour(times: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """The mean of ``values`` in each hour of the (simulated) day, over all days (NaN for an hour never read)."""
+def _by_hour(times: np.ndarray, values: np.ndarray, since: bool = False) -> np.ndarray:
+    """The mean of ``values`` in each hour of the (simulated) day, over all days (NaN for an hour never read).
+
+    ``since``: each value counts what happened since the previous reading, and belongs to the hour holding the
+    middle of that interval (a reading at 08:00 of what happened since 07:00 is 07:00-08:00's, not 08:00-09:00's);
+    the first reading, of its own instant, to its own hour."""
+    times = np.asarray(times, dtype=float)
+    if since and len(times) > 1:
+        times = np.concatenate([times[:1], (times[:-1] + times[1:]) / 2])
     hours = np.floor((times % DAY_S) / 3600).astype(int)
     sums, counts = np.bincount(hours, values, 24), np.bincount(hours, minlength=24)
     with np.errstate(invalid="ignore"):
         return sums / counts
 
 
-def _curve(members: Sequence[tuple[np.ndarray, np.ndarray]], by_day: bool, factor: float):
-    """x, mean, low, high over the seeds: a step curve on the union of reading times, or 24 hourly means."""
+def _curve(members: Sequence[tuple[np.ndarray, np.ndarray]], by_day: bool, factor: float, since: bool = False):
+    """x, mean, low, high over the seeds: a step curve on the union of reading times (``since``: of counts since
+    the previous reading, drawn back to it), or 24 hourly means (each drawn over its hour)."""
     if by_day:
-        hourly = np.array([_by_hour(t, v) for t, v in members])
+        hourly = np.array([_by_hour(t, v, since) for t, v in members])
         return np.arange(25), *(np.append(a, a[-1]) for a in (hourly.mean(0), hourly.min(0), hourly.max(0)))
-    grid, mean, low, high = mean_curve(members)
+    grid, mean, low, high = mean_curve(members, since=since)
     return grid / factor, mean, low, high
 
 
@@ -77,12 +87,14 @@ def world_over_time(runs: Sequence[Run], cases: Sequence[str], colours: dict) ->
     for row, (case, members) in zip(axes, shown):
         frames = [_per_reading(r) for r in members]
         for column in DRAWN:
+            since = column in SINCE
             x, mean, low, high = _curve(
-                [(f["sim_time_s"].to_numpy(), f[column].to_numpy()) for f in frames], by_day, factor
+                [(f["sim_time_s"].to_numpy(), f[column].to_numpy()) for f in frames], by_day, factor, since
             )
+            style = "steps-post" if by_day else drawstyle(column)  # by hour: each hour's mean over its hour
             colour = COUNTS[column][0]
-            row[0].fill_between(x, low, high, step="post", color=colour, alpha=0.15, linewidth=0)
-            row[0].plot(x, mean, drawstyle="steps-post", color=colour, linewidth=1.3, label=COUNTS[column][1])
+            row[0].fill_between(x, low, high, step=style[6:], color=colour, alpha=0.15, linewidth=0)
+            row[0].plot(x, mean, drawstyle=style, color=colour, linewidth=1.3, label=COUNTS[column][1])
         size = int(frames[0]["devices"].iloc[0])
         row[0].set_ylim(0, size * 1.05)
         row[0].set_ylabel(f"devices (of {size})", fontsize=8)

@@ -111,12 +111,19 @@ def one_per_instant(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.groupby("sim_time_s", sort=False).agg(how).reset_index()
 
 
+def drawstyle(column: str) -> str:
+    """How a timeline column is drawn as steps: a state read at a reading holds until the next one
+    (``steps-post``); a count of what happened since the previous reading is drawn over that interval, back to
+    it (``steps-pre``), never over the interval after, in which it did not happen."""
+    return "steps-pre" if column in SINCE else "steps-post"
+
+
 def draw_counts(ax: Axes, rows: pd.DataFrame, group: str) -> None:
     """One group's device counts against ``rows["t"]`` (online shaded, each count a step line)."""
     size = int(rows["devices"].iloc[0]) if len(rows) else 0
     ax.fill_between(rows["t"], rows["online"], step="post", color=COUNTS["online"][0], alpha=0.25, linewidth=0)
     for column, (colour, label) in COUNTS.items():
-        ax.plot(rows["t"], rows[column], color=colour, linewidth=1.2, drawstyle="steps-post", label=label)
+        ax.plot(rows["t"], rows[column], color=colour, linewidth=1.2, drawstyle=drawstyle(column), label=label)
     ax.set_ylim(0, max(size, 1) * 1.05)
     ax.set_ylabel(f"{group}: devices (of {size})", fontsize=9)
     ax.grid(alpha=0.3)

@@ -28,6 +28,7 @@ import yaml
 
 from netfl.errors import NetflError
 from netfl.events import EVENT_FIELDS
+from netfl.results.folders import MARKERS, RUN, UNTYPED_MARKER, describe, kinds_of, write_marker
 from netfl.results.plots import plot_accuracy_vs_time, plot_staleness
 from netfl.results.world_plots import timeline_figure
 
@@ -158,35 +159,35 @@ def write_scenario(path: Path, scenario: dict[str, Any], source: str | None) -> 
     path.write_text("\n".join(header) + "\n" + yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True))
 
 
-#: In every folder netfl writes as a whole: the folders it may replace without destroying anything of the user's.
-MARKER = ".netfl-output"
+def check_out_dir(out_dir: Path, *, kind: str = RUN) -> None:
+    """Refuse a folder whose replacement would destroy something netfl did not write, or another kind of output.
 
-
-def check_out_dir(out_dir: Path, *, noun: str = "run", legacy: str = "summary.json") -> None:
-    """Refuse a folder whose replacement would destroy something netfl did not write.
-
-    A run (or a report: ``noun``) replaces its folder as a whole, so ``--out .``
-    or ``--out ~/thesis`` would delete the user's files: only a new or empty
-    folder, or one netfl wrote (its marker, or ``legacy``, the file a
-    ``noun`` written before the marker holds), may be replaced.
+    A run (or a report: ``kind``) replaces its folder as a whole, so ``--out .``
+    or ``--out ~/thesis`` would delete the user's files, and ``--out`` a
+    finished run a report would delete the run: only a new or empty folder,
+    or one netfl wrote as the same kind (:func:`~netfl.results.folders.kinds_of`),
+    may be replaced.
     """
     out_dir = Path(out_dir)
     target, here = out_dir.resolve(), Path.cwd().resolve()
     if target == here or target in here.parents:
         raise NetflError(
-            f"{out_dir}: is the current folder or one of its parents; name a {noun} folder of its own (--out DIR)"
+            f"{out_dir}: is the current folder or one of its parents; name a {kind} folder of its own (--out DIR)"
         )
     if out_dir.exists() and not out_dir.is_dir():  # never rename a user's file out of the way
-        raise NetflError(f"{out_dir}: exists and is not a folder; choose another {noun} folder (--out DIR)")
-    if (
-        target.is_dir()
-        and any(target.iterdir())
-        and not (target / MARKER).is_file()
-        and not (target / legacy).is_file()
-    ):
+        raise NetflError(f"{out_dir}: exists and is not a folder; choose another {kind} folder (--out DIR)")
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    kinds = kinds_of(target)
+    if not kinds:
         raise NetflError(
-            f"{out_dir}: exists and holds files that are not a netfl {noun} (no {legacy}); a {noun} "
+            f"{out_dir}: exists and holds files that are not a netfl {kind} (no {MARKERS[kind]}); a {kind} "
             "replaces its folder as a whole, so choose a new or empty folder (--out DIR)"
+        )
+    if kinds != {kind}:
+        raise NetflError(
+            f"{out_dir}: holds {describe(kinds)}, which a {kind} may not replace; choose a new or empty folder "
+            "(--out DIR)"
         )
 
 
@@ -209,7 +210,7 @@ def write_run(
 
     ``timeline`` (netfl/sim/timeline.py's columns) adds timeline.parquet and timeline.png.
     ``scenario`` (the resolved scenario as a topology mapping; ``source``: the file it came from) adds
-    scenario.yaml; ``staleness`` (asynchronous runs: each applied update's staleness) adds staleness.csv
+    scenario.yaml; ``staleness`` (asynchronous runs: each received update's staleness) adds staleness.csv
     and staleness.png.
     """
     out_dir = Path(out_dir)
@@ -312,11 +313,11 @@ def clean_stale_staging(out_dir: Path) -> None:
         return
     for entry in out_dir.parent.glob(f".{glob.escape(out_dir.name)}.staging-*"):
         pid = entry.name.rpartition("-")[2]
-        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             recover_folder(out_dir, int(pid))
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -326,11 +327,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def replace_folder(out_dir: Path, fill, *, noun: str = "run", legacy: str = "summary.json") -> Path:
-    """Make ``out_dir`` hold exactly what ``fill(staging)`` writes, or leave it as it was: ``fill`` writes into
-    a hidden staging folder beside it, which replaces ``out_dir`` with one rename at the end (``noun`` and
-    ``legacy`` as for :func:`check_out_dir`)."""
-    check_out_dir(out_dir, noun=noun, legacy=legacy)
+def replace_folder(out_dir: Path, fill, *, kind: str = RUN) -> Path:
+    """Make ``out_dir`` hold exactly what ``fill(staging)`` writes, marked as netfl's ``kind`` of folder, or leave
+    it as it was: ``fill`` writes into a hidden staging folder beside it, which replaces ``out_dir`` with one
+    rename at the end (only a folder :func:`check_out_dir` lets ``kind`` replace)."""
+    check_out_dir(out_dir, kind=kind)
     pid = os.getpid()
     staging, previous = staging_folders(out_dir, pid)
     clean_stale_staging(out_dir)
@@ -351,7 +352,9 @@ def replace_folder(out_dir: Path, fill, *, noun: str = "run", legacy: str = "sum
         raise NetflError(f"{out_dir}: cannot create the results folder: {exc}") from None
     try:
         fill(staging)
-        (staging / MARKER).write_text("written by netfl, which may replace this folder as a whole\n")
+        for name in (*MARKERS.values(), UNTYPED_MARKER):  # one marker, this kind's (write_files: whatever
+            (staging / name).unlink(missing_ok=True)  # a worker's netfl marked its run with)
+        write_marker(staging, kind, "written by netfl, which may replace it as a whole")
         if out_dir.exists():
             out_dir.rename(previous)
         staging.rename(out_dir)

@@ -120,7 +120,9 @@ class Device:
         self._online_since = env.now
         self.task: simpy.Process | None = None
         self.tasks_started = 0
-        self.upload_bps: float | None = None  # what its last upload achieved (bits over upload_start..upload_end)
+        # what its last upload achieved (bits over upload_start..upload_end); after one the deadline cut, a back-off
+        # (_upload_cut); None: the link's nominal rate
+        self.upload_bps: float | None = None
         self.updates_delivered = 0
         self._power_changed: simpy.Event | None = None
         self._state_changed: simpy.Event | None = None
@@ -421,6 +423,18 @@ class Device:
         send_s *= 1.0 + deadline.margin
         return fitting_steps(self.env.now, deadline.leave_by - send_s, step_s, work.steps)
 
+    def _upload_cut(self, bits: float, had_s: float) -> None:
+        """The deadline cut an upload of ``bits`` after ``had_s`` seconds: sending them takes longer than that, so
+        the throughput to plan with is below ``bits / had_s``. How many bits got through is the medium's to know
+        (a shared medium may have queued the device all along), so the device backs off by a stated factor: it
+        plans its next upload as twice the time this one had (or longer if it already did), until an upload
+        completes and measures the throughput again. Without it, a device whose every upload is
+        cut plans with the same rate round after round and loses its work in each."""
+        if had_s <= 0:
+            return
+        planned_s = bits / self.upload_bps if self.upload_bps else self.network.send_estimate_s(self.index, bits)
+        self.upload_bps = bits / max(planned_s, 2.0 * had_s)
+
     def _task(
         self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None], deadline: Deadline | None
     ):
@@ -456,7 +470,12 @@ class Device:
             self.log("upload_start", job=job, task=task, bytes=work.upload_bytes)
             sending = self.env.now
             transmitter = Radio(self.set_load, "transmit", p.transmit_w, self.env)
-            sent = yield from self.network.upload_first_hop(self.index, 8.0 * work.upload_bytes, transmitter)
+            try:
+                sent = yield from self.network.upload_first_hop(self.index, 8.0 * work.upload_bytes, transmitter)
+            except simpy.Interrupt as interrupt:
+                if interrupt.cause == "deadline":
+                    self._upload_cut(8.0 * work.upload_bytes, self.env.now - sending)
+                raise
             if not sent:
                 self.log("dropout", job=job, task=task, cause="transmission_failed")
                 lost(job)

@@ -11,7 +11,10 @@ import torch); the server itself starts clean, so the driver's own state
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import signal
 import threading
@@ -33,6 +36,8 @@ OnDone = Callable[[RunPlan, dict[str, Any]], None]
 POLL_S = 0.2
 #: How long a run stopped by the sweep may take to end on SIGTERM before it is killed, in seconds.
 GRACE_S = 10.0
+#: How long the sweep waits at most for multiprocessing's resource tracker to end, in seconds.
+HELPERS_S = 5.0
 
 
 class LocalRunner:
@@ -44,8 +49,15 @@ class LocalRunner:
     def describe(self) -> str:
         return f"{self.jobs} local process{'es' if self.jobs > 1 else ''}, {self.threads} thread(s) each"
 
-    def run(self, runs: list[tuple[RunPlan, Path]], on_done: OnDone, tick: Callable[[int], None]) -> None:
-        """Run every ``(plan, folder)``; ``on_done`` as each ends; ``tick(running)`` a few times a second.
+    def run(
+        self,
+        runs: list[tuple[RunPlan, Path]],
+        on_done: OnDone,
+        tick: Callable[[int], None],
+        on_start: Callable[[RunPlan], None] | None = None,
+    ) -> None:
+        """Run every ``(plan, folder)``; ``on_start`` as each run's process starts, ``on_done`` as each ends;
+        ``tick(running)`` a few times a second.
 
         Ctrl-C or SIGTERM stops the running ones and raises KeyboardInterrupt: each is ended (SIGTERM, then
         SIGKILL after :data:`GRACE_S`) and its folder left as it was, except a run that ended by itself before
@@ -63,6 +75,8 @@ class LocalRunner:
                         on_done(child.plan, child.record)
                     else:
                         running[child.process.sentinel] = child
+                        if on_start is not None:
+                            on_start(child.plan)
                 tick(len(running))
                 for sentinel in wait(list(running), timeout=POLL_S) if running else ():
                     child = running.pop(sentinel)
@@ -76,6 +90,33 @@ class LocalRunner:
                         on_done(child.plan, record)
         if received:
             raise KeyboardInterrupt
+
+    def close(self) -> None:
+        """End the helper processes multiprocessing started for the runs (the forkserver and its resource
+        tracker) and reap them. Left alone, they notice that the driver has gone only after it exits, and the
+        forkserver, which imported torch, takes seconds more to exit: after a Ctrl-C or SIGTERM the sweep would
+        return while they still ran. Call it once every run has ended (:meth:`run` returns only then)."""
+        with signals_deferred():  # never half-stopped: a signal now is acted on by the sweep after
+            _stop_helpers()
+
+
+def _stop_helpers() -> None:
+    """The forkserver ended at once (SIGTERM: it runs no run now, and nothing of it is worth a graceful exit),
+    then the resource tracker, which ends as soon as the last process holding its pipe has; each reaped. Both
+    are multiprocessing's private singletons: where a Python lacks them, they are left to end by themselves."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if pid is not None and hasattr(server, "_stop"):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        server._stop()  # closes its pipe and waits for it
+    tracker = getattr(multiprocessing.resource_tracker, "_resource_tracker", None)
+    if getattr(tracker, "_pid", None) is not None and hasattr(tracker, "_stop"):
+        # It ends when no process holds its pipe any more, which every run's end assures; bounded all the same,
+        # so that a process netfl does not know of holding the pipe can never keep the sweep from exiting.
+        stopping = threading.Thread(target=tracker._stop, name="netfl-stop-tracker", daemon=True)
+        stopping.start()
+        stopping.join(HELPERS_S)
 
 
 class _Child:

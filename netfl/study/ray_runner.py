@@ -41,7 +41,15 @@ class RayRunner:
         where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
         return f"Ray tasks on {where}, {self.threads} CPU(s) each"
 
-    def run(self, runs: list[tuple[RunPlan, Path]], on_done: OnDone, tick: Callable[[int], None]) -> None:
+    def run(
+        self,
+        runs: list[tuple[RunPlan, Path]],
+        on_done: OnDone,
+        tick: Callable[[int], None],
+        on_start: Callable[[RunPlan], None] | None = None,
+    ) -> None:
+        """As LocalRunner.run, but without ``on_start``: Ray does not say when a task it queued begins, so a report
+        made meanwhile counts the sweep's unfinished runs without telling running from waiting."""
         ray = _import_ray()
         try:
             ray.init(

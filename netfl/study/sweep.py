@@ -2,7 +2,7 @@
 
     <study folder>/
         .netfl-study                     # netfl's marker: this folder is a study's, for netfl to write
-        sweep.json                       # every run: case, seed, folder, status, error, time
+        sweep.json                       # every run: case, seed, folder, status, started, error, time
         runs/<case>/<grid point>/seed<k>/  # a run folder, as netfl simulate writes it
 
 A run is *done* when its folder holds a complete summary.json and a
@@ -27,7 +27,8 @@ from typing import Any, Protocol
 from netfl.config.loading import read_yaml
 from netfl.errors import NetflError
 from netfl.results.claim import claim_folder
-from netfl.results.read_back import STUDY_MARKER, is_study_folder, read_summary
+from netfl.results.folders import STUDY, describe, kinds_of, write_marker
+from netfl.results.read_back import STUDY_MARKER, read_summary
 from netfl.results.writer import replace_folder, write_scenario
 from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan, Study
@@ -43,6 +44,7 @@ class Runner(Protocol):
         runs: list[tuple[RunPlan, Path]],
         on_done: Callable[[RunPlan, dict[str, Any]], None],
         tick: Callable[[int], None],
+        on_start: Callable[[RunPlan], None] | None = None,
     ) -> None: ...
 
 
@@ -76,11 +78,19 @@ def is_done(plan: RunPlan, folder: Path) -> bool:
 
 
 def check_study_dir(out: Path) -> None:
-    """A study folder is new, empty, or netfl's (:func:`~netfl.results.read_back.is_study_folder`): never a run
-    or the user's, whatever files it holds."""
+    """A study folder is new, empty, or netfl's (:func:`~netfl.results.read_back.is_study_folder`): never a run,
+    a report or the user's, whatever files it holds."""
     if out.exists() and not out.is_dir():
         raise NetflError(f"{out}: exists and is not a folder; choose another study folder (--out DIR)")
-    if out.is_dir() and any(out.iterdir()) and not is_study_folder(out):
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    kinds = kinds_of(out)
+    if kinds - {STUDY}:
+        raise NetflError(
+            f"{out}: holds {describe(kinds)}, not a study; a sweep writes only into a study folder, so choose a new "
+            "or empty folder (--out DIR)"
+        )
+    if not kinds:
         raise NetflError(
             f"{out}: exists and is not a study folder (netfl marks its own with {STUDY_MARKER}); choose a new or "
             "empty folder (--out DIR)"
@@ -103,7 +113,7 @@ def run_sweep(
         check_study_dir(study.out)
         try:
             study.out.mkdir(parents=True, exist_ok=True)
-            (study.out / STUDY_MARKER).write_text(f"a netfl study folder (study {study.name}): sweep.json, runs/\n")
+            write_marker(study.out, STUDY, f"study {study.name}: sweep.json, runs/")
         except OSError as exc:
             raise NetflError(f"{study.out}: cannot create the study folder: {exc}") from None
         outcome = SweepOutcome(study)
@@ -126,9 +136,13 @@ def run_sweep(
                 _write_status(outcome)
                 on_done(plan, record)
 
+            def started(plan: RunPlan) -> None:  # for a report made meanwhile: which runs are under way
+                outcome.records[plan.folder] = {"status": "pending", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                _write_status(outcome)
+
             if not received:
                 try:
-                    runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick)
+                    runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick, on_start=started)
                 except KeyboardInterrupt:
                     received.append(signal.SIGINT)
             if received:

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
 RESULT_FILES = {
-    ".netfl-output",
+    ".netfl-run",
     "summary.json",
     "scenario.yaml",
     "metrics.csv",

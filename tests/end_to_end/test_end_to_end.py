@@ -53,7 +53,7 @@ def test_cli_exits_cleanly(quickstart_run) -> None:
     out, result = quickstart_run
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert sorted(p.name for p in out.iterdir()) == [
-        ".netfl-output",
+        ".netfl-run",
         "accuracy_vs_time.png",
         "devices.parquet",
         "events.parquet",

@@ -26,7 +26,7 @@ class Failing:
     def describe(self) -> str:
         return "failing"
 
-    def run(self, runs, on_done, tick) -> None:
+    def run(self, runs, on_done, tick, on_start=None) -> None:
         for plan, _ in runs:
             on_done(plan, {"status": "failed", "error": "RuntimeError: broken"})
 
@@ -72,7 +72,7 @@ def test_a_look_alike_staging_folder_is_left_untouched(tmp_path: Path) -> None:
         (folder / "summary.json").write_text('{"mine": true}\n')
     writer.write_files(out, {"summary.json": b"{}"})
     assert [contents(folder) for folder in looks_like] == [{"summary.json": b'{"mine": true}\n'}] * 2
-    assert contents(out) == {".netfl-output": contents(out)[".netfl-output"], "summary.json": b"{}"}
+    assert contents(out) == {".netfl-run": contents(out)[".netfl-run"], "summary.json": b"{}"}
     writer.recover_folder(out, DEAD)  # what a sweep does for a run that died: still nothing of theirs touched
     assert all(folder.exists() for folder in looks_like)
 

@@ -50,7 +50,7 @@ class Recording:
     def describe(self) -> str:
         return "recording"
 
-    def run(self, runs, on_done, tick):
+    def run(self, runs, on_done, tick, on_start=None):
         self.given += [plan.label for plan, _ in runs]
         for plan, _ in runs:
             on_done(plan, {"status": "failed", "error": "not run"})
@@ -137,7 +137,7 @@ def test_a_failing_run_is_recorded_and_the_others_finish(study_file: Path, tmp_p
     ]
     assert len(outcome.with_status("complete")) == 4
     folder = tmp_path / "out" / failed[0].folder
-    assert sorted(p.name for p in folder.iterdir()) == [".netfl-output", "error.txt", "scenario.yaml"]
+    assert sorted(p.name for p in folder.iterdir()) == [".netfl-run", "error.txt", "scenario.yaml"]
     error = (folder / "error.txt").read_text()
     assert "broken.py:6: RuntimeError in Broken.participates: this policy is broken" in error
     status = json.loads((tmp_path / "out" / "sweep.json").read_text())
@@ -225,7 +225,7 @@ def test_ctrl_c_keeps_finished_runs_and_records_the_rest(study_file: Path, tmp_p
     assert not (out / "runs" / "long").exists()
     status = {r["case"]: r["status"] for r in json.loads((out / "sweep.json").read_text())["runs"]}
     assert status == {"fedavg": "complete", "long": "interrupted"}
-    assert not [p for p in out.rglob(".*") if p.name not in (".netfl-output", ".netfl-study")]  # netfl's markers
+    assert not [p for p in out.rglob(".*") if p.name not in (".netfl-run", ".netfl-study")]  # netfl's markers
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ test is about); what only processes can show (a SIGKILLed driver, the exit code)
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -218,6 +219,51 @@ def test_no_run_outlives_a_driver_killed_outright(folder: Path) -> None:
     status = {r["seed"]: r["status"] for r in json.loads((folder / "out" / "sweep.json").read_text())["runs"]}
     assert status == {1: "pending", 2: "pending"}  # as the driver left it: the next sweep runs both
     assert not (folder / "out" / "runs").exists()
+
+
+def session(leader: int) -> list[str]:
+    """The live processes of the session ``leader`` started (its command lines): the driver's, and every process
+    it started, however (its runs, and multiprocessing's forkserver and resource tracker)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[3]) == leader and fields[0] != "Z":
+                found.append((entry / "cmdline").read_text().replace("\0", " ").strip())
+        except (OSError, IndexError, ValueError):
+            continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["starting", "under way"], ids=["as-it-starts-its-first-run", "a-run-under-way"])
+def test_no_process_of_the_sweep_outlives_its_exit(folder: Path, when: str) -> None:
+    """SIGTERM as the sweep starts its first run (multiprocessing's forkserver importing torch) or while a run is
+    under way: when the sweep's process has exited, nothing it started is left (the forkserver, which imported
+    torch, once took 2-3 s more to notice and exit)."""
+    study(folder, extra="seeds: 2\n")
+    process = subprocess.Popen(
+        [NETFL, "sweep", folder / "study.yaml", "--out", folder / "out", "--jobs", "1"],
+        cwd=folder,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (any("forkserver" in c for c in session(process.pid)) if when == "starting" else pids(folder)):
+            assert time.monotonic() < deadline and process.poll() is None, f"the sweep never got to {when}"
+            time.sleep(0.02)
+        assert when != "starting" or not pids(folder)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 130
+        assert session(process.pid) == []  # at the moment it exited
+        assert "Traceback" not in process.stderr.read()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # whatever a failed test left of the sweep
+        process.stderr.close()
 
 
 def test_a_run_started_as_its_driver_died_prints_no_traceback(monkeypatch: pytest.MonkeyPatch, capsys) -> None:

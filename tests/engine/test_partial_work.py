@@ -114,3 +114,61 @@ def test_a_margin_plans_the_upload_longer() -> None:
 
     assert cuts("0%") == ([(0, 6), (1, 3), (3, 1)], [])
     assert cuts("50%") == ([(0, 2), (1, 1), (2, 5)], [3])
+
+
+def shared_uplink(rounds: int, margin: str = "20%"):
+    """Three identical devices (1 GFLOP/s, 40 steps of 0.25 GFLOP asked) behind one 1 Mbit/s TDMA uplink, a 12 s
+    deadline: each plans the same 2 s upload (x 1.2), so all three start it at once and the medium serves one."""
+    sc = network_scenario(
+        [
+            {
+                "group": "phones",
+                "count": 3,
+                "compute": {"flops_per_s": 1e9},
+                "link": {"to": "ap", "channel": {"kind": "awgn", "distance_m": 10, "rate": 1e6}},
+            }
+        ],
+        network={
+            "nodes": {"ap": {"kind": "access_point", "medium": {"kind": "tdma"}, "downlink": 1e6}},
+            "links": [{"from": "ap", "to": "server", "rate": 1e12}],
+        },
+        server={"round": {"deadline": 12, "partial_work": True, "partial_margin": margin}},
+        stop={"rounds": rounds},
+    )
+    backend = FakeBackend(flops=1e10, steps=40)
+    return run_network(sc, backend)
+
+
+def test_a_device_whose_upload_the_deadline_cut_is_on_time_in_the_next_round() -> None:
+    """Round 1: downloads end at 2 s; each plans 2.4 s of upload, so trains 30 steps to 9.5 s and starts sending
+    then; device 0 is served 9.5-11.5 s, devices 1 and 2 wait, and the deadline cuts them at 12 s, 2.5 s into
+    their upload. They learn that sending takes more than 2.5 s and plan twice that, 5 s (x 1.2 = 6 s): in round 2
+    (12-24 s, downloads to 14 s) they train 16 steps to 18 s and arrive at 20 and 22 s, in time. (Before, a cut
+    upload taught nothing: the same two lost their work in every round.)"""
+    sim, _ = shared_uplink(rounds=2)
+    cut = [e for e in events(sim, "dropout") if e.round == 0]
+    assert [(e.device, e.time, e.values["cause"]) for e in cut] == [
+        (1, approx(12.0), "deadline"),
+        (2, approx(12.0), "deadline"),
+    ]
+    hop = 2e6 / 1e12  # the broadcast's wired hop
+    assert [e.time for e in events(sim, "upload_start") if e.round == 0] == [approx(9.5 + hop)] * 3
+    second = {e.device: e for e in events(sim, "train_start") if e.round == 1}
+    assert [second[d].values["steps"] for d in (1, 2)] == [16, 16]
+    arrivals = {e.device: e.time for e in events(sim, "upload_end") if e.round == 1}
+    assert arrivals[1] == approx(20.0 + hop) and arrivals[2] == approx(22.0 + hop)  # before the deadline at 24 s
+    assert sim.devices[1].upload_bps == approx(1e6)  # and then measured again by the upload that completed
+
+
+def test_the_back_off_after_a_cut_upload_is_twice_the_time_it_had() -> None:
+    """One round: devices 1 and 2 had 2.5 s and did not finish: they plan 2 Mbit over 5 s, 0.4 Mbit/s; device 0,
+    served first, measured 1 Mbit/s. A slower estimate than the back-off is kept."""
+    sim, _ = shared_uplink(rounds=1)
+    had = 12.0 - events(sim, "upload_start", device=1)[0].time
+    assert had == approx(2.5 - 2e6 / 1e12)  # less the broadcast's wired hop
+    assert [d.upload_bps for d in sim.devices] == [approx(1e6), approx(2e6 / (2 * had)), approx(2e6 / (2 * had))]
+    device = sim.devices[1]
+    device._upload_cut(2e6, 1.0)  # a shorter cut: 2 s would be quicker than the 5 s it already plans
+    assert device.upload_bps == approx(2e6 / (2 * had))
+    device._upload_cut(2e6, 0.0)  # cut the instant it began: nothing learned
+    assert device.upload_bps == approx(2e6 / (2 * had))

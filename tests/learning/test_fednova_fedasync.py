@@ -84,3 +84,24 @@ def test_fedasync_fresh_update_is_alpha_of_its_delta_and_the_bound_drops_stale_o
     assert s.admit(ClientUpdate(0, 1, vec(0.0, 0.0), 5, start=x), ctx(7))  # s = 2
     assert not s.admit(ClientUpdate(0, 1, vec(0.0, 0.0), 4, start=x), ctx(7))  # s = 3 > 2
     assert make("fedasync").admit(ClientUpdate(0, 1, vec(0.0, 0.0), 0, start=x), ctx(10**6))
+
+
+def test_a_dropped_update_is_logged_with_its_staleness_and_takes_a_model_version() -> None:
+    """As the README says: an update FedAsync drops under ``max_staleness`` is received, not applied; its
+    ``aggregate`` event carries its staleness (applied=0), the version still advances (the paper's server
+    iteration t counts every update received), and the staleness record covers every update received."""
+    from pathlib import Path
+
+    import netfl
+
+    topology = Path(__file__).resolve().parents[2] / "topologies" / "anarchic.yaml"
+    overrides = ["server.algorithm={name: fedasync, max_staleness: 1}", "server.async.buffer=1", "stop.rounds=25"]
+    result = netfl.run(topology, overrides=overrides, threads=1)
+    aggregates = result.events[result.events["kind"] == "aggregate"]
+    assert list(aggregates["round"]) == list(range(25))  # one version per update received, dropped or not
+    dropped = aggregates[aggregates["applied"] == 0]
+    assert len(dropped) > 0 and (dropped["staleness"] > 1).all() and (dropped["received"] == 1).all()
+    assert ((aggregates["applied"] == 1) == (aggregates["staleness"] <= 1)).all()
+    s = result.summary
+    assert s["updates_received"] == 25 and s["updates_applied"] == 25 - len(dropped)
+    assert sum(s["staleness"]["histogram"].values()) == s["updates_received"]

@@ -11,8 +11,10 @@ with the staleness function S: ``constant`` 1; ``polynomial`` (s + 1)^-a;
 model the worker received plus its update (``ClientUpdate.start + delta``),
 each arrival is its own model version (``server.async.buffer: 1``), and an
 update more than ``max_staleness`` versions stale is dropped (received, not
-applied: the ``aggregate`` event's ``applied=0``), the paper's bound on
-staleness made a rule.
+applied: the ``aggregate`` event's ``applied=0``, its ``staleness`` the
+dropped update's), the paper's bound on staleness made a rule. A dropped
+update still takes its model version, the model unchanged: the version is
+the paper's server iteration t, which advances with every update received.
 """
 
 from __future__ import annotations
