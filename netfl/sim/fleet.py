@@ -223,6 +223,7 @@ class LazyFleet:
         self.work_use_j = np.zeros(n)
         self.work_charged_j = np.zeros(n)
         self.active: dict[int, Device] = {}
+        self.upload_bps: dict[int, float] = {}  # what each device's last upload achieved (partial work plans with it)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -255,7 +256,9 @@ class LazyFleet:
         rows.advance(now)
         rows.take(new, now)
         for index in new.tolist():
-            self.active[index] = self._make(index, self._handover(index))
+            device = self._make(index, self._handover(index))
+            device.upload_bps = self.upload_bps.get(index)
+            self.active[index] = device
 
     def _handover(self, index: int) -> Handover:
         rows = self.rows
@@ -298,6 +301,8 @@ class LazyFleet:
             self.work_charged_j[index] += device.battery.charged_j
             self.tasks_started[index] += device.tasks_started
             self.updates_delivered[index] += device.updates_delivered
+            if device.upload_bps is not None:
+                self.upload_bps[index] = device.upload_bps
 
         def each(read) -> np.ndarray:
             return np.array([read(device) for device in devices])
