@@ -53,7 +53,8 @@ class GroupRows:
 
 _INF = math.inf
 # the sources of a device's changes, in the order in which changes at the same instant are taken
-_EMPTY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
+# (_FLOOR: a charging battery rising to its min_level, which makes the device eligible again)
+_EMPTY, _FLOOR, _AVAILABILITY, _CHARGER, _USAGE = range(5)
 
 
 class IdleRows:
@@ -132,13 +133,22 @@ class IdleRows:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(draining, self.since[d] + self.level[d] / drain, _INF)
 
+    def _floor_at(self, d: np.ndarray) -> np.ndarray:
+        """When each of devices ``d``, charging below its min_level, reaches it (inf otherwise)."""
+        floor = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
+        drain = self.net_drain_w(d)
+        rising = self.alive[d] & self.finite[d] & (drain < 0) & (self.level[d] < floor)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(rising, self.since[d] + (floor - self.level[d]) / -drain, _INF)
+
     # ---------------------------------------------------------------- changes
 
     def _sources(self, g: int, rows: np.ndarray) -> np.ndarray:
-        """Each row's next change from each source (4 x rows: empty, availability, charger, usage)."""
+        """Each row's next change from each source (5 x rows: empty, min_level, availability, charger, usage)."""
         group, d = self.groups[g], rows + self.slices[g].start
-        out = np.full((4, len(rows)), _INF)
+        out = np.full((5, len(rows)), _INF)
         out[_EMPTY] = self._empty_at(d)
+        out[_FLOOR] = self._floor_at(d)
         if group.availability.time_base == "continuous":
             out[_AVAILABILITY] = group.availability.change[rows]
         if group.charger is not None:
@@ -151,10 +161,15 @@ class IdleRows:
         d = rows + self.slices[g].start
         self.next_at[d] = np.where(self.busy[d], _INF, self._sources(g, rows).min(axis=0))
 
-    def advance(self, now: float) -> None:
-        """Take every idle device's changes up to ``now``, each device in its own time order."""
+    def advance(self, now: float, devices: np.ndarray | None = None) -> None:
+        """Take every idle device's changes up to ``now`` (or only ``devices``' ones), each device in its own
+        time order."""
         for g, sl in enumerate(self.slices):
-            rows = np.flatnonzero(self.next_at[sl] <= now)
+            if devices is None:
+                rows = np.flatnonzero(self.next_at[sl] <= now)
+            else:
+                mine = devices[(devices >= sl.start) & (devices < sl.stop)]
+                rows = mine[self.next_at[mine] <= now] - sl.start
             while rows.size:
                 sources = self._sources(g, rows)
                 t = sources.min(axis=0)
@@ -163,6 +178,7 @@ class IdleRows:
                 first = sources.argmin(axis=0)
                 for source, take in (
                     (_EMPTY, self._emptied),
+                    (_FLOOR, self._at_floor),
                     (_AVAILABILITY, self._availability_flipped),
                     (_CHARGER, self._charger_flipped),
                     (_USAGE, self._usage_flipped),
@@ -172,6 +188,9 @@ class IdleRows:
                         take(g, rows[mine], d[mine], t[mine])
                 self._schedule(g, rows)
                 rows = rows[self.next_at[d] <= now]
+
+    def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
+        self.level[d] = self.table.min_level[d] * self.capacity[d]  # exact: rounding must not leave it short
 
     def _set_online(self, d: np.ndarray, online: np.ndarray, t: np.ndarray | float) -> None:
         t = np.broadcast_to(t, d.shape)
