@@ -566,7 +566,7 @@ def _echo_params(params: list[dict]) -> None:
 def policies() -> None:
     """List the built-in availability policies, their parameters, and which the lazy engine takes."""
     from netfl.policies import BUILTIN_POLICIES
-    from netfl.policies.population import supports_population
+    from netfl.policies.catalog import supports_population
     from netfl.registry import describe_params
 
     for name, cls in BUILTIN_POLICIES.items():

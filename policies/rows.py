@@ -14,6 +14,7 @@ keyed from ``rng``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -33,7 +34,13 @@ class PopulationRow(AvailabilityPolicy):
     def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
         super().__init__(params, device, rng)
         mix = np.asarray(device.label_distribution, dtype=float)[None, :]
-        self._attach(self.population(params, 1, int(rng.integers(2**63)), mix, device.seed), 0, None)
+        place = {"base_dir": device.base_dir, "first": device.index} if self.population.placed else {}
+        self._attach(self.population(params, 1, int(rng.integers(2**63)), mix, device.seed, **place), 0, None)
+
+    @classmethod
+    def population_form(cls, params: PolicyParams, base_dir: Path | None) -> bool:
+        """Whether a group with these parameters can be one population model (a composite of policies may not)."""
+        return True
 
     @classmethod
     def row_of(

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from netfl.config.schema import Scenario
-from netfl.policies import BUILTIN_POLICIES, AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy
-from netfl.policies.population import PopulationModel, build_population_model, supports_population
+from netfl.policies import AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy, policy_class
+from netfl.policies.catalog import population_model, supports_population
+from netfl.policies.population import PopulationModel
 from netfl.policies.rows import PopulationRow
 from netfl.rng import RandomStreams
 
@@ -36,19 +37,21 @@ def group_models(
     """
     models: list[PopulationModel | None] = []
     start = 0
+    base_dir = scenario.source.parent if scenario.source is not None else None
     for group in scenario.devices:
         spec = _spec(group, role)
-        if spec is None or not supports_population(spec.policy):
+        if spec is None or not supports_population(spec, base_dir):
             models.append(None)
         else:
             models.append(
-                build_population_model(
-                    spec.policy,
-                    BUILTIN_POLICIES[spec.policy].Params.model_validate(spec.params),
+                population_model(
+                    spec,
                     group.count,
                     streams.integer_seed(f"{role}-population", group.group),
                     label_mix[start : start + group.count],
                     scenario.seeds.world,
+                    base_dir=base_dir,
+                    first=start,
                 )
             )
         start += group.count
@@ -96,7 +99,7 @@ def device_policies(
                 if spec is None:
                     views.append(None)
                 elif model is not None:
-                    cls: type[PopulationRow] = BUILTIN_POLICIES[spec.policy]  # type: ignore[assignment]
+                    cls: type[PopulationRow] = policy_class(spec.policy, base_dir)  # type: ignore[assignment]
                     views.append(cls.row_of(model, rows[info.index], info))
                 else:
                     views.append(build_policy(spec, info, streams.numpy(role, info.index)))

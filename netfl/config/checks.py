@@ -20,7 +20,8 @@ from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
-from netfl.policies.population import POPULATION_MODELS, supports_population
+from netfl.policies.catalog import supports_population
+from netfl.policies.population import POPULATION_MODELS
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, validate_algorithm
 from netfl.registry.datasets import NUM_CLASSES
 
@@ -92,7 +93,7 @@ def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
         )
     accepted = ", ".join(POPULATION_MODELS)
     for i, group in enumerate(scenario.devices):
-        if not supports_population(group.availability.policy):
+        if not supports_population(group.availability, _source_dir(scenario)):
             problems.append(
                 (
                     f"devices[{i}].availability.policy",

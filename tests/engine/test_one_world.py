@@ -4,6 +4,10 @@ device's online time, participation and energy, for every built-in policy."""
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import pytest
 from engine_support import FakeBackend, events, group, scenario
@@ -41,6 +45,41 @@ POLICIES = {
 }
 
 
+def alternating(rng: np.random.Generator, horizon: float) -> list[tuple[float, float]]:
+    """Online intervals of 2 to 10 s with gaps of 2 to 15 s, the first from 0 or later, within [0, horizon]."""
+    out, t = [], float(rng.choice([0.0, rng.uniform(0, 10)]))
+    while t < horizon:
+        end = min(t + rng.uniform(2, 10), horizon)
+        out.append((t, end))
+        t = end + rng.uniform(2, 15)
+    return out
+
+
+def csv_trace(tmp_path: Path) -> dict:
+    """Devices 0 to 29 listed (some online across the period's end), 30 to 34 not: never online."""
+    rng = np.random.default_rng(5)
+    rows = [f"{d},{s!r},{e!r}" for d in range(30) for s, e in alternating(rng, 40.0)]
+    (tmp_path / "trace.csv").write_text("device,start_s,end_s\n" + "\n".join(rows) + "\n")
+    return {"policy": "trace_csv", "file": str(tmp_path / "trace.csv"), "period": "40s"}
+
+
+def fedscale_trace(tmp_path: Path) -> dict:
+    """12 clients with their own finish times, replayed from client 5 on."""
+    rng = np.random.default_rng(6)
+    data = {}
+    for client in range(100, 112):
+        finish = float(rng.uniform(20, 50))
+        intervals = alternating(rng, finish)
+        active, inactive = [s for s, _ in intervals], [e for _, e in intervals]
+        data[client] = {"active": active, "inactive": inactive, "finish_time": finish}
+    (tmp_path / "behave.pkl").write_bytes(pickle.dumps(data))
+    return {"policy": "fedscale_trace", "file": str(tmp_path / "behave.pkl"), "trust_pickle": True, "client_offset": 5}
+
+
+#: Policies that read a file: each writes its own in the test's folder.
+FILE_POLICIES: dict[str, Callable[[Path], dict]] = {"trace_csv": csv_trace, "fedscale_trace": fedscale_trace}
+
+
 def world(policy: dict, count: int = 30, rounds: int = 25):
     phones = group(
         "phones",
@@ -76,9 +115,9 @@ def work(sim) -> list:
     return [e for e in events(sim) if e.kind in WORK_KINDS]
 
 
-@pytest.mark.parametrize("name", list(POLICIES))
-def test_both_forms_draw_the_same_world(name: str) -> None:
-    sc = world(POLICIES[name])
+@pytest.mark.parametrize("name", list(POLICIES) + list(FILE_POLICIES))
+def test_both_forms_draw_the_same_world(name: str, tmp_path: Path) -> None:
+    sc = world(POLICIES[name] if name in POLICIES else FILE_POLICIES[name](tmp_path))
     actor_sim, actors = run(sc, "actors")
     array_sim, arrays = run(sc, "arrays")
     assert rounds(actor_sim) == rounds(array_sim)
