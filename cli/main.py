@@ -576,7 +576,8 @@ def policies() -> None:
         _echo_params(describe_params(cls.Params))
         click.echo()
     click.echo(
-        "Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocol: netfl/policies/base.py)"
+        "Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocols: netfl/policies/base.py, "
+        "one object per device; netfl/policies/population_policy.py, a whole group at once, any engine)"
     )
 
 

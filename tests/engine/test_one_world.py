@@ -76,8 +76,55 @@ def fedscale_trace(tmp_path: Path) -> dict:
     return {"policy": "fedscale_trace", "file": str(tmp_path / "behave.pkl"), "trust_pickle": True, "client_offset": 5}
 
 
+USER_POLICIES = """
+import numpy as np
+
+from netfl.policies import PolicyParams, PopulationPolicy
+
+
+class Flicker(PopulationPolicy):
+    class Params(PolicyParams):
+        on: float = 12.0
+        off: float = 20.0
+
+    def start(self, devices):
+        online = self.uniform(devices) < self.params.on / (self.params.on + self.params.off)
+        return online, self.next_change(devices, np.zeros(len(devices)), online)
+
+    def next_change(self, devices, at, online):
+        return at + self.exponential(devices, np.where(online, self.params.on, self.params.off))
+
+
+class Runs(PopulationPolicy):
+    time_base = "round"
+
+    def start(self, devices):
+        self.length = 1 + np.floor(4 * self.uniform(devices))  # each device's own run length, 1 to 4 rounds
+        return self.uniform(devices) < 0.5, self.length[devices]
+
+    def next_change(self, devices, at, online):
+        return at + np.where(online, self.length[devices], 1 + np.floor(3 * self.uniform(devices)))
+
+    def participation_probability(self):
+        return np.full(self.n, 0.6)
+"""
+
+
+def user_policy(name: str) -> Callable[[Path], dict]:
+    def write(tmp_path: Path) -> dict:
+        (tmp_path / "population.py").write_text(USER_POLICIES)
+        return {"policy": f"{tmp_path / 'population.py'}:{name}"}
+
+    return write
+
+
 #: Policies that read a file: each writes its own in the test's folder.
-FILE_POLICIES: dict[str, Callable[[Path], dict]] = {"trace_csv": csv_trace, "fedscale_trace": fedscale_trace}
+FILE_POLICIES: dict[str, Callable[[Path], dict]] = {
+    "trace_csv": csv_trace,
+    "fedscale_trace": fedscale_trace,
+    "population policy": user_policy("Flicker"),
+    "population policy per round": user_policy("Runs"),
+}
 
 
 def world(policy: dict, count: int = 30, rounds: int = 25):
