@@ -104,6 +104,16 @@ class PopulationModel(ABC):
         self._earliest = min(self._earliest, float(self.change[j]))
         return bool(self.state[j])
 
+    def advance_rows(self, rows: np.ndarray, until: np.ndarray, on_flip: FlipHook | None = None) -> None:
+        """Bring each of ``rows`` (distinct) to its own time ``until[k]``, as :meth:`advance_one` does one."""
+        while True:
+            due = self.change[rows] <= until
+            if not due.any():
+                break
+            self._flip(rows[due], on_flip)
+        if len(rows):
+            self._earliest = min(self._earliest, float(self.change[rows].min()))
+
     def _flip(self, due: np.ndarray, on_flip: FlipHook | None) -> None:
         at = self.change[due]
         if on_flip is not None:

@@ -6,8 +6,8 @@ stream named after the group and the role (availability or charging). The
 array form of the engine advances the models themselves; the actor form gives
 each device a view of its row (:mod:`netfl.policies.rows`), so both forms
 draw the same world from one seed. Policies without a population form (a
-user's per-device class, ``eligible``) are built per device, each with its
-own stream. Every model sees the devices' label mix (``from: data``
+user's per-device class, ``eligible`` holding one) are built per device,
+each with its own stream. Every model sees the devices' label mix (``from: data``
 probabilities) from the learner's partition.
 """
 

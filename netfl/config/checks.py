@@ -108,6 +108,14 @@ def _check_lazy_engine(scenario: Scenario) -> list[tuple[str, str]]:
                     "the lazy engine models batteries without chargers; remove charging or use engine.devices: eager",
                 )
             )
+        elif group.availability.policy == "eligible" and group.availability.params.get("charging", True) is not False:
+            problems.append(
+                (
+                    f"devices[{i}].availability.charging",
+                    "eligible with charging: true reads the charger, which the lazy engine does not model; "
+                    "use charging: false or engine.devices: eager",
+                )
+            )
     return problems
 
 

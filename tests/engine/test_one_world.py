@@ -42,6 +42,12 @@ POLICIES = {
     },
     "daily": {"policy": "daily", "start": "00:01", "end": "00:03", "jitter": "20s"},
     "diurnal": {"policy": "diurnal", "mixing": "30s"},
+    "eligible": {  # the charger is the engine's (requires_charging): here without it
+        "policy": "eligible",
+        "charging": False,
+        "idle": {"policy": "sessions", "on": {"exponential": {"mean": "25s"}}, "off": {"exponential": {"mean": "10s"}}},
+        "wifi": {"policy": "daily", "start": "00:00:30", "end": "00:01:20", "jitter": "10s"},
+    },
 }
 
 
@@ -124,6 +130,12 @@ FILE_POLICIES: dict[str, Callable[[Path], dict]] = {
     "fedscale_trace": fedscale_trace,
     "population policy": user_policy("Flicker"),
     "population policy per round": user_policy("Runs"),
+    "eligible of a population policy": lambda tmp_path: {
+        "policy": "eligible",
+        "charging": False,
+        "idle": user_policy("Flicker")(tmp_path),
+        "wifi": {"policy": "sessions", "on": "40s", "off": {"exponential": {"mean": "15s"}}},
+    },
 }
 
 
