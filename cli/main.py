@@ -598,7 +598,7 @@ def _echo_params(params: list[dict]) -> None:
 def policies() -> None:
     """List the built-in availability policies, their parameters, and which the lazy engine takes."""
     from netfl.policies import BUILTIN_POLICIES
-    from netfl.policies.population import supports_population
+    from netfl.policies.catalog import supports_population
     from netfl.registry import describe_params
 
     for name, cls in BUILTIN_POLICIES.items():
@@ -608,7 +608,8 @@ def policies() -> None:
         _echo_params(describe_params(cls.Params))
         click.echo()
     click.echo(
-        "Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocol: netfl/policies/base.py)"
+        "Your own: availability: {policy: path/to/file.py:ClassName, ...} (the protocols: netfl/policies/base.py, "
+        "one object per device; netfl/policies/population_policy.py, a whole group at once, any engine)"
     )
 
 

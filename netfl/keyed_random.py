@@ -15,6 +15,8 @@ stay independent of each other exactly as the per-concern generators are.
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -58,3 +60,9 @@ def standard_normal(key: int, device: np.ndarray | int, draw: np.ndarray | int) 
     u1 = 1.0 - uniform(key, device, draw)  # (0, 1]: log is finite
     u2 = uniform(key, device, draw + np.uint64(1))
     return np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
+
+
+def child_key(key: int, name: str) -> int:
+    """The key of the sub-stream ``name`` of stream ``key`` (a component of a composite policy): a function of the
+    two alone, so that one component's draws never depend on which others there are."""
+    return int(bits(key, zlib.crc32(name.encode()), 0))

@@ -32,6 +32,7 @@ __all__ = [
     "PYTHON_ONLY",
     "UserReference",
     "call",
+    "defined_at",
     "guarded",
     "import_file",
     "is_user_reference",
@@ -107,6 +108,13 @@ def where(exc: BaseException, path: Path) -> str:
     target = path.resolve()
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if _same_file(f.filename, target)]
     return f"{path}:{frames[-1].lineno}" if frames else str(path)
+
+
+def defined_at(fn: Callable[..., Any], path: Path) -> str:
+    """``file:line`` where the user's function or method ``fn`` of the file ``path`` is defined, for an answer
+    that is wrong without raising (the file alone when ``fn`` has no code of its own)."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return f"{path}:{code.co_firstlineno}" if code is not None else str(path)
 
 
 def _same_file(filename: str, target: Path) -> bool:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from netfl.policies.catalog import BUILTIN_POLICIES
 from netfl.policies.eligible import Eligible
+from netfl.policies.population import POPULATION_MODELS
 from netfl.policies.rounds import Bernoulli, Cyclic, Markov
+from netfl.policies.rows import PopulationRow
 from netfl.policies.sessions import Always, Daily, Diurnal, OnOff
 from netfl.policies.traces import FedScaleTrace, IntervalTrace
 
@@ -26,6 +28,14 @@ BUILTIN_POLICIES.update(
         "eligible": Eligible,
         "fedscale_trace": FedScaleTrace,
         "trace_csv": IntervalTrace,
+    }
+)
+# the population forms defined beside their policies (traces), not in netfl.policies.population
+POPULATION_MODELS.update(
+    {
+        name: cls.population
+        for name, cls in BUILTIN_POLICIES.items()
+        if issubclass(cls, PopulationRow) and name not in POPULATION_MODELS
     }
 )
 

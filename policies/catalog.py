@@ -17,10 +17,21 @@ from pydantic import ValidationError
 
 from netfl.errors import PolicyError
 from netfl.policies.base import AvailabilityPolicy, DeviceInfo, SessionPolicy
+from netfl.policies.population import POPULATION_MODELS, PopulationModel, build_population_model
+from netfl.policies.rows import PopulationRow
 from netfl.policies.user_script import is_user_reference, load_user_policy
 from netfl.problems import describe_validation_error
 
-__all__ = ["BUILTIN_POLICIES", "build_policy", "check_spec", "continuous_builtins", "policy_class", "policy_label"]
+__all__ = [
+    "BUILTIN_POLICIES",
+    "build_policy",
+    "check_spec",
+    "continuous_builtins",
+    "policy_class",
+    "policy_label",
+    "population_model",
+    "supports_population",
+]
 
 #: Built-in policies by the name a topology gives, in listing order.
 BUILTIN_POLICIES: dict[str, type[AvailabilityPolicy]] = {}
@@ -93,3 +104,32 @@ def build_policy(spec: Any, device: DeviceInfo, rng: np.random.Generator) -> Ava
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'parameters'}: {e['msg']}" for e in exc.errors())
         raise PolicyError(f"policy {spec.policy!r}: {problems}") from None
     return cls(params, device, rng)
+
+
+def supports_population(spec: Any, base_dir: Path | None = None) -> bool:
+    """Whether a policy has a population form: ``spec`` is a topology's policy (``.policy`` and ``.params``: the
+    answer for those parameters -- ``eligible`` has one only when its components have), or a built-in's name.
+
+    A user's class has one when it is a population policy (:mod:`netfl.policies.population_policy`); a spec
+    that does not load or validate has none (the checks report why).
+    """
+    if isinstance(spec, str):
+        return spec in POPULATION_MODELS
+    try:
+        cls = policy_class(spec.policy, base_dir)
+        params = cls.Params.model_validate(spec.params)
+    except (PolicyError, ValidationError):
+        return False
+    return issubclass(cls, PopulationRow) and cls.population_form(params, base_dir)
+
+
+def population_model(
+    spec: Any, n: int, key: int, label_mix: np.ndarray, seed: int, *, base_dir: Path | None = None, first: int = 0
+) -> PopulationModel:
+    """The population model of the policy ``spec`` names (it must have one: :func:`supports_population`) for a
+    group of ``n`` devices, the first of which is device ``first`` of the scenario; the rest as
+    :func:`~netfl.policies.population.build_population_model`."""
+    cls = policy_class(spec.policy, base_dir)
+    params = cls.Params.model_validate(spec.params)
+    model = spec.policy if spec.policy in POPULATION_MODELS else cls.population  # type: ignore[attr-defined]
+    return build_population_model(model, params, n, key, label_mix, seed, base_dir=base_dir, first=first)

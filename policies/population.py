@@ -29,6 +29,11 @@ seconds (continuous-time policies) or round indices (per-round policies):
   is the chain whose next state ignores the current one); runs of rounds are
   drawn whole, geometric, so a long run costs one draw;
 * ``cyclic`` -- deterministic cycles with a random phase.
+
+Traces (:mod:`~netfl.policies.traces`), ``eligible`` and a user's
+population policy (:mod:`~netfl.policies.population_policy`) have population
+models of their own, in their modules; :mod:`~netfl.policies.catalog` says
+which policies have one and builds it from a topology's spec.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -45,7 +51,7 @@ from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
 
-__all__ = ["PopulationModel", "POPULATION_MODELS", "supports_population", "build_population_model", "HOUR", "DAY"]
+__all__ = ["PopulationModel", "POPULATION_MODELS", "build_population_model", "HOUR", "DAY"]
 
 HOUR = 3600.0
 DAY = 24 * HOUR
@@ -64,6 +70,9 @@ class PopulationModel(ABC):
 
     time_base: ClassVar[str] = "continuous"
     policy = ""  # the built-in's name, set by build_population_model (events name it as a cause)
+    #: Built with the keywords ``base_dir`` (the topology's folder, for files it reads) and ``first`` (the scenario
+    #: index of its row 0, for traces replaying device n's row) besides the parameters every model takes.
+    placed: ClassVar[bool] = False
 
     def __init__(self, n: int, key: int, params: Any = None):
         self.n = n
@@ -94,6 +103,16 @@ class PopulationModel(ABC):
             self.flip(np.array([j]), on_flip)
         self._earliest = min(self._earliest, float(self.change[j]))
         return bool(self.state[j])
+
+    def advance_rows(self, rows: np.ndarray, until: np.ndarray, on_flip: FlipHook | None = None) -> None:
+        """Bring each of ``rows`` (distinct) to its own time ``until[k]``, as :meth:`advance_one` does one."""
+        while True:
+            due = self.change[rows] <= until
+            if not due.any():
+                break
+            self.flip(rows[due], on_flip)
+        if len(rows):
+            self._earliest = min(self._earliest, float(self.change[rows].min()))
 
     def flip(self, due: np.ndarray, on_flip: FlipHook | None = None) -> None:
         """Flip the devices ``due`` (whose change has come) at their ``change``, and draw their next."""
@@ -336,6 +355,7 @@ def window_start(params: Any) -> float:
     return params.start - params.time_zone_offset % DAY
 
 
+#: The built-ins' population models by name (:mod:`netfl.policies.builtin` adds those defined beside their policies).
 POPULATION_MODELS: dict[str, type[PopulationModel]] = {
     "always": AlwaysModel,
     "bernoulli": BernoulliModel,
@@ -347,16 +367,24 @@ POPULATION_MODELS: dict[str, type[PopulationModel]] = {
 }
 
 
-def supports_population(policy: str) -> bool:
-    """Whether the built-in ``policy`` has a population form (user policies and traces have none)."""
-    return policy in POPULATION_MODELS
-
-
 def build_population_model(
-    policy: str, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int
+    policy: str | type[PopulationModel],
+    params: Any,
+    n: int,
+    key: int,
+    label_mix: np.ndarray,
+    seed: int,
+    *,
+    base_dir: Path | None = None,
+    first: int = 0,
 ) -> PopulationModel:
-    """The population form of built-in ``policy`` for ``n`` devices; ``label_mix`` (n x labels) feeds
-    probabilities given ``from: data`` or ``from: smallest_label``."""
-    model = POPULATION_MODELS[policy](params, n, key, label_mix, seed)
-    model.policy = policy
+    """The population model of ``policy`` -- a built-in's name, or a model class (a user's population policy,
+    found by :func:`netfl.policies.catalog.population_model`) -- for ``n`` devices; ``label_mix`` (n x labels) feeds
+    probabilities given ``from: data`` or ``from: smallest_label``; ``base_dir`` is the topology's folder (for files
+    a model reads) and ``first`` the scenario index of the group's first device."""
+    cls = POPULATION_MODELS[policy] if isinstance(policy, str) else policy
+    place = {"base_dir": base_dir, "first": first} if cls.placed else {}
+    model = cls(params, n, key, label_mix, seed, **place)
+    if isinstance(policy, str):
+        model.policy = policy
     return model

@@ -21,6 +21,7 @@ turn.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -44,6 +45,7 @@ class Lookahead:
         self.model, self.block = model, block
         n = model.n
         self._ring = np.full((n, 2 * block), np.inf)
+        self._after = np.zeros((n, 2 * block), dtype=bool)  # the state each flip leaves (a composite's may not toggle)
         self._head = np.zeros(n, dtype=np.int64)  # flips reached, per row
         self._tail = np.zeros(n, dtype=np.int64)  # flips computed, per row
         self._state = model.state.copy()  # each row's state before its next flip not yet reached
@@ -53,11 +55,13 @@ class Lookahead:
         model, width = self.model, 2 * self.block
         for _ in range(self.block):
             at = model.change[rows]
-            self._ring[rows, self._tail[rows] % width] = at
+            slot = self._tail[rows] % width
+            self._ring[rows, slot] = at
             self._tail[rows] += 1
             moving = rows[np.isfinite(at)]  # a row that never changes again keeps inf
             if moving.size:
                 model.flip(moving)
+            self._after[rows, slot] = model.state[rows]
 
     def state_at(self, row: int, at: float) -> bool:
         """Row ``row``'s state at ``at``, past every flip up to it."""
@@ -65,9 +69,10 @@ class Lookahead:
         while True:
             if self._head[row] == self._tail[row]:
                 self._refill(np.flatnonzero(self._tail - self._head < self.block))
-            if self._ring[row, self._head[row] % width] > at:
+            slot = self._head[row] % width
+            if self._ring[row, slot] > at:
                 return bool(self._state[row])
-            self._state[row] = not self._state[row]
+            self._state[row] = self._after[row, slot]
             self._head[row] += 1
 
     def change_of(self, row: int) -> float:
@@ -97,7 +102,13 @@ class PopulationRow(AvailabilityPolicy):
     def __init__(self, params: PolicyParams, device: DeviceInfo, rng: np.random.Generator):
         super().__init__(params, device, rng)
         mix = np.asarray(device.label_distribution, dtype=float)[None, :]
-        self._attach(self.population(params, 1, int(rng.integers(2**63)), mix, device.seed), 0, None)
+        place = {"base_dir": device.base_dir, "first": device.index} if self.population.placed else {}
+        self._attach(self.population(params, 1, int(rng.integers(2**63)), mix, device.seed, **place), 0, None)
+
+    @classmethod
+    def population_form(cls, params: PolicyParams, base_dir: Path | None) -> bool:
+        """Whether a group with these parameters can be one population model (a composite of policies may not)."""
+        return True
 
     @classmethod
     def row_of(

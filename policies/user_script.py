@@ -1,5 +1,10 @@
 """Policies written by users: ``policy: path/to/file.py:ClassName``.
 
+A per-device class (:class:`~netfl.policies.base.RoundPolicy`,
+:class:`~netfl.policies.base.SessionPolicy`) is wrapped here; a population
+policy (:class:`~netfl.policies.population_policy.PopulationPolicy`) becomes
+a row view of its own population model there, fenced the same way.
+
 The file is imported as a module of its own (relative paths start at the
 topology file's folder). Whatever goes wrong in the user's code -- a syntax
 error, an exception at import, an exception or a nonsensical answer while
@@ -18,6 +23,7 @@ import numpy as np
 from netfl import user_code
 from netfl.errors import PolicyError
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
+from netfl.policies.population_policy import PopulationPolicy, population_view
 from netfl.user_code import is_user_reference
 
 __all__ = ["is_user_reference", "load_user_policy"]
@@ -28,8 +34,13 @@ def load_user_policy(reference: str, base_dir: Path) -> type[AvailabilityPolicy]
     if not ref.path.is_file():
         raise PolicyError(f"policy {reference!r}: file not found: {ref.path}")
     cls = user_code.load_attribute(ref, what="policy", error=PolicyError)
+    if inspect.isclass(cls) and issubclass(cls, PopulationPolicy):
+        return population_view(cls, ref.name, ref.path)
     if not (inspect.isclass(cls) and issubclass(cls, (RoundPolicy, SessionPolicy))):
-        raise PolicyError(f"{ref.path}: {ref.name} must subclass netfl.policies.RoundPolicy or SessionPolicy")
+        raise PolicyError(
+            f"{ref.path}: {ref.name} must subclass netfl.policies.RoundPolicy or SessionPolicy (one object per "
+            "device), or PopulationPolicy (a whole group at once)"
+        )
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
         raise PolicyError(f"{ref.path}: {ref.name} does not define {missing}")
@@ -60,9 +71,7 @@ class _Guard:
         return user_code.call(fn, *args, path=self._path, what=f"{self._name}.{what}", error=PolicyError)
 
     def _defined_at(self, fn) -> str:
-        """``file:line`` of the user's method, for answers that are wrong without raising."""
-        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
-        return f"{self._path}:{code.co_firstlineno}" if code is not None else str(self._path)
+        return user_code.defined_at(fn, self._path)
 
     def participation_probability(self) -> float | None:
         fn = self._inner.participation_probability

@@ -6,8 +6,8 @@ stream named after the group and the role (availability or charging). The
 array form of the engine advances the models themselves; the actor form gives
 each device a view of its row (:mod:`netfl.policies.rows`), so both forms
 draw the same world from one seed. Policies without a population form (a
-user's per-device class, ``eligible``) are built per device, each with its
-own stream. Every model sees the devices' label mix (``from: data``
+user's per-device class, ``eligible`` holding one) are built per device,
+each with its own stream. Every model sees the devices' label mix (``from: data``
 probabilities) from the learner's partition.
 """
 
@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 
 from netfl.config.schema import Scenario
-from netfl.policies import BUILTIN_POLICIES, AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy
-from netfl.policies.population import PopulationModel, build_population_model, supports_population
+from netfl.policies import AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy, policy_class
+from netfl.policies.catalog import population_model, supports_population
+from netfl.policies.population import PopulationModel
 from netfl.policies.rows import Lookahead, PopulationRow
 from netfl.rng import RandomStreams
 from netfl.sim.idle_rows import UsageSetup
@@ -38,21 +39,23 @@ def group_models(
     """
     models: list[PopulationModel | None] = []
     start = 0
+    base_dir = scenario.source.parent if scenario.source is not None else None
     for group in scenario.devices:
         spec = _spec(group, role)
-        if spec is None or not supports_population(spec.policy):
+        if spec is None or not supports_population(spec, base_dir):
             models.append(None)
         else:
             models.append(
-                build_population_model(
-                    spec.policy,
-                    BUILTIN_POLICIES[spec.policy].Params.model_validate(spec.params),
+                population_model(
+                    spec,
                     group.count,
                     streams.integer_seed(f"{role}-population", group.group),
                     np.broadcast_to(1.0, (group.count, 1))
                     if label_mix is None
                     else label_mix[start : start + group.count],
                     scenario.seeds.world,
+                    base_dir=base_dir,
+                    first=start,
                 )
             )
         start += group.count
@@ -112,7 +115,7 @@ def device_policies(
                 if spec is None:
                     views.append(None)
                 elif model is not None:
-                    cls: type[PopulationRow] = BUILTIN_POLICIES[spec.policy]  # type: ignore[assignment]
+                    cls: type[PopulationRow] = policy_class(spec.policy, base_dir)  # type: ignore[assignment]
                     views.append(cls.row_of(rows, row_in_group[info.index], info))
                 else:
                     views.append(build_policy(spec, info, streams.numpy(role, info.index)))

@@ -21,7 +21,8 @@ from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
-from netfl.policies.population import POPULATION_MODELS, supports_population
+from netfl.policies.catalog import supports_population
+from netfl.policies.population import POPULATION_MODELS
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, validate_algorithm
 from netfl.registry.datasets import NUM_CLASSES
 
@@ -89,7 +90,7 @@ def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, s
         where = f"devices[{i}].usage.sessions"
         spec = group.usage.sessions
         found = [(f"{where}{p}", m) for p, m in check_spec(spec, base_dir, continuous_only=True)]
-        if not found and not supports_population(spec.policy):
+        if not found and not supports_population(spec, base_dir):
             accepted = ", ".join(n for n in POPULATION_MODELS if not issubclass(BUILTIN_POLICIES[n], RoundPolicy))
             found.append((f"{where}.policy", f"{spec.policy!r} has no population form; use one of {accepted}"))
         problems += found

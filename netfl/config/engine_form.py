@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from netfl.config.schema import IDLE_EVENTS_BELOW, Scenario
-from netfl.policies.population import supports_population
+from netfl.policies.catalog import supports_population
 
 Form = Literal["arrays", "actors"]
 
@@ -52,12 +52,13 @@ def _asked(scenario: Scenario) -> str:
 def needs_actors(scenario: Scenario) -> list[tuple[str, str]]:
     """What in the scenario has no array form yet, one entry per cause, each with its YAML path."""
     reasons: list[tuple[str, str]] = []
+    base_dir = scenario.source.parent if scenario.source is not None else None
     for i, group in enumerate(scenario.devices):
         policy = group.availability.policy
-        if not supports_population(policy):
+        if not supports_population(group.availability, base_dir):
             reasons.append((f"devices[{i}].availability.policy", f"{policy!r} answers per device (no population form)"))
         charging = group.battery.charging if group.battery is not None else None
-        if charging is not None and not supports_population(charging.policy):
+        if charging is not None and not supports_population(charging, base_dir):
             reasons.append(
                 (
                     f"devices[{i}].battery.charging.policy",

@@ -406,8 +406,10 @@ class LazyPolicy(SessionPolicy):
 
     def online(self, now: float, state) -> bool:
         if self.model.time_base == "round":
-            return bool(self.model.state[self.row])
-        return self.model.advance_one(self.row, now)
+            on = bool(self.model.state[self.row])
+        else:
+            on = self.model.advance_one(self.row, now)
+        return on and (state.charging or not getattr(self.model, "requires_charging", False))
 
     def next_wakeup(self, now: float) -> float:
         if self.model.time_base == "round":

@@ -93,7 +93,7 @@ class IdleRows:
                 self.use_w[d] = group.usage.power_w
                 self.using[d] = group.usage.model.state & self.alive[d]
             if group.availability.time_base == "continuous":
-                self.online[d] = group.availability.state & self.alive[d]
+                self.online[d] = self._says_online(g, rows, d)
             self._schedule(g, rows)
 
     def __len__(self) -> int:
@@ -192,6 +192,15 @@ class IdleRows:
     def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = self.table.min_level[d] * self.capacity[d]  # exact: rounding must not leave it short
 
+    def _says_online(self, g: int, rows: np.ndarray, d: np.ndarray) -> np.ndarray:
+        """Whether devices ``d`` (rows ``rows`` of group ``g``) are online: their availability says so and they
+        are on -- and plugged in, where the policy asks for the charger (``eligible``'s ``charging``)."""
+        model = self.groups[g].availability
+        online = model.state[rows] & self.alive[d]
+        if getattr(model, "requires_charging", False):
+            online &= self.charging[d]
+        return online
+
     def _set_online(self, d: np.ndarray, online: np.ndarray, t: np.ndarray | float) -> None:
         t = np.broadcast_to(t, d.shape)
         going = self.online[d] & ~online
@@ -213,21 +222,22 @@ class IdleRows:
         if not boots.any():
             return
         self.alive[d[boots]] = True
-        model = self.groups[g].availability
-        if model.time_base == "continuous":
+        if self.groups[g].availability.time_base == "continuous":
             t = np.broadcast_to(t, d.shape)
-            self._set_online(d[boots], model.state[rows[boots]], t[boots])
+            self._set_online(d[boots], self._says_online(g, rows[boots], d[boots]), t[boots])
 
     def _availability_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        model = self.groups[g].availability
-        model.flip(rows)
-        self._set_online(d, model.state[rows] & self.alive[d], t)
+        self.groups[g].availability.flip(rows)
+        self._set_online(d, self._says_online(g, rows, d), t)
 
     def _charger_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         charger = self.groups[g].charger
         charger.flip(rows)
         self.charging[d] = charger.state[rows]
         self._boot(g, rows, d, t)
+        model = self.groups[g].availability
+        if getattr(model, "requires_charging", False) and model.time_base == "continuous":
+            self._set_online(d, self._says_online(g, rows, d), t)
 
     def _usage_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         model = self.groups[g].usage.model
@@ -236,14 +246,14 @@ class IdleRows:
 
     def start_round(self, round_index: int, now: float) -> None:
         """Per-round availability steps into ``round_index`` (at ``now``); the idle devices' online follow it."""
-        for sl, group in zip(self.slices, self.groups):
+        for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
             model = group.availability
             if model.time_base != "round":
                 continue
             model.advance(round_index)
             rows = np.flatnonzero(~self.busy[sl])
             d = rows + sl.start
-            self._set_online(d, model.state[rows] & self.alive[d], now)
+            self._set_online(d, self._says_online(g, rows, d), now)
 
     # ------------------------------------------------------------ who can work
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from netfl.config import load_scenario
 from netfl.errors import NetflError
-from netfl.policies.traces import _load_csv
+from netfl.policies.trace_files import load_csv
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = (REPO / "topologies" / "quickstart.yaml").read_text()
@@ -246,8 +246,9 @@ def test_an_interval_trace_reads_or_is_refused_with_its_line(tmp_path_factory, m
     except UnicodeEncodeError:
         return  # a lone surrogate: no file can hold it
     try:
-        intervals = _load_csv(path)
+        trace = load_csv(path)
     except NetflError as exc:
         assert str(path) in str(exc)
         return
-    assert all(0 <= start < end for rows_ in intervals.values() for start, end, _ in rows_)
+    intervals = trace.bounds.reshape(-1, 2)
+    assert (0 <= intervals[:, 0]).all() and (intervals[:, 0] < intervals[:, 1]).all()

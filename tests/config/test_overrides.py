@@ -17,7 +17,10 @@ from netfl.errors import ScenarioError
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "topologies" / "quickstart.yaml"
-TOPOLOGIES = sorted((REPO / "topologies").glob("*.yaml")) + [REPO / "examples" / "custom_policy.yaml"]
+TOPOLOGIES = sorted((REPO / "topologies").glob("*.yaml")) + [
+    REPO / "examples" / "custom_policy.yaml",
+    REPO / "examples" / "population_policy.yaml",
+]
 BASE = {
     "name": "x",
     "seed": 1,

@@ -4,6 +4,10 @@ device's online time, participation and energy, for every built-in policy."""
 
 from __future__ import annotations
 
+import pickle
+from collections.abc import Callable
+from pathlib import Path
+
 import numpy as np
 import pytest
 from engine_support import FakeBackend, events, group, scenario
@@ -38,6 +42,100 @@ POLICIES = {
     },
     "daily": {"policy": "daily", "start": "00:01", "end": "00:03", "jitter": "20s"},
     "diurnal": {"policy": "diurnal", "mixing": "30s"},
+    "eligible": {  # the charger is the engine's (requires_charging): here without it
+        "policy": "eligible",
+        "charging": False,
+        "idle": {"policy": "sessions", "on": {"exponential": {"mean": "25s"}}, "off": {"exponential": {"mean": "10s"}}},
+        "wifi": {"policy": "daily", "start": "00:00:30", "end": "00:01:20", "jitter": "10s"},
+    },
+}
+
+
+def alternating(rng: np.random.Generator, horizon: float) -> list[tuple[float, float]]:
+    """Online intervals of 2 to 10 s with gaps of 2 to 15 s, the first from 0 or later, within [0, horizon]."""
+    out, t = [], float(rng.choice([0.0, rng.uniform(0, 10)]))
+    while t < horizon:
+        end = min(t + rng.uniform(2, 10), horizon)
+        out.append((t, end))
+        t = end + rng.uniform(2, 15)
+    return out
+
+
+def csv_trace(tmp_path: Path) -> dict:
+    """Devices 0 to 29 listed (some online across the period's end), 30 to 34 not: never online."""
+    rng = np.random.default_rng(5)
+    rows = [f"{d},{s!r},{e!r}" for d in range(30) for s, e in alternating(rng, 40.0)]
+    (tmp_path / "trace.csv").write_text("device,start_s,end_s\n" + "\n".join(rows) + "\n")
+    return {"policy": "trace_csv", "file": str(tmp_path / "trace.csv"), "period": "40s"}
+
+
+def fedscale_trace(tmp_path: Path) -> dict:
+    """12 clients with their own finish times, replayed from client 5 on."""
+    rng = np.random.default_rng(6)
+    data = {}
+    for client in range(100, 112):
+        finish = float(rng.uniform(20, 50))
+        intervals = alternating(rng, finish)
+        active, inactive = [s for s, _ in intervals], [e for _, e in intervals]
+        data[client] = {"active": active, "inactive": inactive, "finish_time": finish}
+    (tmp_path / "behave.pkl").write_bytes(pickle.dumps(data))
+    return {"policy": "fedscale_trace", "file": str(tmp_path / "behave.pkl"), "trust_pickle": True, "client_offset": 5}
+
+
+USER_POLICIES = """
+import numpy as np
+
+from netfl.policies import PolicyParams, PopulationPolicy
+
+
+class Flicker(PopulationPolicy):
+    class Params(PolicyParams):
+        on: float = 12.0
+        off: float = 20.0
+
+    def start(self, devices):
+        online = self.uniform(devices) < self.params.on / (self.params.on + self.params.off)
+        return online, self.next_change(devices, np.zeros(len(devices)), online)
+
+    def next_change(self, devices, at, online):
+        return at + self.exponential(devices, np.where(online, self.params.on, self.params.off))
+
+
+class Runs(PopulationPolicy):
+    time_base = "round"
+
+    def start(self, devices):
+        self.length = 1 + np.floor(4 * self.uniform(devices))  # each device's own run length, 1 to 4 rounds
+        return self.uniform(devices) < 0.5, self.length[devices]
+
+    def next_change(self, devices, at, online):
+        return at + np.where(online, self.length[devices], 1 + np.floor(3 * self.uniform(devices)))
+
+    def participation_probability(self):
+        return np.full(self.n, 0.6)
+"""
+
+
+def user_policy(name: str) -> Callable[[Path], dict]:
+    def write(tmp_path: Path) -> dict:
+        (tmp_path / "population.py").write_text(USER_POLICIES)
+        return {"policy": f"{tmp_path / 'population.py'}:{name}"}
+
+    return write
+
+
+#: Policies that read a file: each writes its own in the test's folder.
+FILE_POLICIES: dict[str, Callable[[Path], dict]] = {
+    "trace_csv": csv_trace,
+    "fedscale_trace": fedscale_trace,
+    "population policy": user_policy("Flicker"),
+    "population policy per round": user_policy("Runs"),
+    "eligible of a population policy": lambda tmp_path: {
+        "policy": "eligible",
+        "charging": False,
+        "idle": user_policy("Flicker")(tmp_path),
+        "wifi": {"policy": "sessions", "on": "40s", "off": {"exponential": {"mean": "15s"}}},
+    },
 }
 
 
@@ -81,7 +179,9 @@ def rounds(sim) -> list[tuple]:
 
 
 def work(sim) -> list:
-    return [e for e in events(sim) if e.kind in WORK_KINDS]
+    """The work events, each device's in its order; devices acting at one instant (a trace's whole seconds) in
+    the order of their index, as SimPy's order of simultaneous events is the order they were scheduled in."""
+    return sorted((e for e in events(sim) if e.kind in WORK_KINDS), key=lambda e: (e.time, e.device))
 
 
 CHARGERS = {
@@ -91,17 +191,18 @@ CHARGERS = {
 USE = {"sessions": {"policy": "sessions", "on": {"exponential": {"mean": "8s"}}, "off": "20s"}, "power": 1.5}
 
 
-@pytest.mark.parametrize("name", list(POLICIES))
-def test_both_forms_draw_the_same_world(name: str) -> None:
-    assert_same_world(world(POLICIES[name]), name)
+@pytest.mark.parametrize("name", list(POLICIES) + list(FILE_POLICIES))
+def test_both_forms_draw_the_same_world(name: str, tmp_path: Path) -> None:
+    assert_same_world(world(POLICIES[name] if name in POLICIES else FILE_POLICIES[name](tmp_path)), name)
 
 
 @pytest.mark.parametrize("charger", list(CHARGERS))
 @pytest.mark.parametrize("train_while_in_use", [None, False, True])
-@pytest.mark.parametrize("name", ["sessions", "markov"])
+@pytest.mark.parametrize("name", ["sessions", "markov", "eligible on the charger"])
 def test_both_forms_agree_with_chargers_and_the_owners_use(name: str, charger: str, train_while_in_use) -> None:
     usage = None if train_while_in_use is None else {**USE, "train_while_in_use": train_while_in_use}
-    sc = world(POLICIES[name], count=40, rounds=40, charging=CHARGERS[charger], usage=usage)
+    policy = POLICIES[name] if name in POLICIES else {**POLICIES["eligible"], "charging": True}
+    sc = world(policy, count=40, rounds=40, charging=CHARGERS[charger], usage=usage)
     actors, arrays = assert_same_world(sc, name)
     kinds = set(actors.recorder.kinds)
     assert {"battery_empty", "power_on", "charge_start", "charge_stop"} <= kinds  # the world is interesting
