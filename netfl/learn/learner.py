@@ -51,6 +51,7 @@ assigned) and reports one number per task.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -69,6 +70,7 @@ from netfl.backend import (
     RoundPlan,
     Work,
 )
+from netfl.errors import NetflWarning
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.compression import Compressor, Uplink
 from netfl.learn.datasets import Dataset
@@ -133,7 +135,9 @@ class TaskModel:
         recipe = setup.model
         dataset = setup.dataset
         module = recipe.build()
-        check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
+        with warnings.catch_warnings():  # a model not finite from the start: the run says so as it diverges
+            warnings.simplefilter("ignore", NetflWarning)
+            check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
         self.network = Network(module.to(device))
         self.model, self.layout = self.network.module, self.network.params  # what probes see (TaskView)
         self.recipe = recipe
