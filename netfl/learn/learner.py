@@ -165,10 +165,12 @@ class TaskModel:
         self.model_bytes = BYTES_PER_VALUE * (self.layout.size + self.extra)
         self.buffer_bytes = BYTES_PER_VALUE * self.network.buffers.size if recipe.buffers == "average" else 0
         guard = recipe.guard  # a module of the user's file runs fenced: its errors name the file and line
-        with guard():
-            forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
-        self._train_flops = recipe.flops_per_sample if recipe.flops_per_sample is not None else 3 * forward
-        self._forward_flops = self._train_flops / 3 if recipe.flops_per_sample is not None else forward
+        if recipe.flops_per_sample is not None:  # the user's figure: nothing to count
+            self._train_flops, self._forward_flops = recipe.flops_per_sample, recipe.flops_per_sample / 3
+        else:
+            with guard():
+                forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
+            self._train_flops, self._forward_flops = 3 * forward, forward
         vector = self.network.initial_params()
         if extras is not None:
             vector = torch.cat([vector, extras.initial.to(vector)])

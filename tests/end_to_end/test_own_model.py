@@ -342,3 +342,48 @@ def test_a_study_whose_check_process_dies_is_refused_not_hung(tmp_path: Path) ->
     study.write_text(yaml.safe_dump({"name": "crash", "base": str(topology), "seeds": 1}))
     result = run("sweep", study, "--out", tmp_path / "study", "--dry-run")
     assert_user_error(result, "ended abruptly (a crash in native code, or out of memory)")
+
+
+BN1D_MLP = """
+import torch
+from torch import nn
+
+
+class NormedMLP(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.hidden, self.bn, self.out = nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.hidden(x.flatten(1)))))
+"""
+
+
+def test_an_mlp_with_batchnorm1d_validates_and_runs(tmp_path: Path) -> None:
+    """The FLOP count used to run it on one sample in training mode, which BatchNorm1d refuses."""
+    (tmp_path / "bn1d.py").write_text(BN1D_MLP)
+    path = _topology(tmp_path, {"path": "bn1d.py:NormedMLP"})
+    checked = run("validate", path)
+    assert checked.exit_code == 0, checked.output
+    assert "4.78 kFLOP forward" in checked.output  # 2 x 64 x 32 + 32 + 2 x 32 x 10 + 10 = 4,778
+    result = run("simulate", path, "--out", tmp_path / "out", "-q")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["updates_applied"] > 0
+
+
+def test_flops_per_sample_skips_the_count(tmp_path: Path, monkeypatch) -> None:
+    """With model.flops_per_sample nothing is counted: a count that would fail is never run, and every job
+    costs the given figure."""
+    from torch import nn
+
+    from netfl.learn import flops
+
+    def broken(*args, **kwargs):
+        raise AssertionError("counted although flops_per_sample was given")
+
+    (tmp_path / "bn1d.py").write_text(BN1D_MLP)
+    path = _topology(tmp_path, {"path": "bn1d.py:NormedMLP", "flops_per_sample": 12_345})
+    monkeypatch.setitem(flops._FORMULAS, nn.functional.linear, broken)
+    result = netfl.run(path)
+    starts = result.events.query("kind == 'train_start'")
+    assert len(starts) and (starts.flops == 12_345 * 2 * 8).all()  # 2 steps of batch 8
