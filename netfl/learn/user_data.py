@@ -164,6 +164,8 @@ def dataset_from_arrays(
             )
         if test_y.shape[1:] != y.shape[1:]:
             raise DataError(f"{name}: y_test has shape {tuple(test_y.shape)} but y {tuple(y.shape)}")
+        if arrays.get("num_classes") is None:
+            _test_labels_within_training(name, y, test_y)
     else:
         if len(x) < 2:
             raise DataError(f"{name}: {len(x)} sample(s): too few to hold out a test set; give x_test and y_test")
@@ -281,6 +283,31 @@ def _split(y: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, 
     mask = np.ones(n, dtype=bool)
     mask[test] = False
     return np.flatnonzero(mask), test
+
+
+def _test_labels_within_training(name: str, y: np.ndarray, test_y: np.ndarray) -> None:
+    """Refuse test labels above every training label (DataError naming both label sets): without
+    ``num_classes`` they would add classes -- model outputs and per-class columns -- that no device trains on."""
+    top = int(y.max(initial=-1))
+    beyond = np.unique(test_y[test_y > top])
+    if beyond.size:
+        count = int(beyond[-1]) + 1
+        raise DataError(
+            f"{name}: y_test holds label(s) {_label_set(beyond)}, outside the training labels y "
+            f"({_label_set(np.unique(y[y != IGNORE_LABEL]))}); netfl would build a {count}-class model whose "
+            f"classes {top + 1}..{count - 1} no device trains on. Fix y_test, or give num_classes: {count} if the "
+            "data set has those classes"
+        )
+
+
+def _label_set(labels: np.ndarray) -> str:
+    """Sorted unique labels in a few words: ``0-7``, ``12``, ``3, 9, 12`` or ``0, 2, 5, ... (40 labels)``."""
+    values = [int(v) for v in labels]
+    if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}-{values[-1]}"
+    if len(values) > 6:
+        return f"{', '.join(map(str, values[:4]))}, ... {values[-1]} ({len(values)} labels)"
+    return ", ".join(map(str, values))
 
 
 def _num_classes(name: str, given: Any, y: np.ndarray, test_y: np.ndarray) -> int:

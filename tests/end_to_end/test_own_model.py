@@ -387,3 +387,20 @@ def test_flops_per_sample_skips_the_count(tmp_path: Path, monkeypatch) -> None:
     result = netfl.run(path)
     starts = result.events.query("kind == 'train_start'")
     assert len(starts) and (starts.flops == 12_345 * 2 * 8).all()  # 2 steps of batch 8
+
+
+def test_a_test_label_outside_the_training_labels_is_refused_by_validate_and_simulate(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    y_test = np.arange(20) % 8
+    y_test[3] = 12
+    np.savez(tmp_path / "labels.npz", x=rng.random((60, 1, 8, 8), dtype=np.float32), y=np.arange(60) % 8,
+             x_test=rng.random((20, 1, 8, 8), dtype=np.float32), y_test=y_test)  # fmt: skip
+    (tmp_path / "my_models.py").write_text(USER_MLP)
+    path = _topology(tmp_path, {"path": "my_models.py:MLP"})
+    data = yaml.safe_load(path.read_text())
+    data["task"]["dataset"] = {"path": "labels.npz"}
+    path.write_text(yaml.safe_dump(data))
+    expected = "labels.npz: y_test holds label(s) 12, outside the training labels y (0-7); netfl would build a 13-"
+    assert_user_error(run("validate", path), expected)
+    assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q"), expected)
+    assert not (tmp_path / "out" / "summary.json").exists()

@@ -195,3 +195,23 @@ def test_leaf_files_that_do_not_hold_what_they_say_are_refused(tmp_path: Path, m
     (tmp_path / "l" / "train" / "a.json").write_text(json.dumps(data))
     with pytest.raises(DataError, match=message):
         load_user_dataset("l", base_dir=tmp_path)
+
+
+def test_test_labels_above_every_training_label_are_refused_naming_both_sets() -> None:
+    """Without num_classes, a label 12 in y_test over training labels 0-7 would build a 13-output model and
+    write class_8..12 accuracy columns no device ever trains for."""
+    x = np.zeros((16, 4), np.float32)
+    arrays = {"x": x, "y": np.arange(16) % 8, "x_test": x[:5], "y_test": np.array([0, 1, 12, 3, 9])}
+    with pytest.raises(DataError) as caught:
+        dataset_from_arrays("mine.npz", arrays)
+    assert str(caught.value) == (
+        "mine.npz: y_test holds label(s) 9, 12, outside the training labels y (0-7); netfl would build a 13-class "
+        "model whose classes 8..12 no device trains on. Fix y_test, or give num_classes: 13 if the data set has "
+        "those classes"
+    )
+    assert dataset_from_arrays("mine.npz", {**arrays, "num_classes": 13}).num_classes == 13  # declared: accepted
+    within = {**arrays, "y_test": np.array([0, 1, 7, 3, 2])}
+    assert dataset_from_arrays("mine.npz", within).num_classes == 8
+    per_token = {"x": x, "y": np.tile([[0, 2, -100]], (16, 1)), "x_test": x[:2], "y_test": np.array([[0, 5, 1]] * 2)}
+    with pytest.raises(DataError, match=r"y_test holds label\(s\) 5, outside the training labels y \(0, 2\)"):
+        dataset_from_arrays("mine.npz", per_token)
