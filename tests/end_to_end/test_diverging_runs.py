@@ -28,7 +28,7 @@ def _simulate(tmp_path: Path, *settings: str):
     "settings,where",
     [
         (("task.model.name=lenet5", "task.local.lr=1e6", "task.local.steps=5"), "update"),
-        (("task.local.lr=.inf",), "update"),
+        (("task.local.lr=3e38",), "update"),
         (("task.model.name=mlp", "server.algorithm={name: fedavg, server_lr: 1e30}"), "evaluation"),
     ],
 )
@@ -51,7 +51,7 @@ def test_a_diverging_run_stops_with_its_round_and_clients(
 
 
 def test_skip_update_drops_the_non_finite_updates_and_finishes(tmp_path: Path) -> None:
-    result, summary, metrics = _simulate(tmp_path, "task.local.lr=.inf", "server.on_divergence=skip_update")
+    result, summary, metrics = _simulate(tmp_path, "task.local.lr=3e38", "server.on_divergence=skip_update")
     assert result.exit_code == 0, (result.output, result.exception)
     assert "8 update(s) or report(s) were not finite" in result.stderr
     assert summary["stopped_by"] == "rounds" and summary["divergence"] is None and summary["rounds"] == 2
