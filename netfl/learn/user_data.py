@@ -114,13 +114,33 @@ def _read_npz(file: Path) -> dict[str, Any]:
         raise DataError(f"{file}: not a readable .npz file ({exc})") from None
 
 
+#: What netfl reads from a .pt file, and the ways to give anything else (for the message refusing one).
+TORCH_ACCEPTED = (
+    "netfl reads a .pt file with torch.load(weights_only=True) and no other way: a dict of tensors, numpy "
+    "arrays, numbers, strings, lists and dicts (torch.save({'x': x, 'y': y}, path)); store other objects as "
+    "those, or save the arrays with numpy.savez, or give a loader (dataset.path: my_data.py:load), which netfl "
+    "runs as code"
+)
+
+
 def _read_torch(file: Path) -> Any:
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses anything but tensors and plain values; all mean "bad file"
-        raise DataError(
-            f"{file}: cannot read it with torch.load(weights_only=True) ({type(exc).__name__}: {exc})"
-        ) from None
+        raise DataError(f"{file}: cannot read it: {_torch_refusal(exc)}; {TORCH_ACCEPTED}") from None
+
+
+def _torch_refusal(exc: Exception) -> str:
+    """What torch.load found, without its advice to load with ``weights_only=False`` (which runs the file's code,
+    and which netfl never does)."""
+    text = str(exc)
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if found:
+        return f"it refers to {found.group(1)}, which only running code could rebuild"
+    if "WeightsUnpickler error:" in text:  # torch's own finding, after its advice
+        detail = text.split("WeightsUnpickler error:", 1)[1].strip().split("\n\n")[0].strip()
+        return f"not a file torch.save wrote of plain values ({detail.split('. ')[0]})"
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 # ---------------------------------------------------------------------------------------------------- arrays
