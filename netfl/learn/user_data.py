@@ -14,7 +14,9 @@ or per token (N, T)), optionally ``client`` (each sample's client, for ``partiti
   the users), and the clients keep only the training samples.
 
 A ``.pt`` file is read with ``torch.load(weights_only=True)``: tensors, arrays and plain values only, no code
-runs. A Python loader *is* code: netfl imports its file and calls it (errors name the file and line).
+runs. What the arrays take once loaded is checked against the data budget (:mod:`netfl.learn.data_budget`)
+before netfl reads a ``.npz``'s arrays (from their headers) and before it copies a ``.pt``'s or a loader's.
+A Python loader *is* code: netfl imports its file and calls it (errors name the file and line).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 
 from netfl import user_code
 from netfl.errors import DataError
+from netfl.learn.data_budget import check_arrays, check_npz
 from netfl.learn.datasets import Dataset, stratified_split
 from netfl.learn.network import IGNORE_LABEL
 from netfl.registry.datasets import leaf_files, user_data_file, user_data_format
@@ -92,6 +95,7 @@ def load_user_dataset(
             raise DataError(
                 f"{path}: netfl cannot tell what kind of data this is (.npz, .pt, a LEAF folder or file.py:function)"
             )
+    check_arrays(label, arrays)  # before netfl converts or copies them (a .npz is sized from its headers first)
     return dataset_from_arrays(label, arrays, input_shape=input_shape, test_fraction=test_fraction, seed=seed)
 
 
@@ -105,6 +109,10 @@ def _call_loader(fn: Callable[..., Any], args: Mapping[str, Any], ref: user_code
 def _read_npz(file: Path) -> dict[str, Any]:
     if not zipfile.is_zipfile(file):
         raise DataError(f"{file}: not a readable .npz file (a .npz is a zip archive of arrays, as numpy.savez writes)")
+    try:
+        check_npz(file)  # the arrays' headers, before any is read: a small file may declare a huge array
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DataError(f"{file}: not a readable .npz file ({exc})") from None
     try:
         with np.load(file, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
@@ -125,7 +133,12 @@ TORCH_ACCEPTED = (
 
 def _read_torch(file: Path) -> Any:
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        try:  # mapped, not read: the tensors are sized against the data budget before netfl copies them
+            return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as exc:
+            if "mmap" not in str(exc):  # a file of torch's legacy format cannot be mapped: read it
+                raise
+            return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses anything but tensors and plain values; all mean "bad file"
         raise DataError(f"{file}: cannot read it: {_torch_refusal(exc)}; {TORCH_ACCEPTED}") from None
 

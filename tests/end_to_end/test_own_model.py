@@ -117,6 +117,9 @@ def test_validate_imports_the_users_files_and_says_what_it_measured() -> None:
     assert "trains on replicas (any module, in the worker threads)" in result.output  # embedding 55 x 32, GRU
     # 3 x 64 x (32 + 64) + 2 x 192 biases, head 64 x 55 + 55: 1,760 + 18,816 + 3,575 = 24,151
     assert "a label per token (80 per sample); 55 classes" in result.output
+    assert "\ndata budget " in result.output and "(a quarter of this machine's memory; set NETFL_DATA_BUDGET" in (
+        result.output
+    )
 
 
 def _write_user_files(tmp_path: Path) -> None:
