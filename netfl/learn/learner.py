@@ -70,7 +70,7 @@ from netfl.backend import (
     RoundPlan,
     Work,
 )
-from netfl.errors import NetflWarning
+from netfl.errors import ModelChanged, NetflWarning
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.compression import Compressor, Uplink
 from netfl.learn.datasets import Dataset
@@ -250,6 +250,36 @@ class TaskModel:
         self.global_buffers = ((weights / weights.sum()) @ stacked).to(self.global_buffers)
 
 
+def _same_model(index: int, task: TaskModel, saved: dict) -> None:
+    """ModelChanged when task ``index``'s module no longer has the parameters (names and shapes, then buffers) the
+    checkpoint saved, or, for a checkpoint that did not list them, as many values."""
+    where = f"{task.recipe.label}" + (f" ({task.recipe.source})" if task.recipe.source is not None else "")
+    model = f"the model of task {index}, {where}," if index else f"the model, {where},"
+    for kind, names, shapes in (
+        ("parameter", task.layout.names, task.layout.shapes),
+        ("buffer", task.network.buffers.names, task.network.buffers.shapes),
+    ):
+        listed = saved.get(f"{kind}s")
+        if listed is None:
+            continue
+        now = dict(zip(names, (tuple(v) for v in shapes)))
+        then = dict((name, tuple(shape)) for name, shape in listed)
+        for name in list(then) + [n for n in now if n not in then]:
+            if then.get(name) != now.get(name):
+                was = f"{then[name]}" if name in then else "absent"
+                is_ = f"{now[name]}" if name in now else "absent"
+                raise ModelChanged(
+                    f"{model} no longer matches the checkpoint: {kind} {name} was {was} there and is {is_} now; "
+                    "the model file changed since the run started: restore it, or start the run afresh"
+                )
+    values = int(saved["global_vector"].numel())
+    if values != task.global_vector.numel():
+        raise ModelChanged(
+            f"{model} no longer matches the checkpoint: the checkpoint holds {values:,} values, the model "
+            f"{task.global_vector.numel():,}; the model file changed since the run started"
+        )
+
+
 @dataclass
 class _Job:
     client: int
@@ -400,6 +430,10 @@ class Learner:
             "edges_fresh": self._edges.fresh if self._edges is not None else None,
             "tasks": [
                 {
+                    "parameters": [(n, tuple(shape)) for n, shape in zip(t.layout.names, t.layout.shapes)],
+                    "buffers": [
+                        (n, tuple(shape)) for n, shape in zip(t.network.buffers.names, t.network.buffers.shapes)
+                    ],
                     "global_vector": t.global_vector,
                     "global_buffers": t.global_buffers,
                     "snapshots": t.snapshots,
@@ -413,6 +447,8 @@ class Learner:
         """Continue from :meth:`state` (taken from a learner built from the same scenario)."""
         if len(state["tasks"]) != len(self.tasks):
             raise ValueError(f"the state has {len(state['tasks'])} models, this learner {len(self.tasks)}")
+        for s, (task, saved) in enumerate(zip(self.tasks, state["tasks"])):
+            _same_model(s, task, saved)
         self.version, self._next_job = state["version"], state["next_job"]
         self.updates_skipped, self._made_by = state["updates_skipped"], state["made_by"]
         self._jobs, self._probes, self.strategy = state["jobs"], state["probes"], state["strategy"]

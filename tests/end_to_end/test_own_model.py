@@ -407,3 +407,35 @@ def test_a_test_label_outside_the_training_labels_is_refused_by_validate_and_sim
     assert_user_error(run("validate", path), expected)
     assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q"), expected)
     assert not (tmp_path / "out" / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    "edits,expected",
+    [
+        ([("Linear(64, 32)", "Linear(64, 24)"), ("Linear(32, num", "Linear(24, num")],
+         "parameter hidden.weight was (32, 64) there and is (24, 64) now"),
+        ([("self.out", "self.head")], "parameter out.weight was (10, 32) there and is absent now"),
+    ],
+)  # fmt: skip
+def test_resuming_after_the_model_file_changed_says_which_parameter_differs(tmp_path: Path, edits, expected) -> None:
+    """Not a reshape error from deep inside training: the model no longer matches the checkpoint."""
+    from test_checkpoint import StopAt
+
+    from netfl.checkpoint import Every, checkpoint_path
+    from netfl.config import load_scenario
+    from netfl.runner import run_scenario
+    from netfl.signals import Interrupted
+
+    _write_user_files(tmp_path)
+    topology = _topology(tmp_path, {"path": "my_models.py:MLP"}, {"stop": {"rounds": 6}})
+    with pytest.raises(Interrupted):
+        run_scenario(load_scenario(topology), out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=2),
+                     progress=StopAt(3))  # fmt: skip
+    assert checkpoint_path(tmp_path / "cut").exists()
+    changed = USER_MLP
+    for old, new in edits:
+        changed = changed.replace(old, new)
+    (tmp_path / "my_models.py").write_text(changed)
+    result = run("resume", tmp_path / "cut", "-q")
+    assert_user_error(result, "state: the model, my_models.py:MLP (", "my_models.py), no longer matches the checkpoint",
+                      expected, "the model file changed since the run started")  # fmt: skip
