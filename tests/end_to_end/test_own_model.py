@@ -439,3 +439,47 @@ def test_resuming_after_the_model_file_changed_says_which_parameter_differs(tmp_
     result = run("resume", tmp_path / "cut", "-q")
     assert_user_error(result, "state: the model, my_models.py:MLP (", "my_models.py), no longer matches the checkpoint",
                       expected, "the model file changed since the run started")  # fmt: skip
+
+
+SHAPE_CHANGES = """
+import torch
+from torch import nn
+
+
+class Shrinks(nn.Module):
+    \"\"\"Scores every class on the checks' samples; then, {when}, five classes only.\"\"\"
+
+    calls = 0
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        type(self).calls += 1
+        scores = self.fc(torch.tanh(x.flatten(1)))
+        return scores[:, :5] if {when} else scores
+"""
+
+
+@pytest.mark.parametrize(
+    "when,shape",
+    [
+        (
+            "self.training and type(self).calls > 6",
+            "(8, 5): it scores 5 classes, where (8, C >= 10) are expected (the labels reach 9)",
+        ),  # a training step
+        (
+            "not self.training",
+            "(359, 5): it scores 5 classes, where (359, C >= 10) are expected (the task has 10 classes)",
+        ),  # the test set
+    ],
+)
+def test_a_model_whose_output_shape_changes_mid_run_says_both_shapes(tmp_path: Path, when: str, shape: str) -> None:
+    """Not torch's ``IndexError: Target 9 is out of bounds``, with no file and no word of the shape."""
+    (tmp_path / "shrinks.py").write_text(SHAPE_CHANGES.replace("{when}", when))
+    path = _topology(tmp_path, {"path": "shrinks.py:Shrinks"})
+    result = run("simulate", path, "--out", tmp_path / "out", "-q", "--threads", "1")
+    assert_user_error(result, "shrinks.py: OutputMismatch in shrinks.py:Shrinks: the model's output has shape ")
+    assert shape in result.output and "its output changed shape since it was checked" in result.output
+    assert "its output changed shape since it was checked" in result.output and "out of bounds" not in result.output
