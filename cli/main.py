@@ -9,11 +9,12 @@ other and exits with code 3.
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import click
 
-from netfl.errors import NetflError
+from netfl.errors import NetflError, NetflWarning
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
@@ -60,14 +61,22 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
     try:
         scenario = load_scenario(topology, overrides=overrides)
         check_data(scenario, data_dir)
-        reports = _inspect_users_own(scenario, data_dir)
+        with warnings.catch_warnings(record=True) as noted:
+            warnings.simplefilter("always", NetflWarning)
+            reports = _inspect_users_own(scenario, data_dir)
     except NetflError as exc:
         _fail(exc)
     click.echo(f"OK {topology}")
+    for note in dict.fromkeys(str(w.message) for w in noted if issubclass(w.category, NetflWarning)):
+        click.echo(f"warning: {note}", err=True)
     click.echo(describe_scenario(scenario))
     for s, report in enumerate(reports):
         click.echo(f"task {s} as measured:" if len(reports) > 1 else "task as measured:")
         click.echo("\n".join(report.lines()))
+    if any(not task.dataset.builtin for task in scenario.tasks):
+        from netfl.learn.data_budget import data_budget
+
+        click.echo(f"data budget {data_budget().describe()}: what your data set may take once loaded")
 
 
 def _inspect_users_own(scenario, data_dir: Path | None) -> list:
@@ -385,8 +394,14 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
             "update": "lower task.local.lr, or set server.on_divergence: skip_update to drop such updates and go on",
             "loss_explosion": "lower task.local.lr or server.algorithm.server_lr (server.on_loss_explosion: warn "
             "only warns)",
+            "initial": "look at the model's forward pass (a NaN or inf in its output, or in its initial weights); no "
+            "setting of the run can help",
         }.get(
-            "update" if divergence.where == "loss" else divergence.where,
+            "update"
+            if divergence.where == "loss"
+            else "initial"
+            if divergence.where == "evaluation" and divergence.round_index is None
+            else divergence.where,
             "lower server.algorithm.server_lr or task.local.lr (skip_update cannot help: the global model itself "
             "is not finite)",
         )

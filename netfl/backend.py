@@ -131,6 +131,8 @@ class Divergence:
             "loss_explosion": "the global model's test loss exploded (finite, but an order of magnitude above the "
             "initial loss, with accuracy at chance)",
         }[self.where]
+        if self.where == "evaluation" and self.round_index is None:  # before any round: the model as built
+            return "the initial model's test loss is not finite: the model's output is NaN or inf before any training"
         return what if self.round_index is None else f"round {self.round_index}: {what}"
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from netfl.backend import CloudContext, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
-from netfl.errors import FileError, NetflError, ScenarioError
+from netfl.errors import FileError, ModelChanged, NetflError, ScenarioError
 from netfl.numbers import is_integer, is_number
 
 if TYPE_CHECKING:
@@ -153,6 +153,8 @@ class Checkpoint:
         """Give the learner its state back; a state that does not fit it names the checkpoint."""
         try:
             learner.restore(self.state)
+        except ModelChanged as exc:  # the user's model file changed: say which parameter, not a reshape error
+            raise FileError(str(self.file), [("state", str(exc))]) from None
         except Exception as exc:  # noqa: BLE001 -- whatever the learner trips on, the checkpoint is at fault
             raise FileError(
                 str(self.file), [("state", f"does not fit this run's learner ({type(exc).__name__}: {exc})")]

@@ -45,3 +45,13 @@ class PolicyError(UserCodeError):
 
 class ModelError(UserCodeError):
     """A model could not be built, or does not fit its task's data (user modules included)."""
+
+
+class ModelChanged(ModelError):
+    """A checkpoint's model is not the one this run builds (the model file changed since): the message says which
+    parameter differs, and how."""
+
+
+class NetflWarning(UserWarning):
+    """Something a user should know that does not stop netfl (a model whose output is not finite from the
+    start: the run will diverge at once); ``netfl validate`` prints it."""

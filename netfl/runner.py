@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from netfl.assemble import build_simulation
+from netfl.backend import Diverged
 from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint_path
 from netfl.config import scenario_document
 from netfl.config.schema import Scenario
@@ -268,6 +269,8 @@ def run_scenario(
             result = simulation.run()
     except KeyboardInterrupt:
         complete, stopped_cleanly = False, bool(noted)
+    except Diverged as exc:  # the initial model's evaluation (before the engine starts) is not finite: the run
+        result = simulation._result("diverged", exc.divergence)  # diverged at round 0, written as at any round
     finally:
         if progress is not None:
             progress.close()

@@ -6,7 +6,8 @@ checks refuse such scenarios with the field to change and the estimate that exce
 are generous on purpose -- far beyond anything netfl's CPU-scale studies need, well short of what breaks:
 
 * :data:`MAX_MODEL_BYTES`: one model of 4 GiB (a billion parameters, float32).
-* :data:`MAX_MEMORY_BYTES`: 64 GiB for the models the learner keeps at once: a few working copies of each,
+* :data:`MAX_MEMORY_BYTES`: 64 GiB for the models the learner keeps at once (and for the sample indices of
+  ``samples_per_client``): a few working copies of each,
   the updates of a round (or of an asynchronous buffer) and any per-client state of the algorithm
   (``AlgorithmEntry.client_state``: MIFA's memory, SCAFFOLD's control variates; the devices' error-feedback
   memories of ``server.compression``), times the devices.
@@ -212,6 +213,15 @@ def _work(
                 f"{scenario.num_devices:,} devices but {task.dataset.label} has {train:,} training samples: every "
                 "client needs at least one; use fewer devices, or give samples_per_client (devices then share "
                 "samples)",
+            )
+        ], 0.0
+    held = 8 * scenario.num_devices * (part.samples_per_client or 0)  # every client's sample indices, int64
+    if held > MAX_MEMORY_BYTES:
+        return [
+            (
+                f"{where}.dataset.partition.samples_per_client",
+                f"{scenario.num_devices:,} devices x {part.samples_per_client:,} samples each: their sample "
+                f"indices alone would take {_size(held)}; netfl refuses more than {_size(MAX_MEMORY_BYTES)}",
             )
         ], 0.0
     batch = min(local.batch_size, math.ceil(share))

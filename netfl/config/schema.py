@@ -19,7 +19,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, field_validator, model_
 
 from netfl.component_spec import PolicySpec, WithParams
 from netfl.distributions import Distribution, parse_distribution
-from netfl.numbers import NoBooleanNumbers
+from netfl.numbers import ANY_SIZE, Float32, NoBooleanNumbers
 from netfl.problems import one_of
 from netfl.registry import registered
 from netfl.registry.datasets import DATASET_NAMES
@@ -39,6 +39,11 @@ from netfl.units import (
     parse_rounds,
 )
 from netfl.user_code import is_user_reference, python_only_problem
+
+#: QSGD's levels at most: float32 resolves |v_i| / ||v|| to 24 bits.
+MAX_QSGD_LEVELS = 2**24
+#: Over-commitment at most (10000%: a round asks 101 times its participants).
+MAX_OVER_COMMIT = 100.0
 
 
 def _dist(unit_kind: str):
@@ -304,8 +309,8 @@ class LocalSpec(Strict):
     steps: int | None = Field(None, gt=0)
     epochs: float | None = Field(None, gt=0)
     batch_size: int = Field(16, gt=0)
-    lr: float = Field(0.05, gt=0)
-    weight_decay: float = Field(0.0, ge=0)
+    lr: Float32 = Field(0.05, gt=0)
+    weight_decay: Float32 = Field(0.0, ge=0)
     lr_schedule: Literal["constant", "inverse_round"] = Field(
         "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)"
     )
@@ -380,7 +385,9 @@ class ChannelSpec(Strict):
     tx_power: Watts = Field(0.2, gt=0, description="radiated power")
     shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")
     rician_k: float | None = Field(None, ge=0, description="Rician K factor (kind rician)")
-    coherence: Seconds = Field(0.1, gt=0, description="block-fading coherence time")
+    coherence: Seconds = Field(
+        0.1, ge=1e-6, description="block-fading coherence time, at least 1 us (the channel is drawn once per block)"
+    )
     noise_figure_db: float = Field(7.0, ge=0)
     rate: BitsPerSecond | None = Field(
         None, gt=0, description="fixed transmission rate (outage => retransmit); adaptive Shannon rate if omitted"
@@ -489,9 +496,17 @@ class ServerOptimizerSpec(WithParams):
 class QsgdSpec(Strict):
     """QSGD's stochastic quantisation (Alistarh et al.)."""
 
-    levels: int = Field(gt=0, description="s: quantisation levels of |v_i| / ||v|| (the paper's s)")
+    levels: int = Field(
+        gt=0,
+        le=MAX_QSGD_LEVELS,
+        description="s: quantisation levels of |v_i| / ||v|| (the paper's s), at most 2^24: float32 resolves "
+        "|v_i| / ||v|| to 24 bits, so more levels quantise no finer (and would send more bits than float32 itself)",
+    )
     bucket: int | None = Field(
-        None, gt=0, description="coordinates per norm (the paper's buckets); omitted: one norm for the whole vector"
+        None,
+        gt=0,
+        description="coordinates per norm (the paper's buckets); omitted, or more than the vector holds: one norm "
+        "for the whole vector",
     )
 
 
@@ -550,9 +565,10 @@ class RoundSpec(Strict):
     over_commit: Fraction = Field(
         0.0,
         ge=0,
+        le=MAX_OVER_COMMIT,
         description="ask ceil((1 + over_commit) x participants) devices and close "
         "the round at the first participants updates; the "
-        "stragglers are stopped (30% is production FL's 130%)",
+        "stragglers are stopped (30% is production FL's 130%); at most 10000%",
     )
     partial_work: bool = Field(
         False,
@@ -669,7 +685,7 @@ class RamSpec(Strict):
     """The Random Access Model relay: one update passes per round."""
 
     mode: Literal["abstract", "first"] = "abstract"
-    rho: list[Annotated[float, Field(ge=0)]] | Literal["channel_quality", "uniform"] = "uniform"
+    rho: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | Literal["channel_quality", "uniform"] = "uniform"
     draw: Literal["all", "arrived"] = Field(
         "all",
         description="abstract: draw user i ~ rho among all users, nothing passing if i's update is missing "
@@ -798,15 +814,22 @@ class Seeds(NamedTuple):
 
 class Scenario(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    seed: int = Field(0, ge=0, description="seeds every random draw (world_seed and training_seed when not given)")
+    seed: int = Field(
+        0,
+        ge=0,
+        json_schema_extra=ANY_SIZE,
+        description="seeds every random draw (world_seed and training_seed when not given)",
+    )
     world_seed: int | None = Field(
         None,
         ge=0,
+        json_schema_extra=ANY_SIZE,
         description="the world's draws: devices, availability, channels, media, relays, asynchronous workers",
     )
     training_seed: int | None = Field(
         None,
         ge=0,
+        json_schema_extra=ANY_SIZE,
         description="the learning's draws: data split, test split, initial model, minibatches, client selection",
     )
     stop: StopSpec

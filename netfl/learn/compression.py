@@ -62,7 +62,7 @@ def level_bits(levels: int) -> int:
 def qsgd(v: torch.Tensor, levels: int, generator: torch.Generator, bucket: int | None = None) -> torch.Tensor:
     """QSGD's stochastic quantisation of ``v`` to ``levels`` levels, per bucket of ``bucket`` coordinates."""
     d = v.numel()
-    size = d if bucket is None else bucket
+    size = d if bucket is None else min(bucket, d)  # a bucket larger than the vector is the whole vector
     pad = -d % size
     flat = torch.cat([v.reshape(-1), v.new_zeros(pad)]) if pad else v.reshape(-1)
     rows = flat.view(-1, size)

@@ -1,7 +1,8 @@
 """A module's forward FLOPs per sample, counted on the module itself.
 
 A device's compute time is its training FLOPs over its speed (torch never decides simulated time), so the
-FLOPs of the module a task trains are counted by running it once on one sample under a
+FLOPs of the module a task trains are counted by running it once, in training mode, on a batch of two copies of
+one sample (a batch of one would be refused by BatchNorm in training mode) and halving the count, under a
 :class:`~torch.overrides.TorchFunctionMode` that adds up, for every call of a matrix product, convolution,
 recurrent layer or attention, what it costs:
 
@@ -18,6 +19,10 @@ counted. The built-in models' counts equal their analytic ones (:func:`netfl.reg
 test pins that). Counting at this level -- the functions a module calls -- rather than with
 ``torch.utils.flop_counter`` (torch's operator-level counter) avoids importing ``torch._dynamo``, which that
 counter pulls in and which costs seconds at the start of every run.
+
+A formula that fails on what a module hands it is netfl's failure, not the module's: it is reported as such
+(:class:`~netfl.errors.ModelError` naming the function, not the user's line that called it), with
+``model.flops_per_sample`` as the way around it.
 """
 
 from __future__ import annotations
@@ -30,26 +35,35 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
+from netfl.errors import ModelError
+
 __all__ = ["forward_flops"]
 
 
-def forward_flops(module: nn.Module, sample: torch.Tensor) -> int:
-    """FLOPs of ``module``'s forward pass on ``sample`` (a batch of one), in training mode as a job runs it;
-    the module's buffers (BatchNorm's running statistics) are left as they were."""
+#: The batch the count runs on: two copies of the sample (BatchNorm refuses one sample per channel in training).
+COUNT_BATCH = 2
+
+
+def forward_flops(module: nn.Module, sample: torch.Tensor) -> float:
+    """FLOPs of ``module``'s forward pass per sample, for ``sample`` (a batch whose first sample is counted): in
+    training mode as a job runs it, on :data:`COUNT_BATCH` copies of that sample, the count divided by them (for
+    the products and convolutions counted, a batch of B costs B times one sample); the module's buffers
+    (BatchNorm's running statistics) are left as they were."""
     saved = {name: b.detach().clone() for name, b in module.named_buffers()} if sample.device.type != "meta" else {}
     was_training = module.training
     counter = _Counter()
+    batch = sample[:1].expand(COUNT_BATCH, *sample.shape[1:]).contiguous()
     try:
         module.train()
         with torch.no_grad(), counter:
-            module(sample[:1])
+            module(batch)
     finally:
         module.train(was_training)
         with torch.no_grad():
             for name, buffer in module.named_buffers():
                 if name in saved:
                     buffer.copy_(saved[name])
-    return int(counter.total)
+    return counter.total / COUNT_BATCH
 
 
 def _numel(shape: Any) -> int:
@@ -57,8 +71,10 @@ def _numel(shape: Any) -> int:
 
 
 def _linear(input, weight, bias=None) -> int:
-    out = _numel(input.shape[:-1]) * weight.shape[0]
-    return 2 * out * weight.shape[1] + (out if bias is not None else 0)
+    """``x W^T + b``; a 1-D weight (a dot product per row, which ``F.linear`` accepts) is one output."""
+    outputs, inputs = (weight.shape[0], weight.shape[1]) if weight.dim() == 2 else (1, weight.shape[-1])
+    out = _numel(input.shape[:-1]) * outputs
+    return 2 * out * inputs + (out if bias is not None else 0)
 
 
 def _bilinear(input1, input2, weight, bias=None) -> int:
@@ -225,5 +241,13 @@ class _Counter(TorchFunctionMode):
         kwargs = kwargs or {}
         formula = _FORMULAS.get(func)
         if formula is not None:
-            self.total += formula(*args, **kwargs)
+            try:
+                self.total += formula(*args, **kwargs)
+            except Exception as exc:  # netfl's formula, not the module: said so, not blamed on the user's line
+                name = getattr(func, "__qualname__", None) or getattr(func, "__name__", repr(func))
+                raise ModelError(
+                    f"netfl could not count the FLOPs of a call to {name} in the model ({type(exc).__name__}: "
+                    f"{exc}); this is a failure of netfl's FLOP count, not of the model: give "
+                    "model.flops_per_sample (its training FLOPs per sample) to skip the count"
+                ) from None
         return func(*args, **kwargs)

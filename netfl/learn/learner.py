@@ -51,6 +51,7 @@ assigned) and reports one number per task.
 from __future__ import annotations
 
 import math
+import warnings
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -69,6 +70,7 @@ from netfl.backend import (
     RoundPlan,
     Work,
 )
+from netfl.errors import ModelChanged, NetflWarning
 from netfl.learn.algorithms import ClientUpdate, Strategy
 from netfl.learn.compression import Compressor, Uplink
 from netfl.learn.datasets import Dataset
@@ -133,7 +135,9 @@ class TaskModel:
         recipe = setup.model
         dataset = setup.dataset
         module = recipe.build()
-        check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
+        with warnings.catch_warnings():  # a model not finite from the start: the run says so as it diverges
+            warnings.simplefilter("ignore", NetflWarning)
+            check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
         self.network = Network(module.to(device))
         self.model, self.layout = self.network.module, self.network.params  # what probes see (TaskView)
         self.recipe = recipe
@@ -161,10 +165,12 @@ class TaskModel:
         self.model_bytes = BYTES_PER_VALUE * (self.layout.size + self.extra)
         self.buffer_bytes = BYTES_PER_VALUE * self.network.buffers.size if recipe.buffers == "average" else 0
         guard = recipe.guard  # a module of the user's file runs fenced: its errors name the file and line
-        with guard():
-            forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
-        self._train_flops = recipe.flops_per_sample if recipe.flops_per_sample is not None else 3 * forward
-        self._forward_flops = self._train_flops / 3 if recipe.flops_per_sample is not None else forward
+        if recipe.flops_per_sample is not None:  # the user's figure: nothing to count
+            self._train_flops, self._forward_flops = recipe.flops_per_sample, recipe.flops_per_sample / 3
+        else:
+            with guard():
+                forward = forward_flops_per_sample(self.model, dataset.train_x[:1])
+            self._train_flops, self._forward_flops = 3 * forward, forward
         vector = self.network.initial_params()
         if extras is not None:
             vector = torch.cat([vector, extras.initial.to(vector)])
@@ -248,6 +254,36 @@ def sample_weighted_mean(vectors: Sequence[torch.Tensor], samples: Sequence[floa
     stacked = torch.stack(list(vectors)).to(torch.float64)
     weights = torch.tensor([float(n) for n in samples], dtype=torch.float64, device=stacked.device)
     return (weights / weights.sum()) @ stacked
+
+
+def _same_model(index: int, task: TaskModel, saved: dict) -> None:
+    """ModelChanged when task ``index``'s module no longer has the parameters (names and shapes, then buffers) the
+    checkpoint saved, or, for a checkpoint that did not list them, as many values."""
+    where = f"{task.recipe.label}" + (f" ({task.recipe.source})" if task.recipe.source is not None else "")
+    model = f"the model of task {index}, {where}," if index else f"the model, {where},"
+    for kind, names, shapes in (
+        ("parameter", task.layout.names, task.layout.shapes),
+        ("buffer", task.network.buffers.names, task.network.buffers.shapes),
+    ):
+        listed = saved.get(f"{kind}s")
+        if listed is None:
+            continue
+        now = dict(zip(names, (tuple(v) for v in shapes)))
+        then = dict((name, tuple(shape)) for name, shape in listed)
+        for name in list(then) + [n for n in now if n not in then]:
+            if then.get(name) != now.get(name):
+                was = f"{then[name]}" if name in then else "absent"
+                is_ = f"{now[name]}" if name in now else "absent"
+                raise ModelChanged(
+                    f"{model} no longer matches the checkpoint: {kind} {name} was {was} there and is {is_} now; "
+                    "the model file changed since the run started: restore it, or start the run afresh"
+                )
+    values = int(saved["global_vector"].numel())
+    if values != task.global_vector.numel():
+        raise ModelChanged(
+            f"{model} no longer matches the checkpoint: the checkpoint holds {values:,} values, the model "
+            f"{task.global_vector.numel():,}; the model file changed since the run started"
+        )
 
 
 @dataclass
@@ -400,6 +436,10 @@ class Learner:
             "edges_fresh": self._edges.fresh if self._edges is not None else None,
             "tasks": [
                 {
+                    "parameters": [(n, tuple(shape)) for n, shape in zip(t.layout.names, t.layout.shapes)],
+                    "buffers": [
+                        (n, tuple(shape)) for n, shape in zip(t.network.buffers.names, t.network.buffers.shapes)
+                    ],
                     "global_vector": t.global_vector,
                     "global_buffers": t.global_buffers,
                     "snapshots": t.snapshots,
@@ -413,6 +453,8 @@ class Learner:
         """Continue from :meth:`state` (taken from a learner built from the same scenario)."""
         if len(state["tasks"]) != len(self.tasks):
             raise ValueError(f"the state has {len(state['tasks'])} models, this learner {len(self.tasks)}")
+        for s, (task, saved) in enumerate(zip(self.tasks, state["tasks"])):
+            _same_model(s, task, saved)
         state = on_device(state, self.device)  # a checkpoint of a CPU run resumed on a GPU, or the other way
         self.version, self._next_job = state["version"], state["next_job"]
         self.updates_skipped, self._made_by = state["updates_skipped"], state["made_by"]

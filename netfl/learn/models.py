@@ -105,7 +105,7 @@ def _flat_size(features: nn.Module, input_shape: tuple[int, int, int]) -> int:
         return int(features(torch.zeros(1, *input_shape)).shape[1])
 
 
-def forward_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> int:
+def forward_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> float:
     """One sample's forward FLOPs, counted on the module itself (:func:`netfl.learn.flops.forward_flops`).
 
     ``sample``: one input (a batch of 1, as the data holds it: images, features or token ids), or a float
@@ -125,7 +125,7 @@ def forward_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[i
     return forward_flops(model, sample)
 
 
-def training_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> int:
+def training_flops_per_sample(model: nn.Module, sample: torch.Tensor | Sequence[int]) -> float:
     """FLOPs to train on one sample: 3 × forward.
 
     The backward pass costs about twice the forward (gradients with respect

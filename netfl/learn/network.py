@@ -27,10 +27,41 @@ IGNORE_LABEL = -100
 
 def task_loss(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     """Cross-entropy of class scores ``(B, C)`` or per-token scores ``(B, T, C)`` against ``y`` ``(B,)`` or
-    ``(B, T)``; the mean is over labelled positions."""
-    if y.dim() == 2:
-        logits, y = logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
-    return nn.functional.cross_entropy(logits, y, reduction=reduction)
+    ``(B, T)``; the mean is over labelled positions. A module whose output no longer fits the labels (its shape
+    changed since it was checked) is said so, with both shapes (:class:`OutputMismatch`), rather than as torch's
+    ``Target 9 is out of bounds``."""
+    try:
+        if y.dim() == 2:
+            return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction=reduction)
+        return nn.functional.cross_entropy(logits, y, reduction=reduction)
+    except (IndexError, RuntimeError, ValueError) as exc:
+        raise OutputMismatch(output_problem(logits, y) or f"{type(exc).__name__}: {exc}") from None
+
+
+class OutputMismatch(ValueError):
+    """The module's output does not fit the labels it is trained or tested on."""
+
+
+def output_problem(logits: torch.Tensor, y: torch.Tensor, num_classes: int | None = None) -> str:
+    """What is wrong with ``logits`` as class scores for ``y`` ('' when nothing is seen): the expected and the
+    actual shape. ``num_classes``: the task's classes (else the labels' largest + 1, looked at only on failure)."""
+    shape, expected_rows = tuple(logits.shape), tuple(y.shape)
+    reach = "" if num_classes is None else f"the task has {num_classes} classes"
+    if num_classes is None:
+        try:
+            num_classes = int(y.max()) + 1
+        except (RuntimeError, ValueError):  # inside vmap, a value cannot be read out: the shapes still say a lot
+            num_classes = None
+    classes = "C" if num_classes is None else f"C >= {num_classes}"
+    expected = f"({', '.join(map(str, expected_rows))}, {classes})"
+    if logits.dim() != y.dim() + 1 or shape[:-1] != expected_rows:
+        return f"the model's output has shape {shape}, where class scores {expected} are expected for these labels"
+    if num_classes is not None and shape[-1] < num_classes:
+        return (
+            f"the model's output has shape {shape}: it scores {shape[-1]} classes, where {expected} are expected "
+            f"({reach or f'the labels reach {num_classes - 1}'}); its output changed shape since it was checked"
+        )
+    return ""
 
 
 class Network:

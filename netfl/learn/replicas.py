@@ -36,7 +36,7 @@ from contextlib import AbstractContextManager, nullcontext
 import torch
 from torch import nn
 
-from netfl.learn.network import IGNORE_LABEL, Network, task_loss
+from netfl.learn.network import IGNORE_LABEL, Network, OutputMismatch, output_problem, task_loss
 from netfl.learn.objective import ExtraScalars
 from netfl.learn.pool_first import pool_before_activation
 from netfl.learn.training import TrainJob
@@ -314,6 +314,8 @@ class Evaluator:
             if replica.channels_last:
                 xb = xb.contiguous(memory_format=torch.channels_last)
             logits = replica.module(xb)
+            if tuple(logits.shape[:-1]) != tuple(yb.shape) or logits.shape[-1] < self.num_classes:
+                raise OutputMismatch(output_problem(logits, yb, self.num_classes))
             if yb.dim() == 2:
                 logits, yb = logits.reshape(-1, logits.shape[-1]), yb.reshape(-1)
             loss = float(nn.functional.cross_entropy(logits, yb, reduction="sum"))

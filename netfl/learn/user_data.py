@@ -14,7 +14,9 @@ or per token (N, T)), optionally ``client`` (each sample's client, for ``partiti
   the users), and the clients keep only the training samples.
 
 A ``.pt`` file is read with ``torch.load(weights_only=True)``: tensors, arrays and plain values only, no code
-runs. A Python loader *is* code: netfl imports its file and calls it (errors name the file and line).
+runs. What the arrays take once loaded is checked against the data budget (:mod:`netfl.learn.data_budget`)
+before netfl reads a ``.npz``'s arrays (from their headers) and before it copies a ``.pt``'s or a loader's.
+A Python loader *is* code: netfl imports its file and calls it (errors name the file and line).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 
 from netfl import user_code
 from netfl.errors import DataError
+from netfl.learn.data_budget import check_arrays, check_npz
 from netfl.learn.datasets import Dataset, stratified_split
 from netfl.learn.network import IGNORE_LABEL
 from netfl.registry.datasets import leaf_files, user_data_file, user_data_format
@@ -92,6 +95,7 @@ def load_user_dataset(
             raise DataError(
                 f"{path}: netfl cannot tell what kind of data this is (.npz, .pt, a LEAF folder or file.py:function)"
             )
+    check_arrays(label, arrays)  # before netfl converts or copies them (a .npz is sized from its headers first)
     return dataset_from_arrays(label, arrays, input_shape=input_shape, test_fraction=test_fraction, seed=seed)
 
 
@@ -106,6 +110,10 @@ def _read_npz(file: Path) -> dict[str, Any]:
     if not zipfile.is_zipfile(file):
         raise DataError(f"{file}: not a readable .npz file (a .npz is a zip archive of arrays, as numpy.savez writes)")
     try:
+        check_npz(file)  # the arrays' headers, before any is read: a small file may declare a huge array
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise DataError(f"{file}: not a readable .npz file ({exc})") from None
+    try:
         with np.load(file, allow_pickle=False) as archive:
             return {key: archive[key] for key in archive.files}
     except ValueError as exc:  # object arrays need pickle, which is refused: a .npz must hold plain arrays
@@ -114,13 +122,38 @@ def _read_npz(file: Path) -> dict[str, Any]:
         raise DataError(f"{file}: not a readable .npz file ({exc})") from None
 
 
+#: What netfl reads from a .pt file, and the ways to give anything else (for the message refusing one).
+TORCH_ACCEPTED = (
+    "netfl reads a .pt file with torch.load(weights_only=True) and no other way: a dict of tensors, numpy "
+    "arrays, numbers, strings, lists and dicts (torch.save({'x': x, 'y': y}, path)); store other objects as "
+    "those, or save the arrays with numpy.savez, or give a loader (dataset.path: my_data.py:load), which netfl "
+    "runs as code"
+)
+
+
 def _read_torch(file: Path) -> Any:
     try:
-        return torch.load(file, map_location="cpu", weights_only=True)
+        try:  # mapped, not read: the tensors are sized against the data budget before netfl copies them
+            return torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as exc:
+            if "mmap" not in str(exc):  # a file of torch's legacy format cannot be mapped: read it
+                raise
+            return torch.load(file, map_location="cpu", weights_only=True)
     except Exception as exc:  # weights_only refuses anything but tensors and plain values; all mean "bad file"
-        raise DataError(
-            f"{file}: cannot read it with torch.load(weights_only=True) ({type(exc).__name__}: {exc})"
-        ) from None
+        raise DataError(f"{file}: cannot read it: {_torch_refusal(exc)}; {TORCH_ACCEPTED}") from None
+
+
+def _torch_refusal(exc: Exception) -> str:
+    """What torch.load found, without its advice to load with ``weights_only=False`` (which runs the file's code,
+    and which netfl never does)."""
+    text = str(exc)
+    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if found:
+        return f"it refers to {found.group(1)}, which only running code could rebuild"
+    if "WeightsUnpickler error:" in text:  # torch's own finding, after its advice
+        detail = text.split("WeightsUnpickler error:", 1)[1].strip().split("\n\n")[0].strip()
+        return f"not a file torch.save wrote of plain values ({detail.split('. ')[0]})"
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 # ---------------------------------------------------------------------------------------------------- arrays
@@ -164,6 +197,8 @@ def dataset_from_arrays(
             )
         if test_y.shape[1:] != y.shape[1:]:
             raise DataError(f"{name}: y_test has shape {tuple(test_y.shape)} but y {tuple(y.shape)}")
+        if arrays.get("num_classes") is None:
+            _test_labels_within_training(name, y, test_y)
     else:
         if len(x) < 2:
             raise DataError(f"{name}: {len(x)} sample(s): too few to hold out a test set; give x_test and y_test")
@@ -281,6 +316,31 @@ def _split(y: np.ndarray, test_fraction: float, seed: int) -> tuple[np.ndarray, 
     mask = np.ones(n, dtype=bool)
     mask[test] = False
     return np.flatnonzero(mask), test
+
+
+def _test_labels_within_training(name: str, y: np.ndarray, test_y: np.ndarray) -> None:
+    """Refuse test labels above every training label (DataError naming both label sets): without
+    ``num_classes`` they would add classes -- model outputs and per-class columns -- that no device trains on."""
+    top = int(y.max(initial=-1))
+    beyond = np.unique(test_y[test_y > top])
+    if beyond.size:
+        count = int(beyond[-1]) + 1
+        raise DataError(
+            f"{name}: y_test holds label(s) {_label_set(beyond)}, outside the training labels y "
+            f"({_label_set(np.unique(y[y != IGNORE_LABEL]))}); netfl would build a {count}-class model whose "
+            f"classes {top + 1}..{count - 1} no device trains on. Fix y_test, or give num_classes: {count} if the "
+            "data set has those classes"
+        )
+
+
+def _label_set(labels: np.ndarray) -> str:
+    """Sorted unique labels in a few words: ``0-7``, ``12``, ``3, 9, 12`` or ``0, 2, 5, ... (40 labels)``."""
+    values = [int(v) for v in labels]
+    if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]}-{values[-1]}"
+    if len(values) > 6:
+        return f"{', '.join(map(str, values[:4]))}, ... {values[-1]} ({len(values)} labels)"
+    return ", ".join(map(str, values))
 
 
 def _num_classes(name: str, given: Any, y: np.ndarray, test_y: np.ndarray) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ import torch
 from torch import nn
 
 from netfl import user_code
-from netfl.errors import ModelError
+from netfl.errors import ModelError, NetflWarning
 from netfl.learn.models import build_model
 from netfl.learn.network import task_loss
 
@@ -180,6 +181,14 @@ def _checked(
         raise ModelError(
             f"{recipe.label}: the model scores {out.shape[-1]} classes, but the data's labels reach "
             f"{num_classes - 1} ({num_classes} classes)"
+        )
+    if not bool(torch.isfinite(out.detach()).all()):  # a run would stop at its first evaluation (exit 3)
+        warnings.warn(
+            NetflWarning(
+                f"{recipe.label}: the model's output on two training samples is not finite (NaN or inf): the run "
+                "will stop at its first evaluation, before any round (stopped_by: diverged)"
+            ),
+            stacklevel=2,
         )
     try:
         task_loss(out, yb).backward()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from netfl.numbers import NoBooleanNumbers
+from netfl.numbers import Float32, NoBooleanNumbers
 from netfl.problems import params_problems
 from netfl.registry import Entry, describe_params
 
@@ -105,36 +105,36 @@ class StrategyParams(NoBooleanNumbers):
 
 
 class FedAvgParams(StrategyParams):
-    server_lr: float = Field(1.0, gt=0, description="eta: scales the averaged update")
+    server_lr: Float32 = Field(1.0, gt=0, description="eta: scales the averaged update")
     weighting: Literal["samples", "uniform"] = Field("samples", description="weight by local data size or equally")
 
 
 class FedProxParams(FedAvgParams):
-    mu: float = Field(
+    mu: Float32 = Field(
         0.01, ge=0, description="proximal coefficient: clients minimise f_k(w) + mu/2 ||w - w_global||^2 (0 is FedAvg)"
     )
 
 
 class ScaffoldParams(StrategyParams):
-    server_lr: float = Field(1.0, gt=0, description="eta_g: x += eta_g * mean of the arrived model updates")
+    server_lr: Float32 = Field(1.0, gt=0, description="eta_g: x += eta_g * mean of the arrived model updates")
 
 
 class FedAvgAllParams(StrategyParams):
-    server_lr: float = Field(1.0, gt=0, description="eta: scales the averaged update")
+    server_lr: Float32 = Field(1.0, gt=0, description="eta: scales the averaged update")
 
 
 class FedAvgKnownParams(StrategyParams):
-    server_lr: float = Field(1.0, gt=0, description="eta: scales the weighted update")
+    server_lr: Float32 = Field(1.0, gt=0, description="eta: scales the weighted update")
 
 
 class FedAvgUnbiasedParams(StrategyParams):
-    server_lr: float | None = Field(
+    server_lr: Float32 | None = Field(
         None, gt=0, description="eta on the gradient-like G; omitted: the round's client lr gamma_t"
     )
 
 
 class FedAUParams(StrategyParams):
-    server_lr: float = Field(1.0, gt=0, description="eta: scales the weighted update")
+    server_lr: Float32 = Field(1.0, gt=0, description="eta: scales the weighted update")
     K: int | None = Field(
         None,
         ge=1,
@@ -144,7 +144,7 @@ class FedAUParams(StrategyParams):
 
 
 class MIFAParams(StrategyParams):
-    server_lr: float | None = Field(
+    server_lr: Float32 | None = Field(
         None,
         gt=0,
         description="eta on the gradient-like G_t; omitted: the round's client lr gamma_t (the reference's choice)",
@@ -177,7 +177,7 @@ class UMIFAmParams(MIFAmParams):
 
 
 class AFAParams(StrategyParams):
-    server_lr: float = Field(
+    server_lr: Float32 = Field(
         1.0,
         gt=0,
         description="eta: the step is x -= eta * eta_L * G_t with eta_L the "
@@ -186,7 +186,7 @@ class AFAParams(StrategyParams):
 
 
 class FedBuffParams(StrategyParams):
-    server_lr: float = Field(
+    server_lr: Float32 = Field(
         1.0,
         gt=0,
         description="eta_g: x += eta_g * (1/K) sum_i w(s_i) delta_i over the K = server.async.buffer buffered updates",
@@ -208,7 +208,7 @@ class FedBuffParams(StrategyParams):
 
 
 class FedNovaParams(StrategyParams):
-    server_lr: float = Field(
+    server_lr: Float32 = Field(
         1.0, gt=0, description="eta: x += eta * tau_eff * sum_i p_i Delta_i / tau_i (1 in the paper)"
     )
     weighting: Literal["samples", "uniform"] = Field(
@@ -263,7 +263,7 @@ class FedCVaRParams(StrategyParams):
         le=1,
         description="trade-off in [0, 1]: weight of the plain expected loss next to the CVaR; 1 is FedAvg",
     )
-    t_lr: float | None = Field(
+    t_lr: Float32 | None = Field(
         None, gt=0, description="SGD step size of the threshold t; omitted: the task's client lr"
     )
 
@@ -277,7 +277,7 @@ class MMFLParams(StrategyParams):
         description="optimal: what clients report -- ||update||/lr (every client trains every "
         "model) or the global models' local loss (forward passes only)",
     )
-    server_lr: float = Field(1.0, gt=0, description="eta: scales the aggregated update")
+    server_lr: Float32 = Field(1.0, gt=0, description="eta: scales the aggregated update")
 
 
 # ---------------------------------------------------------------------------------------------- entries

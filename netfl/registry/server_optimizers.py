@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
+from netfl.numbers import Float32
 from netfl.problems import params_problems
 from netfl.registry import Entry, describe_params
 from netfl.registry.algorithms import StrategyParams
@@ -47,8 +48,9 @@ def _tau():
     return Field(
         1e-3,
         gt=0,
+        le=1e19,
         description="tau: adaptivity; the step divides by sqrt(v_t) + tau and v starts at tau^2 (the paper tunes "
-        "1e-1 ... 1e-5)",
+        "1e-1 ... 1e-5); at most 1e19, whose square float32 still holds",
     )
 
 
@@ -56,22 +58,22 @@ _TUNED = "; required: the paper tunes it on a log grid, with tau"
 
 
 class SgdParams(StrategyParams):
-    lr: float = _lr(1.0, " (1: the algorithm's own step)")
+    lr: Float32 = _lr(1.0, " (1: the algorithm's own step)")
 
 
 class MomentumParams(StrategyParams):
-    lr: float = _lr(1.0)
+    lr: Float32 = _lr(1.0)
     beta1: float = Field(0.9, ge=0, lt=1, description="beta: v_t = beta v_{t-1} + Delta_t, x += eta v_t")
 
 
 class AdagradParams(StrategyParams):
-    lr: float = _lr(more=_TUNED)
+    lr: Float32 = _lr(more=_TUNED)
     beta1: float = _beta1()
     tau: float = _tau()
 
 
 class AdamParams(StrategyParams):
-    lr: float = _lr(more=_TUNED)
+    lr: Float32 = _lr(more=_TUNED)
     beta1: float = _beta1()
     beta2: float = _beta2()
     tau: float = _tau()
@@ -83,7 +85,7 @@ class AdamParams(StrategyParams):
 
 
 class YogiParams(StrategyParams):
-    lr: float = _lr(more=_TUNED)
+    lr: Float32 = _lr(more=_TUNED)
     beta1: float = _beta1()
     beta2: float = _beta2()
     tau: float = _tau()

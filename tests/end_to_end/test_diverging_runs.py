@@ -28,7 +28,7 @@ def _simulate(tmp_path: Path, *settings: str):
     "settings,where",
     [
         (("task.model.name=lenet5", "task.local.lr=1e6", "task.local.steps=5"), "update"),
-        (("task.local.lr=.inf",), "update"),
+        (("task.local.lr=3e38",), "update"),
         (("task.model.name=mlp", "server.algorithm={name: fedavg, server_lr: 1e30}"), "evaluation"),
     ],
 )
@@ -51,7 +51,7 @@ def test_a_diverging_run_stops_with_its_round_and_clients(
 
 
 def test_skip_update_drops_the_non_finite_updates_and_finishes(tmp_path: Path) -> None:
-    result, summary, metrics = _simulate(tmp_path, "task.local.lr=.inf", "server.on_divergence=skip_update")
+    result, summary, metrics = _simulate(tmp_path, "task.local.lr=3e38", "server.on_divergence=skip_update")
     assert result.exit_code == 0, (result.output, result.exception)
     assert "8 update(s) or report(s) were not finite" in result.stderr
     assert summary["stopped_by"] == "rounds" and summary["divergence"] is None and summary["rounds"] == 2
@@ -63,3 +63,49 @@ def test_a_normal_run_reports_no_divergence(tmp_path: Path) -> None:
     result, summary, _ = _simulate(tmp_path)
     assert result.exit_code == 0 and result.stderr == ""
     assert summary["stopped_by"] == "rounds" and summary["divergence"] is None and summary["updates_skipped"] == 0
+
+
+NAN_FROM_THE_START = """
+import torch
+from torch import nn
+
+
+class Nan(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1)) * float("nan")
+"""
+
+
+@pytest.mark.parametrize("checkpoint", [False, True])
+def test_a_model_not_finite_from_the_start_diverges_at_round_0_like_any_round(tmp_path: Path, checkpoint) -> None:
+    """The initial evaluation (before the engine starts) is where such a model is first seen: the run stops there
+    as at any round -- exit 3, ``diverged``, its files written -- and validate warns of it before any run."""
+    import yaml
+
+    (tmp_path / "nan.py").write_text(NAN_FROM_THE_START)
+    data = yaml.safe_load(TINY)
+    data["task"]["model"] = {"path": "nan.py:Nan"}
+    path = tmp_path / "nan.yaml"
+    path.write_text(yaml.safe_dump(data))
+    checked = run("validate", path)
+    assert checked.exit_code == 0, checked.output
+    assert "warning: nan.py:Nan: the model's output on two training samples is not finite" in checked.stderr
+    out = tmp_path / "out"
+    extra = ["--checkpoint-every", "1rounds"] if checkpoint else []
+    result = run("simulate", path, "--out", out, "-q", *extra)
+    assert result.exit_code == EXIT_DIVERGED, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    assert result.stderr.startswith("diverged: the initial model's test loss is not finite")
+    assert "look at the model's forward pass" in result.stderr and "server_lr" not in result.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["stopped_by"] == "diverged" and summary["complete"] is True and summary["rounds"] == 0
+    assert summary["divergence"] == {"round": None, "sim_time_s": 0, "where": "evaluation", "clients": []}
+    assert summary["final_test_accuracy"] is None
+    with (out / "metrics.csv").open() as f:
+        assert list(csv.DictReader(f)) == []  # nothing finite was ever evaluated
+    assert {"events.parquet", "devices.parquet", "scenario.yaml"} <= {p.name for p in out.iterdir()}
+    assert not (tmp_path / ".out.checkpoint").exists()  # the run is whole: nothing to resume

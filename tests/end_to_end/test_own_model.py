@@ -117,6 +117,9 @@ def test_validate_imports_the_users_files_and_says_what_it_measured() -> None:
     assert "trains on replicas (any module, in the worker threads)" in result.output  # embedding 55 x 32, GRU
     # 3 x 64 x (32 + 64) + 2 x 192 biases, head 64 x 55 + 55: 1,760 + 18,816 + 3,575 = 24,151
     assert "a label per token (80 per sample); 55 classes" in result.output
+    assert "\ndata budget " in result.output and "(a quarter of this machine's memory; set NETFL_DATA_BUDGET" in (
+        result.output
+    )
 
 
 def _write_user_files(tmp_path: Path) -> None:
@@ -342,3 +345,141 @@ def test_a_study_whose_check_process_dies_is_refused_not_hung(tmp_path: Path) ->
     study.write_text(yaml.safe_dump({"name": "crash", "base": str(topology), "seeds": 1}))
     result = run("sweep", study, "--out", tmp_path / "study", "--dry-run")
     assert_user_error(result, "ended abruptly (a crash in native code, or out of memory)")
+
+
+BN1D_MLP = """
+import torch
+from torch import nn
+
+
+class NormedMLP(nn.Module):
+    def __init__(self, num_classes):
+        super().__init__()
+        self.hidden, self.bn, self.out = nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.hidden(x.flatten(1)))))
+"""
+
+
+def test_an_mlp_with_batchnorm1d_validates_and_runs(tmp_path: Path) -> None:
+    """The FLOP count used to run it on one sample in training mode, which BatchNorm1d refuses."""
+    (tmp_path / "bn1d.py").write_text(BN1D_MLP)
+    path = _topology(tmp_path, {"path": "bn1d.py:NormedMLP"})
+    checked = run("validate", path)
+    assert checked.exit_code == 0, checked.output
+    assert "4.78 kFLOP forward" in checked.output  # 2 x 64 x 32 + 32 + 2 x 32 x 10 + 10 = 4,778
+    result = run("simulate", path, "--out", tmp_path / "out", "-q")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["updates_applied"] > 0
+
+
+def test_flops_per_sample_skips_the_count(tmp_path: Path, monkeypatch) -> None:
+    """With model.flops_per_sample nothing is counted: a count that would fail is never run, and every job
+    costs the given figure."""
+    from torch import nn
+
+    from netfl.learn import flops
+
+    def broken(*args, **kwargs):
+        raise AssertionError("counted although flops_per_sample was given")
+
+    (tmp_path / "bn1d.py").write_text(BN1D_MLP)
+    path = _topology(tmp_path, {"path": "bn1d.py:NormedMLP", "flops_per_sample": 12_345})
+    monkeypatch.setitem(flops._FORMULAS, nn.functional.linear, broken)
+    result = netfl.run(path)
+    starts = result.events.query("kind == 'train_start'")
+    assert len(starts) and (starts.flops == 12_345 * 2 * 8).all()  # 2 steps of batch 8
+
+
+def test_a_test_label_outside_the_training_labels_is_refused_by_validate_and_simulate(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    y_test = np.arange(20) % 8
+    y_test[3] = 12
+    np.savez(tmp_path / "labels.npz", x=rng.random((60, 1, 8, 8), dtype=np.float32), y=np.arange(60) % 8,
+             x_test=rng.random((20, 1, 8, 8), dtype=np.float32), y_test=y_test)  # fmt: skip
+    (tmp_path / "my_models.py").write_text(USER_MLP)
+    path = _topology(tmp_path, {"path": "my_models.py:MLP"})
+    data = yaml.safe_load(path.read_text())
+    data["task"]["dataset"] = {"path": "labels.npz"}
+    path.write_text(yaml.safe_dump(data))
+    expected = "labels.npz: y_test holds label(s) 12, outside the training labels y (0-7); netfl would build a 13-"
+    assert_user_error(run("validate", path), expected)
+    assert_user_error(run("simulate", path, "--out", tmp_path / "out", "-q"), expected)
+    assert not (tmp_path / "out" / "summary.json").exists()
+
+
+@pytest.mark.parametrize(
+    "edits,expected",
+    [
+        ([("Linear(64, 32)", "Linear(64, 24)"), ("Linear(32, num", "Linear(24, num")],
+         "parameter hidden.weight was (32, 64) there and is (24, 64) now"),
+        ([("self.out", "self.head")], "parameter out.weight was (10, 32) there and is absent now"),
+    ],
+)  # fmt: skip
+def test_resuming_after_the_model_file_changed_says_which_parameter_differs(tmp_path: Path, edits, expected) -> None:
+    """Not a reshape error from deep inside training: the model no longer matches the checkpoint."""
+    from test_checkpoint import StopAt
+
+    from netfl.checkpoint import Every, checkpoint_path
+    from netfl.config import load_scenario
+    from netfl.runner import run_scenario
+    from netfl.signals import Interrupted
+
+    _write_user_files(tmp_path)
+    topology = _topology(tmp_path, {"path": "my_models.py:MLP"}, {"stop": {"rounds": 6}})
+    with pytest.raises(Interrupted):
+        run_scenario(load_scenario(topology), out_dir=tmp_path / "cut", threads=1, checkpoint_every=Every(rounds=2),
+                     progress=StopAt(3))  # fmt: skip
+    assert checkpoint_path(tmp_path / "cut").exists()
+    changed = USER_MLP
+    for old, new in edits:
+        changed = changed.replace(old, new)
+    (tmp_path / "my_models.py").write_text(changed)
+    result = run("resume", tmp_path / "cut", "-q")
+    assert_user_error(result, "state: the model, my_models.py:MLP (", "my_models.py), no longer matches the checkpoint",
+                      expected, "the model file changed since the run started")  # fmt: skip
+
+
+SHAPE_CHANGES = """
+import torch
+from torch import nn
+
+
+class Shrinks(nn.Module):
+    \"\"\"Scores every class on the checks' samples; then, {when}, five classes only.\"\"\"
+
+    calls = 0
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.fc = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        type(self).calls += 1
+        scores = self.fc(torch.tanh(x.flatten(1)))
+        return scores[:, :5] if {when} else scores
+"""
+
+
+@pytest.mark.parametrize(
+    "when,shape",
+    [
+        (
+            "self.training and type(self).calls > 6",
+            "(8, 5): it scores 5 classes, where (8, C >= 10) are expected (the labels reach 9)",
+        ),  # a training step
+        (
+            "not self.training",
+            "(359, 5): it scores 5 classes, where (359, C >= 10) are expected (the task has 10 classes)",
+        ),  # the test set
+    ],
+)
+def test_a_model_whose_output_shape_changes_mid_run_says_both_shapes(tmp_path: Path, when: str, shape: str) -> None:
+    """Not torch's ``IndexError: Target 9 is out of bounds``, with no file and no word of the shape."""
+    (tmp_path / "shrinks.py").write_text(SHAPE_CHANGES.replace("{when}", when))
+    path = _topology(tmp_path, {"path": "shrinks.py:Shrinks"})
+    result = run("simulate", path, "--out", tmp_path / "out", "-q", "--threads", "1")
+    assert_user_error(result, "shrinks.py: OutputMismatch in shrinks.py:Shrinks: the model's output has shape ")
+    assert shape in result.output and "its output changed shape since it was checked" in result.output
+    assert "its output changed shape since it was checked" in result.output and "out of bounds" not in result.output

@@ -86,7 +86,7 @@ def test_a_skipped_update_never_reaches_a_stateful_strategy() -> None:
 @pytest.mark.parametrize("on_divergence", ["stop", "skip_update"])
 def test_a_non_finite_global_model_always_stops(on_divergence: str) -> None:
     clients = ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.1)
-    huge = FedAvg(FedAvg.Params(server_lr=math.inf), clients)
+    huge = FedAvg(FedAvg.Params.model_construct(server_lr=math.inf), clients)  # past validation, which refuses it
     learner = _learner(poisoned=False, on_divergence=on_divergence, strategy=huge)
     with pytest.raises(Diverged) as caught:
         _round(learner, 0)

@@ -117,8 +117,16 @@ def test_unreadable_files_are_refused_without_running_code(tmp_path: Path) -> No
             return (print, ("ran",))
 
     torch.save({"x": Evil(), "y": [0]}, tmp_path / "evil.pt")
-    with pytest.raises(DataError, match=r"cannot read it with torch.load\(weights_only=True\)"):
+    with pytest.raises(DataError) as refused:
         load_user_dataset("evil.pt", base_dir=tmp_path)
+    message = str(refused.value)  # torch's advice (weights_only=False: run the file's code) is no use to a user
+    assert "weights_only=False" not in message and "add_safe_globals" not in message
+    assert "cannot read it: it refers to print, which only running code could rebuild" in message
+    assert "netfl reads a .pt file with torch.load(weights_only=True) and no other way: a dict of tensors" in message
+    assert "or save the arrays with numpy.savez, or give a loader (dataset.path: my_data.py:load)" in message
+    (tmp_path / "garbage.pt").write_bytes(b"neither zip nor pickle")
+    with pytest.raises(DataError, match=r"garbage.pt: cannot read it: not a file torch.save wrote of plain values \("):
+        load_user_dataset("garbage.pt", base_dir=tmp_path)
     (tmp_path / "broken.npz").write_bytes(b"not a zip")
     with pytest.raises(DataError, match="not a readable .npz file"):
         load_user_dataset("broken.npz", base_dir=tmp_path)
@@ -195,3 +203,76 @@ def test_leaf_files_that_do_not_hold_what_they_say_are_refused(tmp_path: Path, m
     (tmp_path / "l" / "train" / "a.json").write_text(json.dumps(data))
     with pytest.raises(DataError, match=message):
         load_user_dataset("l", base_dir=tmp_path)
+
+
+def test_test_labels_above_every_training_label_are_refused_naming_both_sets() -> None:
+    """Without num_classes, a label 12 in y_test over training labels 0-7 would build a 13-output model and
+    write class_8..12 accuracy columns no device ever trains for."""
+    x = np.zeros((16, 4), np.float32)
+    arrays = {"x": x, "y": np.arange(16) % 8, "x_test": x[:5], "y_test": np.array([0, 1, 12, 3, 9])}
+    with pytest.raises(DataError) as caught:
+        dataset_from_arrays("mine.npz", arrays)
+    assert str(caught.value) == (
+        "mine.npz: y_test holds label(s) 9, 12, outside the training labels y (0-7); netfl would build a 13-class "
+        "model whose classes 8..12 no device trains on. Fix y_test, or give num_classes: 13 if the data set has "
+        "those classes"
+    )
+    assert dataset_from_arrays("mine.npz", {**arrays, "num_classes": 13}).num_classes == 13  # declared: accepted
+    within = {**arrays, "y_test": np.array([0, 1, 7, 3, 2])}
+    assert dataset_from_arrays("mine.npz", within).num_classes == 8
+    per_token = {"x": x, "y": np.tile([[0, 2, -100]], (16, 1)), "x_test": x[:2], "y_test": np.array([[0, 5, 1]] * 2)}
+    with pytest.raises(DataError, match=r"y_test holds label\(s\) 5, outside the training labels y \(0, 2\)"):
+        dataset_from_arrays("mine.npz", per_token)
+
+
+def _declaring(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> Path:
+    """A .npz whose x.npy header declares ``shape`` (and holds no data: netfl must refuse it from the header)."""
+    import io
+    import zipfile
+
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": dtype, "fortran_order": False, "shape": shape})
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("x.npy", header.getvalue())  # magic and header, no data
+        y = io.BytesIO()
+        np.save(y, np.zeros(shape[0] if shape[0] < 10 else 3, dtype=np.int64))
+        archive.writestr("y.npy", y.getvalue())
+    return path
+
+
+def test_a_npz_declaring_more_than_the_data_budget_is_refused_from_its_header(tmp_path: Path, monkeypatch) -> None:
+    """An 8.9 MB .npz whose x declared 250 000 x 2 048 float32 was read until the process was killed: the header
+    says the size before a byte of data is read."""
+    from netfl.learn.data_budget import data_budget
+
+    monkeypatch.setenv("NETFL_DATA_BUDGET", "1GB")
+    assert data_budget().bytes == 1e9 and data_budget().describe() == "1 GB (NETFL_DATA_BUDGET)"
+    _declaring(tmp_path / "bomb.npz", (250_000, 2_048))
+    with pytest.raises(DataError) as refused:
+        load_user_dataset("bomb.npz", base_dir=tmp_path)
+    assert str(refused.value) == (
+        f"{tmp_path / 'bomb.npz'}: its arrays take 2.05 GB once loaded -- x 250,000 x 2,048 float32 (2.05 GB); "
+        "y 3 int64 (24 B) -- over the data budget of 1 GB (NETFL_DATA_BUDGET)"
+    )
+    monkeypatch.delenv("NETFL_DATA_BUDGET")
+    assert "a quarter of this machine's memory; set NETFL_DATA_BUDGET to change it" in data_budget().describe()
+    _declaring(tmp_path / "huge.npz", (10**7, 10**6))  # 40 TB: beyond any machine's default budget
+    with pytest.raises(DataError, match=r"huge.npz: its arrays take 40 TB once loaded -- x 10,000,000 x 1,000,000"):
+        load_user_dataset("huge.npz", base_dir=tmp_path)
+    monkeypatch.setenv("NETFL_DATA_BUDGET", "a lot")
+    with pytest.raises(DataError, match="NETFL_DATA_BUDGET='a lot': 'a lot' is not a bytes quantity"):
+        data_budget()
+
+
+def test_pt_and_loader_arrays_are_sized_before_netfl_copies_them(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("NETFL_DATA_BUDGET", "100kB")
+    torch.save({"x": torch.zeros(1000, 32), "y": torch.zeros(1000, dtype=torch.long)}, tmp_path / "big.pt")
+    with pytest.raises(DataError, match=r"big.pt: its arrays take 136 kB once loaded -- x 1,000 x 32 float32 "):
+        load_user_dataset("big.pt", base_dir=tmp_path)
+    (tmp_path / "my_data.py").write_text(
+        "import numpy as np\n\ndef load():\n    return {'x': np.zeros((1000, 32)), 'y': np.zeros(1000, int)}\n"
+    )
+    with pytest.raises(DataError, match=r"my_data.py:load: its arrays take 264 kB once loaded -- x 1,000 x 32 float64"):
+        load_user_dataset("my_data.py:load", base_dir=tmp_path)
+    monkeypatch.setenv("NETFL_DATA_BUDGET", "1MB")
+    assert len(load_user_dataset("big.pt", base_dir=tmp_path).train_y) == 800  # within it: read as before

@@ -187,3 +187,73 @@ def test_a_convolutional_built_in_refuses_samples_that_are_not_images() -> None:
     with pytest.raises(ModelError, match=r"lenet5 takes images \(C, H, W\); these samples have shape \(20,\)"):
         builtin_recipe("lenet5", (20,), 4)
     assert builtin_recipe("mlp", (20,), 4).build()(torch.zeros(2, 20)).shape == (2, 4)  # vectors: any MLP
+
+
+BATCHNORM_MLP = '''
+import torch
+from torch import nn
+
+
+class NormedMLP(nn.Module):
+    """A Linear, BatchNorm1d (one value per channel per sample), ReLU, Linear."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.hidden, self.bn, self.out = nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.hidden(x.flatten(1)))))
+
+
+class DotHeads(nn.Module):
+    """Two 1-D weights, each a score through F.linear (a dot product per sample)."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.a, self.b = nn.Parameter(torch.randn(64)), nn.Parameter(torch.randn(64))
+
+    def forward(self, x):
+        h = x.flatten(1)
+        return torch.stack([nn.functional.linear(h, self.a), nn.functional.linear(h, self.b)], dim=1)
+'''
+
+
+def test_batchnorm1d_is_counted_and_checked_on_two_samples_in_training_mode(tmp_path: Path) -> None:
+    """BatchNorm1d in training mode refuses a batch of one; the count runs on two copies of the sample (the
+    module's buffers untouched) and halves the count, equal to the hand count, on the CPU and the meta device."""
+    (tmp_path / "bn1d.py").write_text(BATCHNORM_MLP)
+    recipe = user_recipe("bn1d.py:NormedMLP", {}, (1, 8, 8), 4, base_dir=tmp_path)
+    module = recipe.build()
+    x, y = _data()
+    assert check_model(module, recipe, x, y, 4) == (4,)
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    hand = (2 * 64 * 32 + 32) + (2 * 32 * 4 + 4)
+    with recipe.guard():
+        assert forward_flops_per_sample(module, x[:1]) == hand
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())  # running stats as they were
+    assert module.training  # left in the mode it was in
+    with torch.device("meta"):
+        on_meta = recipe.build()
+    assert forward_flops_per_sample(on_meta, torch.empty(1, 1, 8, 8, device="meta")) == hand
+    dots = user_recipe("bn1d.py:DotHeads", {}, (1, 8, 8), 2, base_dir=tmp_path).build()
+    assert forward_flops_per_sample(dots, x[:1]) == 2 * (2 * 64)  # F.linear with a 1-D weight: one output each
+
+
+def test_a_failure_of_netfls_own_count_is_not_blamed_on_the_users_line(tmp_path: Path, monkeypatch) -> None:
+    """A formula of the FLOP count that fails is said to be netfl's, with the way around it, and no file:line
+    of the user's (whose forward pass merely called the function)."""
+    from netfl.learn import flops
+
+    def broken(*args, **kwargs):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setitem(flops._FORMULAS, nn.functional.linear, broken)
+    (tmp_path / "bn1d.py").write_text(BATCHNORM_MLP)
+    recipe = user_recipe("bn1d.py:NormedMLP", {}, (1, 8, 8), 4, base_dir=tmp_path)
+    x, _ = _data()
+    with pytest.raises(ModelError) as caught, recipe.guard():
+        forward_flops_per_sample(recipe.build(), x[:1])
+    message = str(caught.value)
+    assert message.startswith("netfl could not count the FLOPs of a call to linear in the model (IndexError")
+    assert "a failure of netfl's FLOP count, not of the model: give model.flops_per_sample" in message
+    assert "bn1d.py:" not in message

@@ -46,6 +46,7 @@ Params model (the class's must be the same), ``summary`` (one line for
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -213,7 +214,11 @@ def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like
     """
     total = torch.zeros_like(like)
     for update, weight in zip(updates, weights):
-        total.add_(update.delta.to(dtype=like.dtype, device=like.device).view_as(like), alpha=float(weight))
+        delta, weight = update.delta.to(dtype=like.dtype, device=like.device).view_as(like), float(weight)
+        if math.isfinite(weight) and abs(weight) > torch.finfo(like.dtype).max:  # add_ refuses such an alpha:
+            total.add_(delta * weight)  # the product is infinite, as the arithmetic makes it (the run diverges)
+        else:
+            total.add_(delta, alpha=weight)
     return total
 
 
