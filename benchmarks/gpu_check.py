@@ -284,7 +284,7 @@ def child_probe(args: argparse.Namespace) -> None:
         "card": card.name if card else f"CPU ({platform.processor() or platform.machine()})",
         "memory_mb": card.total_memory / 2**20 if card else None,
         "netfl": str(Path(netfl.__file__).parent),
-        "versions": {n: importlib.metadata.version(n) for n in ("netfl", "simpy", "pydantic", "pyyaml", "numpy")},
+        "versions": {n: importlib.metadata.version(n) for n in ("netfl-sim", "simpy", "pydantic", "pyyaml", "numpy")},
     }
     print(json.dumps(out))
 

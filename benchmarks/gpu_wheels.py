@@ -123,7 +123,7 @@ def prepare(directory: Path, python_version: str = DEVICE_PYTHON) -> dict:
     directory.mkdir(parents=True, exist_ok=True)
     pins = missing_requirements(python_version)
     subprocess.run(download_command(directory, pins, python_version), check=True)
-    for old in directory.glob("netfl-*.whl"):
+    for old in [*directory.glob("netfl-*.whl"), *directory.glob("netfl_sim-*.whl")]:  # before and after the rename
         old.unlink()
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(directory), str(ROOT)], check=True)
     data = []

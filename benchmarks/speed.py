@@ -749,7 +749,7 @@ def environment() -> dict:
         "cpus": os.cpu_count(),
         "mem_gib": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30,
         "torch": importlib.metadata.version("torch"),
-        "netfl": importlib.metadata.version("netfl"),
+        "netfl": importlib.metadata.version("netfl-sim"),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
     }

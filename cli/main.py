@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from netfl import DISTRIBUTION, __version__
 from netfl.errors import NetflError, NetflWarning
 
 EXIT_USAGE = 2
@@ -26,7 +27,7 @@ def _fail(exc: Exception | str) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="netfl")
+@click.version_option(__version__, message=f"%(prog)s %(version)s (the {DISTRIBUTION} distribution)")
 def main() -> None:
     """netfl: a discrete-event network simulator for federated learning."""
 

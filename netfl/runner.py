@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+import netfl
 from netfl.assemble import build_simulation
 from netfl.backend import Diverged
 from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint_path
@@ -140,8 +141,8 @@ class _Checkpointing:
 
 def software_versions() -> dict[str, str]:
     """What produced a run (a run is repeated as it was only with the same versions)."""
-    versions = {"python": platform.python_version()}
-    for package in ("netfl", "torch", "numpy", "simpy"):
+    versions = {"python": platform.python_version(), "netfl": netfl.__version__}
+    for package in ("torch", "numpy", "simpy"):
         try:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
