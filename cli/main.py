@@ -32,6 +32,32 @@ def main() -> None:
     """netfl: a discrete-event network simulator for federated learning."""
 
 
+class FractionType(click.ParamType):
+    """A fraction written as a topology file writes one: ``0.55`` or ``55%``."""
+
+    name = "fraction"
+
+    def convert(self, value, param, ctx) -> float:
+        if isinstance(value, float):
+            return value
+        from netfl.units import parse_quantity
+
+        try:
+            number = parse_quantity(value, "fraction")
+        except ValueError:
+            self.fail(f"{value!r} is not a fraction: write 0.55 or 55%", param, ctx)
+        text = str(value).strip()
+        if text.endswith("%"):
+            if not 0 <= number <= 1:
+                self.fail(f"{value} is not between 0% and 100%", param, ctx)
+            from decimal import Decimal
+
+            number = float(Decimal(text[:-1].strip()) / 100)  # 70% is 0.7, not 70 x 0.01 = 0.7000000000000001
+        return number
+
+
+FRACTION = FractionType()
+
 SET_HELP = (
     "change one value of the topology: a YAML path and a YAML value, e.g. --set server.algorithm.name=fedau "
     "--set devices[0].availability.p=0.3 (repeatable)"
@@ -634,9 +660,9 @@ def policies() -> None:
 @click.option(
     "--target",
     "targets",
-    type=float,
+    type=FRACTION,
     multiple=True,
-    help="test accuracy to reach, between 0 and 1; repeat for several [default: the best accuracy every "
+    help="test accuracy to reach: 0.55 or 55%; repeat for several [default: the best accuracy every "
     "run reached, rounded down to a whole percent]",
 )
 @click.option(
@@ -651,20 +677,41 @@ def policies() -> None:
     help="time, rounds and energy to a target where the line between two evaluations crosses it, instead of "
     "at the first evaluation at or above it (the report says so)",
 )
-def report(dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None, interpolate: bool) -> None:
+@click.option(
+    "--format",
+    "output_format",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="how the verdict is printed: text, or json for scripts (the report's folder and counts, and per target "
+    "who reached it first, the ties and the paired differences in s, J and fractions)",
+)
+def report(
+    dirs: tuple[Path, ...], targets: tuple[float, ...], out_dir: Path | None, interpolate: bool, output_format: str
+) -> None:
     """Compare the runs under DIRS (run or study folders) by case: paired comparisons, tables, plots and
-    report.html."""
+    report.html; print who reached each target first and the paired differences behind it."""
     from netfl.results.report import write_report
 
     try:
         made = write_report(dirs, targets=targets, out_dir=out_dir, interpolate=interpolate)
     except NetflError as exc:
         _fail(exc)
+    for note in made.notes:
+        click.echo(f"warning: {note}", err=True)
+    if output_format == "json":
+        import json
+
+        counts = {"runs": made.runs, "cases": made.cases, "incomplete": made.incomplete}
+        out = {"report": str(made.out_dir / "report.html"), **counts, "still_running": made.unfinished}
+        click.echo(json.dumps({**out, **made.verdict.as_dict()}, indent=1))
+        return
     flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""
     running = f"; {made.unfinished} more still running, not in it" if made.unfinished else ""
     click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}{running}")
-    for note in made.notes:
-        click.echo(f"warning: {note}", err=True)
+    verdict = made.verdict.text()
+    if verdict:
+        click.echo(verdict)
 
 
 @main.group()

@@ -13,14 +13,18 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, Union
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
+
+from netfl.numbers import is_number
 
 KeysOf = Callable[[type[BaseModel]], list[str]]
 
 
 def field_keys(model: type[BaseModel]) -> list[str]:
-    """The keys a user may write for ``model``: its fields, except those excluded from the file."""
-    return [n for n, f in model.model_fields.items() if not f.exclude]
+    """The keys a user may write for ``model``, as the file spells them (a field's alias: ``async``, not the
+    field ``async_``), except the fields excluded from the file."""
+    return [f.alias or n for n, f in model.model_fields.items() if not f.exclude]
 
 
 def format_loc(loc: tuple[Any, ...]) -> str:
@@ -31,12 +35,14 @@ def format_loc(loc: tuple[Any, ...]) -> str:
 
 
 def describe_validation_error(
-    err: dict[str, Any], model: type[BaseModel], *, keys_of: KeysOf = field_keys
+    err: dict[str, Any], model: type[BaseModel], *, keys_of: KeysOf = field_keys, data: Any = None
 ) -> tuple[str, str]:
     """One pydantic error as (yaml path, message a user can act on).
 
     ``keys_of`` names the accepted keys of a (nested) model, for a schema whose
-    keys differ from its field names.
+    keys differ from its field names; ``data``: what was validated, where the
+    error's input is a parsed value (``2000%`` reported as 20.0) and the value
+    as written decides the message.
     """
     loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
     msg = err["msg"].removeprefix("Value error, ")
@@ -57,8 +63,54 @@ def describe_validation_error(
     elif err["type"] in ("greater_than", "greater_than_equal", "less_than", "less_than_equal"):
         op = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}[err["type"]]
         limit = next(iter(err["ctx"].values()))
-        msg = f"must be {op} {limit} (got {err['input']!r})"
+        written = _written_at(data, err["loc"], err["input"])
+        msg = f"must be {op} {limit} (got {err['input']!r})" + _percent_hint(err, model, loc, limit, written)
     return format_loc(loc), msg
+
+
+def _percent_hint(err: dict[str, Any], model: type[BaseModel], loc: tuple[Any, ...], limit: Any, written: Any) -> str:
+    """For a fraction at most 1 given as a percentage number (``min_level: 20``, not ``2000%``): how to write
+    what was meant, ``20%`` where the field reads a percentage, else ``0.2`` -- each suggested only if the field
+    accepts it."""
+    value = err.get("input")
+    if err["type"] not in ("less_than", "less_than_equal") or limit != 1 or not is_number(value):
+        return ""
+    if not is_number(written):  # a string: 2000% or "20" -- what it says is what was meant
+        return ""
+    if not 1 < value <= 100:
+        return ""
+    field = _field_at(model, loc)
+    if field is not None and _accepts(field, f"{value:g}%"):
+        return f"; a fraction: for {value:g} % write {value:g}%"
+    if field is not None and _accepts(field, value / 100):
+        return f"; a fraction between 0 and 1: for {value:g} % write {value / 100:g}"
+    return ""
+
+
+def _written_at(data: Any, loc: tuple[Any, ...], default: Any) -> Any:
+    """The value at ``loc`` in ``data`` as the file wrote it (``default`` where ``data`` is not given or holds no
+    such path)."""
+    if data is None:
+        return default
+    current = data
+    for part in loc:
+        if isinstance(current, dict) and part in current:
+            current = current[part]
+        elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+            current = current[part]
+        elif not (isinstance(part, str) and _is_union_tag(part)):
+            return default
+    return current
+
+
+def _accepts(field: FieldInfo, value: Any) -> bool:
+    """Whether ``field`` (its type and constraints) takes ``value``."""
+    try:
+        annotation = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+        TypeAdapter(annotation).validate_python(value)
+    except Exception:  # noqa: BLE001 -- refused, or a type no adapter builds: either way, no suggestion
+        return False
+    return True
 
 
 def params_problems(model: type[BaseModel], values: Any) -> list[tuple[str, str]]:
@@ -82,6 +134,23 @@ def _is_union_tag(part: Any) -> bool:
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...], keys_of: KeysOf) -> list[str]:
+    current = _annotation_at(model, loc)
+    current = _model_in(current) if current is not None else None
+    return [] if current is None else keys_of(current)
+
+
+def _field_at(model: type[BaseModel], loc: tuple[Any, ...]) -> FieldInfo | None:
+    """The field at the end of ``loc`` (a YAML path as pydantic reports it), or None."""
+    if not loc or isinstance(loc[-1], int):
+        return None
+    parent = _annotation_at(model, loc[:-1])
+    found = _model_in(parent) if parent is not None else None
+    return _by_key(found).get(loc[-1]) if found is not None else None
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The annotation of what ``loc`` points at (``model`` itself for an empty path), or None if it leaves the
+    schema (a component's free parameters)."""
     current: Any = model
     for part in loc:
         if isinstance(part, int):  # list index
@@ -89,12 +158,19 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...], keys_of: KeysOf) ->
             current = args[0] if args else None
             continue
         found = _model_in(current)
-        field = found.model_fields.get(part) if found is not None else None
+        field = _by_key(found).get(part) if found is not None else None
         if field is None:
-            return []
+            return None
         current = field.annotation
-    current = _model_in(current)
-    return [] if current is None else keys_of(current)
+    return current
+
+
+def _by_key(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """``model``'s fields by the key a file writes (pydantic's error paths use the alias: ``async``), and by
+    field name."""
+    fields = dict(model.model_fields)
+    fields.update({f.alias: f for f in model.model_fields.values() if f.alias})
+    return fields
 
 
 def _model_in(annotation: Any) -> type[BaseModel] | None:

@@ -18,6 +18,7 @@ import numpy as np
 
 from netfl.config import load_scenario
 from netfl.results.report_load import find_run_folders, load_runs
+from netfl.units import parse_quantity
 
 
 def ms(values, scale: float = 100.0, digits: int = 1) -> str:
@@ -26,14 +27,19 @@ def ms(values, scale: float = 100.0, digits: int = 1) -> str:
     return f"{v.mean():.{digits}f} ± {v.std():.{digits}f}" if len(v) > 1 else f"{v[0]:.{digits}f}"
 
 
+def fraction(text: str) -> float:
+    """``0.65`` or ``65%``, as topology files write fractions."""
+    return parse_quantity(text, "fraction")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("study_dir", type=Path, help="the study folder netfl sweep wrote")
     parser.add_argument(
         "--target",
-        type=float,
+        type=fraction,
         default=0.65,
-        help="average accuracy whose first round and time are tabulated (default 0.65)",
+        help="average accuracy whose first round and time are tabulated: 0.65 or 65%% (default 0.65)",
     )
     args = parser.parse_args()
 

@@ -1,4 +1,4 @@
-"""Where a run reads each task's data set, and whether the files it needs are there.
+"""Where a run reads each task's data set, and whether the files it needs are there (its model's file too).
 
 Checked by ``netfl validate``, before ``netfl simulate`` starts and for
 every run of a sweep, so that a missing data set is one message naming the
@@ -14,6 +14,7 @@ from pathlib import Path
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
 from netfl.registry.datasets import missing_files, missing_user_data
+from netfl.user_code import parse_reference
 
 
 def resolve_data_dir(scenario: Scenario, override: Path | None, task: int = 0) -> Path | None:
@@ -32,6 +33,16 @@ def data_problems(scenario: Scenario, data_dir: Path | None = None) -> list[tupl
     base_dir = scenario.source.parent if scenario.source is not None else None
     for t, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
+        if task.model.path is not None:
+            model = parse_reference(task.model.path, base_dir).path
+            if not model.is_file():
+                problems.append(
+                    (
+                        f"{where}.model.path",
+                        f"{task.model.path}: file not found: {model} (a relative path starts at the topology "
+                        "file's folder)",
+                    )
+                )
         spec = task.dataset
         if spec.path is not None:
             problem = missing_user_data(spec.path, base_dir)

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from netfl.config.checks import check_scenario
+from netfl.config.file_kinds import study_given_as_topology
 from netfl.config.overrides import OverrideError, apply_overrides
 from netfl.config.schema import DatasetSpec, Every, ModelSpec, Scenario
 from netfl.distributions import Distribution
@@ -48,6 +49,9 @@ def load_scenario(path: str | Path, *, overrides: Sequence[str] = (), check_refe
     path = Path(path)
     source = str(path)
     data = read_yaml(path)
+    study = study_given_as_topology(data, path)
+    if study is not None:
+        raise ScenarioError(source, [("", study)])
     if overrides and isinstance(data, dict):
         try:
             data = apply_overrides(data, list(overrides))
@@ -161,7 +165,8 @@ def scenario_from_dict(
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
-        problems = [_describe(err) for err in exc.errors()]
+        written = {**data, "tasks": [data["task"]]} if "task" in data else data  # as the schema reads it
+        problems = [_describe(err, written) for err in exc.errors()]
         if "task" in data:  # the user wrote one `task:`; speak of it, not of tasks[0]
             problems = [(re.sub(r"^tasks\[0\]", "task", path), msg) for path, msg in problems]
         raise ScenarioError(source, problems) from None
@@ -183,8 +188,8 @@ def _yaml11_on_off_keys(value: Any) -> Any:
     return value
 
 
-def _describe(err: dict[str, Any]) -> tuple[str, str]:
-    return describe_validation_error(err, Scenario, keys_of=_scenario_keys)
+def _describe(err: dict[str, Any], data: Any) -> tuple[str, str]:
+    return describe_validation_error(err, Scenario, keys_of=_scenario_keys, data=data)
 
 
 def _scenario_keys(model: type[BaseModel]) -> list[str]:

@@ -23,6 +23,7 @@ from netfl.results.report_html import display_tables, first_lines, paired_displa
 from netfl.results.report_load import Missing, find_run_folders, load_runs
 from netfl.results.report_ranking import evaluation_spacing, paired_table, rank
 from netfl.results.report_tables import cases_table, run_summary, runs_table
+from netfl.results.report_verdict import Verdict
 from netfl.results.report_world import device_timelines, world_over_time
 from netfl.results.writer import check_out_dir, replace_folder
 
@@ -38,12 +39,17 @@ class Report:
     targets: list[float]
     unfinished: int = 0  # runs of a study whose sweep is still running them, left out
     notes: list[str] = field(default_factory=list)  # each study's runs left out, and why (report_load.Missing)
+    verdict: Verdict | None = None  # who reached each target first, and the paired comparisons: for the terminal
 
 
 def check_targets(targets: Sequence[float]) -> list[float]:
     bad = [t for t in targets if not 0 < t <= 1]
     if bad:
-        raise NetflError(f"--target {bad[0]:g}: a target is a test accuracy between 0 and 1, e.g. --target 0.8")
+        hint = f"; for {bad[0]:g} % write --target {bad[0]:g}%" if 1 < bad[0] <= 100 else ""
+        raise NetflError(
+            f"--target {bad[0]:g}: a target is a test accuracy between 0 and 1, e.g. --target 0.8 or --target 80%"
+            + hint
+        )
     return sorted(set(targets))
 
 
@@ -227,6 +233,7 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
         targets,
         unfinished=sum(gap.unfinished() for gap in missing if gap.pid is not None),
         notes=notes,
+        verdict=Verdict(rankings, cases, paired, unit, widened=not interpolate),
     )
 
 

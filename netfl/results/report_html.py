@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -70,11 +71,19 @@ def interval(p: Paired, scale: float = 1.0, digits: int | None = None) -> str:
     return f"{text} [{signed(p.low * scale, digits)}, {signed(p.high * scale, digits)}]"
 
 
-def first_lines(rankings: Sequence[Ranking], cases: pd.DataFrame, unit: tuple[str, float]) -> list[str]:
+def bold(case: str) -> str:
+    """A case's name on the page: escaped, in bold."""
+    return f"<b>{html.escape(case)}</b>"
+
+
+def first_lines(
+    rankings: Sequence[Ranking], cases: pd.DataFrame, unit: tuple[str, float], mark: Callable[[str], str] = bold
+) -> list[str]:
     """Per target, in words: which case got there first in simulated time -- only when its paired interval
     against every other case that reached the target in every seed excludes zero; otherwise which are tied -- then
     the later ones, each with its paired difference, then the cases that reached it in some seeds only (a mean
-    over the lucky seeds would flatter them) and those that never did."""
+    over the lucky seeds would flatter them) and those that never did. ``mark`` writes a case's name (the page's
+    bold; ``str`` for the terminal)."""
     name, factor = unit
     records = {r["case"]: r for r in cases.to_dict("records")}
     lines = []
@@ -84,13 +93,13 @@ def first_lines(rankings: Sequence[Ranking], cases: pd.DataFrame, unit: tuple[st
         def when(case: str, t: str = t) -> str:
             r = records[case]
             mean = pm(r[f"time_to_{t}_s_mean"], r[f"time_to_{t}_s_std"], scale=1 / factor)
-            return f"<b>{html.escape(case)}</b> at {mean} {name} ({r[f'reached_{t}']}/{r['seeds']} seeds)"
+            return f"{mark(case)} at {mean} {name} ({r[f'reached_{t}']}/{r['seeds']} seeds)"
 
         def against(case: str, p: Paired) -> str:
-            return f"<b>{html.escape(case)}</b> {interval(p, 1 / factor)} {name}"
+            return f"{mark(case)} {interval(p, 1 / factor)} {name}"
 
         def apart(case: str, p: Paired) -> str:
-            return f"<b>{html.escape(case)}</b> ({'one seed' if p.n == 1 else 'no seed'} in common)"
+            return f"{mark(case)} ({'one seed' if p.n == 1 else 'no seed'} in common)"
 
         parts = []
         if ranking.first is None:
@@ -105,42 +114,80 @@ def first_lines(rankings: Sequence[Ranking], cases: pd.DataFrame, unit: tuple[st
                 text += "; not compared with it: " + ", ".join(apart(case, p) for case, p in ranking.uncompared)
             parts.append(text)
         if ranking.later:
-            first = html.escape(ranking.first)
-            parts.append(f"Later than <b>{first}</b>: " + "; ".join(against(c, p) for c, p in ranking.later))
+            parts.append(f"Later than {mark(ranking.first)}: " + "; ".join(against(c, p) for c, p in ranking.later))
         if ranking.some:
             parts.append("In some seeds only: " + "; ".join(when(c) for c in ranking.some))
         if ranking.never:
-            parts.append("Never: " + ", ".join(f"<b>{html.escape(c)}</b>" for c in ranking.never))
+            parts.append("Never: " + ", ".join(mark(c) for c in ranking.never))
         lines.append(f"accuracy ≥ {100 * ranking.target:g} %: " + ". ".join(parts) + ".")
     return lines
 
 
-def paired_display(paired: pd.DataFrame, rankings: Sequence[Ranking], unit: tuple[str, float]) -> pd.DataFrame | None:
+#: The measures a reader compares each case in (paired.csv's measure names), with the words for lower and higher.
+COMPARED = {
+    "time_to_target_s": ("sooner", "later"),
+    "work_energy_to_target_j": ("less", "more"),
+    "final_test_accuracy": ("lower", "higher"),
+}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One case against the first to reach a target (or the case it is tied with): its paired difference in each
+    of :data:`COMPARED` (None where paired.csv has no such pair), as paired.csv holds it, signed case − first."""
+
+    target: float
+    case: str
+    against: str
+    measures: dict[str, Paired | None]
+
+    @property
+    def seeds(self) -> int:
+        """The seeds paired: those of the first measure compared at all."""
+        return next((p.n for p in self.measures.values() if p is not None and p.n), 0)
+
+
+def comparisons(paired: pd.DataFrame, rankings: Sequence[Ranking]) -> list[Comparison]:
     """The comparisons a reader wants: per target, each case against the first (or against the case it is
-    tied with), in time, training-and-radio energy and final accuracy, with their verdicts."""
-    name, factor = unit
-    rows = []
+    tied with), then the cases that reached it in some seeds only; read from the paired table."""
+    out = []
     for ranking in rankings:
         if ranking.first is None:
             continue
         for case, _ in [*ranking.tied, *ranking.uncompared, *ranking.later] + [(c, None) for c in ranking.some]:
             pair = _pair(paired, case, ranking.first)
-            row = {"target": f"≥ {100 * ranking.target:g} %", "case": case, "against": ranking.first}
-            for measure, label, scale, words in (
-                ("time_to_target_s", f"time ({name})", 1 / factor, ("sooner", "later")),
-                ("work_energy_to_target_j", "training + radio energy (J)", 1.0, ("less", "more")),
-                ("final_test_accuracy", "final accuracy (points)", 100.0, ("lower", "higher")),
-            ):
-                p = pair(measure, math.nan if measure == "final_test_accuracy" else ranking.target)
-                row["seeds"] = row.get("seeds") or (p.n if p is not None else 0)
-                row[label] = "—" if p is None else f"{interval(p, scale)}: {_verdict(p, words)}"
-            rows.append(row)
+            measures = {m: pair(m, math.nan if m == "final_test_accuracy" else ranking.target) for m in COMPARED}
+            out.append(Comparison(ranking.target, case, ranking.first, measures))
+    return out
+
+
+def paired_display(paired: pd.DataFrame, rankings: Sequence[Ranking], unit: tuple[str, float]) -> pd.DataFrame | None:
+    """:func:`comparisons` as a table: in time, training-and-radio energy and final accuracy, with their
+    verdicts."""
+    name, factor = unit
+    rows = []
+    for c in comparisons(paired, rankings):
+        row = {"target": f"≥ {100 * c.target:g} %", "case": c.case, "against": c.against, "seeds": c.seeds}
+        for measure, label, scale in (
+            ("time_to_target_s", f"time ({name})", 1 / factor),
+            ("work_energy_to_target_j", "training + radio energy (J)", 1.0),
+            ("final_test_accuracy", "final accuracy (points)", 100.0),
+        ):
+            p = c.measures[measure]
+            if p is None:
+                row[label] = "—"
+            elif p.n < 2:  # the interval's own words say why there is no verdict
+                row[label] = interval(p, scale)
+            else:
+                row[label] = f"{interval(p, scale)}: {verdict_words(p, measure)}"
+        rows.append(row)
     return pd.DataFrame(rows) if rows else None
 
 
-def _verdict(p: Paired, words: tuple[str, str]) -> str:
+def verdict_words(p: Paired, measure: str) -> str:
     """The verdict in the measure's words (``sooner``/``later``, ``less``/``more``...); ``tie`` and no-interval
     verdicts as they are."""
+    words = COMPARED[measure]
     return {"lower": words[0], "higher": words[1]}.get(p.verdict, p.verdict)
 
 

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from netfl.config import Scenario, scenario_document, scenario_from_dict
 from netfl.config.data import data_problems
+from netfl.config.file_kinds import topology_given_as_study
 from netfl.config.loading import read_yaml
 from netfl.config.overrides import OverrideError, apply_overrides, apply_settings, parse_path
 from netfl.config.schedule import estimate_schedule
@@ -182,6 +183,9 @@ def load_study(
     data = read_yaml(path)
     if not isinstance(data, dict):
         raise ScenarioError(source, [("", "a study file is a mapping with keys base, set, cases, grid, seeds, vary")])
+    topology = topology_given_as_study(data, path)
+    if topology is not None:
+        raise ScenarioError(source, [("", topology)])
     try:
         spec = StudyFile.model_validate(data)
     except ValidationError as exc:

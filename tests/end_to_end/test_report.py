@@ -3,6 +3,7 @@ message; a real two-run study end to end; the page rendered in headless Chromium
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -210,7 +211,8 @@ def test_mean_curve_holds_each_value_until_the_next_evaluation() -> None:
 
 def test_the_report_page_names_targets_first_cases_and_flags(study: Path) -> None:
     result = report(study, "--target", "0.7", "--target", "0.8")
-    assert result.stdout.strip() == f"6 run(s) in 3 case(s), 1 incomplete (flagged): {study / 'report' / 'report.html'}"
+    first = result.stdout.splitlines()[0]
+    assert first == f"6 run(s) in 3 case(s), 1 incomplete (flagged): {study / 'report' / 'report.html'}"
     page = (study / "report" / "report.html").read_text()
     text = re.sub(r"<[^>]+>", "", page)
     # every mifa seed reached 70 %, and the baseline's one seed (7) is none of mifa's: no paired comparison, so
@@ -302,6 +304,125 @@ def test_bad_target_and_an_out_folder_of_other_files(study: Path) -> None:
     (study / "notes" / "thesis.tex").write_text("keep me")
     assert_user_error(run("report", study, "--out", study / "notes"), "not a netfl report")
     assert (study / "notes" / "thesis.tex").read_text() == "keep me"
+
+
+# ------------------------------------------------------------------------------ the verdict in the terminal
+
+
+def _page(folder: Path) -> tuple[list[str], list[list[str]]]:
+    """report.html's per-target sentences and its paired comparisons table's rows, as text."""
+    page = (folder / "report.html").read_text()
+
+    def text(fragment: str) -> str:
+        return html.unescape(re.sub(r"<[^>]+>", "", fragment)).strip()
+
+    sentences = [text(li) for li in re.findall(r"<li>(.*?)</li>", page, re.S)]
+    table = page.split("<h2>Paired comparisons</h2>", 1)[1].split("</table>", 1)[0]
+    rows = [
+        [text(c) for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", r, re.S)]
+        for r in re.findall(r"<tr.*?</tr>", table, re.S)
+    ]
+    return sentences, rows
+
+
+def _printed(stdout: str) -> tuple[list[str], list[list[str]]]:
+    """The terminal's per-target sentences and its table's rows (columns two spaces or more apart)."""
+    lines = stdout.splitlines()
+    sentences = [line.strip() for line in lines if line.startswith("  accuracy ≥ ")]
+    start = next(i for i, line in enumerate(lines) if line.startswith("Paired comparisons: "))
+    return sentences, [re.split(r"\s{2,}", line.strip()) for line in lines[start + 1 :] if line.strip()]
+
+
+@pytest.mark.parametrize("interpolate", [False, True], ids=["widened", "interpolated"])
+def test_the_terminal_prints_the_pages_verdict(study: Path, tmp_path: Path, interpolate: bool) -> None:
+    studies = {"hand": study, "lead": lead_study(tmp_path / "lead")}
+    for name, folder in studies.items():
+        args = ["--target", "0.7", "--target", "80%"] + (["--interpolate"] if interpolate else [])
+        result = report(folder, *args)
+        sentences, rows = _printed(result.stdout)
+        assert (sentences, rows) == _page(folder / "report"), name
+        assert len(sentences) == 2 and len(rows) > 1  # the header and at least one comparison
+        assert result.stdout.splitlines()[0].endswith(f"{folder / 'report' / 'report.html'}")
+    lead = report(studies["lead"], "--target", "0.7").stdout
+    assert (
+        "  accuracy ≥ 70 %: No case is first: early at 15 ± 0 s (3/3 seeds); tied with it: late +15.0 [0, +30.0] s."
+        in lead
+    )
+    assert re.search(
+        r"\n  ≥ 70 %  late  early  +3  +\+15\.0 \[0, \+30\.0\]: tie  +\+3\.00 \[0, \+6\.00\]: tie  +−5\.00", lead
+    )
+    assert "[95 % paired t interval, widened by the evaluation interval]" in lead
+
+
+def test_the_json_verdict_holds_paired_csvs_numbers(study: Path, tmp_path: Path) -> None:
+    lead = lead_study(tmp_path / "lead")
+    for folder in (study, lead):
+        result = report(folder, "--target", "0.7", "--target", "0.8", "--format", "json")
+        verdict = json.loads(result.stdout)  # nothing but the JSON on stdout
+        assert verdict["report"] == str(folder / "report" / "report.html")
+        paired = pd.read_csv(folder / "report" / "paired.csv")
+        cases = pd.read_csv(folder / "report" / "cases.csv").set_index("case")
+        assert [t["target"] for t in verdict["targets"]] == [0.7, 0.8]
+        checked = 0
+        for target in verdict["targets"]:
+            for row in target["comparisons"]:
+                for measure in ("time_to_target_s", "work_energy_to_target_j", "final_test_accuracy"):
+                    same = paired[(paired.measure == measure)]
+                    same = (
+                        same[same.target.isna()]
+                        if measure == "final_test_accuracy"
+                        else same[same.target == target["target"]]
+                    )
+                    stored = same[(same.case == row["case"]) & (same.reference == row["against"])]
+                    sign = 1
+                    if stored.empty:  # stored once per pair, maybe the other way round
+                        stored, sign = same[(same.case == row["against"]) & (same.reference == row["case"])], -1
+                    (expected,) = stored.to_dict("records")
+                    got = row[measure]
+                    assert got["seeds"] == expected["seeds"] and got["verdict"] in (
+                        expected["verdict"],
+                        {"lower": "higher", "higher": "lower"}.get(expected["verdict"]),
+                    )
+                    for key, other in (
+                        ("difference", "difference"),
+                        ("low", "high" if sign < 0 else "low"),
+                        ("high", "low" if sign < 0 else "high"),
+                    ):
+                        if math.isnan(expected[other]):
+                            assert got[key] is None
+                        else:
+                            assert got[key] == pytest.approx(sign * expected[other])
+                    checked += 1
+            for entry in target["reached_in_every_seed"] + target["reached_in_some_seeds_only"]:
+                t = f"{target['target']:g}"
+                assert entry["seeds_reached"] == cases.loc[entry["case"], f"reached_{t}"]
+                assert entry["time_to_target_s"]["mean"] == pytest.approx(
+                    cases.loc[entry["case"], f"time_to_{t}_s_mean"]
+                )
+        assert checked > 0
+    by_target = {t["target"]: t for t in verdict["targets"]}  # the lead study: early and late tied at 70 %
+    tie = by_target[0.7]
+    assert (tie["first"], tie["fastest_by_mean_time"]) == (None, "early")
+    assert tie["tied"] == [{"case": "late", "seeds": 3, "difference": 15.0, "low": 0.0, "high": 30.0, "verdict": "tie"}]
+    assert by_target[0.8]["never"] == ["late"] and by_target[0.8]["first"] == "early"
+    assert verdict["widened_by_evaluation_interval"] is True and "Student's t" in verdict["method"]
+
+
+def test_the_command_line_takes_a_target_as_a_percentage(tmp_path: Path) -> None:
+    from test_report import lead_study
+
+    study = lead_study(tmp_path / "study")
+    assert run("report", study, "--target", "70%", "--out", tmp_path / "a").exit_code == 0
+    assert run("report", study, "--target", "0.7", "--out", tmp_path / "b").exit_code == 0
+    assert (tmp_path / "a" / "paired.csv").read_bytes() == (tmp_path / "b" / "paired.csv").read_bytes()
+    assert_user_error(
+        run("report", study, "--target", "70"),
+        "--target 70: a target is a test accuracy between 0 "
+        "and 1, e.g. --target 0.8 or --target 80%; for 70 % write --target 70%",
+    )
+    for bad, said in (("150%", "150% is not between 0% and 100%"), ("most", "'most' is not a fraction")):
+        result = run("report", study, "--target", bad)
+        assert result.exit_code == 2 and said in result.output and "Traceback" not in result.output
 
 
 # ------------------------------------------------------------------------------ real runs, rendered
