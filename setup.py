@@ -7,7 +7,11 @@ from setuptools import find_packages, setup
 #: Import name -> the folder it is read from.
 ROOTS = {"netfl": "netfl", "netfl.cli": "cli", "netfl.policies": "policies"}
 
-setup(
-    package_dir=ROOTS,
-    packages=[f"{name}.{sub}" if sub else name for name, folder in ROOTS.items() for sub in ["", *find_packages(folder)]],
-)
+
+def packages() -> list[str]:
+    """Every package under each root: the root, and each folder below it holding an ``__init__.py``."""
+    return [f"{name}.{sub}" if sub else name for name, folder in ROOTS.items() for sub in ["", *find_packages(folder)]]
+
+
+if __name__ == "__main__":
+    setup(package_dir=ROOTS, packages=packages())

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
-from netfl import DISTRIBUTION, __version__
 from netfl.errors import NetflError, NetflWarning
+from netfl.version import DISTRIBUTION, __version__
 
 EXIT_USAGE = 2
 EXIT_DIVERGED = 3
@@ -27,7 +27,7 @@ def _fail(exc: Exception | str) -> None:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, message=f"%(prog)s %(version)s (the {DISTRIBUTION} distribution)")
+@click.version_option(__version__, message=f"netfl %(version)s (the {DISTRIBUTION} distribution)")
 def main() -> None:
     """netfl: a discrete-event network simulator for federated learning."""
 

@@ -10,11 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-#: The one place the version is written: pyproject.toml reads it (setuptools dynamic), netfl --version prints
-#: it and summary.json records it. CHANGELOG.md says what each version changed.
-__version__ = "0.2.0"
-#: The name netfl is installed under (pip install netfl-sim): "netfl" on PyPI is another project.
-DISTRIBUTION = "netfl-sim"
+from netfl.version import __version__
 
 _API = ("run", "load", "from_dict", "with_own", "Result")
 __all__ = [*_API, "ScenarioError", "__version__"]

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-import netfl
 from netfl.assemble import build_simulation
 from netfl.backend import Diverged
 from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint_path
@@ -26,6 +25,7 @@ from netfl.results.progress import Progress
 from netfl.results.writer import write_run
 from netfl.signals import Interrupted, signals_deferred
 from netfl.sim.simulation import SimulationResult
+from netfl.version import __version__
 
 
 @dataclass
@@ -141,7 +141,7 @@ class _Checkpointing:
 
 def software_versions() -> dict[str, str]:
     """What produced a run (a run is repeated as it was only with the same versions)."""
-    versions = {"python": platform.python_version(), "netfl": netfl.__version__}
+    versions = {"python": platform.python_version(), "netfl": __version__}
     for package in ("torch", "numpy", "simpy"):
         try:
             versions[package] = importlib.metadata.version(package)

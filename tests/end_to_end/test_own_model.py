@@ -132,7 +132,7 @@ def _write_user_files(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "model,dataset,expected",
     [
-        ({"path": "nowhere.py:Net"}, None, ["0.yaml: 1 problem(s)", "task.model.path: nowhere.py:Net: file not found: "]),
+        ({"path": "nowhere.py:Net"}, None, ["0.yaml: 1 problem(s)", "task.model.path: nowhere.py:Net: file not"]),
         ({"path": "my_models.py:Nope"}, None, ["my_models.py: no 'Nope' in this model file; defined there: MLP,"]),
         ({"path": "my_models.py:Wrong"}, None, ["my_models.py:24: RuntimeError in my_models.py:Wrong on two training"]),
         ({"path": "my_models.py:MLP"}, {"path": "missing.npz"}, ["task.dataset.path: missing.npz: file not found"]),
