@@ -185,21 +185,19 @@ def test_the_array_form_refuses_what_it_cannot_keep_as_arrays_once_per_cause() -
     problems = _problems(_lazy_dict(devices=[mine, charged], server={"mode": "async"}))
     by_path = {path: [m for p, m in problems if p == path] for path, _ in problems}
     assert any("answers per device" in m for m in by_path["devices[0].availability.policy"])
-    assert by_path["server.mode"] == [
-        "asynchronous arrivals run on actors; engine.devices: arrays cannot hold it: use engine.devices: auto"
-    ]
     assert not any(path.startswith("devices[1]") for path in by_path)  # chargers have an array form
     assert _problems(_lazy_dict()) == []
 
 
-def test_a_million_asynchronous_devices_are_refused_for_that_alone() -> None:
-    """Not buried under estimates of rounds or memory that the refusal makes moot."""
+def test_a_million_asynchronous_devices_without_a_pause_are_refused_for_that_alone() -> None:
+    """Every available device would pull at once; the refusal is not buried under estimates it makes moot."""
     million = [group("phones", 1_000_000, availability={"policy": "diurnal"})]
     for engine in ("lazy", "arrays", "auto"):
         problems = _problems(_lazy_dict(devices=million, server={"mode": "async"}, engine={"devices": engine}))
-        assert [path for path, _ in problems] == ["server.mode"], (engine, problems)
-    ((_, message),) = _problems(_lazy_dict(devices=million, server={"mode": "async"}, engine={"devices": "auto"}))
-    assert "asynchronous arrivals run on actors" in message and "GB" in message
+        assert [path for path, _ in problems] == ["server.async.pause"], (engine, problems)
+        assert "pause: 1d" in problems[0][1]
+    paused = {"mode": "async", "async": {"pause": "1d", "buffer": 100}}
+    assert _problems(_lazy_dict(devices=million, server=paused, engine={"devices": "auto"})) == []
 
 
 def test_samples_per_client_combines_only_with_sampled_kinds() -> None:
