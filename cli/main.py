@@ -611,15 +611,13 @@ def _echo_params(params: list[dict]) -> None:
 
 @main.command()
 def policies() -> None:
-    """List the built-in availability policies, their parameters, and which the lazy engine takes."""
+    """List the built-in availability policies and their parameters (each runs at any scale)."""
     from netfl.policies import BUILTIN_POLICIES
-    from netfl.policies.catalog import supports_population
     from netfl.registry import describe_params
 
     for name, cls in BUILTIN_POLICIES.items():
         summary = (cls.__doc__ or "").strip().splitlines()[0]
-        lazy = "; lazy engine: yes" if supports_population(name) else ""
-        click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}{lazy}): {summary}")
+        click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}): {summary}")
         _echo_params(describe_params(cls.Params))
         click.echo()
     click.echo(
