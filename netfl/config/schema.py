@@ -877,8 +877,8 @@ class Scenario(Strict):
     output: OutputSpec = OutputSpec()
     tracking: TrackingSpec = Field(
         TrackingSpec(),
-        exclude=True,
-        description="log the run to TensorBoard and/or MLflow too: {tensorboard: DIR, mlflow: URI}",
+        description="log the run to TensorBoard and/or MLflow too: {tensorboard: DIR, mlflow: URI} "
+        "(not part of the world: a run folder's scenario.yaml leaves it out)",
     )
     source: Path | None = Field(None, exclude=True, description="the file this came from (set by load_scenario)")
 

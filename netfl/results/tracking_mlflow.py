@@ -28,7 +28,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from netfl.errors import NetflError
-from netfl.results.tracking import Label, RunRecord
+from netfl.results.tracking_record import Label, RunRecord
 
 #: MLflow's limits on one log_batch call.
 _BATCH_METRICS, _BATCH_PARAMS = 1000, 100

@@ -9,8 +9,9 @@ In the run's subfolder:
 - the hparams plugin's session (the scenario flattened, the summary as its metrics) and the scenario as text;
 - ``figures/<name>``: the run's PNG figures, their bytes as netfl wrote them.
 
-Scalars are written as float64 tensors (not TensorBoard's float32 ``simple_value``) so the values read back equal
-metrics.csv's. A run logged again into the same subfolder replaces its event files there (and nothing else).
+Scalars are TensorBoard's own (float32 ``simple_value``: TensorBoard's fast loader shows no other), so they hold
+metrics.csv's values rounded to float32, about 7 significant digits; MLflow holds them exactly. A run logged again
+into the same subfolder replaces its event files there (and nothing else).
 """
 
 from __future__ import annotations
@@ -19,14 +20,10 @@ import struct
 from pathlib import Path
 
 from tensorboardX import FileWriter
-from tensorboardX.proto.summary_pb2 import Summary, SummaryMetadata
-from tensorboardX.proto.tensor_pb2 import TensorProto
-from tensorboardX.proto.tensor_shape_pb2 import TensorShapeProto
+from tensorboardX.proto.summary_pb2 import Summary
 from tensorboardX.summary import hparams, text
 
-from netfl.results.tracking import Label, RunRecord
-
-_SCALARS = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"))
+from netfl.results.tracking_record import Label, RunRecord
 
 
 def log_tensorboard(record: RunRecord, logdir: Path, label: Label) -> None:
@@ -57,17 +54,7 @@ def log_tensorboard(record: RunRecord, logdir: Path, label: Label) -> None:
 
 
 def _scalars(family: str, values: dict[str, float]) -> Summary:
-    """One float64 scalar per value, as TensorBoard's scalars plugin reads tensor summaries."""
-    return Summary(
-        value=[
-            Summary.Value(
-                tag=f"{family}/{name}",
-                metadata=_SCALARS,
-                tensor=TensorProto(dtype="DT_DOUBLE", double_val=[float(value)], tensor_shape=TensorShapeProto()),
-            )
-            for name, value in values.items()
-        ]
-    )
+    return Summary(value=[Summary.Value(tag=f"{family}/{name}", simple_value=value) for name, value in values.items()])
 
 
 def _image(tag: str, png: bytes) -> Summary:

@@ -1,4 +1,5 @@
-"""Experiment tracking: a run logged to TensorBoard and MLflow, read back from their files equal to metrics.csv.
+"""Experiment tracking: a run logged to TensorBoard and MLflow, read back from their files equal to metrics.csv
+(TensorBoard's scalars: its values as float32; MLflow's: exactly).
 
 TensorBoard's event files are read with TensorBoard's own reader (EventAccumulator), MLflow's store with
 MLflow's client: what a user would see is what netfl wrote. Skipped where the tracking extra is not installed.
@@ -11,6 +12,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_support import TINY, assert_user_error, run
 
@@ -44,16 +46,19 @@ def _same(a: list[float], b: list[float]) -> bool:
 
 def _tensorboard(logdir: Path):
     accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
-    events = accumulator.EventAccumulator(str(logdir), size_guidance={accumulator.TENSORS: 0, accumulator.IMAGES: 0})
+    events = accumulator.EventAccumulator(str(logdir), size_guidance={accumulator.SCALARS: 0, accumulator.IMAGES: 0})
     events.Reload()
     return events
 
 
 def _tensor_series(events, tag: str) -> tuple[list[int], list[float], list[float]]:
-    from tensorboard.util.tensor_util import make_ndarray
+    found = events.Scalars(tag)
+    return [e.step for e in found], [e.value for e in found], [e.wall_time for e in found]
 
-    found = events.Tensors(tag)
-    return [e.step for e in found], [float(make_ndarray(e.tensor_proto)) for e in found], [e.wall_time for e in found]
+
+def _float32(values: list[float]) -> list[float]:
+    """What TensorBoard holds of a value: its float32 rounding."""
+    return [float(np.float32(v)) for v in values]
 
 
 def test_a_run_is_logged_to_tensorboard_with_the_values_of_metrics_csv(tmp_path: Path, monkeypatch):
@@ -71,14 +76,14 @@ def test_a_run_is_logged_to_tensorboard_with_the_values_of_metrics_csv(tmp_path:
     for name in ("test_accuracy", "test_loss", "participants", "energy_j", "work_energy_j", "class_0_accuracy"):
         steps, values, walls = _tensor_series(events, f"by_round/{name}")
         assert steps == [int(r) for r in expected["round"]]
-        assert _same(values, expected[name]), name  # float64 in the event file: exactly the file's values
+        assert _same(values, _float32(expected[name])), name  # the file's values, as float32 (TensorBoard's scalars)
         assert walls == expected["sim_time_s"]  # TensorBoard's Relative axis reads simulated time
         steps, values, _ = _tensor_series(events, f"by_sim_time/{name}")
         assert steps == [round(t) for t in expected["sim_time_s"]]
-        assert _same(values, expected[name]), name
+        assert _same(values, _float32(expected[name])), name
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     _, energy, _ = _tensor_series(events, "summary/energy_j")
-    assert energy == [summary["energy_j"]]
+    assert energy == _float32([summary["energy_j"]])
     _, participated, _ = _tensor_series(events, "summary/devices_participated")
     assert participated[0] >= 1
     images = events.Images("figures/accuracy_vs_time")
@@ -164,7 +169,7 @@ def test_a_sweep_logs_each_run_under_its_case_and_seed(tmp_path: Path):
         history = client.get_metric_history(logged.info.run_id, "test_accuracy")
         assert _same([m.value for m in history], _metrics_csv(folder)["test_accuracy"])
         events = _tensorboard(tmp_path / "tb" / logged.data.tags["case"] / "seed4")
-        assert _same(_tensor_series(events, "by_round/test_loss")[1], _metrics_csv(folder)["test_loss"])
+        assert _same(_tensor_series(events, "by_round/test_loss")[1], _float32(_metrics_csv(folder)["test_loss"]))
 
     again = run_sweep(study, InProcess(), tracking={plan.folder: tracking for plan in study.runs})
     assert {r["status"] for r in again.records.values()} == {"skipped"}  # done runs are not logged again
@@ -271,4 +276,4 @@ def test_a_resumed_run_is_logged_where_the_interrupted_one_was_to_be(tmp_path: P
     assert not (tmp_path / "tb").exists()  # an interrupted run is not logged
     run_scenario(scenario, out_dir=tmp_path / "run", resume=Checkpoint.load(checkpoint_path(tmp_path / "run")))
     steps, values, _ = _tensor_series(_tensorboard(tmp_path / "tb" / "run"), "by_round/test_accuracy")
-    assert steps == [0, 1, 2, 3, 4] and _same(values, _metrics_csv(tmp_path / "run")["test_accuracy"])
+    assert steps == [0, 1, 2, 3, 4] and _same(values, _float32(_metrics_csv(tmp_path / "run")["test_accuracy"]))
