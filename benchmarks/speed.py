@@ -645,9 +645,15 @@ def threads(args, tmp: Path) -> dict:
 
 
 ENGINE_RUNS = {False: ((10_000, 100_000, 1_000_000), 24), True: ((10_000, 100_000), 2)}  # quick: devices, hours
+#: The worlds the engine section measures: synchronous rounds over batteries alone, the same with nightly
+#: chargers and the owners' use, and that world with anarchic arrivals (FedBuff) instead of rounds.
+ENGINE_WORLDS = ("sync", "phones", "async")
+#: Async workers pause so that about this many jobs start in a simulated day whatever the devices' number
+#: (the synchronous worlds' 480 rounds x 100).
+ASYNC_JOBS_PER_DAY = 48_000
 
 
-def engine_scenario(devices: int, hours: int, churn: str) -> dict:
+def engine_scenario(devices: int, hours: int, churn: str, world: str = "sync") -> dict:
     availability = {
         "diurnal": {"policy": "diurnal", "mixing": "20min"},
         "sessions": {
@@ -683,26 +689,68 @@ def engine_scenario(devices: int, hours: int, churn: str) -> dict:
         },
         "eval": {"every": "100 rounds"},
         "engine": {"devices": "lazy"},
+    } | _world(world, devices)
+
+
+def _world(world: str, devices: int) -> dict:
+    """What a world adds to the synchronous one: chargers and the owners' use, and asynchronous arrivals."""
+    if world == "sync":
+        return {}
+    phone = {
+        "capacity": "55kJ",
+        "initial": {"uniform": [0.3, 1.0]},
+        "min_level": "20%",
+        "charging": {"policy": "daily", "start": "22:00", "end": "07:00", "jitter": "1h"},
     }
+    group = {"battery": phone, "usage": "phone"}
+    changes: dict = {"devices_update": group}
+    if world == "async":
+        # a quarter of the phones available on average, each pausing so that the day holds ASYNC_JOBS_PER_DAY jobs
+        pause_s = devices * 0.25 * 86_400 / ASYNC_JOBS_PER_DAY
+        changes["server"] = {
+            "algorithm": {"name": "fedbuff"},
+            "mode": "async",
+            "async": {"buffer": 100, "pause": f"{pause_s:.0f}s"},
+        }
+        changes["eval"] = {"every": "1h"}
+    return changes
+
+
+def _engine_yaml(n: int, hours: int, churn: str, world: str) -> dict:
+    data = engine_scenario(n, hours, churn, world)
+    data["devices"][0].update(data.pop("devices_update", {}))
+    return data
 
 
 def engine(args, tmp: Path) -> dict:
     sizes, hours = ENGINE_RUNS[args.quick]
+    if args.engine_max:
+        sizes = (*sizes, args.engine_max)
+    results: dict = {}
+    busy = quiet_check()
+    for world in args.engine_worlds.split(","):
+        results[world] = _engine_world(args, tmp, world, sizes, hours, busy)
+    return {
+        "churn": args.churn,
+        "hours": hours,
+        "others_busy_cores": busy,
+        "by_world": results,
+        "scenarios": {w: _engine_yaml(sizes[0], hours, args.churn, w) for w in ENGINE_WORLDS},
+    }
+
+
+def _engine_world(args, tmp: Path, world: str, sizes: tuple, hours: int, busy: float) -> dict:
     paths = {}
     for n in sizes:
-        paths[n] = tmp / f"engine-{n}.yaml"
-        paths[n].write_text(yaml.safe_dump(engine_scenario(n, hours, args.churn), sort_keys=False))
+        paths[n] = tmp / f"engine-{world}-{n}.yaml"
+        paths[n].write_text(yaml.safe_dump(_engine_yaml(n, hours, args.churn, world), sort_keys=False))
     check = run([NETFL, "validate", str(paths[sizes[0]])])
     if check.returncode != 0:
-        print(
-            f"\n(engine: this netfl does not accept the lazy-engine scenario yet; section skipped)\n"
-            f"{check.stderr.strip()}"
-        )
+        print(f"\n(engine: this netfl does not accept the {world} scenario; skipped)\n{check.stderr.strip()}")
         return {"skipped": check.stderr.strip()}
     results, rows = {}, []
-    busy = quiet_check()
     for n in sizes:
-        out = tmp / f"engine-{n}"
+        out = tmp / f"engine-{world}-{n}"
         r = run(simulate(paths[n], out, threads=1), timeout_s=args.engine_timeout)
         if r.timed_out:
             results[n] = {**r.record()}
@@ -723,20 +771,19 @@ def engine(args, tmp: Path) -> dict:
             per_device = (r.maxrss_mb - results[sizes[0]]["maxrss_mb"]) * MB / (n - sizes[0])
             results[n]["rss_per_device_bytes"] = per_device
         rows.append([n, r.wall_s, s["rounds"], s["events"], s["events"] / r.wall_s, r.maxrss_mb, per_device])
+    what = {
+        "sync": "batteries, 100 participants per round started every 3 min",
+        "phones": "nightly chargers and the owners' use (usage: phone), rounds as sync",
+        "async": f"as phones, anarchic arrivals (FedBuff, buffer 100), about {ASYNC_JOBS_PER_DAY:,} jobs a day",
+    }[world]
     table(
-        f"engine: lazy devices, {args.churn} availability, 100 participants per round started every 3 min, "
-        f"{hours} simulated hours; whole job (netfl simulate, 1 thread), one run each (others busy {busy:.1f} cores)",
+        f"engine, {world}: {args.churn} availability, {what}, {hours} simulated hours; whole job "
+        f"(netfl simulate, 1 thread), one run each (others busy {busy:.1f} cores)",
         ["devices", "wall s", "rounds", "events", "events/s", "peak RSS MB", "RSS B/device"],
         rows,
     )
     print(f"   RSS per device: (peak RSS - the {sizes[0]:,}-device run's) / the extra devices")
-    return {
-        "churn": args.churn,
-        "hours": hours,
-        "others_busy_cores": busy,
-        "by_devices": results,
-        "scenario": engine_scenario(sizes[0], hours, args.churn),
-    }
+    return results
 
 
 # ------------------------------------------------------------------ main
@@ -774,6 +821,17 @@ def main() -> None:
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {','.join(SECTIONS)}")
     parser.add_argument("--quick", action="store_true", help="a short smoke run (fewer rounds, sizes, repeats)")
     parser.add_argument("--repeat", type=int, help="runs per measurement, alternated [default: 3; --quick: 1]")
+    parser.add_argument(
+        "--engine-worlds",
+        default=",".join(ENGINE_WORLDS),
+        help=f"engine section: the worlds to measure [default: {','.join(ENGINE_WORLDS)}]",
+    )
+    parser.add_argument(
+        "--engine-max",
+        type=int,
+        default=0,
+        help="engine section: also this many devices (e.g. 10000000) [default: none]",
+    )
     parser.add_argument(
         "--churn",
         choices=("diurnal", "sessions"),

@@ -63,6 +63,15 @@ SET_HELP = (
     "--set devices[0].availability.p=0.3 (repeatable)"
 )
 
+TENSORBOARD_HELP = (
+    "also log the run to TensorBoard: event files in a subfolder of DIR named like the results folder (a sweep's: "
+    "case/seed<k>) [default: the topology's tracking.tensorboard]; needs the tracking extra"
+)
+MLFLOW_HELP = (
+    "also log the run to MLflow at URI: sqlite:///mlflow.db, a folder (MLflow's file store) or a server's "
+    "http(s):// address [default: the topology's tracking.mlflow]; needs the tracking extra"
+)
+
 THREADS_HELP = (
     "threads that train clients side by side, one torch thread each [default: every CPU this process may use, "
     "fewer while other processes keep some busy]; the results are the same whatever the count"
@@ -88,6 +97,7 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
     try:
         scenario = load_scenario(topology, overrides=overrides)
         check_data(scenario, data_dir)
+        tracking = _tracking(scenario, str(topology))
         with warnings.catch_warnings(record=True) as noted:
             warnings.simplefilter("always", NetflWarning)
             reports = _inspect_users_own(scenario, data_dir)
@@ -97,6 +107,8 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
     for note in dict.fromkeys(str(w.message) for w in noted if issubclass(w.category, NetflWarning)):
         click.echo(f"warning: {note}", err=True)
     click.echo(describe_scenario(scenario))
+    if tracking:
+        click.echo(f"tracking: each run logged to {tracking.describe()}")
     for s, report in enumerate(reports):
         click.echo(f"task {s} as measured:" if len(reports) > 1 else "task as measured:")
         click.echo("\n".join(report.lines()))
@@ -157,6 +169,8 @@ def _inspect_users_own(scenario, data_dir: Path | None) -> list:
     help="keep a checkpoint every N rounds (50rounds) or simulated time (30min), and at a Ctrl-C, to continue "
     "with netfl resume; removed when the run completes",
 )
+@click.option("--tensorboard", type=click.Path(path_type=Path), metavar="DIR", help=TENSORBOARD_HELP)
+@click.option("--mlflow", metavar="URI", help=MLFLOW_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar and no summary")
 def simulate(
     topology: Path,
@@ -168,6 +182,8 @@ def simulate(
     overrides: tuple[str, ...],
     overwrite: bool,
     checkpoint_every: str | None,
+    tensorboard: Path | None,
+    mlflow: str | None,
     quiet: bool,
 ) -> None:
     """Run the scenario in TOPOLOGY and write its results."""
@@ -179,6 +195,7 @@ def simulate(
         every = Every.parse(checkpoint_every) if checkpoint_every is not None else None
         scenario = load_scenario(topology, overrides=overrides)
         check_data(scenario, data_dir)  # before torch is even imported
+        tracking = _tracking(scenario, str(topology), tensorboard=tensorboard, mlflow=mlflow)
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
         from netfl.runner import default_out_dir
@@ -194,10 +211,21 @@ def simulate(
             device=device,
             threads=threads,
             checkpoint_every=every,
+            tracking=tracking,
         )
         return outcome, _elsewhere(wanted) if outcome.out_dir != wanted else ""
 
     _run_guarded(run, quiet, resumable=checkpoint_every is not None)
+
+
+def _tracking(scenario, where: str, **given):
+    """Where runs of ``scenario`` are logged (the topology's tracking:, each target replaced by an option's),
+    refused here, before any run, when the tracker's package is missing."""
+    from netfl.results.tracking import check_tracking, tracking_of
+
+    tracking = tracking_of(scenario, **given)
+    check_tracking(tracking, where)
+    return tracking
 
 
 def _elsewhere(wanted: Path) -> str:
@@ -483,6 +511,8 @@ def _run_guarded(run, quiet: bool, *, resumable: bool = False, run_dir: Path | N
 @click.option("--dry-run", is_flag=True, help="list the runs and which are done; run nothing")
 @click.option("--data-dir", type=click.Path(path_type=Path), help="folder holding the data set's files")
 @click.option("--device", default="cpu", show_default=True, help="where torch trains: cpu, cuda or cuda:<index>")
+@click.option("--tensorboard", type=click.Path(path_type=Path), metavar="DIR", help=TENSORBOARD_HELP)
+@click.option("--mlflow", metavar="URI", help=MLFLOW_HELP)
 @click.option("--quiet", "-q", is_flag=True, help="print only the final tally")
 def sweep(
     study_file: Path,
@@ -498,9 +528,12 @@ def sweep(
     dry_run: bool,
     data_dir: Path | None,
     device: str,
+    tensorboard: Path | None,
+    mlflow: str | None,
     quiet: bool,
 ) -> None:
-    """Run every case and seed of the study in STUDY_FILE; re-running skips the runs already done.
+    """Run every case and seed of the study in STUDY_FILE; re-running skips the runs already done (and does not
+    log them to the trackers again).
 
     Exit code 0 when every run is complete, 1 when some failed (each failure is in sweep.json, and in its
     folder's error.txt when netfl may write there), 2 for a bad or too large study file, 130 when interrupted
@@ -520,6 +553,8 @@ def sweep(
                 study_file, out=out_dir, overrides=overrides, seeds=seeds, data_dir=data_dir, max_runs=max_runs
             )
             check_users_code(study.runs, str(study_file), data_dir)  # the user's own models and data, before any run
+            tracking = {plan.folder: _tracking(plan.scenario, str(study_file), tensorboard=tensorboard, mlflow=mlflow)
+                        for plan in study.runs}  # fmt: skip
             if dry_run:
                 for plan in study.runs:
                     state = "done" if not rerun and is_done(plan, study.out / plan.folder) else "to run"
@@ -556,6 +591,7 @@ def sweep(
                     on_start=start,
                     on_done=(lambda plan, record: None) if quiet else progress.done,
                     tick=progress.tick,
+                    tracking=tracking,
                 )
             finally:  # no process of the sweep outlives it (a Ray runner shuts Ray down as its run ends)
                 getattr(runner, "close", lambda: None)()
@@ -580,6 +616,9 @@ def _report_sweep(outcome) -> None:
     tally += [f"{len(failed)} failed"] if failed else []
     tally += [f"{len(interrupted)} not run (interrupted)"] if interrupted else []
     click.echo(f"{study.name}: {', '.join(tally)}; status in {study.out / 'sweep.json'}")
+    for plan in complete:
+        if "tracking_error" in outcome.records[plan.folder]:
+            click.echo(f"warning: {plan.label}: not logged: {outcome.records[plan.folder]['tracking_error']}", err=True)
     for plan in failed:
         error = str(outcome.records[plan.folder].get("error", "")).splitlines()
         written = outcome.error_files.get(plan.folder)
@@ -638,15 +677,13 @@ def _echo_params(params: list[dict]) -> None:
 
 @main.command()
 def policies() -> None:
-    """List the built-in availability policies, their parameters, and which the lazy engine takes."""
+    """List the built-in availability policies and their parameters (each runs at any scale)."""
     from netfl.policies import BUILTIN_POLICIES
-    from netfl.policies.catalog import supports_population
     from netfl.registry import describe_params
 
     for name, cls in BUILTIN_POLICIES.items():
         summary = (cls.__doc__ or "").strip().splitlines()[0]
-        lazy = "; lazy engine: yes" if supports_population(name) else ""
-        click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}{lazy}): {summary}")
+        click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}): {summary}")
         _echo_params(describe_params(cls.Params))
         click.echo()
     click.echo(

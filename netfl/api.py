@@ -29,6 +29,7 @@ import pandas as pd
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
 from netfl.config.schema import DatasetSpec, ModelSpec
 from netfl.results.claim import claim_out_dir
+from netfl.results.tracking import check_tracking, tracking_of
 from netfl.results.writer import events_frame, metrics_columns
 from netfl.runner import RunOutcome, device_columns, run_scenario
 
@@ -105,6 +106,8 @@ def run(
     model: Any = None,
     model_args: dict[str, Any] | None = None,
     data: Any = None,
+    tensorboard: str | Path | None = None,
+    mlflow: str | None = None,
 ) -> Result:
     """Run ``world`` (a Scenario, a dict, or a topology file's path) and return its results.
 
@@ -118,7 +121,13 @@ def run(
     ``data`` a function returning the arrays (``x``, ``y``, optional ``client``, ``x_test``, ``y_test``,
     ``num_classes``) or that mapping itself; they replace the world's ``task.model`` and ``task.dataset``
     (the dataset's partition and sizes are kept).
+
+    ``tensorboard`` (a folder) and ``mlflow`` (a tracking URI) also log the written run there, as
+    ``netfl simulate --tensorboard/--mlflow`` (:mod:`netfl.results.tracking`; the ``tracking`` extra); they and
+    the world's own ``tracking:`` log only a run written with ``out``.
     """
+    if (tensorboard is not None or mlflow is not None) and out is None:
+        raise TypeError("tensorboard= and mlflow= log the run netfl writes: give out= too")
     if overrides and not isinstance(world, (str, Path)):
         raise TypeError("overrides apply to a topology file; change a dict or a Scenario directly")
     if isinstance(world, (str, Path)):
@@ -134,5 +143,10 @@ def run(
     check_data(world, data_dir)
     if out is None:
         return Result.of(run_scenario(world, write=False, data_dir=data_dir, device=device, threads=threads))
+    tracking = tracking_of(world, tensorboard=tensorboard, mlflow=mlflow)
+    check_tracking(tracking, str(world.source) if world.source is not None else "tracking")
     with claim_out_dir(Path(out), overwrite=overwrite, overwrite_option="overwrite=True") as claim:
-        return Result.of(run_scenario(world, out_dir=claim.path, data_dir=data_dir, device=device, threads=threads))
+        outcome = run_scenario(
+            world, out_dir=claim.path, data_dir=data_dir, device=device, threads=threads, tracking=tracking
+        )
+        return Result.of(outcome)

@@ -22,6 +22,7 @@ from netfl.learn.learner import Learner
 from netfl.learn.runtime import adapts_to_other_work, use_threads
 from netfl.loss_watch import LossExplosion, LossWatch
 from netfl.results.progress import Progress
+from netfl.results.tracking import Label, Tracking, check_tracking, track_run, tracking_of
 from netfl.results.writer import write_run
 from netfl.signals import Interrupted, signals_deferred
 from netfl.sim.simulation import SimulationResult
@@ -219,6 +220,7 @@ def run_scenario(
     checkpoint_every: Every | None = None,
     resume: Checkpoint | None = None,
     warn: Callable[[str], None] | None = None,
+    tracking: Tracking | None = None,
 ) -> RunOutcome:
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
@@ -230,8 +232,15 @@ def run_scenario(
     the run goes on (:mod:`netfl.loss_watch`; it is in the summary either way). Interrupted (Ctrl-C, or SIGTERM under
     :func:`~netfl.signals.terminate_as_interrupt`), the partial results are written with ``complete: false``
     and :class:`~netfl.signals.Interrupted` says where (nowhere if the world was still being built).
+    ``tracking``: where the written run is also logged (:mod:`netfl.results.tracking`; checked before the run)
+    [default: the scenario's ``tracking:``, or, resuming, where the interrupted run was to be logged];
+    ``Tracking()`` logs nowhere.
     """
     started = time.perf_counter()
+    if tracking is None:
+        tracking = _resumed_tracking(resume) if resume is not None else tracking_of(scenario)
+    if tracking and write:
+        check_tracking(tracking, str(scenario.source) if scenario.source is not None else "tracking")
     threads = use_threads(threads)
     target = Path(out_dir or default_out_dir(scenario))
     keeper = (
@@ -240,7 +249,13 @@ def run_scenario(
             checkpoint_path(target),
             checkpoint_every,
             resume,
-            {"data_dir": str(data_dir) if data_dir is not None else None},
+            {
+                "data_dir": str(data_dir) if data_dir is not None else None,
+                "tracking": {
+                    "tensorboard": str(tracking.tensorboard) if tracking.tensorboard else None,
+                    "mlflow": tracking.mlflow,
+                },
+            },
         )
         if checkpoint_every is not None or resume is not None
         else None
@@ -310,4 +325,13 @@ def run_scenario(
         raise Interrupted(outcome.out_dir, checkpointed_at=simulation.env.now if checkpointed else None)
     if keeper is not None:
         checkpoint_path(target).unlink(missing_ok=True)  # the run is whole: nothing to resume
+    if tracking and outcome.out_dir is not None:  # from the files written, so trackers hold exactly their values
+        track_run(outcome.out_dir, tracking, Label.of_run(outcome.out_dir, scenario.name))
     return outcome
+
+
+def _resumed_tracking(resume: Checkpoint) -> Tracking:
+    """Where the interrupted run was to be logged (its checkpoint's options; none for an older checkpoint)."""
+    saved = resume.options.get("tracking") or {}
+    board, uri = saved.get("tensorboard"), saved.get("mlflow")
+    return Tracking(Path(board) if isinstance(board, str) else None, uri if isinstance(uri, str) else None)

@@ -49,7 +49,7 @@ PHONE_USE_PROFILE: tuple[float, ...] = (
 #: ``usage: phone``, as the mapping it stands for.
 PRESETS: dict[str, dict[str, Any]] = {
     "phone": {
-        "sessions": {"policy": "diurnal", "profile": list(PHONE_USE_PROFILE), "mixing": 240.0},
+        "sessions": {"policy": "diurnal", "profile": list(PHONE_USE_PROFILE), "mixing": "4min"},
         "power": 2.0,
     },
 }

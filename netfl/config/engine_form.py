@@ -65,8 +65,6 @@ def needs_actors(scenario: Scenario) -> list[tuple[str, str]]:
                     f"{charging.policy!r} answers per device (no population form)",
                 )
             )
-    if scenario.server.mode == "async":
-        reasons.append(("server.mode", "asynchronous arrivals run on actors"))
     if any(node.kind == "edge" for node in scenario.network.nodes.values()):
         reasons.append(("network.nodes", "edge servers (hierarchical aggregation) run on actors"))
     wanted = scenario.events.idle_devices
@@ -92,14 +90,24 @@ MAX_ACTOR_DEVICES = 200_000
 
 def check_engine(scenario: Scenario) -> list[tuple[str, str]]:
     """What keeps a scenario from the form it needs: ``engine.devices: arrays`` with something that needs actors,
-    or more devices than actors can hold. One problem per cause, nothing else."""
+    more devices than actors can hold, or asynchronous workers that would all work at once. One problem per
+    cause, nothing else."""
     choice = engine_choice(scenario)
+    n = scenario.num_devices
+    if scenario.server.mode == "async" and scenario.server.async_.pause == 0 and n > MAX_ACTOR_DEVICES:
+        return [
+            (
+                "server.async.pause",
+                f"without a pause every one of the {n:,} devices pulls whenever it is available, so a large share "
+                "of them works at once (each then an actor); give each worker a mean pause between its jobs, "
+                "e.g. pause: 1d: about devices x availability / pause then start per second",
+            )
+        ]
     if choice.asked == "arrays":
         return [
             (path, f"{reason}; engine.devices: arrays cannot hold it: use engine.devices: auto")
             for path, reason in choice.needs_actors
         ]
-    n = scenario.num_devices
     if choice.form == "actors" and n > MAX_ACTOR_DEVICES:
         size = n * ACTOR_BYTES_PER_DEVICE / 1e9
         return [

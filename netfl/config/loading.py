@@ -202,8 +202,12 @@ def _scenario_keys(model: type[BaseModel]) -> list[str]:
 
 def scenario_document(scenario: Scenario) -> dict[str, Any]:
     """The scenario as a topology file's mapping, quantities in SI units and defaults left out (as a file
-    would): loading it gives the same scenario (a run folder's scenario.yaml, to repeat the run as it was)."""
-    return _plain(scenario)
+    would): loading it gives the same scenario (a run folder's scenario.yaml, to repeat the run as it was).
+    ``tracking`` is left out: where a run is logged is no part of the world it simulates, and repeating a run
+    (netfl rerun, a sweep's check of what is done) does not depend on it."""
+    document = _plain(scenario)
+    document.pop("tracking", None)
+    return document
 
 
 def _plain(value: Any) -> Any:

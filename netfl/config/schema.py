@@ -11,6 +11,7 @@ downstream parses units.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, NamedTuple
@@ -807,6 +808,39 @@ class OutputSpec(Strict):
     dir: Path | None = None
 
 
+#: The MLflow tracking URIs netfl logs to (netfl.results.tracking_mlflow).
+MLFLOW_SCHEMES = ("sqlite", "file", "http", "https")
+
+
+class TrackingSpec(Strict):
+    """Where a run is also logged for experiment trackers (netfl.results.tracking): off unless given. Not part of
+    the simulated world, so a run folder's scenario.yaml leaves it out."""
+
+    tensorboard: str | None = Field(
+        None,
+        min_length=1,
+        description="a folder for TensorBoard event files (relative to the topology file); a run logs into a "
+        "subfolder named like its results folder (a sweep's: case/seed<k>)",
+    )
+    mlflow: str | None = Field(
+        None,
+        min_length=1,
+        description="an MLflow tracking URI: sqlite:///runs.db, a folder (MLflow's file store) or file:///..., "
+        "relative to the topology file; or a server's http(s):// address",
+    )
+
+    @field_validator("mlflow")
+    @classmethod
+    def _mlflow_uri(cls, uri: str | None) -> str | None:
+        scheme = uri.partition(":")[0] if uri is not None and re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", uri) else None
+        if scheme is not None and scheme.lower() not in MLFLOW_SCHEMES:
+            raise ValueError(
+                f"{uri!r}: netfl logs to {', '.join(s + ':' for s in MLFLOW_SCHEMES)} URIs or a folder "
+                "(e.g. sqlite:///mlflow.db or mlruns)"
+            )
+        return uri
+
+
 class Seeds(NamedTuple):
     world: int
     training: int
@@ -841,6 +875,11 @@ class Scenario(Strict):
     engine: EngineSpec = EngineSpec()
     events: EventsSpec = EventsSpec()
     output: OutputSpec = OutputSpec()
+    tracking: TrackingSpec = Field(
+        TrackingSpec(),
+        description="log the run to TensorBoard and/or MLflow too: {tensorboard: DIR, mlflow: URI} "
+        "(not part of the world: a run folder's scenario.yaml leaves it out)",
+    )
     source: Path | None = Field(None, exclude=True, description="the file this came from (set by load_scenario)")
 
     @model_validator(mode="before")

@@ -253,7 +253,7 @@ class LazyFleet:
         if not new.size:
             return
         now, rows = self.env.now, self.rows
-        rows.advance(now)
+        rows.advance(now, new)
         rows.take(new, now)
         for index in new.tolist():
             device = self._make(index, self._handover(index))

@@ -257,21 +257,23 @@ class IdleRows:
 
     # ------------------------------------------------------------ who can work
 
-    def eligible(self, now: float) -> np.ndarray:
-        """Devices (ascending) that are idle, online, on, not in use (where use excludes training) and above
-        their ``min_level`` at ``now`` (advanced to ``now``)."""
-        ok = self.online & self.alive & ~self.busy
+    def eligible(self, now: float, devices: np.ndarray | None = None) -> np.ndarray:
+        """Devices (ascending; of ``devices`` only, if given) that are idle, online, on, not in use (where use
+        excludes training) and above their ``min_level`` at ``now`` (advanced to ``now``)."""
+        d = np.arange(len(self)) if devices is None else np.sort(devices)
+        ok = self.online[d] & self.alive[d] & ~self.busy[d]
         for sl, group in zip(self.slices, self.groups):
             if group.usage is not None and not group.usage.train_while_in_use:
-                ok[sl] &= ~self.using[sl]
-        floor = self.table.min_level > 0
-        check = np.flatnonzero(ok & floor & self.finite)
+                mine = (d >= sl.start) & (d < sl.stop)
+                ok[mine] &= ~self.using[d[mine]]
+        check = np.flatnonzero(ok & (self.table.min_level[d] > 0) & self.finite[d])
         if check.size:
-            level = self.level_at(check, now)
-            threshold = self.table.min_level[check] * self.capacity[check]
-            below = (level < threshold) | ((level == threshold) & (self.net_drain_w(check) > 0))
+            c = d[check]
+            level = self.level_at(c, now)
+            threshold = self.table.min_level[c] * self.capacity[c]
+            below = (level < threshold) | ((level == threshold) & (self.net_drain_w(c) > 0))
             ok[check[below]] = False
-        return np.flatnonzero(ok)
+        return d[ok]
 
     def below_min(self, d: np.ndarray, now: float) -> np.ndarray:
         threshold = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)

@@ -41,6 +41,8 @@ EVENT_KINDS = (
     "charge_start",
     "charge_stop",
     "power_on",
+    "use_start",
+    "use_end",
     "late",
     "pull",
     "tx_start",

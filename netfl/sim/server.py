@@ -31,15 +31,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import numpy as np
 import simpy
 
 from netfl.backend import CloudContext, RoundContext, TrainingBackend, Work
 from netfl.sim.device import Deadline, Device
 from netfl.sim.edge import EdgeServer, EdgeTier
+from netfl.sim.fleet import LazyFleet
 from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
+from netfl.sim.workers import ArrayArrivals, WorkerDraws
 
 
 class _ServerBase:
@@ -306,11 +307,9 @@ class AsyncServer(_ServerBase):
         backend,
         recorder,
         network,
-        rng: np.random.Generator,
+        draws: WorkerDraws,
         *,
         buffer: int,
-        local_steps,
-        pause_s: float,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
         stop_s: float | None = None,
@@ -318,18 +317,20 @@ class AsyncServer(_ServerBase):
         super().__init__(
             env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
         )
-        self.rng = rng
+        self.draws = draws  # each worker's pauses and local steps
         self.buffer = buffer
-        self.local_steps = local_steps  # a Distribution or None (the task's own)
-        self.pause_s = pause_s
         self._arrived: list[int] = []
         self._versions: dict[int, int] = {}
         self._lost = 0
         self._full: simpy.Event = env.event()
 
     def run(self):
-        for device in self.devices:
-            self.env.process(self._worker(device, np.random.default_rng(self.rng.integers(2**63))))
+        if isinstance(self.devices, LazyFleet):  # idle devices are rows: their pulls come from one queue
+            arrivals = ArrayArrivals(self.env, self.devices, self.draws, self._pull_device, self.stopping)
+            self.env.process(arrivals.run())
+        else:
+            for device in self.devices:
+                self.env.process(self._worker(device))
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
             if self.stopping():
                 yield self.env.event()  # the stop is due at this instant: wait for it
@@ -345,35 +346,38 @@ class AsyncServer(_ServerBase):
             self.on_round_end(self.round_index)
             self.round_index += 1
 
-    def _worker(self, device: Device, rng: np.random.Generator):
+    def _worker(self, device: Device):
         """A device acting on its own: whenever available, pull, train its own K steps, push."""
+        job = 0
         while True:
-            if self.pause_s > 0:
-                yield self.env.timeout(rng.exponential(self.pause_s))
+            pause = float(self.draws.pause(device.index, job))
+            if pause > 0:
+                yield self.env.timeout(pause)
             while not device.eligible(self.round_index):
                 yield device.changed()
             if self.stopping():
                 return  # a job pulled at the stop would never finish
-            steps = self._draw_steps(rng)
-            work = self.backend.submit(device.index, self.round_index, steps=steps)
-            self._versions[work.job] = self.round_index
-            device.log("pull", job=work.job, task=work.task, version=self.round_index, steps=steps)
-            done = self.env.event()
-            device.start_task(
-                work,
-                uploaded=lambda j, d=device, e=done, w=work: self.env.process(self._carry(w, d, e)),
-                lost=lambda j, e=done: self._lose(j, e),
-            )
-            yield done
+            yield self._pull(device, job)
+            job += 1
 
-    def _draw_steps(self, rng: np.random.Generator) -> int | None:
-        """A worker's own K for this job: uniform [a, b] means U{a..b}; other distributions are rounded."""
-        dist = self.local_steps
-        if dist is None:
-            return None
-        if dist.kind == "uniform":
-            return int(rng.integers(max(1, math.ceil(dist.params[0])), max(1, math.floor(dist.params[1])) + 1))
-        return max(1, int(round(float(dist.sample(rng, 1)[0]))))
+    def _pull_device(self, index: int, job: int) -> simpy.Event:
+        self.devices.activate([index])
+        return self._pull(self.devices[index], job)
+
+    def _pull(self, device: Device, job: int) -> simpy.Event:
+        """Job number ``job`` of ``device``: pull the current model, train, push; the event fires when the worker
+        is free again (its update reached its node, or was lost)."""
+        steps = self.draws.steps(device.index, job)
+        work = self.backend.submit(device.index, self.round_index, steps=steps)
+        self._versions[work.job] = self.round_index
+        device.log("pull", job=work.job, task=work.task, version=self.round_index, steps=steps)
+        done = self.env.event()
+        device.start_task(
+            work,
+            uploaded=lambda j, d=device, e=done, w=work: self.env.process(self._carry(w, d, e)),
+            lost=lambda j, e=done: self._lose(j, e),
+        )
+        return done
 
     def _lose(self, job: int, done: simpy.Event) -> None:
         self._versions.pop(job, None)

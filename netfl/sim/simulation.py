@@ -26,6 +26,7 @@ from netfl.sim.relay import RamRelay
 from netfl.sim.server import AsyncServer, SyncServer
 from netfl.sim.timeline import Timeline
 from netfl.sim.watchdog import WatchedEnvironment, event_limit
+from netfl.sim.workers import WorkerDraws
 from netfl.sim.world import World
 
 
@@ -156,10 +157,8 @@ class Simulation:
                 backend,
                 self.recorder,
                 self.network,
-                streams.numpy("workers"),
+                WorkerDraws(streams.integer_seed("workers"), server.pause_s, server.local_steps),
                 buffer=server.buffer,
-                local_steps=server.local_steps,
-                pause_s=server.pause_s,
                 **common,
             )
         else:

@@ -149,7 +149,5 @@ class World:
             raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
         if self.usage is not None and len(self.usage) != len(self.devices.group_names):
             raise ValueError(f"{len(self.usage)} usage setups for {len(self.devices.group_names)} device groups")
-        if self.population is not None and self.server.mode == "async":
-            raise ValueError("the lazy engine runs synchronous rounds only")
         if self.hierarchy is not None and (self.population is not None or self.server.mode != "sync"):
             raise ValueError("edge servers aggregate synchronous rounds of the eager engine")

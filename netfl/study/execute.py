@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from netfl.errors import NetflError
+from netfl.results.tracking import Tracking
 from netfl.results.writer import read_files
 from netfl.study.spec import RunPlan
 
@@ -34,6 +35,7 @@ def run_plan(
             device=device,
             threads=threads,
             extra_summary={"study": plan.study_record()},
+            tracking=Tracking(),  # the sweep's driver logs the run once its folder is in the study (netfl.study.sweep)
         )
     except NetflError as exc:  # the user's to fix (a missing data set, an unwritable folder): no traceback
         return _failed(str(exc), None, started)

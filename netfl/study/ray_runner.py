@@ -5,7 +5,7 @@ runs on a machine than it has cores. A task runs into a temporary folder on
 its worker and returns the folder's files; the driver writes them under the
 study folder, so the layout is the same as a local sweep's whatever machine
 ran the run. Workers need netfl (and the data sets the study reads) installed
-as on the driver; Ray itself is the optional extra ``pip install "netfl[ray]"``.
+as on the driver; Ray itself is the optional extra ``pip install -e ".[ray]"``.
 """
 
 from __future__ import annotations

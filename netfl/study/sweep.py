@@ -29,6 +29,7 @@ from netfl.errors import NetflError
 from netfl.results.claim import claim_folder
 from netfl.results.folders import STUDY, describe, kinds_of, write_marker
 from netfl.results.read_back import STUDY_MARKER, read_summary
+from netfl.results.tracking import Label, Tracking, check_tracking, track_run
 from netfl.results.writer import replace_folder, write_scenario
 from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan, Study
@@ -105,10 +106,18 @@ def run_sweep(
     on_start: Callable[[list[RunPlan]], None] = lambda todo: None,
     on_done: Callable[[RunPlan, dict[str, Any]], None] = lambda plan, record: None,
     tick: Callable[[int], None] = lambda running: None,
+    tracking: dict[Path, Tracking] | None = None,
 ) -> SweepOutcome:
     """Run every run of ``study`` not already done (all of them with ``rerun``) with ``runner``, the study folder
     claimed for the sweep (a second sweep into it is refused). Ctrl-C or SIGTERM once the study folder is set up
-    ends the sweep with ``interrupted`` set: no run left running, sweep.json written."""
+    ends the sweep with ``interrupted`` set: no run left running, sweep.json written.
+
+    ``tracking``: run folder (``plan.folder``) -> where that run is logged once it completes, here in the driver
+    whichever process or machine ran it (:mod:`netfl.results.tracking`); a tracker's failure is the record's
+    ``tracking_error``, and the sweep goes on."""
+    tracking = {folder: where for folder, where in (tracking or {}).items() if where}
+    for where in dict.fromkeys(tracking.values()):
+        check_tracking(where, str(study.file))
     with claim_folder(study.out, noun="study"):
         check_study_dir(study.out)
         try:
@@ -132,6 +141,12 @@ def run_sweep(
             def finished(plan: RunPlan, record: dict[str, Any]) -> None:
                 if record["status"] == "failed" and _write_failure(study.out / plan.folder, plan, record):
                     outcome.error_files[plan.folder] = study.out / plan.folder / "error.txt"
+                if record["status"] == "complete" and plan.folder in tracking:
+                    label = Label.of_study_run(study.name, plan.case, plan.seed, plan.folder, study.out)
+                    try:
+                        track_run(study.out / plan.folder, tracking[plan.folder], label)
+                    except NetflError as exc:
+                        record = {**record, "tracking_error": str(exc)}
                 outcome.records[plan.folder] = record
                 _write_status(outcome)
                 on_done(plan, record)

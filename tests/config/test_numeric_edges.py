@@ -176,6 +176,9 @@ WHERE: dict[tuple[type, str], Edit] = {
     (S.LocalSpec, "lr"): _set("task", "local", "lr")(),
     (S.LocalSpec, "weight_decay"): _set("task", "local", "weight_decay")(),
     **{(S.PowerSpec, f): _set("devices", 0, "power", f)() for f in ("compute", "transmit", "idle")},
+    (S.UsageSpec, "power"): lambda d, v: d["devices"][0].update(
+        usage={"sessions": {"policy": "sessions", "on": "1min", "off": "5min"}, "power": v}
+    ),
     (S.BatterySpec, "capacity"): _set("devices", 0, "battery", "capacity")(),
     (S.BatterySpec, "min_level"): _set("devices", 0, "battery", "min_level")(),
     (S.BatterySpec, "charge_power"): _set("devices", 0, "battery", "charge_power")(_battery),

@@ -104,8 +104,8 @@ def test_policies_listing_shows_every_builtin_with_its_parameters() -> None:
     assert result.exit_code == 0, result.output
     for name in BUILTIN_POLICIES:
         assert any(line.startswith(f"{name} (") for line in result.output.splitlines()), name
-    assert "markov (per round; lazy engine: yes)" in result.output
-    assert "eligible (continuous time):" in result.output  # no population form
+    assert "markov (per round):" in result.output
+    assert "eligible (continuous time):" in result.output
     assert "    transition (float, default 0.05): P(off -> on) per round before rescaling" in result.output
 
 
