@@ -1,20 +1,17 @@
-"""Built-in availability policies for a whole device group at once (the lazy engine).
+"""Built-in availability policies for a whole device group at once: the one implementation of each.
 
-The eager engine gives every device its own policy object and SimPy
-process, and logs every online/offline change: exact and readable, but a
-million devices churning over a day are tens of millions of Python calls
-that nobody looks at. A population model keeps a group's availability as
-arrays -- the state of each device and the time (or round) of its next
-change -- and advances them only when the server asks, in one vectorised
-step over the devices whose change is due. A device nobody asks about
-costs nothing per change.
+A population model keeps a group's availability as arrays -- the state of
+each device and the time (or round) of its next change -- and advances them
+only when asked, in one vectorised step over the devices whose change is
+due: a device nobody asks about costs nothing per change. The array form of
+the engine advances the models itself (netfl/sim/idle_rows.py); in the actor
+form a device's policy is a view of its row (:mod:`netfl.policies.rows`), so
+both forms draw one world from one seed.
 
 Every draw comes from :mod:`netfl.keyed_random`: draw k of device i depends
-on (seed, group, i, k) alone, so the realisation does not depend on when or
-how often the engine asks. The distributions are the per-device policies'
-(same parameters, same stationary behaviour, checked against the same closed
-forms in the tests); the realisations are not the same numbers as the eager
-engine's, which draws from per-device generators.
+on (seed, group, role, i, k) alone, so the realisation does not depend on
+when or how often the engine asks. The tests check each model against its
+closed forms (stationary behaviour, session lengths, FedAU's patterns).
 
 Every model is an alternating on/off process on an axis that is simulated
 seconds (continuous-time policies) or round indices (per-round policies):

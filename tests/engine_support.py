@@ -23,6 +23,21 @@ from netfl.sim.simulation import Simulation
 
 REL = 1e-12
 
+#: The events of the work (rounds, jobs, transfers), which the event log holds whichever form holds a device.
+WORK_KINDS = {
+    "round_start",
+    "selected",
+    "download_start",
+    "download_end",
+    "train_start",
+    "train_end",
+    "upload_start",
+    "upload_end",
+    "dropout",
+    "aggregate",
+    "late",
+}
+
 
 def approx(value: float) -> object:
     return pytest.approx(value, rel=REL, abs=1e-12)

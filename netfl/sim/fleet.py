@@ -1,23 +1,22 @@
 """The server's view of all devices: who is eligible now, and the actor of a device it asks to work.
 
-Two engines behind one interface:
+The two forms of the engine behind one interface (netfl/config/engine_form.py chooses):
 
-* :class:`EagerFleet` -- every device is a :class:`~netfl.sim.device.Device`
-  from the start, with its own SimPy processes; every online/offline change,
-  battery mark and charger plug is an event in the log. The default: exact
-  and readable, at a few kilobytes and some Python work per device and change.
-* :class:`LazyFleet` -- devices are rows of arrays (:class:`DeviceTable`,
-  a :class:`~netfl.policies.population.PopulationModel` per group, battery
-  levels as linear functions of time). Availability is advanced only when
-  the server asks, in vectorised steps; a device becomes a ``Device`` only
-  while it works and is folded back into the arrays when the round ends.
-  A million devices cost a few hundred bytes each. What nobody asked about
-  is not logged: the event log holds the changes of working devices only;
-  online time, energy and battery levels are still exact per device.
+* :class:`EagerFleet` -- the actor form: every device is a
+  :class:`~netfl.sim.device.Device` from the start, with its own SimPy
+  processes; every online/offline change, battery mark, charger plug and
+  session of use is an event in the log, at a few kilobytes and some Python
+  work per device and change. Needed for per-device policy classes, edge
+  servers and idle devices' events.
+* :class:`LazyFleet` -- the array form: idle devices are rows
+  (:class:`~netfl.sim.idle_rows.IdleRows`: availability, chargers and the
+  owner's use as population models, batteries in closed form), advanced only
+  when the server asks; a device becomes a ``Device`` only while it works,
+  with views of its rows, and is folded back when its work ends. A million
+  devices cost a few hundred bytes each; the event log holds the work, and
+  online time, energy and battery levels are exact per device.
 
-The lazy engine takes built-in policies with a population form, batteries
-without chargers, and synchronous rounds; ``netfl validate`` says so when a
-scenario asks for more.
+Both draw the same world from one seed (tests/engine/test_one_world.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""The lazy engine (devices as arrays) against the eager one (every device an actor), and at scale.
+"""The array form of the engine (idle devices as rows) against the actor form, its refusals, and at scale.
 
-Where both engines draw the same world -- ``always`` availability, batteries
-drained by idle power and work -- they must agree on every round, every
-working device's events, and every device's energy, battery and online time.
-Where availability is random, the lazy engine draws its own realisation, so
-it is checked for its own consistency.
+Both forms draw one world from one seed (tests/engine/test_one_world.py checks every policy); here, the
+array form's own consistency, what it refuses and what a million devices cost in memory.
 """
 
 from __future__ import annotations
@@ -14,27 +11,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from engine_support import FakeBackend, events, group, scenario, simulate
+from engine_support import WORK_KINDS, FakeBackend, events, group, scenario, simulate
 
 from netfl.assemble import build_world, population_models
 from netfl.config.schema import Every
 from netfl.rng import RandomStreams
 from netfl.sim.fleet import EagerFleet, LazyFleet
 from netfl.sim.simulation import Simulation
-
-WORK_KINDS = {
-    "round_start",
-    "selected",
-    "download_start",
-    "download_end",
-    "train_start",
-    "train_end",
-    "upload_start",
-    "upload_end",
-    "dropout",
-    "aggregate",
-    "late",
-}
 
 
 def lazy(sc, backend: FakeBackend) -> tuple[Simulation, object]:

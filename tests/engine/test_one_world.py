@@ -10,25 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_support import FakeBackend, events, group, scenario
+from engine_support import WORK_KINDS, FakeBackend, events, group, scenario
 
 from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
-
-WORK_KINDS = {
-    "round_start",
-    "selected",
-    "download_start",
-    "download_end",
-    "train_start",
-    "train_end",
-    "upload_start",
-    "upload_end",
-    "dropout",
-    "aggregate",
-    "late",
-}
 
 POLICIES = {
     "always": {"policy": "always"},
