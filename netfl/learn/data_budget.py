@@ -5,7 +5,7 @@ declares 250 000 x 2 048 float32 (2 GB) compresses well and would be read until 
 member's ``.npy`` header says its shape and dtype before a byte of data is read, so the arrays are sized from
 the headers (:func:`npz_sizes`) and refused, naming the file, the array, its shape and bytes, when together
 they exceed the budget. A ``.pt`` file is memory-mapped and a loader's arrays are sized as they come back,
-before netfl copies or converts anything.
+before netfl copies or converts anything; LEAF's arrays are sized from the sample counts before they are built.
 
 The budget is :data:`DEFAULT_FRACTION` (a quarter) of this machine's memory, or what the environment variable
 ``NETFL_DATA_BUDGET`` says (``8GB``, ``500MB``, bytes); ``netfl validate`` prints it.
@@ -27,7 +27,7 @@ import torch
 from netfl.errors import DataError
 from netfl.units import format_si, parse_quantity
 
-__all__ = ["DataBudget", "check_arrays", "check_npz", "data_budget", "npz_sizes"]
+__all__ = ["DataBudget", "check_arrays", "check_npz", "check_sizes", "data_budget", "npz_sizes"]
 
 ENV = "NETFL_DATA_BUDGET"
 #: The default budget's share of the machine's memory: a quarter, as netfl briefly holds about twice the arrays
@@ -105,6 +105,14 @@ def check_arrays(name: str, arrays: Any, budget: DataBudget | None = None) -> No
             )
         elif isinstance(value, np.ndarray):
             sizes[str(key)] = (value.shape, value.dtype.name, value.nbytes)
+    _within(name, sizes, budget)
+
+
+def check_sizes(
+    name: str, sizes: dict[str, tuple[tuple[int, ...], str, int]], budget: DataBudget | None = None
+) -> None:
+    """DataError when arrays still to be built -- each named with its shape, dtype and bytes -- exceed the budget
+    (LEAF's, sized from the sample counts)."""
     _within(name, sizes, budget)
 
 

@@ -15,7 +15,8 @@ or per token (N, T)), optionally ``client`` (each sample's client, for ``partiti
 
 A ``.pt`` file is read with ``torch.load(weights_only=True)``: tensors, arrays and plain values only, no code
 runs. What the arrays take once loaded is checked against the data budget (:mod:`netfl.learn.data_budget`)
-before netfl reads a ``.npz``'s arrays (from their headers) and before it copies a ``.pt``'s or a loader's.
+before netfl reads a ``.npz``'s arrays (from their headers), before it copies a ``.pt``'s or a loader's, and
+before it builds a LEAF file's (from the sample counts).
 A Python loader *is* code: netfl imports its file and calls it (errors name the file and line).
 """
 
@@ -35,8 +36,9 @@ import torch
 
 from netfl import user_code
 from netfl.errors import DataError
-from netfl.learn.data_budget import check_arrays, check_npz
+from netfl.learn.data_budget import check_arrays, check_npz, check_sizes
 from netfl.learn.datasets import Dataset, stratified_split
+from netfl.learn.leaf_json import loads_leaf
 from netfl.learn.network import IGNORE_LABEL
 from netfl.registry.datasets import leaf_files, user_data_file, user_data_format
 
@@ -383,7 +385,9 @@ def read_leaf(location: Path, *, targets: str = "sample") -> LeafData:
       :data:`LEAF_WORDS_PER_SAMPLE` lower-case words as ids into the :data:`LEAF_VOCABULARY` most frequent
       training words (0: padding, 1: a word outside the vocabulary).
 
-    Characters are numbered in sorted order of all the characters the files use.
+    Characters are numbered in sorted order of all the characters the files use. Each file is parsed one sample
+    at a time (:mod:`netfl.learn.leaf_json`), and the arrays are sized against the data budget from the sample
+    counts before they are built.
     """
     if location.is_dir():
         train_files, test_files = leaf_files(location)
@@ -393,23 +397,27 @@ def read_leaf(location: Path, *, targets: str = "sample") -> LeafData:
         raise DataError(f"{location}: no LEAF JSON files (expected train/*.json and test/*.json)")
     train = [s for f in train_files for s in _leaf_users(f)]
     test = [s for f in test_files for s in _leaf_users(f)]
-    samples = [x for _, xs, _, _ in train + test for x in xs]
-    labels = [y for _, _, ys, _ in train + test for y in ys]
-    if not samples:
+    first = next((xs[0] for _, xs, _, _ in train + test if len(xs)), None)
+    if first is None:
         raise DataError(f"{location}: the LEAF files hold no samples")
-    kind = _leaf_kind(samples[0], train_files[0])
+    kind = _leaf_kind(first, train_files[0])
     if targets not in ("sample", "every_token"):
         raise DataError(f"{location}: targets must be sample or every_token, got {targets!r}")
     if targets == "every_token" and kind != "characters":
         raise DataError(f"{location}: targets: every_token needs character samples (Shakespeare), these are {kind}")
-    encode_x, encode_y, vocabulary = _leaf_encoders(kind, samples, labels)
+    _check_leaf_budget(location, kind, len(first), targets, train, test)
+    if kind == "features":  # each user's samples are already a float32 array, or the list json gave
+        encode_x, encode_y, vocabulary = _features, _int_labels, None
+    else:
+        samples = [x for _, xs, _, _ in train + test for x in xs]
+        labels = [y for _, _, ys, _ in train + test for y in ys]
+        encode_x, encode_y, vocabulary = _leaf_encoders(kind, samples, labels)
     arrays: dict[str, np.ndarray] = {}
     for split, users in (("", train), ("_test", test)):
         if not users:
             continue
-        xs = [x for _, user_x, _, _ in users for x in user_x]
         ys = [y for _, _, user_y, _ in users for y in user_y]
-        x, y = encode_x(xs, users[0][3]), encode_y(ys, users[0][3])
+        x, y = encode_x([user_x for _, user_x, _, _ in users], users[0][3]), encode_y(ys, users[0][3])
         if targets == "every_token":
             y = np.concatenate([x[:, 1:], y[:, None]], axis=1)
         arrays[f"x{split}"], arrays[f"y{split}"] = x, y
@@ -419,10 +427,11 @@ def read_leaf(location: Path, *, targets: str = "sample") -> LeafData:
     return LeafData(arrays, tuple(name for name, _, _, _ in train), vocabulary)
 
 
-def _leaf_users(file: Path) -> list[tuple[str, list[Any], list[Any], str]]:
-    """(user, xs, ys, file) for each user of one LEAF JSON file, checked against its ``num_samples``."""
+def _leaf_users(file: Path) -> list[tuple[str, Any, list[Any], str]]:
+    """(user, xs, ys, file) for each user of one LEAF JSON file, checked against its ``num_samples``; xs is a
+    float32 array when the user's samples are rows of numbers of one length (see :func:`loads_leaf`)."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = loads_leaf(file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{file}: not a readable JSON file ({exc})") from None
     if (
@@ -439,7 +448,7 @@ def _leaf_users(file: Path) -> list[tuple[str, list[Any], list[Any], str]]:
         record = data["user_data"].get(user)
         if (
             not isinstance(record, dict)
-            or not isinstance(record.get("x"), list)
+            or not isinstance(record.get("x"), (list, np.ndarray))
             or not isinstance(record.get("y"), list)
         ):
             raise DataError(f"{file}: user_data[{user!r}] must hold lists x and y")
@@ -455,6 +464,8 @@ def _leaf_users(file: Path) -> list[tuple[str, list[Any], list[Any], str]]:
 
 
 def _leaf_kind(sample: Any, file: Path) -> str:
+    if isinstance(sample, np.ndarray):  # a row of numbers, made float32 as the file was parsed
+        return "features"
     if isinstance(sample, str):
         return "characters"
     if isinstance(sample, list) and sample and isinstance(sample[-1], str):
@@ -469,22 +480,12 @@ def _leaf_kind(sample: Any, file: Path) -> str:
 def _leaf_encoders(
     kind: str, samples: list[Any], labels: list[Any]
 ) -> tuple[Callable[[list, str], np.ndarray], Callable[[list, str], np.ndarray], str | None]:
-    if kind == "features":
-
-        def features(xs: list, file: str) -> np.ndarray:
-            lengths = {len(x) for x in xs}
-            if len(lengths) != 1:
-                raise DataError(
-                    f"{file}: samples of {len(lengths)} different lengths; a LEAF feature sample is a fixed-size list"
-                )
-            return np.asarray(xs, dtype=np.float32)
-
-        return features, _int_labels, None
     if kind == "characters":
         chars = sorted(set("".join(samples)) | {c for c in labels if isinstance(c, str)})
         index = {c: i for i, c in enumerate(chars)}
 
-        def characters(xs: list, file: str) -> np.ndarray:
+        def characters(blocks: list, file: str) -> np.ndarray:
+            xs = [x for block in blocks for x in block]
             lengths = {len(x) for x in xs}
             if len(lengths) != 1:
                 raise DataError(
@@ -503,7 +504,8 @@ def _leaf_encoders(
     vocabulary = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:LEAF_VOCABULARY]]
     index = {w: i + 2 for i, w in enumerate(vocabulary)}
 
-    def words(xs: list, file: str) -> np.ndarray:
+    def words(blocks: list, file: str) -> np.ndarray:
+        xs = [x for block in blocks for x in block]
         out = np.zeros((len(xs), LEAF_WORDS_PER_SAMPLE), dtype=np.int64)
         for row, x in enumerate(xs):
             ids = [index.get(w, 1) for w in _words(x[-1])][:LEAF_WORDS_PER_SAMPLE]
@@ -511,6 +513,41 @@ def _leaf_encoders(
         return out
 
     return words, _int_labels, " ".join(vocabulary)
+
+
+def _features(blocks: list, file: str) -> np.ndarray:
+    """Numeric samples, one block per user (a float32 array, or the list json gave), as one float32 array."""
+    lengths: set[int] = set()
+    for block in blocks:
+        lengths.update([block.shape[1]] if isinstance(block, np.ndarray) else (len(x) for x in block))
+    if len(lengths) != 1:
+        raise DataError(
+            f"{file}: samples of {len(lengths)} different lengths; a LEAF feature sample is a fixed-size list"
+        )
+    blocks = [block for block in blocks if len(block)]
+    if all(isinstance(block, np.ndarray) for block in blocks):
+        return np.concatenate(blocks)
+    return np.asarray([x for block in blocks for x in block], dtype=np.float32)
+
+
+def _check_leaf_budget(
+    location: Path, kind: str, length: int, targets: str, train: list[tuple], test: list[tuple]
+) -> None:
+    """DataError when the arrays the samples will become exceed the data budget, from their counts alone."""
+    row = {"features": (length, "float32", 4), "characters": (length, "int64", 8)}.get(
+        kind, (LEAF_WORDS_PER_SAMPLE, "int64", 8)
+    )
+    sizes: dict[str, tuple[tuple[int, ...], str, int]] = {}
+    for split, users in (("", train), ("_test", test)):
+        if not users:
+            continue
+        n = sum(len(xs) for _, xs, _, _ in users)
+        sizes[f"x{split}"] = ((n, row[0]), row[1], n * row[0] * row[2])
+        y_shape = (n, length) if targets == "every_token" else (n,)
+        sizes[f"y{split}"] = (y_shape, "int64", int(np.prod(y_shape)) * 8)
+        if not split:
+            sizes["client"] = ((n,), "int64", n * 8)
+    check_sizes(str(location), sizes)
 
 
 def _words(text: str) -> list[str]:
