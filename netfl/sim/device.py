@@ -128,9 +128,13 @@ class Device:
         self._state_changed: simpy.Event | None = None
         self._full = battery.level_j >= battery.capacity_j
         self.set_load("idle", profile.idle_w)
-        if using and usage is not None:
-            self.using = True
-            self.set_load("use", usage.power_w)
+        # whether its owner's session is on (a handed-over device's may have begun while it was off: not using)
+        self._in_session = False
+        if usage is not None and online:
+            self._in_session = bool(usage.policy.online(env.now, self))
+            if using:
+                self.using = True
+                self.set_load("use", usage.power_w)
         self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
         if self.below_min:
             self.log("below_min_level", level=battery.fraction(env.now))
@@ -290,11 +294,11 @@ class Device:
             yield from self._follow_usage(self.usage)
 
     def _follow_usage(self, usage: Usage):
-        policy, state = usage.policy, False
+        policy = usage.policy
         while True:
             in_use = bool(policy.online(self.env.now, self))
-            if in_use != state:
-                state = in_use
+            if in_use != self._in_session:
+                self._in_session = in_use
                 if in_use and not self.dead:
                     self.using = True
                     self.set_load("use", usage.power_w)

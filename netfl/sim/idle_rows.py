@@ -268,17 +268,16 @@ class IdleRows:
                 ok[mine] &= ~self.using[d[mine]]
         check = np.flatnonzero(ok & (self.table.min_level[d] > 0) & self.finite[d])
         if check.size:
-            c = d[check]
-            level = self.level_at(c, now)
-            threshold = self.table.min_level[c] * self.capacity[c]
-            below = (level < threshold) | ((level == threshold) & (self.net_drain_w(c) > 0))
-            ok[check[below]] = False
+            ok[check[self.below_min(d[check], now)]] = False
         return d[ok]
 
     def below_min(self, d: np.ndarray, now: float) -> np.ndarray:
+        """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as
+        the actor's battery watch says."""
         threshold = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
         level = self.level_at(d, now)
-        return (self.table.min_level[d] > 0) & self.finite[d] & (level <= threshold)
+        below = (level < threshold) | ((level == threshold) & (self.net_drain_w(d) > 0))
+        return (self.table.min_level[d] > 0) & self.finite[d] & below
 
     # -------------------------------------------------------- actors take over
 
@@ -322,13 +321,6 @@ class IdleRows:
         for g in np.unique(groups):
             mine = d[groups == g]
             self._schedule(int(g), mine - self.slices[g].start)
-
-    def online_time_at(self, now: float) -> np.ndarray:
-        """Online time up to ``now`` of the idle devices (advanced to ``now``), the open stretches included."""
-        out = self.online_time_s.copy()
-        open_ = self.online & ~self.busy
-        out[open_] += now - self.online_since[open_]
-        return out
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         """The idle devices' energy by load up to ``now`` (advanced to ``now``), settling nothing."""
