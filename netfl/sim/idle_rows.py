@@ -174,8 +174,9 @@ class IdleRows:
                 sources = self._sources(g, rows)
                 t = sources.min(axis=0)
                 d = rows + sl.start
-                self._settle(d, t)
                 first = sources.argmin(axis=0)
+                power = first != _AVAILABILITY  # availability alone changes no load: the battery stays linear
+                self._settle(d[power], t[power])
                 for source, take in (
                     (_EMPTY, self._emptied),
                     (_FLOOR, self._at_floor),
