@@ -252,3 +252,30 @@ def test_asynchronous_arrivals_are_the_same_in_both_forms(name: str, pause: str)
     assert a.online_time_s == pytest.approx(b.online_time_s, rel=1e-9, abs=1e-9)
     for activity in a.energy_by_activity_j:
         assert a.energy_by_activity_j[activity] == pytest.approx(b.energy_by_activity_j[activity], rel=1e-9, abs=1e-9)
+
+
+def test_partial_work_plans_alike_in_both_forms() -> None:
+    """Partial work: each device trains the steps that fit before the deadline, planned from what its previous
+    upload achieved, which the array form keeps for a device between its rounds as the actor does."""
+    sc = world(POLICIES["sessions"], count=30, rounds=30)
+    sc = sc.model_copy(
+        update={
+            "server": type(sc.server).model_validate(
+                {"round": {"participants": 10, "deadline": 3.0, "partial_work": True}}
+            )
+        }
+    )
+    sims = {}
+    for form in ("actors", "arrays"):
+        streams = RandomStreams(sc.seed)
+        mix = np.full((sc.num_devices, 10), 0.1)
+        backend = FakeBackend(participants=10, steps=10)
+        if form == "actors":
+            policies, chargers = device_policies(sc, streams, np.full(sc.num_devices, 10), mix)
+            w = build_world(sc, streams, policies=policies, chargers=chargers)
+        else:
+            w = build_world(sc, streams, population=population_models(sc, streams, mix))
+        sims[form] = Simulation(w, backend)
+        sims[form].run()
+    assert sims["actors"].backend.cuts and sims["actors"].backend.cuts == sims["arrays"].backend.cuts
+    assert work(sims["actors"]) == work(sims["arrays"])
