@@ -49,7 +49,7 @@ def policy_label(policy: AvailabilityPolicy) -> str:
     path, name = getattr(policy, "_path", None), getattr(policy, "_name", None)  # a user's script, as loaded
     if path is not None and name is not None:
         return f"{Path(path).name}:{name}"
-    label = getattr(policy, "label", None)  # the lazy engine's view of a group's built-in
+    label = getattr(policy, "label", None)  # the array form's view of a group's built-in
     if isinstance(label, str):
         return label
     builtin = next((key for key, cls in BUILTIN_POLICIES.items() if type(policy) is cls), None)

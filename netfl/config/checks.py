@@ -1,8 +1,8 @@
 """The checks that need the whole scenario, or a registry's verdict on a component it names.
 
 Policies and algorithms are checked with their own parameter models; the
-network's routes, the labels and devices a partition names, what the
-lazy engine can keep as arrays, what the run would cost in memory and
+network's routes, the labels and devices a partition names, the
+form of the engine the scenario needs, what the run would cost in memory and
 work (:mod:`netfl.config.budget`) and how much its schedule would log and
 evaluate (:mod:`netfl.config.schedule`) are checked before anything is built, so
 a mistake is reported with its YAML path instead of failing mid-run.

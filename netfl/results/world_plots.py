@@ -150,7 +150,7 @@ def _active(events: pd.DataFrame | None) -> set[int]:
 
 def gantt_sample(devices: pd.DataFrame, active: set[int], limit: int = MAX_GANTT_DEVICES) -> list[int]:
     """Up to ``limit`` devices spread evenly over each group (in proportion to its size, at least one each),
-    among those with events (``active``; the lazy engine logs working devices only)."""
+    among those with events (``active``; the array form logs working devices only)."""
     chosen: list[int] = []
     for group in dict.fromkeys(devices["group"]):
         in_group = devices["group"] == group

@@ -151,7 +151,7 @@ class Device:
             self._processes.append(env.process(self._use()))
 
     def stop(self) -> None:
-        """End the device's own processes (availability, battery, charger): the lazy engine is done with it."""
+        """End the device's own processes (availability, battery, charger, use): the array form is done with it."""
         for process in self._processes:
             if process.is_alive:
                 process.interrupt("stopped")

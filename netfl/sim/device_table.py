@@ -3,7 +3,7 @@
 :func:`netfl.assemble.world.device_table` draws them once per group from the
 scenario seed (one stream per group and quantity), so a device's values
 depend only on the seed, its group and its position in the group. Arrays
-rather than one object per device: the lazy engine keeps a million devices
+rather than one object per device: the array form keeps a million devices
 here for a few dozen bytes each and builds a :class:`DeviceProfile` and a
 :class:`~netfl.sim.battery.Battery` only for a device that works.
 """

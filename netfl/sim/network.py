@@ -239,7 +239,7 @@ class Attachments:
     """Each device's attachment, built when asked from its group's link and the device table.
 
     Nothing per device is kept: a wireless channel is a pure function of (seed, device), so building
-    it again gives the same channel; the lazy engine asks only for the devices that work.
+    it again gives the same channel; the array form asks only for the devices that work.
     """
 
     def __init__(self, table: DeviceTable, links: list[GroupLink], nodes: dict[str, NodeSetup], streams: RandomStreams):

@@ -58,7 +58,7 @@ class SimulationResult:
     network: Counters = field(default_factory=Counters)
     staleness: list[int] = field(default_factory=list)  # of each applied update, in rounds
     relays: dict[str, dict[str, int]] = field(default_factory=dict)
-    devices: list[Device] = field(default_factory=list)  # the eager engine's actors, to inspect (lazy: none)
+    devices: list[Device] = field(default_factory=list)  # the actor form's actors, to inspect (array form: none)
     divergence: Divergence | None = None  # what the learner found when stopped_by is "diverged"
     timeline: Timeline | None = None  # the world at every evaluation, per device group (timeline.parquet)
 

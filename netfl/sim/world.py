@@ -140,8 +140,8 @@ class World:
     def __post_init__(self) -> None:
         if (self.policies is None) == (self.population is None):
             raise ValueError(
-                "give policies (one per device, the eager engine) or population (one model per "
-                "device group, the lazy engine)"
+                "give policies (one per device, the actor form) or population (one model per "
+                "device group, the array form)"
             )
         if len(self.links) != len(self.devices.group_names):
             raise ValueError(f"{len(self.links)} group links for {len(self.devices.group_names)} device groups")
@@ -150,4 +150,4 @@ class World:
         if self.usage is not None and len(self.usage) != len(self.devices.group_names):
             raise ValueError(f"{len(self.usage)} usage setups for {len(self.devices.group_names)} device groups")
         if self.hierarchy is not None and (self.population is not None or self.server.mode != "sync"):
-            raise ValueError("edge servers aggregate synchronous rounds of the eager engine")
+            raise ValueError("edge servers aggregate synchronous rounds of the actor form")
