@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from netfl.errors import NetflError
+from netfl.results.read_back import SUMMARY_NUMBERS
 
 #: The figures a run folder may hold, in the order they are logged.
 FIGURES = ("accuracy_vs_time.png", "timeline.png", "staleness.png")
@@ -89,22 +90,8 @@ def read_run(folder: Path) -> RunRecord:
     )
 
 
-_SUMMARY_KEYS = (
-    "rounds",
-    "sim_time_s",
-    "final_test_accuracy",
-    "best_test_accuracy",
-    "energy_j",
-    "work_energy_j",
-    "updates_received",
-    "updates_applied",
-    "updates_dropped",
-    "updates_skipped",
-    "bytes_up",
-    "bytes_down",
-    "num_devices",
-    "devices_battery_empty",
-)
+#: summary.json's numbers a tracker logs: those a report reads back, and three more.
+_SUMMARY_KEYS = (*SUMMARY_NUMBERS, "updates_skipped", "num_devices", "devices_battery_empty")
 
 
 def _summary_numbers(summary: dict[str, Any], devices: dict[str, list]) -> dict[str, float]:
