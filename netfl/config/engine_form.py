@@ -42,6 +42,8 @@ class EngineChoice:
         if self.asked == "actors":
             return "actors (asked for): every device a SimPy actor from the start"
         why = "; ".join(f"{path}: {reason}" for path, reason in self.needs_actors)
+        if [path for path, _ in self.needs_actors] == ["events.idle_devices"]:
+            why += " (events: {idle_devices: false} keeps idle devices as rows, the same world)"
         return f"actors: every device a SimPy actor, because {why}"
 
 
