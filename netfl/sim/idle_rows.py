@@ -106,9 +106,11 @@ class IdleRows:
         load = np.where(self.alive[d], self.table.idle_w[d], 0.0) + np.where(self.using[d], self.use_w[d], 0.0)
         return load - np.where(self.charging[d], self.table.charge_w[d], 0.0)
 
-    def level_at(self, d: np.ndarray, now: float) -> np.ndarray:
-        """The charge of devices ``d`` (idle, advanced to ``now``) at ``now``, settling nothing (inf: mains)."""
-        level = self.level[d] - self.net_drain_w(d) * (now - self.since[d])
+    def level_at(self, d: np.ndarray, now: float, drain: np.ndarray | None = None) -> np.ndarray:
+        """The charge of devices ``d`` (idle, advanced to ``now``) at ``now``, settling nothing (inf: mains);
+        ``drain``: their :meth:`net_drain_w`, if the caller has it."""
+        drain = self.net_drain_w(d) if drain is None else drain
+        level = self.level[d] - drain * (now - self.since[d])
         return np.where(self.finite[d], np.clip(level, 0.0, self.capacity[d]), _INF)
 
     def _settle(self, d: np.ndarray, t: np.ndarray) -> None:
@@ -126,17 +128,15 @@ class IdleRows:
             self.level[f] = after
         self.since[d] = t
 
-    def _empty_at(self, d: np.ndarray) -> np.ndarray:
-        """When each of devices ``d`` empties at its present drain (inf: never, on mains power, or off)."""
-        drain = self.net_drain_w(d)
+    def _empty_at(self, d: np.ndarray, drain: np.ndarray) -> np.ndarray:
+        """When each of devices ``d`` empties at its present ``drain`` (inf: never, on mains power, or off)."""
         draining = self.alive[d] & self.finite[d] & (drain > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(draining, self.since[d] + self.level[d] / drain, _INF)
 
-    def _floor_at(self, d: np.ndarray) -> np.ndarray:
-        """When each of devices ``d``, charging below its min_level, reaches it (inf otherwise)."""
+    def _floor_at(self, d: np.ndarray, drain: np.ndarray) -> np.ndarray:
+        """When each of devices ``d``, charging below its min_level at ``drain``, reaches it (inf otherwise)."""
         floor = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
-        drain = self.net_drain_w(d)
         rising = self.alive[d] & self.finite[d] & (drain < 0) & (self.level[d] < floor)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(rising, self.since[d] + (floor - self.level[d]) / -drain, _INF)
@@ -147,8 +147,9 @@ class IdleRows:
         """Each row's next change from each source (5 x rows: empty, min_level, availability, charger, usage)."""
         group, d = self.groups[g], rows + self.slices[g].start
         out = np.full((5, len(rows)), _INF)
-        out[_EMPTY] = self._empty_at(d)
-        out[_FLOOR] = self._floor_at(d)
+        drain = self.net_drain_w(d)
+        out[_EMPTY] = self._empty_at(d, drain)
+        out[_FLOOR] = self._floor_at(d, drain)
         if group.availability.time_base == "continuous":
             out[_AVAILABILITY] = group.availability.change[rows]
         if group.charger is not None:
@@ -276,8 +277,9 @@ class IdleRows:
         """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as
         the actor's battery watch says."""
         threshold = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
-        level = self.level_at(d, now)
-        below = (level < threshold) | ((level == threshold) & (self.net_drain_w(d) > 0))
+        drain = self.net_drain_w(d)
+        level = self.level_at(d, now, drain)
+        below = (level < threshold) | ((level == threshold) & (drain > 0))
         return (self.table.min_level[d] > 0) & self.finite[d] & below
 
     # -------------------------------------------------------- actors take over
