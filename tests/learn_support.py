@@ -37,3 +37,33 @@ def task_setup(dataset, parts, model: str, hidden, local) -> TaskSetup:
 def path_of(batched: bool) -> str | None:
     """The learner's training path: its own choice, or one job at a time by the reference (``batched=False``)."""
     return None if batched else "reference"
+
+
+#: A user's MLP with BatchNorm1d, as a model file's source (one value per channel per sample).
+BATCHNORM_MLP = '''
+import torch
+from torch import nn
+
+
+class NormedMLP(nn.Module):
+    """A Linear, BatchNorm1d (one value per channel per sample), ReLU, Linear."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.hidden, self.bn, self.out = nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Linear(32, num_classes)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.hidden(x.flatten(1)))))
+
+
+class DotHeads(nn.Module):
+    """Two 1-D weights, each a score through F.linear (a dot product per sample)."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.a, self.b = nn.Parameter(torch.randn(64)), nn.Parameter(torch.randn(64))
+
+    def forward(self, x):
+        h = x.flatten(1)
+        return torch.stack([nn.functional.linear(h, self.a), nn.functional.linear(h, self.b)], dim=1)
+'''

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cli_support import TINY, assert_user_error, run
+from test_checkpoint import StopAt
 
 from netfl.checkpoint import Every, checkpoint_path
 from netfl.config import load_scenario
@@ -37,20 +38,6 @@ class InProcess:
             on_done(plan, run_plan(plan, folder, threads=1))
 
 
-class StopAtRound:
-    """A progress bar that presses Ctrl-C at round ``rounds`` (a checkpoint is written where it stops)."""
-
-    def __init__(self, rounds: int):
-        self.rounds = rounds
-
-    def update(self, sim_time_s: float, rounds: int, accuracy: float | None) -> None:
-        if rounds >= self.rounds:
-            raise KeyboardInterrupt
-
-    def close(self) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One folder of each kind, made once: copied for each test, never written."""
@@ -70,7 +57,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> Path:
             out_dir=root / "cut",
             threads=1,
             checkpoint_every=Every(rounds=1),
-            progress=StopAtRound(2),
+            progress=StopAt(2),
         )
     return root
 

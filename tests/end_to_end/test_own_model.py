@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import yaml
 from cli_support import TINY, assert_user_error, run
+from learn_support import BATCHNORM_MLP
 
 import netfl
 from netfl.registry.datasets import FASHION_MNIST_DIR, IDX_FILES
@@ -347,24 +348,9 @@ def test_a_study_whose_check_process_dies_is_refused_not_hung(tmp_path: Path) ->
     assert_user_error(result, "ended abruptly (a crash in native code, or out of memory)")
 
 
-BN1D_MLP = """
-import torch
-from torch import nn
-
-
-class NormedMLP(nn.Module):
-    def __init__(self, num_classes):
-        super().__init__()
-        self.hidden, self.bn, self.out = nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Linear(32, num_classes)
-
-    def forward(self, x):
-        return self.out(torch.relu(self.bn(self.hidden(x.flatten(1)))))
-"""
-
-
 def test_an_mlp_with_batchnorm1d_validates_and_runs(tmp_path: Path) -> None:
     """The FLOP count used to run it on one sample in training mode, which BatchNorm1d refuses."""
-    (tmp_path / "bn1d.py").write_text(BN1D_MLP)
+    (tmp_path / "bn1d.py").write_text(BATCHNORM_MLP)
     path = _topology(tmp_path, {"path": "bn1d.py:NormedMLP"})
     checked = run("validate", path)
     assert checked.exit_code == 0, checked.output
@@ -384,7 +370,7 @@ def test_flops_per_sample_skips_the_count(tmp_path: Path, monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise AssertionError("counted although flops_per_sample was given")
 
-    (tmp_path / "bn1d.py").write_text(BN1D_MLP)
+    (tmp_path / "bn1d.py").write_text(BATCHNORM_MLP)
     path = _topology(tmp_path, {"path": "bn1d.py:NormedMLP", "flops_per_sample": 12_345})
     monkeypatch.setitem(flops._FORMULAS, nn.functional.linear, broken)
     result = netfl.run(path)

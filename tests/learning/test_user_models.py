@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from learn_support import BATCHNORM_MLP
 from torch import nn
 
 from netfl.errors import ModelError
@@ -187,35 +188,6 @@ def test_a_convolutional_built_in_refuses_samples_that_are_not_images() -> None:
     with pytest.raises(ModelError, match=r"lenet5 takes images \(C, H, W\); these samples have shape \(20,\)"):
         builtin_recipe("lenet5", (20,), 4)
     assert builtin_recipe("mlp", (20,), 4).build()(torch.zeros(2, 20)).shape == (2, 4)  # vectors: any MLP
-
-
-BATCHNORM_MLP = '''
-import torch
-from torch import nn
-
-
-class NormedMLP(nn.Module):
-    """A Linear, BatchNorm1d (one value per channel per sample), ReLU, Linear."""
-
-    def __init__(self, num_classes):
-        super().__init__()
-        self.hidden, self.bn, self.out = nn.Linear(64, 32), nn.BatchNorm1d(32), nn.Linear(32, num_classes)
-
-    def forward(self, x):
-        return self.out(torch.relu(self.bn(self.hidden(x.flatten(1)))))
-
-
-class DotHeads(nn.Module):
-    """Two 1-D weights, each a score through F.linear (a dot product per sample)."""
-
-    def __init__(self, num_classes):
-        super().__init__()
-        self.a, self.b = nn.Parameter(torch.randn(64)), nn.Parameter(torch.randn(64))
-
-    def forward(self, x):
-        h = x.flatten(1)
-        return torch.stack([nn.functional.linear(h, self.a), nn.functional.linear(h, self.b)], dim=1)
-'''
 
 
 def test_batchnorm1d_is_counted_and_checked_on_two_samples_in_training_mode(tmp_path: Path) -> None:
