@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from netfl.assemble import build_simulation
 from netfl.backend import Diverged
@@ -156,7 +157,7 @@ def device_columns(result: SimulationResult) -> dict[str, Any]:
     stats, duration = result.stats, result.sim_time_s
     columns: dict[str, Any] = {
         "device": np.arange(len(stats.group)),
-        "group": stats.group,
+        "group": pd.Categorical.from_codes(stats.group, categories=stats.group_names),
         "tasks_started": stats.tasks_started,
         "updates_delivered": stats.updates_delivered,
         "online_fraction": stats.online_time_s / duration if duration > 0 else np.zeros(len(stats.group)),

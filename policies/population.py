@@ -78,7 +78,7 @@ class PopulationModel(ABC):
         self.state = np.zeros(n, dtype=bool)
         self.change = np.full(n, math.inf)
         self.since = np.zeros(n)
-        self.draws = np.zeros(n, dtype=np.int64)  # draw numbers used so far, per device
+        self.draws = np.zeros(n, dtype=np.uint32)  # draw numbers used so far, per device (2**32: ages of flips)
         self._earliest = -math.inf
 
     # ---------------------------------------------------------------- queries
@@ -231,7 +231,7 @@ class DailyModel(PopulationModel):
         super().__init__(n, key, params)
         self.start, self.jitter = window_start(params), params.jitter
         self.length = (params.end - params.start) % DAY
-        self.day = np.full(n, -1, dtype=np.int64)  # the day whose window is current or next
+        self.day = np.full(n, -1, dtype=np.int32)  # the day whose window is current or next
         everyone = np.arange(n)
         opens, closes = self._window(everyone)
         # yesterday's window may still be open at 0; else the first that closes after 0 is current or next

@@ -118,7 +118,7 @@ class UserPopulationModel(PopulationModel):
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key, params)
         user = self.user_class.__new__(self.user_class)
-        user.params, user.n, user.label_mix, user.seed, user._model = params, n, label_mix, seed, self
+        user.params, user.n, user.label_mix, user.seed, user._model = params, n, np.asarray(label_mix), seed, self
         self.user = user
         self._call("__init__", user.__init__)
         everyone = np.arange(n)

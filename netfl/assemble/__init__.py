@@ -28,7 +28,7 @@ from netfl.config.engine_form import engine_choice
 from netfl.config.schema import Scenario
 from netfl.errors import NetflError
 from netfl.learn.learner import Learner
-from netfl.learn.partition import label_distribution
+from netfl.learn.partition import LabelMix
 from netfl.learn.runtime import torch_device
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
@@ -67,7 +67,7 @@ def build_simulation(
     if scenario.names_users_code:  # the budgets, on the measured module, before the learner builds it for real
         check_measured_budget(scenario, tasks)
     first = tasks[0]
-    mix = label_distribution(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)
+    mix = LabelMix(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)  # read if a policy asks
     edges = edge_policies(scenario, world_streams, first.dataset.num_classes)
     usage = usage_setups(scenario, world_streams, mix)
     if engine_choice(scenario).form == "arrays":

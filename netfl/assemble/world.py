@@ -163,7 +163,7 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
         def draw(name, dist, group=group, n=n):
             return np.asarray(dist.sample(streams.numpy("devices", group.group, name), n), dtype=float)
 
-        cols["group"].append(np.full(n, g, dtype=np.int32))
+        cols["group"].append(np.full(n, g, dtype=np.uint8 if len(scenario.devices) <= 256 else np.int32))
         cols["flops_per_s"].append(draw("flops_per_s", group.compute.flops_per_s))
         power = group.power
         for name, watts in (
@@ -195,5 +195,24 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
         cols["distance_m"].append(
             draw("distance", link.channel.distance_m) if link.channel is not None else np.full(n, math.nan)
         )
-    arrays = {k: np.concatenate(v) for k, v in cols.items()}
+    arrays = {k: _column(v) for k, v in cols.items()}
     return DeviceTable(group_names=[g.group for g in scenario.devices], **arrays)
+
+
+def _column(parts: list[np.ndarray]) -> np.ndarray:
+    """One quantity of every device: a read-only broadcast of one value (no memory per device) where every group
+    has the same value for all its devices -- the powers, the capacity, the downlink of a million phones -- and
+    the groups' draws one after the other otherwise."""
+    first = parts[0][:1]
+    if len(first) and all(_all_equal(part, first) for part in parts):
+        return np.broadcast_to(first[0], (sum(len(part) for part in parts),))
+    return np.concatenate(parts)
+
+
+def _all_equal(part: np.ndarray, value: np.ndarray) -> bool:
+    """Whether every entry of ``part`` is ``value[0]`` (NaN equal to NaN)."""
+    return (
+        bool(np.all((part == value) | (np.isnan(part) & np.isnan(value))))
+        if part.dtype.kind == "f"
+        else bool(np.all(part == value))
+    )

@@ -93,6 +93,10 @@ def write_devices(path: Path, columns: dict[str, Any]) -> None:
     """One row per device (devices.parquet); absent battery levels (mains power) are nulls."""
     arrays = {}
     for name, values in columns.items():
+        if isinstance(values, pd.Categorical):  # written as the strings: devices.parquet's group column
+            codes = pa.array(values.codes, type=pa.int32())
+            arrays[name] = pa.DictionaryArray.from_arrays(codes, list(values.categories)).dictionary_decode()
+            continue
         values = np.asarray(values)
         arrays[name] = pa.array(values, mask=np.isnan(values)) if values.dtype.kind == "f" else pa.array(values)
     pq.write_table(pa.table(arrays), path, compression="zstd", write_statistics=False, store_schema=True)

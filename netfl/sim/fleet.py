@@ -39,9 +39,11 @@ ACTIVITIES = ("idle", "compute", "transmit", "receive")
 
 @dataclass
 class DeviceStats:
-    """One value per device, at the end of a run (devices.parquet and the summary)."""
+    """One value per device, at the end of a run (devices.parquet and the summary); ``group``: each device's
+    index into ``group_names`` (a million devices' names would be a million strings)."""
 
-    group: list[str]
+    group: np.ndarray
+    group_names: list[str]
     tasks_started: np.ndarray
     updates_delivered: np.ndarray
     online_time_s: np.ndarray
@@ -135,7 +137,7 @@ class EagerFleet:
             d.settle()
         energy = _by_activity([d.battery.energy_j for d in self.devices])
         return DeviceStats(
-            group=[d.profile.group for d in self.devices],
+            **_groups([d.profile.group for d in self.devices]),
             tasks_started=np.array([d.tasks_started for d in self.devices]),
             updates_delivered=np.array([d.updates_delivered for d in self.devices]),
             online_time_s=np.array([d.online_time_s for d in self.devices]),
@@ -165,6 +167,13 @@ class EagerFleet:
             tasks_started=np.array([d.tasks_started for d in devices], dtype=np.int64),
             updates_delivered=np.array([d.updates_delivered for d in devices], dtype=np.int64),
         )
+
+
+def _groups(names: list[str]) -> dict:
+    """Per-device group names as DeviceStats keeps them: indices into the distinct names."""
+    distinct = list(dict.fromkeys(names))
+    index = {name: i for i, name in enumerate(distinct)}
+    return {"group": np.fromiter((index[n] for n in names), dtype=np.int32, count=len(names)), "group_names": distinct}
 
 
 def _fraction(level_j: float, capacity_j: float) -> float:
@@ -205,6 +214,28 @@ class Handover:
 MakeDevice = Callable[[int, Handover], Device]
 
 
+class WorkAccount:
+    """What one device's actors drew and did, added up over its tasks (the array form keeps one only for the
+    devices that have worked: a few among millions)."""
+
+    __slots__ = ("energy_j", "idle_j", "use_j", "charged_j", "tasks_started", "updates_delivered")
+
+    def __init__(self) -> None:
+        self.energy_j: dict[str, float] = {}  # training and the radio, by activity
+        self.idle_j = self.use_j = self.charged_j = 0.0  # the idle draw and the owner's use while working
+        self.tasks_started = self.updates_delivered = 0
+
+    def add(self, device: Device) -> None:
+        energy = dict(device.battery.energy_j)
+        self.idle_j += energy.pop("idle", 0.0)
+        self.use_j += energy.pop("use", 0.0)
+        for activity, joules in energy.items():
+            self.energy_j[activity] = self.energy_j.get(activity, 0.0) + joules
+        self.charged_j += device.battery.charged_j
+        self.tasks_started += device.tasks_started
+        self.updates_delivered += device.updates_delivered
+
+
 class LazyFleet:
     """Devices as rows of arrays (:class:`~netfl.sim.idle_rows.IdleRows`); a ``Device`` only while one works."""
 
@@ -214,13 +245,7 @@ class LazyFleet:
         self.table = rows.table
         self.slices = rows.slices
         self._make = make_device
-        n = len(self.table)
-        self.tasks_started = np.zeros(n, dtype=np.int64)
-        self.updates_delivered = np.zeros(n, dtype=np.int64)
-        self.work_energy_j = {a: np.zeros(n) for a in ACTIVITIES if a != "idle"}  # what actors drew, idle aside
-        self.work_idle_j = np.zeros(n)  # the idle draw while working
-        self.work_use_j = np.zeros(n)
-        self.work_charged_j = np.zeros(n)
+        self.worked: dict[int, WorkAccount] = {}  # the devices that have worked (at scale a few among millions)
         self.active: dict[int, Device] = {}
         self.upload_bps: dict[int, float] = {}  # what each device's last upload achieved (partial work plans with it)
 
@@ -290,16 +315,10 @@ class LazyFleet:
             if stop:
                 device.stop()
             device.settle()
-            energy = dict(device.battery.energy_j)
-            self.work_idle_j[index] += energy.pop("idle", 0.0)
-            self.work_use_j[index] += energy.pop("use", 0.0)
-            for activity, joules in energy.items():
-                if activity not in self.work_energy_j:
-                    self.work_energy_j[activity] = np.zeros(len(self))
-                self.work_energy_j[activity][index] += joules
-            self.work_charged_j[index] += device.battery.charged_j
-            self.tasks_started[index] += device.tasks_started
-            self.updates_delivered[index] += device.updates_delivered
+            account = self.worked.get(index)
+            if account is None:
+                account = self.worked[index] = WorkAccount()
+            account.add(device)
             if device.upload_bps is not None:
                 self.upload_bps[index] = device.upload_bps
 
@@ -319,11 +338,24 @@ class LazyFleet:
 
     # ----------------------------------------------------------------- stats
 
+    def _worked_column(self, read: Callable[[WorkAccount], float], dtype=np.float64) -> np.ndarray:
+        """One value per device: ``read(account)`` for the devices that have worked, 0 for the rest."""
+        column = np.zeros(len(self), dtype=dtype)
+        if self.worked:
+            column[np.fromiter(self.worked, dtype=np.int64, count=len(self.worked))] = np.fromiter(
+                (read(a) for a in self.worked.values()), dtype=dtype, count=len(self.worked)
+            )
+        return column
+
     def _energy(self, idle_rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        energy = {"idle": idle_rows["idle"] + self.work_idle_j}
-        energy.update({a: e.copy() for a, e in self.work_energy_j.items()})
+        energy = {"idle": idle_rows["idle"] + self._worked_column(lambda a: a.idle_j)}
+        activities = dict.fromkeys(a for a in ACTIVITIES if a != "idle")
+        for account in self.worked.values():
+            activities.update(dict.fromkeys(account.energy_j))
+        for activity in activities:
+            energy[activity] = self._worked_column(lambda a, activity=activity: a.energy_j.get(activity, 0.0))
         if self.rows.use_w.any():
-            energy["use"] = idle_rows["use"] + self.work_use_j
+            energy["use"] = idle_rows["use"] + self._worked_column(lambda a: a.use_j)
         return energy
 
     def stats(self) -> DeviceStats:
@@ -336,12 +368,13 @@ class LazyFleet:
         with np.errstate(invalid="ignore"):
             fraction = np.where(np.isinf(capacity), math.nan, rows.level / capacity)
         return DeviceStats(
-            group=[self.table.group_names[g] for g in self.table.group],
-            tasks_started=self.tasks_started.copy(),
-            updates_delivered=self.updates_delivered.copy(),
+            group=self.table.group,
+            group_names=list(self.table.group_names),
+            tasks_started=self._worked_column(lambda a: a.tasks_started, np.int64),
+            updates_delivered=self._worked_column(lambda a: a.updates_delivered, np.int64),
             online_time_s=rows.online_time_s.copy(),
             energy_by_activity_j=self._energy(rows.energy_j),
-            charged_j=rows.charged_j + self.work_charged_j,
+            charged_j=rows.charged_j + self._worked_column(lambda a: a.charged_j),
             battery_fraction=fraction,
             battery_empty=rows.finite & ~rows.alive,
         )
@@ -357,7 +390,8 @@ class LazyFleet:
         below = rows.below_min(everyone, now)
         working, dead = np.zeros(len(self), dtype=bool), rows.finite & ~rows.alive
         charging = rows.charging.copy()
-        started, delivered = self.tasks_started.copy(), self.updates_delivered.copy()
+        started = self._worked_column(lambda a: a.tasks_started, np.int64)
+        delivered = self._worked_column(lambda a: a.updates_delivered, np.int64)
         for index, device in self.active.items():  # a working device's battery and counts are its actor's
             level[index] = device.battery.level_at(now)
             below[index], dead[index] = device.below_min, device.dead

@@ -57,6 +57,15 @@ _INF = math.inf
 _EMPTY, _FLOOR, _AVAILABILITY, _CHARGER, _USAGE = range(5)
 
 
+def _per_group(values: list[float], slices: list[slice]) -> np.ndarray:
+    """A quantity constant within each group, per device: a read-only broadcast (no memory per device) when every
+    group has the same value."""
+    n = slices[-1].stop if slices else 0
+    if len(set(values)) <= 1:
+        return np.broadcast_to(np.float64(values[0] if values else 0.0), (n,))
+    return np.concatenate([np.full(sl.stop - sl.start, v) for v, sl in zip(values, slices)])
+
+
 class IdleRows:
     """Every device's state between its tasks (see the module docstring); the fleet hands working devices to
     actors (:meth:`take`) and back (:meth:`give_back`)."""
@@ -81,7 +90,7 @@ class IdleRows:
         self.busy = np.zeros(n, dtype=bool)  # held by an actor
         self.energy_j = {"idle": np.zeros(n), "use": np.zeros(n)}
         self.charged_j = np.zeros(n)
-        self.use_w = np.zeros(n)
+        self.use_w = _per_group([group.usage.power_w if group.usage else 0.0 for group in self.groups], self.slices)
         self.next_at = np.full(n, _INF)
         for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
             rows = np.arange(sl.stop - sl.start)
@@ -90,7 +99,6 @@ class IdleRows:
                 self.charging[d] = group.charger.state
                 self._boot(g, rows, d, 0.0)
             if group.usage is not None:
-                self.use_w[d] = group.usage.power_w
                 self.using[d] = group.usage.model.state & self.alive[d]
             if group.availability.time_base == "continuous":
                 self.online[d] = self._says_online(g, rows, d)
