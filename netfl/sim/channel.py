@@ -201,12 +201,13 @@ class Channel:
 
     # ---------------------------------------------------------------- rates
 
-    def _bandwidth(self, bandwidth_hz: float | None) -> float:
+    def bandwidth(self, bandwidth_hz: float | None = None) -> float:
+        """The bandwidth a transfer uses: ``bandwidth_hz`` (a share of the link's) if given, else the link's."""
         return self.params.bandwidth_hz if bandwidth_hz is None else bandwidth_hz
 
     def mean_snr(self, bandwidth_hz: float | None = None) -> float:
         """Average SNR (path loss and shadowing, no fading) over ``bandwidth_hz`` (default: the link's)."""
-        return self._rx_power_w / (self._noise_w_per_hz * self._bandwidth(bandwidth_hz))
+        return self._rx_power_w / (self._noise_w_per_hz * self.bandwidth(bandwidth_hz))
 
     def gain(self, t: float) -> float:
         """Small-scale fading power gain at ``t`` (Exp(1) for Rayleigh; 1 for AWGN)."""
@@ -218,12 +219,12 @@ class Channel:
 
     def shannon_capacity(self, t: float, bandwidth_hz: float | None = None) -> float:
         """b log2(1 + SNR(t)): what no code can beat, and what decides a fixed-rate packet's outage."""
-        b = self._bandwidth(bandwidth_hz)
+        b = self.bandwidth(bandwidth_hz)
         return shannon_rate(b, self.snr(t, b))
 
     def capacity(self, t: float, bandwidth_hz: float | None = None) -> float:
         """The adaptive link's rate at ``t``: Shannon capacity, at most ``max_spectral_efficiency`` x bandwidth."""
-        b = self._bandwidth(bandwidth_hz)
+        b = self.bandwidth(bandwidth_hz)
         return min(shannon_rate(b, self.snr(t, b)), self.params.max_spectral_efficiency * b)
 
     def outage(self, t: float, bandwidth_hz: float | None = None, rate_bps: float | None = None) -> bool:
@@ -241,7 +242,7 @@ class Channel:
         rate = self.params.rate_bps if rate_bps is None else rate_bps
         if rate is None:
             raise ValueError("outage_probability needs a fixed rate")
-        b = self._bandwidth(bandwidth_hz)
+        b = self.bandwidth(bandwidth_hz)
         if self.params.kind == "awgn":
             return float(shannon_rate(b, self.mean_snr(b)) < rate)
         if self.params.kind == "rayleigh":
@@ -305,7 +306,7 @@ def transfer_time(
     the outage state is constant within a block.
     """
     p = channel.params
-    b = channel._bandwidth(bandwidth_hz)
+    b = channel.bandwidth(bandwidth_hz)
     if bits <= 0:
         return TransferOutcome(0.0, 0.0, 0, 0, True)
     n_packets = math.ceil(bits / p.packet_bits)
