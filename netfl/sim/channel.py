@@ -72,10 +72,6 @@ def dbm_to_w(dbm: float) -> float:
     return 10.0 ** ((dbm - 30.0) / 10.0)
 
 
-def w_to_dbm(watts: float) -> float:
-    return 10.0 * math.log10(watts) + 30.0
-
-
 def noise_power_w(bandwidth_hz: float, noise_psd_dbm_hz: float = -174.0, noise_figure_db: float = 0.0) -> float:
     """Receiver noise N0 b F in watts (N0 = -174 dBm/Hz is thermal noise k T at 290 K)."""
     return dbm_to_w(noise_psd_dbm_hz + noise_figure_db) * bandwidth_hz
