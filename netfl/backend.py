@@ -32,9 +32,10 @@ diverged``) instead of simulating hours of a meaningless model.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -179,3 +180,38 @@ class TrainingBackend(Protocol):
 
     def evaluate(self) -> Evaluation:
         """Test the current global model(s)."""
+
+
+#: The questions the engine asks a backend, in the protocol's order: every public method of TrainingBackend.
+BACKEND_METHODS: tuple[str, ...] = tuple(
+    name for name, value in vars(TrainingBackend).items() if callable(value) and not name.startswith("_")
+)
+
+
+class BackendWrapper:
+    """A backend standing in front of another (``self.backend``): each method of :class:`TrainingBackend` is passed
+    on unchanged, through :meth:`pass_on`, unless a subclass says otherwise.
+
+    The methods are made from the protocol's own list (:data:`BACKEND_METHODS`), so a method added to the protocol
+    is passed on by every wrapper at once; a wrapper writes only what it changes: one method, or :meth:`pass_on`
+    to treat every question alike (recording the answers, replaying them)."""
+
+    def __init__(self, backend: TrainingBackend):
+        self.backend = backend
+
+    def pass_on(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Ask the wrapped backend the question ``name`` (a :data:`BACKEND_METHODS` name) and return its answer."""
+        return getattr(self.backend, name)(*args, **kwargs)
+
+
+def _passed_on(name: str) -> Any:
+    @functools.wraps(getattr(TrainingBackend, name))  # the protocol's signature and docstring
+    def method(self: BackendWrapper, *args: Any, **kwargs: Any) -> Any:
+        return self.pass_on(name, *args, **kwargs)
+
+    method.__qualname__ = f"BackendWrapper.{name}"
+    return method
+
+
+for _name in BACKEND_METHODS:
+    setattr(BackendWrapper, _name, _passed_on(_name))

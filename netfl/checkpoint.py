@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from netfl.backend import CloudContext, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
+from netfl.backend import BackendWrapper, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
 from netfl.errors import FileError, ModelChanged, NetflError, ScenarioError
 from netfl.numbers import is_integer, is_number
 
@@ -280,7 +280,7 @@ ANSWERS: dict[str, tuple[Callable[[Any], bool], str]] = {
 Save = Callable[[list, int, float, "float | None"], None]
 
 
-class Recording:
+class Recording(BackendWrapper):
     """The learner as the engine sees it, each answer logged; ``due(context)`` after each aggregation decides
     whether to checkpoint, ``save(log, rounds, sim_time, stopped_at)`` does it."""
 
@@ -292,39 +292,24 @@ class Recording:
         log: list[tuple[str, Any]] | None = None,
         done: tuple[int, float] = (0, 0.0),
     ):
-        self.learner, self.every, self._save = learner, every, save
+        super().__init__(learner)
+        self.every, self._save = every, save
         self.log: list[tuple[str, Any]] = log if log is not None else []
         self._rounds, self._last_time = done
 
-    def _answer(self, name: str, value: Any) -> Any:
+    def pass_on(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Every answer, logged as it is given."""
+        value = super().pass_on(name, *args, **kwargs)
         self.log.append((name, value))
         return value
 
-    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
-        return self._answer("plan_round", self.learner.plan_round(round_index, available))
-
-    def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
-        return self._answer("plan_after_probe", self.learner.plan_after_probe(round_index, reported))
-
-    def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
-        return self._answer("submit", self.learner.submit(client, round_index, steps))
-
-    def cancel(self, job: int) -> None:
-        return self._answer("cancel", self.learner.cancel(job))
-
-    def cut(self, job: int, steps: int) -> None:
-        return self._answer("cut", self.learner.cut(job, steps))
-
     def aggregate(self, context: RoundContext) -> int:
-        applied = self._answer("aggregate", self.learner.aggregate(context))
+        applied = super().aggregate(context)
         self._rounds += 1
         if self._due(context.sim_time_s):
             self._last_time = context.sim_time_s
             self._save(self.log, self._rounds, context.sim_time_s, None)
         return applied
-
-    def aggregate_cloud(self, context: CloudContext) -> int:
-        return self._answer("aggregate_cloud", self.learner.aggregate_cloud(context))
 
     def save_now(self, now: float) -> bool:
         """Checkpoint where the run stands, at simulated time ``now`` (an interrupt that stopped the engine between
@@ -332,9 +317,6 @@ class Recording:
         was. True: saved."""
         self._save(self.log, self._rounds, self._last_time, now)
         return True
-
-    def evaluate(self) -> Evaluation:
-        return self._answer("evaluate", self.learner.evaluate())
 
     def _due(self, now: float) -> bool:
         if self.every is None:
@@ -344,11 +326,12 @@ class Recording:
         return now - self._last_time >= self.every.seconds
 
 
-class Replaying:
+class Replaying(BackendWrapper):
     """The engine's answers from a checkpoint's log, then (``then()`` restores the learner) the live learner:
     the engine, deterministic, walks the same path to the checkpoint without training anything."""
 
     def __init__(self, log: list[tuple[str, Any]], live: Recording, then: Callable[[], None]):
+        super().__init__(live)
         self._log, self._next, self.live, self._then = log, 0, live, then
         if not log:
             then()
@@ -362,6 +345,10 @@ class Replaying:
         and the checkpoint resumed from still holds: nothing is saved (False)."""
         return False if self.replaying else self.live.save_now(now)
 
+    def pass_on(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The logged answer while the log lasts, then the live learner's."""
+        return self._replay(name) if self.replaying else super().pass_on(name, *args, **kwargs)
+
     def _replay(self, name: str) -> Any:
         logged, value = self._log[self._next]
         if logged != name:
@@ -374,27 +361,3 @@ class Replaying:
         if not self.replaying:
             self._then()
         return value
-
-    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
-        return self._replay("plan_round") if self.replaying else self.live.plan_round(round_index, available)
-
-    def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
-        return self._replay("plan_after_probe") if self.replaying else self.live.plan_after_probe(round_index, reported)
-
-    def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
-        return self._replay("submit") if self.replaying else self.live.submit(client, round_index, steps)
-
-    def cancel(self, job: int) -> None:
-        return self._replay("cancel") if self.replaying else self.live.cancel(job)
-
-    def cut(self, job: int, steps: int) -> None:
-        return self._replay("cut") if self.replaying else self.live.cut(job, steps)
-
-    def aggregate(self, context: RoundContext) -> int:
-        return self._replay("aggregate") if self.replaying else self.live.aggregate(context)
-
-    def aggregate_cloud(self, context: CloudContext) -> int:
-        return self._replay("aggregate_cloud") if self.replaying else self.live.aggregate_cloud(context)
-
-    def evaluate(self) -> Evaluation:
-        return self._replay("evaluate") if self.replaying else self.live.evaluate()

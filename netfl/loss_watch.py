@@ -2,8 +2,8 @@
 
 A learning rate far too large can drive the test loss from 2.3 to 264, or 4e5, while every number stays
 finite: the learner's NaN and inf checks never fire, and the run would end "complete" with a model at chance.
-:class:`LossWatch` stands between the engine and the learner (it answers every call by passing it on) and
-looks at each evaluation. The rule, for each model trained:
+:class:`LossWatch` stands between the engine and the learner (a :class:`~netfl.backend.BackendWrapper`: it
+passes every call on) and looks at each evaluation. The rule, for each model trained:
 
 * the test loss is at least :data:`EXPLOSION_FACTOR` times the initial one (the evaluation before round 1),
 * and the test accuracy is at chance: at most ``1/C +`` :data:`CHANCE_MARGIN` for ``C`` classes.
@@ -18,11 +18,11 @@ changes no answer, so a run without an explosion gives the same bytes as before.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from netfl.backend import CloudContext, Diverged, Divergence, Evaluation, RoundContext, RoundPlan, TrainingBackend, Work
+from netfl.backend import BackendWrapper, Diverged, Divergence, Evaluation, RoundContext, TrainingBackend
 
 EXPLOSION_FACTOR = 10.0
 CHANCE_MARGIN = 0.05
@@ -79,43 +79,26 @@ def exploded(evaluation: Evaluation, initial: Evaluation) -> int | None:
     return None
 
 
-class LossWatch:
+class LossWatch(BackendWrapper):
     """``backend`` as the engine sees it, each evaluation checked; ``warn(message)`` at the first explosion,
     which stops the run (:class:`~netfl.backend.Diverged`) when ``stop``. ``clock`` gives the simulated time
     (the simulation's, once it exists)."""
 
     def __init__(self, backend: TrainingBackend, *, stop: bool, warn: Callable[[str], None] | None = None):
-        self.backend, self.stop, self.warn = backend, stop, warn
+        super().__init__(backend)
+        self.stop, self.warn = stop, warn
         self.clock: Callable[[], float] = lambda: math.nan
         self.explosion: LossExplosion | None = None
         self._initial: Evaluation | None = None
         self._rounds = 0
 
-    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
-        return self.backend.plan_round(round_index, available)
-
-    def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
-        return self.backend.plan_after_probe(round_index, reported)
-
-    def submit(self, client: int, round_index: int, steps: int | None = None) -> Work:
-        return self.backend.submit(client, round_index, steps)
-
-    def cancel(self, job: int) -> None:
-        return self.backend.cancel(job)
-
-    def cut(self, job: int, steps: int) -> None:
-        return self.backend.cut(job, steps)
-
     def aggregate(self, context: RoundContext) -> int:
-        applied = self.backend.aggregate(context)
+        applied = super().aggregate(context)
         self._rounds += 1
         return applied
 
-    def aggregate_cloud(self, context: CloudContext) -> int:
-        return self.backend.aggregate_cloud(context)
-
     def evaluate(self) -> Evaluation:
-        evaluation = self.backend.evaluate()
+        evaluation = super().evaluate()
         if self._initial is None:
             self._initial = evaluation
         elif self.explosion is None:

@@ -287,7 +287,7 @@ def run_scenario(
     except KeyboardInterrupt:
         complete, stopped_cleanly = False, bool(noted)
     except Diverged as exc:  # the initial model's evaluation (before the engine starts) is not finite: the run
-        result = simulation._result("diverged", exc.divergence)  # diverged at round 0, written as at any round
+        result = simulation.diverged_result(exc.divergence)  # diverged at round 0, written as at any round
     finally:
         if progress is not None:
             progress.close()

@@ -107,6 +107,16 @@ def _example(kind: str) -> str:
 _SI_PREFIXES = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
 
 
+def format_duration(seconds: float) -> str:
+    """``1h02m03s``, ``4m05s``, ``12s``; below 10 s with a fraction ``0.5s`` (a 500 ms deadline is not ``0s``)."""
+    if seconds < 10 and seconds != int(seconds):
+        return f"{seconds:.3g}s"
+    seconds = int(round(seconds))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
 def format_si(value: float, unit: str, digits: int | None = None) -> str:
     """``value`` with an SI prefix for people to read: ``format_si(1310445, "J", 3)`` is ``'1.31 MJ'``.
     ``digits``: significant digits (None: as many as ``%g`` gives, for values a user wrote)."""

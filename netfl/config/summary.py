@@ -15,7 +15,7 @@ from netfl.config.engine_form import engine_choice
 from netfl.config.schedule import estimate_schedule
 from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
 from netfl.distributions import Distribution
-from netfl.results.progress import format_duration
+from netfl.units import format_duration
 from netfl.units import format_si as _si
 
 _MAX_VALUE_CHARS = 80  # a 24-value profile or a long rho list is cut, not allowed to wrap the screen

@@ -54,12 +54,11 @@ def pool_before_activation(module: nn.Module) -> int:
     for child in module.modules():
         if type(child) is not nn.Sequential:
             continue
-        names = list(child._modules)
         i = 0
-        while i + 1 < len(names):
-            first, second = child._modules[names[i]], child._modules[names[i + 1]]
+        while i + 1 < len(child):
+            first, second = child[i], child[i + 1]
             if _exact_non_decreasing(first) and _plain_max_pool(second):
-                child._modules[names[i]], child._modules[names[i + 1]] = second, first
+                child[i], child[i + 1] = second, first  # each under the other's name: the order of the names stays
                 swapped += 1
                 i += 2
             else:

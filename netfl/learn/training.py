@@ -109,34 +109,3 @@ def train_one(
                 extra = extra - extras.lr(lr) * (grads[1] if grads[1] is not None else 0.0)
     end = theta.detach() if extra is None else torch.cat([theta.detach(), extra.detach()])
     return end, network.buffers.pack(own) if own else None
-
-
-def local_sgd(
-    network: Network,
-    start: torch.Tensor,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    steps: int,
-    batch_size: int,
-    lr: float,
-    weight_decay: float = 0.0,
-    generator: torch.Generator,
-    buffers: torch.Tensor | None = None,
-    extras: ExtraScalars | None = None,
-    correction: Correction | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`train_one` on ``steps`` minibatches of (x, y) drawn from ``generator`` (:func:`minibatch_indices`)."""
-    minibatches = minibatch_indices(len(x), batch_size, steps, generator)
-    return train_one(
-        network,
-        start,
-        x,
-        y,
-        minibatches,
-        lr=lr,
-        weight_decay=weight_decay,
-        buffers=buffers,
-        extras=extras,
-        correction=correction,
-    )

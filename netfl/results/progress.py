@@ -5,15 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TextIO
 
-
-def format_duration(seconds: float) -> str:
-    """``1h02m03s``, ``4m05s``, ``12s``; below 10 s with a fraction ``0.5s`` (a 500 ms deadline is not ``0s``)."""
-    if seconds < 10 and seconds != int(seconds):
-        return f"{seconds:.3g}s"
-    seconds = int(round(seconds))
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+from netfl.units import format_duration
 
 
 class Progress:

@@ -72,10 +72,6 @@ def dbm_to_w(dbm: float) -> float:
     return 10.0 ** ((dbm - 30.0) / 10.0)
 
 
-def w_to_dbm(watts: float) -> float:
-    return 10.0 * math.log10(watts) + 30.0
-
-
 def noise_power_w(bandwidth_hz: float, noise_psd_dbm_hz: float = -174.0, noise_figure_db: float = 0.0) -> float:
     """Receiver noise N0 b F in watts (N0 = -174 dBm/Hz is thermal noise k T at 290 K)."""
     return dbm_to_w(noise_psd_dbm_hz + noise_figure_db) * bandwidth_hz
@@ -201,12 +197,13 @@ class Channel:
 
     # ---------------------------------------------------------------- rates
 
-    def _bandwidth(self, bandwidth_hz: float | None) -> float:
+    def bandwidth(self, bandwidth_hz: float | None = None) -> float:
+        """The bandwidth a transfer uses: ``bandwidth_hz`` (a share of the link's) if given, else the link's."""
         return self.params.bandwidth_hz if bandwidth_hz is None else bandwidth_hz
 
     def mean_snr(self, bandwidth_hz: float | None = None) -> float:
         """Average SNR (path loss and shadowing, no fading) over ``bandwidth_hz`` (default: the link's)."""
-        return self._rx_power_w / (self._noise_w_per_hz * self._bandwidth(bandwidth_hz))
+        return self._rx_power_w / (self._noise_w_per_hz * self.bandwidth(bandwidth_hz))
 
     def gain(self, t: float) -> float:
         """Small-scale fading power gain at ``t`` (Exp(1) for Rayleigh; 1 for AWGN)."""
@@ -218,12 +215,12 @@ class Channel:
 
     def shannon_capacity(self, t: float, bandwidth_hz: float | None = None) -> float:
         """b log2(1 + SNR(t)): what no code can beat, and what decides a fixed-rate packet's outage."""
-        b = self._bandwidth(bandwidth_hz)
+        b = self.bandwidth(bandwidth_hz)
         return shannon_rate(b, self.snr(t, b))
 
     def capacity(self, t: float, bandwidth_hz: float | None = None) -> float:
         """The adaptive link's rate at ``t``: Shannon capacity, at most ``max_spectral_efficiency`` x bandwidth."""
-        b = self._bandwidth(bandwidth_hz)
+        b = self.bandwidth(bandwidth_hz)
         return min(shannon_rate(b, self.snr(t, b)), self.params.max_spectral_efficiency * b)
 
     def outage(self, t: float, bandwidth_hz: float | None = None, rate_bps: float | None = None) -> bool:
@@ -241,7 +238,7 @@ class Channel:
         rate = self.params.rate_bps if rate_bps is None else rate_bps
         if rate is None:
             raise ValueError("outage_probability needs a fixed rate")
-        b = self._bandwidth(bandwidth_hz)
+        b = self.bandwidth(bandwidth_hz)
         if self.params.kind == "awgn":
             return float(shannon_rate(b, self.mean_snr(b)) < rate)
         if self.params.kind == "rayleigh":
@@ -305,7 +302,7 @@ def transfer_time(
     the outage state is constant within a block.
     """
     p = channel.params
-    b = channel._bandwidth(bandwidth_hz)
+    b = channel.bandwidth(bandwidth_hz)
     if bits <= 0:
         return TransferOutcome(0.0, 0.0, 0, 0, True)
     n_packets = math.ceil(bits / p.packet_bits)

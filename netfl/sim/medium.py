@@ -568,12 +568,3 @@ class SlottedAlohaMedium(Medium):
 MEDIA: dict[str, type[Medium]] = {
     cls.kind: cls for cls in (DedicatedMedium, FdmaMedium, TdmaMedium, SlottedAlohaMedium)
 }
-
-
-def make_medium(kind: str, env: simpy.Environment, **params: Any) -> Medium:
-    """Build a medium by its registry name; unknown names list what is accepted."""
-    try:
-        cls = MEDIA[kind]
-    except KeyError:
-        raise ValueError(f"medium {kind!r}: expected one of {', '.join(MEDIA)}") from None
-    return cls(env, **params)

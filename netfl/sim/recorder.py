@@ -21,46 +21,6 @@ from netfl.events import EVENT_FIELDS
 
 SERVER = -1
 
-EVENT_KINDS = (
-    "round_start",
-    "online",
-    "offline",
-    "selected",
-    "download_start",
-    "download_end",
-    "train_start",
-    "train_end",
-    "upload_start",
-    "upload_end",
-    "dropout",
-    "aggregate",
-    "battery_empty",
-    "battery_full",
-    "below_min_level",
-    "above_min_level",
-    "charge_start",
-    "charge_stop",
-    "power_on",
-    "use_start",
-    "use_end",
-    "late",
-    "pull",
-    "tx_start",
-    "tx_end",
-    "collision",
-    "retransmission",
-    "relay_arrive",
-    "relay_pass",
-    "relay_drop",
-    "edge_online",
-    "edge_offline",
-    "edge_upload_start",
-    "edge_upload_end",
-    "cloud_aggregate",
-    "edge_download_start",
-    "edge_download_end",
-)
-
 _TYPECODE = {int: "q", float: "d"}
 
 

@@ -292,8 +292,8 @@ class Simulation:
             stopped_by = (
                 "accuracy" if self.target_reached.triggered else "rounds" if not server.is_alive else "sim_time"
             )
-        except RuntimeError as exc:  # nothing left to happen: e.g. every async worker is dead for good
-            if "No scheduled events left" not in str(exc):
+        except RuntimeError:  # SimPy's "no scheduled events left": e.g. every async worker is dead for good
+            if not math.isinf(self.env.peek()):  # something else went wrong
                 raise
             stopped_by = "stalled"
         except Diverged as exc:  # a NaN or inf in training: nothing after it would mean anything
@@ -312,6 +312,10 @@ class Simulation:
         """What is known so far, for a run interrupted from outside (Ctrl-C), which may have struck mid-event."""
         self.recorder.drop_unfinished()
         return self._result("interrupted")
+
+    def diverged_result(self, divergence: Divergence) -> SimulationResult:
+        """The result of a run whose initial model's evaluation (before the engine ran) was not finite."""
+        return self._result("diverged", divergence)
 
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
         return SimulationResult(

@@ -18,11 +18,14 @@ packet at 10 Gbit/s takes 1.2 us).
 
 from __future__ import annotations
 
+import inspect
+import math
+import weakref
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import simpy
-from simpy.core import EmptySchedule
 
 from netfl.errors import NetflError
 
@@ -45,7 +48,9 @@ class WatchedEnvironment(simpy.Environment):
     """A SimPy environment that raises :class:`SimulationStuck` when ``limit`` events pass within one instant.
 
     Objects whose processes may loop name them through ``describe_process(name) -> str | None`` (``name`` is the
-    generator function's name), so the message speaks of policies and devices, not of generators.
+    process's name, :attr:`simpy.Process.name`: its generator function's), so the message speaks of policies and
+    devices, not of generators. Only SimPy's public interface is used: ``now``, ``peek()``, ``step()``,
+    ``schedule()``, ``process()`` and ``active_process``.
     """
 
     def __init__(self, limit: int):
@@ -53,35 +58,51 @@ class WatchedEnvironment(simpy.Environment):
         self.limit = limit
         self._instant = 0.0  # when the current instant began
         self._count = 0
+        self._owners: weakref.WeakKeyDictionary[simpy.Process, Any] = weakref.WeakKeyDictionary()
         #: Asked after every event; True stops the run there with KeyboardInterrupt, between two events (a Ctrl-C
         #: noted while an event ran), never inside a process, where SimPy would hold it while other events run.
         self.stop_requested: Callable[[], bool] | None = None
+
+    def process(self, generator) -> simpy.Process:  # type: ignore[override]
+        """SimPy's, noting who started the process: the ``self`` of the generator method (the device, the server),
+        read once with :func:`inspect.getgeneratorlocals`, for the message should it loop."""
+        process = simpy.Process(self, generator)
+        owner = inspect.getgeneratorlocals(generator).get("self")
+        if owner is not None:
+            self._owners[process] = owner
+        return process
 
     def step(self) -> None:
         super().step()
         if self.stop_requested is not None and self.stop_requested():
             raise KeyboardInterrupt
-        if self._now - self._instant > INSTANT_S:
-            self._instant, self._count = self._now, 0
+        now = self.now
+        if now - self._instant > INSTANT_S:
+            self._instant, self._count = now, 0
             return
         self._count += 1
         if self._count > self.limit:
             raise SimulationStuck(self._diagnosis())
 
     def _diagnosis(self) -> str:
-        """Step on a little, counting which processes resume, and name the busiest."""
+        """Step on a little, counting the processes that resume: each schedules its next event (a timeout, the
+        condition it waits on) while it is SimPy's active process. Counted only here, so a run pays nothing."""
         resumed: Counter = Counter()
-        for _ in range(_SAMPLE):
-            if not self._queue:
-                break
-            for callback in self._queue[0][3].callbacks or ():
-                process = getattr(callback, "__self__", None)
-                if isinstance(process, simpy.Process):
-                    resumed[process] += 1
-            try:
+        schedule = self.schedule
+
+        def counted(event: simpy.Event, *args: Any, **kwargs: Any) -> None:
+            if self.active_process is not None:
+                resumed[self.active_process] += 1
+            schedule(event, *args, **kwargs)
+
+        self.schedule = counted  # type: ignore[method-assign]  # this instance only, while sampling
+        try:
+            for _ in range(_SAMPLE):
+                if math.isinf(self.peek()):
+                    break
                 super().step()
-            except EmptySchedule:
-                break
+        finally:
+            del self.schedule
         where = (
             f"simulated time stopped advancing at {self._instant:.6g} s: over {self.limit:,} events within 1 us of it"
         )
@@ -90,18 +111,15 @@ class WatchedEnvironment(simpy.Environment):
         process, count = resumed.most_common(1)[0]
         share = f"{count} of the next {sum(resumed.values())} resumptions"
         return (
-            f"{where}; {describe(process)} keeps resuming ({share}). A policy's next_wakeup(now) must move time "
+            f"{where}; {self.describe(process)} keeps resuming ({share}). A policy's next_wakeup(now) must move time "
             f"forward by a real amount (seconds, not a rounding step)"
         )
 
-
-def describe(process: simpy.Process) -> str:
-    """Who runs ``process``: its owner's own words, else ``Class.method``."""
-    generator = process._generator
-    frame = generator.gi_frame
-    owner = frame.f_locals.get("self") if frame is not None else None
-    if owner is None:
-        return f"process {process.name}"
-    hook = getattr(owner, "describe_process", None)
-    text = hook(process.name) if hook is not None else None
-    return text or f"{type(owner).__name__}.{process.name}"
+    def describe(self, process: simpy.Process) -> str:
+        """Who runs ``process``: its owner's own words, else ``Class.method``."""
+        owner = self._owners.get(process)
+        if owner is None:
+            return f"process {process.name}"
+        hook = getattr(owner, "describe_process", None)
+        text = hook(process.name) if hook is not None else None
+        return text or f"{type(owner).__name__}.{process.name}"

@@ -6,8 +6,8 @@ import sys
 import time
 from typing import Any, TextIO
 
-from netfl.results.progress import format_duration
 from netfl.study.spec import RunPlan
+from netfl.units import format_duration
 
 
 class SweepProgress:

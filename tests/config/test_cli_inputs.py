@@ -379,7 +379,7 @@ def test_anarchic_run_writes_its_staleness_histogram_as_data_and_plot(tmp_path: 
 
 
 def test_durations_below_ten_seconds_keep_their_fraction() -> None:
-    from netfl.results.progress import format_duration
+    from netfl.units import format_duration
 
     assert [format_duration(x) for x in (0.5, 0.03, 2.0, 59.6, 3723.0)] == ["0.5s", "0.03s", "2s", "1m00s", "1h02m03s"]
 

@@ -1,5 +1,7 @@
-"""The layers import one way: configuration -> building -> simulating | learning -> results -> runner -> study,
-api, cli.
+"""The layers import one way (DESIGN.md, Layers): every package and top-level module of netfl has a layer, and a
+layer imports only those listed for it in LAYERS: base <- registry, policies <- configuration, simulating,
+learning <- results <- building <- runner <- study, api <- cli (simulating and learning are peers, meeting only
+through netfl/backend.py).
 
 Read from the source (every import statement, function-local ones too), so a
 forbidden import fails here even on a path no other test happens to run; and
@@ -89,27 +91,123 @@ def _modules(prefix: str) -> list[str]:
     return sorted(m for m in _sources() if m == prefix or m.startswith(prefix + "."))
 
 
-FORBIDDEN = {
-    "netfl.config": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.runner", "netfl.api"},
-    "netfl.registry": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.config"},
-    "netfl.policies": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.config"},
-    "netfl.sim": {"torch", "netfl.config", "netfl.learn", "netfl.assemble", "netfl.runner", "netfl.api"},
-    "netfl.learn": {"simpy", "netfl.sim", "netfl.config", "netfl.assemble", "netfl.runner", "netfl.api"},
-    "netfl.results": {"torch", "simpy", "netfl.sim", "netfl.learn", "netfl.assemble", "netfl.runner", "netfl.api"},
-    # a study's runs load the runner (and so torch) in their own processes; the driver itself: test_sweep
-    "netfl.study": {"netfl.api", "netfl.cli"},
+#: Each layer: the packages and top-level modules in it (a package's subpackages with it), and the layers it may
+#: import besides itself (DESIGN.md, Layers). Every package and top-level module on disk must be in one.
+LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "base": (
+        tuple(
+            f"netfl.{name}"
+            for name in (
+                "backend",  # where the engine and the learner meet
+                "component_spec",
+                "cpus",
+                "distributions",
+                "errors",
+                "events",
+                "keyed_random",
+                "numbers",
+                "problems",
+                "rng",
+                "signals",
+                "units",
+                "user_code",
+                "version",
+            )
+        ),
+        (),
+    ),
+    "registry": (("netfl.registry",), ("base",)),
+    "policies": (("netfl.policies",), ("base",)),
+    "config": (("netfl.config",), ("base", "registry", "policies")),
+    "sim": (("netfl.sim",), ("base", "registry", "policies")),
+    "learn": (("netfl.learn",), ("base", "registry")),
+    "results": (("netfl.results",), ("base", "config")),
+    "build": (("netfl.assemble",), ("base", "registry", "policies", "config", "sim", "learn")),
+    "runner": (
+        ("netfl.runner", "netfl.checkpoint", "netfl.loss_watch"),
+        ("base", "registry", "policies", "config", "sim", "learn", "results", "build"),
+    ),
+    "study": (("netfl.study",), ("base", "registry", "policies", "config", "results", "build", "runner")),
+    "api": (("netfl", "netfl.api"), ("base", "config", "results", "runner")),
+    "cli": (
+        ("netfl.cli",),
+        ("base", "registry", "policies", "config", "sim", "learn", "results", "build", "runner", "study", "api"),
+    ),
+}
+#: What a layer may never load, even through another (torch and simpy: the engine and the learner stay apart).
+FORBIDDEN_LIBRARIES = {
+    "base": {"torch", "simpy"},
+    "registry": {"torch", "simpy"},
+    "policies": {"torch", "simpy"},
+    "config": {"torch", "simpy"},
+    "sim": {"torch"},
+    "learn": {"simpy"},
+    "results": {"torch", "simpy"},
 }
 
 
-@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
-def test_a_layer_never_imports_a_layer_above_it_or_the_others_engine(layer):
+def layer_of(module: str) -> str | None:
+    """The layer of ``module``: its own entry, or its closest package's (the bare ``netfl`` matches only itself)."""
+    owners = {name: layer for layer, (names, _) in LAYERS.items() for name in names}
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):
+        name = ".".join(parts[:i])
+        if name in owners and (name != "netfl" or module == "netfl"):
+            return owners[name]
+    return None
+
+
+def arrows_up(imports: dict[str, frozenset[str] | set[str]]) -> list[str]:
+    """Each ``module -> imported`` (netfl's own modules) that crosses into a layer the module's may not import."""
     bad = []
-    for module in _modules(layer):
-        for name in _reach(module):
-            hit = next((f for f in FORBIDDEN[layer] if name == f or name.startswith(f + ".")), None)
-            if hit is not None:
-                bad.append(f"{module} -> {name}")
-    assert not bad, "\n".join(sorted(bad))
+    for module, names in imports.items():
+        layer = layer_of(module)
+        allowed = {layer, *LAYERS[layer][1]}
+        bad += [
+            f"{module} -> {name}"
+            for name in sorted(names)
+            if name.startswith("netfl") and layer_of(name) not in allowed
+        ]
+    return bad
+
+
+def _packages_on_disk() -> list[str]:
+    """Every package (a folder with __init__.py) and every module directly under netfl/, found on disk."""
+    packages = [m for m, p in _sources().items() if p.name == "__init__.py"]
+    top = [m for m, p in _sources().items() if p.parent == REPO / "netfl" and p.name != "__init__.py"]
+    return sorted(packages + top)
+
+
+def test_every_package_and_top_level_module_has_a_layer():
+    assert "netfl.learn.algorithms" in _packages_on_disk() and "netfl.results" in _packages_on_disk()  # found
+    unassigned = [name for name in _packages_on_disk() if layer_of(name) is None]
+    assert not unassigned, f"give these a layer in LAYERS: {unassigned}"
+    assert {layer_of(name) for name in _packages_on_disk()} == set(LAYERS)  # no layer left empty
+
+
+def test_a_layer_imports_only_the_layers_it_may():
+    assert arrows_up({module: _direct_imports(module) for module in _sources()}) == []
+
+
+def test_the_checker_reports_an_arrow_up_the_layers():
+    """The arrow the old test missed (config/summary.py importing results/progress.py), and its kin."""
+    assert arrows_up({"netfl.config.summary": {"netfl.results.progress", "netfl.units"}}) == [
+        "netfl.config.summary -> netfl.results.progress"
+    ]
+    assert arrows_up({"netfl.sim.server": {"netfl.learn.learner", "netfl.backend"}}) == [
+        "netfl.sim.server -> netfl.learn.learner"
+    ]
+    assert arrows_up({"netfl.results.writer": {"netfl.runner"}, "netfl.api": {"netfl.runner"}}) == [
+        "netfl.results.writer -> netfl.runner"
+    ]
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN_LIBRARIES))
+def test_a_layer_never_loads_the_others_engine(layer):
+    bad = []
+    for module in (m for m in _sources() if layer_of(m) == layer):
+        bad += [f"{module} -> {name}" for name in sorted(_reach(module) & FORBIDDEN_LIBRARIES[layer])]
+    assert not bad, "\n".join(bad)
 
 
 def test_netfls_modules_import_each_other_without_cycles():

@@ -30,23 +30,34 @@ def problems(d: dict) -> dict[str, str]:
 
 
 @pytest.mark.parametrize(
-    "server",
+    "server, read",
     [
-        {"optimizer": {"name": "adam", "lr": 0.01, "tau": 1e-4, "bias_correction": True}},
-        {"optimizer": {"name": "yogi", "lr": 0.01}, "algorithm": {"name": "fednova"}},
-        {"optimizer": {"name": "momentum"}, "algorithm": {"name": "fedau"}},
-        {"optimizer": {"name": "adagrad", "lr": 0.1}, "algorithm": {"name": "fedbuff"}, "mode": "async"},
-        {"round": {"deadline": "3s", "partial_work": True}, "algorithm": {"name": "fednova"}},
-        {"compression": {"uplink": {"topk": "1%", "error_feedback": True}, "downlink": {"qsgd": {"levels": 16}}}},
-        {
-            "algorithm": {"name": "fedasync", "staleness": "hinge", "a": 10, "b": 4},
-            "mode": "async",
-            "async": {"buffer": 1},
-        },
+        ({"optimizer": {"name": "adam", "lr": 0.01, "tau": 1e-4, "bias_correction": True}}, None),
+        ({"optimizer": {"name": "yogi", "lr": 0.01}, "algorithm": {"name": "fednova"}}, None),
+        ({"optimizer": {"name": "momentum"}, "algorithm": {"name": "fedau"}}, None),
+        ({"optimizer": {"name": "adagrad", "lr": 0.1}, "algorithm": {"name": "fedbuff"}, "mode": "async"}, None),
+        (
+            {"round": {"deadline": "3s", "partial_work": True}, "algorithm": {"name": "fednova"}},
+            {"round": {"deadline": 3.0, "partial_work": True}, "algorithm": {"name": "fednova"}},
+        ),
+        (
+            {"compression": {"uplink": {"topk": "1%", "error_feedback": True}, "downlink": {"qsgd": {"levels": 16}}}},
+            {"compression": {"uplink": {"topk": 0.01, "error_feedback": True}, "downlink": {"qsgd": {"levels": 16}}}},
+        ),
+        (
+            {
+                "algorithm": {"name": "fedasync", "staleness": "hinge", "a": 10, "b": 4},
+                "mode": "async",
+                "async": {"buffer": 1},
+            },
+            None,
+        ),
     ],
 )
-def test_accepted(server: dict) -> None:
-    scenario_from_dict(data(server))
+def test_accepted(server: dict, read: dict | None) -> None:
+    """Accepted, and held as given (``read``: with its units read; None: exactly as given), nothing dropped."""
+    scenario = scenario_from_dict(data(server))
+    assert scenario.server.model_dump(by_alias=True, exclude_unset=True) == (read or server)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from netfl.learn.learner import Learner, LocalConfig
 from netfl.learn.models import build_model
 from netfl.learn.network import Network
 from netfl.learn.params import ParamLayout
-from netfl.learn.training import local_sgd, minibatch_indices, num_local_steps
+from netfl.learn.training import minibatch_indices, num_local_steps, train_one
 from netfl.rng import RandomStreams
 
 CTX = RoundContext(round_index=0, sim_time_s=0.0, available=(0, 1), selected=(0, 1), delivered=(0, 1))
@@ -138,39 +138,21 @@ def _logistic_problem(seed: int = 0):
     return model, layout, start, x, y
 
 
-def test_local_sgd_with_zero_lr_returns_the_start() -> None:
+def test_a_job_with_zero_lr_returns_the_start() -> None:
     model, layout, start, x, y = _logistic_problem()
-    out, _ = local_sgd(
-        Network(model),
-        start,
-        x,
-        y,
-        steps=5,
-        batch_size=4,
-        lr=0.0,
-        weight_decay=0.0,
-        generator=torch.Generator().manual_seed(0),
-    )
+    minibatches = minibatch_indices(len(x), 4, 5, torch.Generator().manual_seed(0))
+    out, _ = train_one(Network(model), start, x, y, minibatches, lr=0.0, weight_decay=0.0)
     assert torch.equal(out, start)
     assert out is not start  # a new tensor: the snapshot is never modified in place
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
-def test_one_local_sgd_step_is_a_gradient_step(weight_decay: float) -> None:
+def test_one_local_step_is_a_gradient_step(weight_decay: float) -> None:
     model, layout, start, x, y = _logistic_problem(1)
     lr, b = 0.3, 4
     before = start.clone()
-    out, _ = local_sgd(
-        Network(model),
-        start,
-        x,
-        y,
-        steps=1,
-        batch_size=b,
-        lr=lr,
-        weight_decay=weight_decay,
-        generator=torch.Generator().manual_seed(5),
-    )
+    minibatches = minibatch_indices(len(x), b, 1, torch.Generator().manual_seed(5))
+    out, _ = train_one(Network(model), start, x, y, minibatches, lr=lr, weight_decay=weight_decay)
     assert torch.equal(start, before)
 
     # the same minibatch, by hand with a plain nn.Linear and autograd

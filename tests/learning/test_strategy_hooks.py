@@ -21,7 +21,7 @@ from netfl.learn.models import build_model
 from netfl.learn.network import Network
 from netfl.learn.objective import Correction
 from netfl.learn.trainer import Trainer, TrainJob
-from netfl.learn.training import local_sgd, minibatch_indices
+from netfl.learn.training import minibatch_indices, train_one
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -33,7 +33,7 @@ def _data(shape: tuple[int, ...], n: int = 40, classes: int = 3) -> tuple[torch.
 
 
 def test_one_job_adds_the_correction_to_each_gradient_by_hand() -> None:
-    """local_sgd: w <- w - lr (grad + wd w + pull (w - w0) + shift), three steps of a linear model in float64."""
+    """train_one: w <- w - lr (grad + wd w + pull (w - w0) + shift), three steps of a linear model in float64."""
     shape, classes, lr, wd, pull, steps, batch = (1, 2, 2), 3, 0.4, 0.01, 0.5, 3, 5
     x, y = _data(shape, classes=classes)
     torch.manual_seed(0)
@@ -42,11 +42,8 @@ def test_one_job_adds_the_correction_to_each_gradient_by_hand() -> None:
     shift = torch.linspace(-0.3, 0.3, start.numel())
 
     def run(correction):
-        generator = torch.Generator().manual_seed(1)
-        return local_sgd(
-            network, start, x, y, steps=steps, batch_size=batch, lr=lr, weight_decay=wd, generator=generator,
-            correction=correction,
-        )[0]  # fmt: skip
+        minibatches = minibatch_indices(len(x), batch, steps, torch.Generator().manual_seed(1))
+        return train_one(network, start, x, y, minibatches, lr=lr, weight_decay=wd, correction=correction)[0]
 
     out = run(Correction(pull, shift))
     w0, w, flat = start.to(F64), start.to(F64), x.reshape(len(x), -1).to(F64)
@@ -75,7 +72,7 @@ def _jobs(x, steps, batch, corrections, seed0=10):
                                        ("lenet5", "stacked"), ("mlp", "replicas")])  # fmt: skip
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 def test_every_path_applies_each_jobs_correction(name, path, weight_decay) -> None:
-    """Fused, replicated and stacked training against local_sgd with the same correction, job by job."""
+    """Fused, replicated and stacked training against train_one with the same correction, job by job."""
     trainer, network, x = _trainer(name, path)
     start = network.initial_params()
     g = torch.Generator().manual_seed(3)
@@ -88,9 +85,10 @@ def test_every_path_applies_each_jobs_correction(name, path, weight_decay) -> No
     together = trainer.train(start, _jobs(x, steps, 6, corrections), lr=0.2, weight_decay=weight_decay)
     plain = trainer.train(start, _jobs(x, steps, 6, [None] * 3), lr=0.2, weight_decay=weight_decay)
     for j, s in enumerate(steps):
-        alone, _ = local_sgd(
-            network, start, trainer.x, trainer.y, steps=s, batch_size=6, lr=0.2, weight_decay=weight_decay,
-            generator=torch.Generator().manual_seed(10 + j), correction=corrections[j],
+        minibatches = minibatch_indices(len(x), 6, s, torch.Generator().manual_seed(10 + j))
+        alone, _ = train_one(
+            network, start, trainer.x, trainer.y, minibatches, lr=0.2, weight_decay=weight_decay,
+            correction=corrections[j],
         )  # fmt: skip
         torch.testing.assert_close(together[j][0], alone, rtol=1e-5, atol=1e-6)
         assert (together[j][0] - plain[j][0]).abs().max() > 1e-3
