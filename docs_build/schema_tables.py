@@ -69,7 +69,9 @@ def _type(annotation: Any, metadata: list[Any]) -> str:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         if annotation.__name__ == "PolicySpec":
             return "policy (`{policy: NAME, ...}`)"
-        return "mapping (its table)" if annotation.__name__ not in ("AlgorithmSpec", "ServerOptimizerSpec") else "`{name, ...}`"
+        if annotation.__name__ in ("AlgorithmSpec", "ServerOptimizerSpec"):
+            return "`{name, ...}`"
+        return "mapping (its table)"
     names = {bool: "boolean", int: "integer", float: "number", str: "string", Path: "path"}
     return names.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
@@ -124,15 +126,16 @@ def _cell(text: str) -> str:
 
 
 def table(model: type[BaseModel], path: str) -> str:
-    """The Markdown table of ``model``'s fields, each key written as it sits under ``path`` in the YAML file."""
-    rows = ["| key | type | default | bounds | description |", "| --- | --- | --- | --- | --- |"]
+    """The Markdown table of ``model``'s fields, headed by ``path``, where its mapping sits in the YAML file."""
+    where = "top level" if path == "." else f"`{path}`"
+    rows = [f"| key ({where}) | type | default | bounds | description |", "| --- | --- | --- | --- | --- |"]
     for name, field in model.model_fields.items():
         if field.exclude:  # set by netfl, never written in a file (Scenario.source)
             continue
         key = field.alias or name
         metadata = list(field.metadata)
         cells = (
-            f"`{path}.{key}`" if path != "." else f"`{key}`",
+            f"`{key}`",
             _type(field.annotation, metadata),
             _default(field, metadata),
             _bounds(metadata),
