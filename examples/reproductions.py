@@ -1,4 +1,4 @@
-"""The docs' table of reproductions (docs/reproductions.md), regenerated from the studies' results so that its figures cannot drift.
+"""The table of docs/reproductions.md, regenerated from the studies' results so that its figures cannot drift.
 
 Every number in docs/reproductions.md's table comes from here: ``measure`` reads the result folders the
 full studies wrote and stores the figures in examples/reproductions.json; ``readme`` writes the table into
