@@ -258,8 +258,10 @@ def test_shipped_topology_runs_from_the_cli(tmp_path: Path, name: str) -> None:
         assert "pull" in kinds and summary["staleness"]["mean"] is not None
 
 
-def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
-    """The numbers README.md shows for the quickstart are the ones a run gives (all but the real time)."""
+@pytest.mark.parametrize("page", ["README.md", "docs/getting-started.md"])
+def test_the_docs_print_what_the_quickstart_gives(quickstart_run, page: str) -> None:
+    """The numbers README.md and the getting-started page show for the quickstart are the ones a run gives (all
+    but the real time)."""
     import re
 
     from netfl.units import format_si
@@ -267,8 +269,8 @@ def test_the_readme_prints_what_the_quickstart_gives(quickstart_run) -> None:
     out, result = quickstart_run
     assert result.exit_code == 0, result.output
     s = json.loads((out / "summary.json").read_text())
-    readme = (ROOT / "README.md").read_text()
-    block = re.search(r"```\n(quickstart: .*?)\n```", readme, re.S).group(1)
+    text = (ROOT / page).read_text()
+    block = re.search(r"```text\n(quickstart: .*?)\n```", text, re.S).group(1)
     expected = re.sub(r"\([\d.]+ s real\)", "(… s real)", block)
     got = (
         f"quickstart: {s['algorithm']}, {s['rounds']} rounds in {s['sim_time_s']:.0f} simulated s (… s real)\n"

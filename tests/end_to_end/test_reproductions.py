@@ -1,9 +1,9 @@
-"""The README's reproduction figures cannot drift (examples/reproductions.py).
+"""The reproduction figures of docs/reproductions.md cannot drift (examples/reproductions.py).
 
-README.md's table is what examples/reproductions.json holds, to the character; and the code still gives the
-numbers recorded with those figures: the MIFA toy's rounds to 1e-3 (three of the README's figures themselves)
+The page's table is what examples/reproductions.json holds, to the character; and the code still gives the
+numbers recorded with those figures: the MIFA toy's rounds to 1e-3 (three of the table's figures themselves)
 and each study's canary, one seed of one case for a round or a few. A change that moves a result fails here:
-then the full studies are run again and the file and README regenerated (the module's docstring says how).
+then the full studies are run again and the file and the page regenerated (the module's docstring says how).
 """
 
 from __future__ import annotations
@@ -25,17 +25,18 @@ AGAIN = "the results moved: run the studies again, then python examples/reproduc
 FASHION = {"fedau_participation", "cvar_fashion", "mmfl_sampling"}
 
 
-def test_the_readme_shows_the_figures_of_the_file() -> None:
-    text = (ROOT / "README.md").read_text()
+def test_the_docs_page_shows_the_figures_of_the_file() -> None:
+    assert reproductions.PAGE == ROOT / "docs" / "reproductions.md"
+    text = reproductions.PAGE.read_text()
     start, end = reproductions.readme_block(text)
     assert text[start:end] == "\n" + reproductions.render(STORED["figures"]) + "\n", (
-        "README.md's reproductions table was edited by hand: python examples/reproductions.py readme"
+        "docs/reproductions.md's table was edited by hand: python examples/reproductions.py readme"
     )
     assert "{" not in reproductions.render(STORED["figures"]).replace("U{1..10}", "")  # every figure filled in
 
 
 @pytest.mark.slow
-def test_the_mifa_toy_reaches_1e3_in_the_rounds_the_readme_says() -> None:
+def test_the_mifa_toy_reaches_1e3_in_the_rounds_the_table_says() -> None:
     rounds = reproductions.mifa_canary()
     assert rounds == STORED["canaries"]["mifa_quadratic"], AGAIN
     figures = STORED["figures"]["mifa_quadratic"]

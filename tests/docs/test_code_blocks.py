@@ -1,0 +1,329 @@
+"""Every code block of README.md and the docs pages runs, at a small size, the way a reader would run it.
+
+A page's blocks run in order in one temporary folder that holds the checkout's files (a copy of docs/, links to
+the rest), as a reader in the checkout would run them: ``bash`` blocks line by line, ``netfl`` commands shrunk
+to a few rounds and seeds by the options below; ``python`` blocks as scripts (one marked
+``<!-- test: file NAME -->`` is the user's file of that name, written and imported); ``yaml`` blocks are
+topologies (a whole one validated as it is, a fragment validated inside the quickstart, at the top level or in
+its first device group, as its keys say) or a study file equal to the file it names. A block that is output
+is tagged ``text``. Any other language, or an untagged block, fails: no block is skipped unseen.
+
+The few commands that cannot run here say why below (NOT_RUN: the suite itself, hours-long benchmarks), and
+get the check that can run: the command is what CI runs, or its options are the script's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+FENCE = re.compile(
+    r"^(?:<!-- test: (?P<mark>[^>]*) -->\n)?^```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S
+)
+LANGUAGES = {"bash", "python", "yaml", "text"}
+
+#: Added to every `netfl simulate` / `sweep` of the docs: a few rounds, one seed.
+SMALL_RUN = ["--set", "stop.rounds=3"]
+SMALL_SWEEP = ["--seeds", "1", "--jobs", "2", "--set", "stop.rounds=2"]
+#: Worlds that are large by design, shrunk further (their point, the scale, is measured in benchmarks/).
+SMALLER_WORLD = {"topologies/million-phones.yaml": ["--set", "devices[0].count=2000"]}
+#: Lines that cannot run here, with the reason; each gets the check in `not_run`.
+NOT_RUN = {
+    "pytest": "the test suite itself; .ci/run runs the README's test command verbatim",
+    "python benchmarks/speed.py": "benchmarks of minutes to hours, run by hand; their options are checked",
+}
+
+
+@dataclass
+class Block:
+    page: Path
+    lang: str
+    body: str
+    mark: str | None
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(REPO)}:{self.line} ({self.lang})"
+
+
+def blocks(page: Path) -> list[Block]:
+    text = page.read_text()
+    return [
+        Block(page, m.group("lang"), m.group("body"), m.group("mark"), text.count("\n", 0, m.start("lang")) + 1)
+        for m in FENCE.finditer(text)
+    ]
+
+
+def test_every_block_is_run_or_marked_as_output() -> None:
+    found = [b for page in PAGES for b in blocks(page)]
+    assert len(found) > 40
+    untagged = [str(b) for b in found if b.lang not in LANGUAGES]
+    assert not untagged, f"tag each block bash, python, yaml (run here) or text (output, not run): {untagged}"
+    for page in PAGES:  # every fence is one FENCE found: an odd ``` line would hide the blocks after it
+        fences = sum(1 for line in page.read_text().splitlines() if line.startswith("```"))
+        assert fences == 2 * len(blocks(page)), page
+
+
+# ------------------------------------------------------------------------------------------------ a page's folder
+
+
+def workdir(tmp: Path) -> Path:
+    """A folder holding the checkout as the reader's working directory: docs/ copied (commands write into
+    docs/studies/*/report), everything else linked."""
+    for entry in REPO.iterdir():
+        if entry.name in (".git", ".venv", "results", "site") or entry.name.startswith("."):
+            continue
+        if entry.name == "docs":
+            shutil.copytree(entry, tmp / "docs")
+        else:
+            (tmp / entry.name).symlink_to(entry)
+    return tmp
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
+
+
+def sh(args: list[str], cwd: Path, stdout: Path | None = None) -> str:
+    out = open(stdout, "w") if stdout else subprocess.PIPE  # noqa: SIM115 (closed below)
+    try:
+        done = subprocess.run(args, cwd=cwd, env=environment(), stdout=out, stderr=subprocess.PIPE, text=True)
+    finally:
+        if stdout:
+            out.close()
+    assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout or ""
+
+
+# --------------------------------------------------------------------------------------------------------- bash
+
+
+def commands(body: str) -> list[str]:
+    """The block's commands: lines joined at a trailing backslash, comments dropped, && lists split."""
+    joined = body.replace("\\\n", " ")
+    found = []
+    for line in joined.splitlines():
+        words = shlex.split(line, comments=True)
+        if words:
+            found += [part.strip() for part in shlex.join(words).split(" '&&' ")]
+    return found
+
+
+def smaller(words: list[str]) -> list[str]:
+    """A netfl command at the docs test's size: a few rounds, one seed, a smaller world where it is large."""
+    if words[1] == "simulate":
+        extra = SMALL_RUN + SMALLER_WORLD.get(words[2], [])
+        if "--device" in words and words[words.index("--device") + 1].startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():  # the GPU page's command; the same run on the CPU here
+                words = [w if not w.startswith("cuda") else "cpu" for w in words]
+        return words + extra
+    if words[1] == "sweep":
+        return words + SMALL_SWEEP
+    return words
+
+
+def not_run(command: str) -> bool:
+    """Checks a command that cannot run here, if it is one (NOT_RUN), and says so."""
+    if command == "pytest":
+        ci = (REPO / ".ci" / "run").read_text()
+        assert 'pip install torch==2.13.0 -e ".[test]" && pytest' in ci
+        return True
+    if command.startswith("python benchmarks/speed.py"):
+        source = (REPO / "benchmarks" / "speed.py").read_text()
+        sections = re.search(r"^SECTIONS = (.*)$", source, re.M).group(1)
+        words = shlex.split(command)[2:]
+        for option, value in zip(words[::2], words[1::2]):
+            assert f'"{option}"' in source, option
+            if option == "--only":
+                assert all(f'"{s}"' in sections for s in value.split(",")), value
+        return True
+    return False
+
+
+def set_up(command: str, cwd: Path) -> bool:
+    """The set-up commands of the install lines: checked against what they install (the environment the tests
+    run in is the one they make), and the extras they name exist."""
+    words = shlex.split(command)
+    if words[:3] == ["python3", "-m", "venv"] or words[:1] == ["."]:
+        assert (REPO / ".ci" / "run").read_text().count("python3 -m venv .venv && . .venv/bin/activate") == 1
+        return True
+    if words[:2] == ["pip", "install"]:
+        extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+        for word in words[2:]:
+            if word.startswith("."):
+                assert all(extra in extras for extra in re.findall(r"\w+", word[1:])), word
+            elif word.startswith("torch=="):
+                import torch
+
+                assert torch.__version__.split("+")[0] == word.split("==")[1]
+        return True
+    return False
+
+
+def run_bash(block: Block, cwd: Path) -> None:
+    for command in commands(block.body):
+        if not_run(command) or set_up(command, cwd):
+            continue
+        words = shlex.split(command)
+        stdout = None
+        if ">" in words:
+            words, stdout = words[: words.index(">")], cwd / words[words.index(">") + 1]
+        if words[0] == "netfl":
+            words = smaller(words)
+            if words[1] == "simulate" and "--checkpoint-every" in words:
+                interrupted_with_a_checkpoint(words, cwd)
+                continue
+            if words[1] == "trace" and not (cwd / words[3]).exists():  # the trace the page says how to make
+                sh([sys.executable, "benchmarks/make_fedscale_trace.py", words[3], "--clients", "50"], cwd)
+            if words[1] == "report" and "--format" in words:
+                assert sh([str(BIN / "netfl"), *words[1:]], cwd, stdout) == ""
+                assert stdout.read_text().lstrip().startswith("{")
+                continue
+            sh([str(BIN / "netfl"), *words[1:]], cwd, stdout)
+        elif words[:2] == ["python", "-c"] and "tutorial.ipynb" in words[2]:
+            small = cwd / "tutorial-small.ipynb"  # the notebook's sizes cell made small, as tests/end_to_end do
+            notebook = json.loads((REPO / "examples" / "tutorial.ipynb").read_text())
+            sizes = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+            sizes["source"] = "ROUNDS = 3\nSEEDS = 2\n"
+            small.write_text(json.dumps(notebook))
+            sh([sys.executable, "-c", words[2].replace("examples/tutorial.ipynb", small.name)], cwd)
+            assert (cwd / "results" / "tutorial" / "study" / "report" / "report.html").is_file()
+        elif words[0] == "python":
+            sh([sys.executable, *words[1:]], cwd, stdout)
+        elif words[0] == "mkdocs":
+            sh([str(BIN / "mkdocs"), *words[1:], "--site-dir", str(cwd / "site")], cwd)
+        else:
+            raise AssertionError(f"{block}: no rule runs {command!r}")
+
+
+def interrupted_with_a_checkpoint(words: list[str], cwd: Path) -> None:
+    """A run with --checkpoint-every, stopped with Ctrl-C once it kept a checkpoint, so that the page's
+    `netfl resume` has one to go on from (the page: "after a crash, a kill or Ctrl-C")."""
+    words = [w if not re.fullmatch(r"\d+ ?rounds?", w) else "1rounds" for w in words]
+    words = [w if w != "stop.rounds=3" else "stop.rounds=40" for w in words]
+    out = Path(words[words.index("--out") + 1])
+    checkpoint = cwd / out.parent / f".{out.name}.checkpoint"
+    process = subprocess.Popen([str(BIN / "netfl"), *words[1:], "-q"], cwd=cwd, env=environment())
+    deadline = time.monotonic() + 120
+    while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=120) == 130 and checkpoint.exists()
+
+
+# ------------------------------------------------------------------------------------------------------- python
+
+
+def run_python(block: Block, cwd: Path) -> None:
+    if block.mark and block.mark.startswith("file "):
+        name = block.mark.split()[1]
+        (cwd / name).write_text(block.body)
+        sh([sys.executable, "-c", f"import {Path(name).stem}"], cwd)
+        return
+    script = cwd / f"block_{block.line}.py"
+    script.write_text(block.body)
+    sh([sys.executable, script.name], cwd)
+
+
+# --------------------------------------------------------------------------------------------------------- yaml
+
+
+def run_yaml(block: Block, cwd: Path) -> None:
+    data = yaml.safe_load(block.body)
+    first = block.body.splitlines()[0]
+    if first.startswith("# ") and first[2:].endswith(".yaml"):  # a file shown whole: the file it names
+        shown = REPO / first[2:].strip()
+        assert data == yaml.safe_load(shown.read_text()), f"{block} differs from {shown}"
+        sh([str(BIN / "netfl"), "sweep", str(shown.relative_to(REPO)), "--dry-run"], cwd)
+        return
+    base = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
+    group_keys = {"group", "count", "compute", "power", "battery", "availability", "usage", "link"}
+    if "name" in data and "stop" in data:
+        topology = data
+    elif set(data) <= group_keys:
+        topology = {**base, "devices": [{**base["devices"][0], **data}, *base["devices"][1:]]}
+    else:
+        topology = {**base, **data}
+        if "task" in data:
+            topology.pop("tasks", None)
+    path = cwd / f"block_{block.line}.yaml"
+    path.write_text(yaml.safe_dump(topology))
+    idx = cwd / "idx"  # Fashion-MNIST's four files, where a topology names it and Debian's package is missing
+    idx.mkdir(exist_ok=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"):
+        (idx / name).touch()
+    (idx / "t10k-labels-idx1-ubyte").touch()
+    fashion = "fashion-mnist" in block.body and not Path("/usr/share/datasets/fashion-mnist").is_dir()
+    sh([str(BIN / "netfl"), "validate", path.name, *(["--data-dir", "idx"] if fashion else [])], cwd)
+
+
+# --------------------------------------------------------------------------------------------------------- pages
+
+
+def own_files(cwd: Path) -> None:
+    """The user's files that the "own model and data" page's blocks name (my_models.py:Net, my_data.py:load,
+    mydata.npz) and the topology.yaml its Python block runs: small ones, as a reader would have."""
+    (cwd / "my_models.py").write_text(
+        "import torch.nn as nn\n\n\n"
+        "class Net(nn.Sequential):\n"
+        "    def __init__(self, width: int, num_classes: int, input_shape):\n"
+        "        super().__init__(nn.Flatten(), nn.Linear(input_shape[-1], width), nn.ReLU(),"
+        " nn.Linear(width, num_classes))\n"
+    )
+    (cwd / "my_data.py").write_text(
+        "import numpy as np\n\n\n"
+        "def load():\n"
+        "    rng = np.random.default_rng(0)\n"
+        "    x = rng.normal(size=(400, 8)).astype('float32')\n"
+        "    return {'x': x, 'y': (x[:, 0] > 0).astype('int64'), 'client': np.arange(400) % 40}\n"
+    )
+    import numpy as np
+
+    sys.path.insert(0, str(cwd))
+    try:
+        from my_data import load  # noqa: PLC0415
+    finally:
+        sys.path.remove(str(cwd))
+        sys.modules.pop("my_data", None)
+    np.savez(cwd / "mydata.npz", **load())
+    topology = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
+    (cwd / "topology.yaml").write_text(yaml.safe_dump({**topology, "stop": {"rounds": 3}}))
+
+
+PREPARE = {"docs/own-model.md": own_files}
+RUN = {"bash": run_bash, "python": run_python, "yaml": run_yaml}
+
+
+def page_id(page: Path) -> str:
+    return page.relative_to(REPO).as_posix()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang != "text" for b in blocks(p))], ids=page_id)
+def test_the_pages_blocks_run(page: Path, tmp_path: Path) -> None:
+    cwd = workdir(tmp_path)
+    PREPARE.get(page_id(page), lambda _: None)(cwd)
+    for block in blocks(page):
+        if block.lang != "text":
+            try:
+                RUN[block.lang](block, cwd)
+            except AssertionError as failure:
+                raise AssertionError(f"{block}: {failure}") from None

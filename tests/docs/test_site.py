@@ -1,0 +1,95 @@
+"""The documentation site (mkdocs.yml, docs/) builds in strict mode, offline, and renders in a browser.
+
+Strict: a broken link, a missing page or anchor, an API name mkdocstrings cannot find, or a schema marker that
+names no model fails the build. The parameter tables come from netfl.config.schema (docs_build/schema_tables.py).
+Headless Chromium renders the API reference: its text holds the public API's names, and its screenshot is a
+page, not a blank.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from netfl.config import schema
+
+REPO = Path(__file__).resolve().parents[2]
+MKDOCS = Path(sys.executable).parent / "mkdocs"
+SPEC = importlib.util.spec_from_file_location("schema_tables", REPO / "docs_build" / "schema_tables.py")
+schema_tables = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(schema_tables)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    pytest.importorskip("mkdocs", reason="the docs extra is not installed: pip install -e '.[docs]'")
+    out = tmp_path_factory.mktemp("site")
+    # no network: mkdocs-material's fonts are off (theme.font: false) and nothing else is fetched
+    built = subprocess.run(
+        [str(MKDOCS), "build", "--strict", "--site-dir", str(out)], cwd=REPO, capture_output=True, text=True
+    )
+    assert built.returncode == 0, built.stderr
+    return out
+
+
+def test_a_table_row_is_the_declaration() -> None:
+    rows = schema_tables.table(schema.BatterySpec, "devices[].battery").splitlines()
+    assert rows[0] == "| key (`devices[].battery`) | type | default | bounds | description |"
+    assert "| `capacity` | energy (J) | `55kJ` | > 0 |  |" in rows
+    assert (
+        "| `min_level` | fraction | `0%` | ≥ 0, ≤ 1 | at or below this fraction the device does not take part |" in rows
+    )
+    assert len(rows) == 2 + len(schema.BatterySpec.model_fields)
+    keys = [r.split(" | ")[0] for r in schema_tables.table(schema.ServerSpec, "server").splitlines()[2:]]
+    assert "| `async`" in keys and "| `async_`" not in keys  # the key as the file writes it, not the field async_
+    with pytest.raises(ValueError, match="NoSuchSpec"):
+        schema_tables.expand("<!-- schema: NoSuchSpec x -->")
+
+
+@pytest.mark.slow
+def test_the_site_builds_strict_with_every_page(site: Path) -> None:
+    nav = re.findall(r":\s*([\w/.-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(), re.M)
+    pages = {p.relative_to(REPO / "docs").as_posix() for p in (REPO / "docs").rglob("*.md")}
+    assert set(nav) == pages, "every page in the nav, and every nav entry a page"
+    battery = (site / "topology" / "devices" / "index.html").read_text()
+    assert "<code>charge_power</code>" in battery and "<!-- schema:" not in battery
+    assert "<code>netfl.policies.base</code>" in (site / "api" / "policies" / "index.html").read_text()
+    changelog = (site / "changelog" / "index.html").read_text()
+    assert (REPO / "CHANGELOG.md").read_text().splitlines()[0].lstrip("# ") in changelog
+    assert "fonts.googleapis.com" not in (site / "index.html").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    shutil.which("chromium") is None,
+    reason="chromium is not on PATH (Debian: apt-get install chromium); CI installs it",
+)
+def test_chromium_renders_the_api_reference(site: Path, tmp_path: Path) -> None:
+    page = site / "api" / "netfl" / "index.html"
+    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
+    dom = subprocess.run(
+        chromium + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    for name in ("netfl.api.run", "netfl.api.load", "netfl.api.from_dict", "netfl.api.with_own", "Result"):
+        assert f'id="{name}"' in dom or name in dom, name
+    assert "ScenarioError" in dom and "run_sweep" in dom and "write_report" in dom
+    shot = tmp_path / "api.png"
+    subprocess.run(
+        chromium + [f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+        check=True,
+        cwd=tmp_path,
+    )
+    from matplotlib.image import imread
+
+    pixels = imread(shot)[:, :, :3]
+    assert pixels.shape[:2] == (1600, 1280)
+    assert pixels.std() > 0.05  # text and a header on a page, not one colour
+    assert (pixels.mean(axis=2) < 0.3).sum() > 2000  # dark text drawn
