@@ -29,10 +29,15 @@ not a test. Sections:
   second identical run (a competing CPU load): the measured case for
   netfl's default; and torch's own intra-op threads 1 against 2 on the plain
   loop, for contrast.
-* engine  -- the lazy device engine (``engine: {devices: lazy}``) with
-  10 000 to 1 000 000 phones over 24 simulated hours (100 per round, a round
-  every 3 minutes as in topologies/million-phones.yaml): events per second
-  and memory per device.
+* engine  -- the array form of the engine (``engine: {devices: arrays}``)
+  with 10 000 to 1 000 000 phones (``--engine-max`` adds a size, e.g. ten
+  million) over 24 simulated hours (100 per round, a round every 3 minutes
+  as in topologies/million-phones.yaml), in four worlds (``--engine-worlds``):
+  sync (batteries), phones (nightly chargers and the owners' use), async
+  (phones with anarchic arrivals, FedBuff) and trace (availability replayed
+  from a 100 000-client FedScale-format trace that
+  benchmarks/make_fedscale_trace.py writes): wall time, events per second and
+  memory per device.
 
 ``--quick`` is a smoke run (fewer rounds, sizes and repeats; its figures are
 not for the README; about 6 minutes). A full run takes a few hours, most of
@@ -61,6 +66,7 @@ import argparse
 import importlib.metadata
 import json
 import os
+import pickle
 import platform
 import shutil
 import signal
@@ -647,13 +653,15 @@ def threads(args, tmp: Path) -> dict:
 ENGINE_RUNS = {False: ((10_000, 100_000, 1_000_000), 24), True: ((10_000, 100_000), 2)}  # quick: devices, hours
 #: The worlds the engine section measures: synchronous rounds over batteries alone, the same with nightly
 #: chargers and the owners' use, and that world with anarchic arrivals (FedBuff) instead of rounds.
-ENGINE_WORLDS = ("sync", "phones", "async")
+ENGINE_WORLDS = ("sync", "phones", "async", "trace")
+#: Clients of the FedScale-format trace the trace world replays (device n replays client n mod this).
+TRACE_CLIENTS = 100_000
 #: Async workers pause so that about this many jobs start in a simulated day whatever the devices' number
 #: (the synchronous worlds' 480 rounds x 100).
 ASYNC_JOBS_PER_DAY = 48_000
 
 
-def engine_scenario(devices: int, hours: int, churn: str, world: str = "sync") -> dict:
+def engine_scenario(devices: int, hours: int, churn: str, world: str = "sync", trace: Path | None = None) -> dict:
     availability = {
         "diurnal": {"policy": "diurnal", "mixing": "20min"},
         "sessions": {
@@ -689,13 +697,18 @@ def engine_scenario(devices: int, hours: int, churn: str, world: str = "sync") -
         },
         "eval": {"every": "100 rounds"},
         "engine": {"devices": "lazy"},
-    } | _world(world, devices)
+    } | _world(world, devices, trace)
 
 
-def _world(world: str, devices: int) -> dict:
-    """What a world adds to the synchronous one: chargers and the owners' use, and asynchronous arrivals."""
+def _world(world: str, devices: int, trace: Path | None = None) -> dict:
+    """What a world adds to the synchronous one: chargers and the owners' use, asynchronous arrivals, or
+    availability replayed from a FedScale-format trace (``trace``: the pickle benchmarks/make_fedscale_trace.py
+    writes)."""
     if world == "sync":
         return {}
+    if world == "trace":
+        replay = {"policy": "fedscale_trace", "file": str(trace or "trace.pkl"), "trust_pickle": True}
+        return {"devices_update": {"availability": replay}}
     phone = {
         "capacity": "55kJ",
         "initial": {"uniform": [0.3, 1.0]},
@@ -716,8 +729,8 @@ def _world(world: str, devices: int) -> dict:
     return changes
 
 
-def _engine_yaml(n: int, hours: int, churn: str, world: str) -> dict:
-    data = engine_scenario(n, hours, churn, world)
+def _engine_yaml(n: int, hours: int, churn: str, world: str, trace: Path | None = None) -> dict:
+    data = engine_scenario(n, hours, churn, world, trace)
     data["devices"][0].update(data.pop("devices_update", {}))
     return data
 
@@ -740,10 +753,18 @@ def engine(args, tmp: Path) -> dict:
 
 
 def _engine_world(args, tmp: Path, world: str, sizes: tuple, hours: int, busy: float) -> dict:
-    paths = {}
+    paths, trace = {}, None
+    if world == "trace":  # one trace of TRACE_CLIENTS clients, replayed by every size
+        sys.path.insert(0, str(BENCH))
+        from make_fedscale_trace import make_trace
+
+        trace = tmp / "trace.pkl"
+        if not trace.exists():
+            clients = make_trace(TRACE_CLIENTS, finish=6 * 86_400.0, online=20 * 60.0, offline=2 * 3600.0)
+            trace.write_bytes(pickle.dumps(clients, protocol=pickle.HIGHEST_PROTOCOL))
     for n in sizes:
         paths[n] = tmp / f"engine-{world}-{n}.yaml"
-        paths[n].write_text(yaml.safe_dump(_engine_yaml(n, hours, args.churn, world), sort_keys=False))
+        paths[n].write_text(yaml.safe_dump(_engine_yaml(n, hours, args.churn, world, trace), sort_keys=False))
     check = run([NETFL, "validate", str(paths[sizes[0]])])
     if check.returncode != 0:
         print(f"\n(engine: this netfl does not accept the {world} scenario; skipped)\n{check.stderr.strip()}")
@@ -775,6 +796,8 @@ def _engine_world(args, tmp: Path, world: str, sizes: tuple, hours: int, busy: f
         "sync": "batteries, 100 participants per round started every 3 min",
         "phones": "nightly chargers and the owners' use (usage: phone), rounds as sync",
         "async": f"as phones, anarchic arrivals (FedBuff, buffer 100), about {ASYNC_JOBS_PER_DAY:,} jobs a day",
+        "trace": f"as sync, availability replayed from a {TRACE_CLIENTS:,}-client FedScale-format trace "
+        "(device n replays client n mod its clients)",
     }[world]
     table(
         f"engine, {world}: {args.churn} availability, {what}, {hours} simulated hours; whole job "

@@ -153,18 +153,25 @@ class IdleRows:
 
     def _sources(self, g: int, rows: np.ndarray) -> np.ndarray:
         """Each row's next change from each source (5 x rows: empty, min_level, availability, charger, usage)."""
-        group, d = self.groups[g], rows + self.slices[g].start
+        d = rows + self.slices[g].start
         out = np.full((5, len(rows)), _INF)
         drain = self.net_drain_w(d)
         out[_EMPTY] = self._empty_at(d, drain)
         out[_FLOOR] = self._floor_at(d, drain)
-        if group.availability.time_base == "continuous":
-            out[_AVAILABILITY] = group.availability.change[rows]
-        if group.charger is not None:
-            out[_CHARGER] = group.charger.change[rows]
-        if group.usage is not None:
-            out[_USAGE] = group.usage.model.change[rows]
+        for source, model in self._models(g).items():
+            out[source] = model.change[rows]
         return out
+
+    def _models(self, g: int) -> dict[int, PopulationModel]:
+        """Group ``g``'s models that change in continuous time, by the source of the changes they make."""
+        group, models = self.groups[g], {}
+        if group.availability.time_base == "continuous":
+            models[_AVAILABILITY] = group.availability
+        if group.charger is not None:
+            models[_CHARGER] = group.charger
+        if group.usage is not None:
+            models[_USAGE] = group.usage.model
+        return models
 
     def _schedule(self, g: int, rows: np.ndarray) -> None:
         d = rows + self.slices[g].start
@@ -179,8 +186,9 @@ class IdleRows:
             else:
                 mine = devices[(devices >= sl.start) & (devices < sl.stop)]
                 rows = mine[self.next_at[mine] <= now] - sl.start
+            models = self._models(g)
+            sources = self._sources(g, rows) if rows.size else None
             while rows.size:
-                sources = self._sources(g, rows)
                 t = sources.min(axis=0)
                 d = rows + sl.start
                 first = sources.argmin(axis=0)
@@ -196,8 +204,18 @@ class IdleRows:
                     mine = first == source
                     if mine.any():
                         take(g, rows[mine], d[mine], t[mine])
-                self._schedule(g, rows)
-                rows = rows[self.next_at[d] <= now]
+                        # a change moves its own source's next change and, if it changed a load or the level,
+                        # the battery's marks; the other sources' changes stay where they were
+                        if source in models:
+                            sources[source, mine] = models[source].change[rows[mine]]
+                if power.any():
+                    drain = self.net_drain_w(d[power])
+                    sources[_EMPTY, power] = self._empty_at(d[power], drain)
+                    sources[_FLOOR, power] = self._floor_at(d[power], drain)
+                upcoming = sources.min(axis=0)
+                self.next_at[d] = upcoming
+                due = upcoming <= now
+                rows, sources = rows[due], sources[:, due]
 
     def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = self.table.min_level[d] * self.capacity[d]  # exact: rounding must not leave it short
@@ -270,7 +288,16 @@ class IdleRows:
     def eligible(self, now: float, devices: np.ndarray | None = None) -> np.ndarray:
         """Devices (ascending; of ``devices`` only, if given) that are idle, online, on, not in use (where use
         excludes training) and above their ``min_level`` at ``now`` (advanced to ``now``)."""
-        d = np.arange(len(self)) if devices is None else np.sort(devices)
+        if devices is None:  # every device: whole arrays, no gathering (this runs at every round)
+            ok = self.online & self.alive & ~self.busy
+            for sl, group in zip(self.slices, self.groups):
+                if group.usage is not None and not group.usage.train_while_in_use:
+                    ok[sl] &= ~self.using[sl]
+            check = np.flatnonzero(ok & (self.table.min_level > 0) & self.finite)
+            if check.size:
+                ok[check[self.below_min(check, now)]] = False
+            return np.flatnonzero(ok)
+        d = np.sort(devices)
         ok = self.online[d] & self.alive[d] & ~self.busy[d]
         for sl, group in zip(self.slices, self.groups):
             if group.usage is not None and not group.usage.train_while_in_use:
