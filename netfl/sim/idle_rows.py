@@ -109,14 +109,14 @@ class IdleRows:
 
     # ----------------------------------------------------------------- power
 
-    def net_drain_w(self, d: np.ndarray) -> np.ndarray:
+    def net_drain_w(self, d: np.ndarray | slice) -> np.ndarray:
         """The rate at which each device's level falls (negative while the charger out-supplies its loads)."""
         load = np.where(self.alive[d], self.table.idle_w[d], 0.0) + np.where(self.using[d], self.use_w[d], 0.0)
         return load - np.where(self.charging[d], self.table.charge_w[d], 0.0)
 
-    def level_at(self, d: np.ndarray, now: float, drain: np.ndarray | None = None) -> np.ndarray:
-        """The charge of devices ``d`` (idle, advanced to ``now``) at ``now``, settling nothing (inf: mains);
-        ``drain``: their :meth:`net_drain_w`, if the caller has it."""
+    def level_at(self, d: np.ndarray | slice, now: float, drain: np.ndarray | None = None) -> np.ndarray:
+        """The charge of devices ``d`` (idle, advanced to ``now``; ``slice(None)``: all, read without gathering)
+        at ``now``, settling nothing (inf: mains); ``drain``: their :meth:`net_drain_w`, if the caller has it."""
         drain = self.net_drain_w(d) if drain is None else drain
         level = self.level[d] - drain * (now - self.since[d])
         return np.where(self.finite[d], np.clip(level, 0.0, self.capacity[d]), _INF)
@@ -308,7 +308,7 @@ class IdleRows:
             ok[check[self.below_min(d[check], now)]] = False
         return d[ok]
 
-    def below_min(self, d: np.ndarray, now: float) -> np.ndarray:
+    def below_min(self, d: np.ndarray | slice, now: float) -> np.ndarray:
         """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as
         the actor's battery watch says."""
         threshold = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
