@@ -14,7 +14,7 @@ import numpy as np
 
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
-from netfl.config.schema import CompressionSpec, CompressorSpec, Scenario, ServerOptimizerSpec
+from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, Scenario, ServerOptimizerSpec
 from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
@@ -167,8 +167,7 @@ def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Gener
                 rng,
                 alpha=part.alpha,
                 classes_per_client=part.classes_per_client,
-                exclusive=part.exclusive,
-                quantity_skew=part.quantity_skew,
+                **partition_options(part),
             )
         )
     except ValueError as exc:
@@ -178,6 +177,15 @@ def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Gener
             else ""
         )
         raise _problem(scenario, where, f"{exc}{hint}") from None
+
+
+def partition_options(spec: PartitionSpec) -> dict:
+    """The partition's ``exclusive`` groups and ``quantity_skew`` as :func:`partition_indices` takes them: pairs."""
+    skew = spec.quantity_skew
+    return {
+        "exclusive": None if spec.exclusive is None else [(g.clients, g.labels) for g in spec.exclusive],
+        "quantity_skew": None if skew is None else (skew.clients, skew.share),
+    }
 
 
 def _check_labels_named(scenario: Scenario, task: int, dataset: Dataset) -> None:

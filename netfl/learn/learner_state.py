@@ -9,14 +9,33 @@ task's parameter and buffer names and shapes go with it, so a model file changed
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import numpy as np
+import torch
 
 from netfl.errors import ModelChanged
+from netfl.learn.algorithms import Strategy
+from netfl.learn.divergence_watch import DivergenceWatch
+from netfl.learn.jobs import JobBook
+from netfl.learn.model_transfer import ModelTransfer
 from netfl.learn.runtime import on_device
+from netfl.learn.server_step import ServerStep
 from netfl.learn.task_model import TaskModel
 
-if TYPE_CHECKING:
-    from netfl.learn.learner import Learner
+
+class Learner(Protocol):
+    """The parts of a :class:`~netfl.learn.learner.Learner` its state is made of."""
+
+    tasks: list[TaskModel]
+    strategy: Strategy
+    version: int
+    device: torch.device
+    selection: np.random.Generator
+    book: JobBook
+    watch: DivergenceWatch
+    server: ServerStep
+    transfer: ModelTransfer
 
 
 def learner_state(learner: Learner) -> dict:
