@@ -224,7 +224,9 @@ class Learner:
         return len(context.edges)
 
     def evaluate(self) -> Evaluation:
-        results = [task.evaluate() for task in self.tasks]
+        """Each task's test result, by the strategy's evaluation hook (the test set on the global model, unless the
+        strategy says otherwise); a non-finite test loss stops the run."""
+        results = [self.strategy.evaluate(s, task.global_vector, task.evaluate) for s, task in enumerate(self.tasks)]
         self.watch.check_evaluations(results)
         if len(results) == 1:
             return results[0]

@@ -173,9 +173,11 @@ class TaskModel:
         w = self.model_part(self.global_vector)
         return self.evaluator(w, buffers if buffers is not None else self.global_buffers, x, y)[1]
 
-    def evaluate(self) -> Evaluation:
+    def evaluate(self, vector: torch.Tensor | None = None) -> Evaluation:
+        """The test set's accuracy and loss of ``vector``'s model part (default: the global vector's)."""
+        vector = self.global_vector if vector is None else vector
         acc, loss, per_class = self.evaluator(
-            self.model_part(self.global_vector), self.test_buffers(), self.test_x, self.test_y, parallel_map
+            self.model_part(vector), self.test_buffers(), self.test_x, self.test_y, parallel_map
         )
         return Evaluation(acc, loss, tuple(per_class))
 
