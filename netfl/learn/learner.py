@@ -55,6 +55,9 @@ from netfl.rng import RandomStreams
 
 
 class Learner:
+    """The :class:`~netfl.backend.TrainingBackend` of real training: the round protocol over the tasks' models,
+    the job book, the work costs, the model transfer, the server step and the divergence watch."""
+
     def __init__(
         self,
         tasks: Sequence[TaskSetup],
