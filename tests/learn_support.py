@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from netfl.learn.learner import TaskSetup
+from netfl.learn.task_model import TaskSetup
 from netfl.learn.training import minibatch_indices
 from netfl.learn.user_models import builtin_recipe
 from netfl.rng import RandomStreams

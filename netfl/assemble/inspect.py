@@ -22,9 +22,9 @@ from netfl.config.budget import TaskCost, workload
 from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
-from netfl.learn.learner import TaskSetup
 from netfl.learn.models import forward_flops_per_sample
 from netfl.learn.network import Network
+from netfl.learn.task_model import TaskSetup
 from netfl.learn.trainer import Trainer
 from netfl.learn.user_models import check_model
 from netfl.rng import RandomStreams

@@ -14,13 +14,16 @@ import numpy as np
 
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
-from netfl.config.schema import Scenario
+from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, Scenario, ServerOptimizerSpec
 from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
 from netfl.learn.algorithms import ClientInfo, build_strategy
+from netfl.learn.compression import CompressionSettings, CompressorSettings
 from netfl.learn.datasets import Dataset, load_dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner
 from netfl.learn.partition import ClientParts, natural_parts, partition_indices, sample_parts
+from netfl.learn.server_optimizers import ServerOptimizerChoice
+from netfl.learn.task_model import LocalConfig, TaskSetup
 from netfl.learn.user_data import load_user_dataset
 from netfl.learn.user_models import ModelRecipe, builtin_recipe, user_recipe
 from netfl.registry.partitions import LABEL_KINDS
@@ -164,8 +167,7 @@ def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Gener
                 rng,
                 alpha=part.alpha,
                 classes_per_client=part.classes_per_client,
-                exclusive=part.exclusive,
-                quantity_skew=part.quantity_skew,
+                **partition_options(part),
             )
         )
     except ValueError as exc:
@@ -175,6 +177,15 @@ def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Gener
             else ""
         )
         raise _problem(scenario, where, f"{exc}{hint}") from None
+
+
+def partition_options(spec: PartitionSpec) -> dict:
+    """The partition's ``exclusive`` groups and ``quantity_skew`` as :func:`partition_indices` takes them: pairs."""
+    skew = spec.quantity_skew
+    return {
+        "exclusive": None if spec.exclusive is None else [(g.clients, g.labels) for g in spec.exclusive],
+        "quantity_skew": None if skew is None else (skew.clients, skew.share),
+    }
 
 
 def _check_labels_named(scenario: Scenario, task: int, dataset: Dataset) -> None:
@@ -221,8 +232,10 @@ def build_learner(
     sizes = tuple(tuple(t.parts.sizes.tolist()) for t in tasks)
     local = scenario.task.local
     try:
+        algorithm = scenario.server.algorithm
         strategy = build_strategy(
-            scenario.server.algorithm,
+            algorithm.name,
+            algorithm.params,
             ClientInfo(sizes[0], local.lr, tuple(participation), lr_schedule=local.lr_schedule, task_sizes=sizes),
         )
     except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
@@ -237,8 +250,8 @@ def build_learner(
             max_test_samples=scenario.eval.max_test_samples,
             device=device,
             on_divergence=scenario.server.on_divergence,
-            server_optimizer=scenario.server.optimizer,
-            compression=scenario.server.compression,
+            server_optimizer=server_optimizer_choice(scenario.server.optimizer),
+            compression=compression_settings(scenario.server.compression),
             client_edges=edges,
             edge_count=len(edge_nodes(scenario)) if edges is not None else None,
         )
@@ -246,6 +259,31 @@ def build_learner(
         if edges is None:
             raise
         raise ScenarioError(str(scenario.source or scenario.name), [("network.nodes", str(exc))]) from None
+
+
+def server_optimizer_choice(spec: ServerOptimizerSpec | None) -> ServerOptimizerChoice | None:
+    """``server.optimizer`` as the learner takes it: its name and parameters."""
+    return ServerOptimizerChoice(spec.name, spec.params) if spec is not None else None
+
+
+def compression_settings(spec: CompressionSpec | None) -> CompressionSettings | None:
+    """``server.compression`` as the learner takes it: each direction's compressor as plain values."""
+    if spec is None:
+        return None
+    return CompressionSettings(_compressor(spec.uplink), _compressor(spec.downlink))
+
+
+def _compressor(spec: CompressorSpec | None) -> CompressorSettings | None:
+    if spec is None:
+        return None
+    qsgd = spec.qsgd
+    return CompressorSettings(
+        spec.kind,
+        fraction=spec.topk,
+        levels=qsgd.levels if qsgd is not None else None,
+        bucket=qsgd.bucket if qsgd is not None else None,
+        error_feedback=spec.error_feedback,
+    )
 
 
 def _client_edges(scenario: Scenario) -> list[int] | None:

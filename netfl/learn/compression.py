@@ -33,7 +33,7 @@ model, and their updates are taken from it.
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 
@@ -75,15 +75,43 @@ def qsgd(v: torch.Tensor, levels: int, generator: torch.Generator, bucket: int |
     return (norms * torch.sign(rows) * xi).reshape(-1)[:d].view_as(v)
 
 
-class Compressor:
-    """One direction's compressor from a ``CompressorSpec``: ``apply`` to a vector, ``bytes`` of what it sends."""
+@dataclass(frozen=True)
+class CompressorSettings:
+    """One direction's compressor as plain values (the assemble layer copies ``server.compression``'s into it):
+    ``topk`` keeps the ``fraction`` of the coordinates largest in magnitude; ``qsgd`` quantises to ``levels`` levels
+    per ``bucket`` coordinates (None: the whole vector); ``error_feedback``: the device's memory e (uplink only)."""
 
-    def __init__(self, spec: Any):
-        self.kind = spec.kind
-        self.fraction = spec.topk
-        self.levels = spec.qsgd.levels if spec.qsgd is not None else None
-        self.bucket = spec.qsgd.bucket if spec.qsgd is not None else None
-        self.error_feedback = spec.error_feedback
+    kind: str  # "topk" or "qsgd"
+    fraction: float | None = None
+    levels: int | None = None
+    bucket: int | None = None
+    error_feedback: bool = False
+
+    def __post_init__(self):
+        if self.kind not in ("topk", "qsgd"):
+            raise ValueError(f"a compressor's kind is topk or qsgd, not {self.kind!r}")
+        needed = "fraction" if self.kind == "topk" else "levels"
+        if getattr(self, needed) is None:
+            raise ValueError(f"a {self.kind} compressor needs its {needed}")
+
+
+@dataclass(frozen=True)
+class CompressionSettings:
+    """What is compressed on the air: the update on the uplink, the model on the downlink (None: sent whole)."""
+
+    uplink: CompressorSettings | None = None
+    downlink: CompressorSettings | None = None
+
+
+class Compressor:
+    """One direction's compressor: ``apply`` to a vector, ``bytes`` of what it sends."""
+
+    def __init__(self, settings: CompressorSettings):
+        self.kind = settings.kind
+        self.fraction = settings.fraction
+        self.levels = settings.levels
+        self.bucket = settings.bucket
+        self.error_feedback = settings.error_feedback
 
     def apply(self, v: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         if self.kind == "topk":

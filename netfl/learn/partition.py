@@ -16,6 +16,11 @@ import numpy as np
 
 from netfl.registry.partitions import PARTITION_KINDS, QUANTITY_SKEW_KINDS, SAMPLED_KINDS
 
+#: Clients that alone hold some labels: ``(clients, labels)``, or a mapping with those keys.
+ExclusiveGroup = tuple[Sequence[int], Sequence[int]] | Mapping[str, Sequence[int]]
+#: Heavy clients: ``(fraction of the clients, share of the samples)``, or a mapping with ``clients`` and ``share``.
+QuantitySkew = tuple[float, float] | Mapping[str, float]
+
 __all__ = ["ClientParts", "LabelMix", "label_distribution", "natural_parts", "partition_indices", "sample_parts"]
 
 #: Dirichlet draws retried before falling back to moving samples around.
@@ -128,8 +133,8 @@ def partition_indices(
     *,
     alpha: float | None = None,
     classes_per_client: int | None = None,
-    exclusive: Sequence[Any] | None = None,
-    quantity_skew: Any | None = None,
+    exclusive: Sequence[ExclusiveGroup] | None = None,
+    quantity_skew: QuantitySkew | None = None,
 ) -> list[np.ndarray]:
     """Return one sorted int64 array of sample indices per client.
 
@@ -156,7 +161,7 @@ def partition_indices(
     Options (both absent: the kinds above, unchanged draw for draw):
 
     - ``exclusive``: groups of clients that hold some labels exclusively, a
-      sequence of ``(clients, labels)`` pairs (or mappings / objects with
+      sequence of ``(clients, labels)`` pairs (or mappings with
       ``clients`` and ``labels``). Group by group, in the order given, all
       samples of the group's labels are shuffled and dealt out evenly
       (sizes differ by ≤ 1) to the group's clients, in the order listed.
@@ -171,8 +176,8 @@ def partition_indices(
       ``labels``, a client or a label given twice, an empty group, a group
       with more clients than samples, all clients in groups while some
       labels remain, or no label left for the other clients.
-    - ``quantity_skew``: a ``(clients, share)`` pair (or a mapping / object
-      with those fields), both fractions in (0, 1): ``round(clients *
+    - ``quantity_skew``: a ``(clients, share)`` pair (or a mapping with
+      those keys), both fractions in (0, 1): ``round(clients *
       num_clients)`` clients (at least 1, at most num_clients - 1), drawn
       uniformly without replacement from ``rng`` before anything else, hold
       together ``share`` of the samples; the heavy clients have equal
@@ -262,16 +267,15 @@ def _split(
 
 
 def _field(obj: Any, name: str, position: int, what: str) -> Any:
-    """``obj.name``, ``obj[name]`` or ``obj[position]``: the options come as pairs, mappings or specs."""
+    """``obj[name]`` or ``obj[position]``: the options come as pairs or mappings (the assemble layer makes pairs
+    of the scenario's)."""
     if isinstance(obj, Mapping):
         if name not in obj:
             raise ValueError(f"{what}: missing {name!r}")
         return obj[name]
-    if hasattr(obj, name):
-        return getattr(obj, name)
     if isinstance(obj, Sequence) and not isinstance(obj, str) and len(obj) == 2:
         return obj[position]
-    raise ValueError(f"{what}: expected a pair or something with {name!r}, got {obj!r}")
+    raise ValueError(f"{what}: expected a pair or a mapping with {name!r}, got {obj!r}")
 
 
 def _int_list(values: Any, what: str) -> list[int]:
@@ -294,7 +298,7 @@ def _with_exclusive(
     rng: np.random.Generator,
     alpha: float | None,
     classes_per_client: int | None,
-    exclusive: Sequence[Any],
+    exclusive: Sequence[ExclusiveGroup],
 ) -> list[np.ndarray]:
     present = np.unique(labels)
     present_set = {int(c) for c in present}
@@ -388,7 +392,7 @@ def _describe_ints(values: Any) -> str:
 
 
 def _skew_weights(
-    num_clients: int, kind: str, rng: np.random.Generator, quantity_skew: Any
+    num_clients: int, kind: str, rng: np.random.Generator, quantity_skew: QuantitySkew
 ) -> tuple[float, np.ndarray, np.ndarray]:
     """(share, sorted heavy client indices, per-client weights summing to 1)."""
     if kind not in QUANTITY_SKEW_KINDS:

@@ -33,18 +33,29 @@ learner's. One optimiser per model (several with ``tasks:``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 
+from netfl.registry.algorithms import StrategyParams
 from netfl.registry.server_optimizers import SERVER_OPTIMIZERS
+
+
+@dataclass(frozen=True)
+class ServerOptimizerChoice:
+    """A ``server.optimizer`` as plain values (the assemble layer copies it): the optimiser's name and its
+    parameters, validated against the registry's when the optimiser is built."""
+
+    name: str
+    params: Mapping[str, object] = field(default_factory=dict)
 
 
 class ServerOptimizer:
     """The step ``x_{t+1}`` from ``x_t`` and the pseudo-gradient ``Delta_t`` (a plain server learning rate)."""
 
-    def __init__(self, params: Any):
-        self.params = params
+    def __init__(self, params: StrategyParams):
+        self.params = params  # the registry's validated parameters of this optimiser (lr, beta1, ...)
         self.t = 0  # steps taken
 
     def step(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
@@ -59,7 +70,7 @@ class ServerSGD(ServerOptimizer):
 class ServerMomentum(ServerOptimizer):
     """FedAvgM: v_t = beta v_{t-1} + Delta_t (v_{-1} = 0), x_{t+1} = x_t + eta v_t."""
 
-    def __init__(self, params: Any):
+    def __init__(self, params: StrategyParams):
         super().__init__(params)
         self.velocity: torch.Tensor | None = None
 
@@ -72,7 +83,7 @@ class ServerMomentum(ServerOptimizer):
 class _Adaptive(ServerOptimizer, ABC):
     """Reddi et al.'s Algorithm 2; subclasses say how v_t follows from v_{t-1} and Delta_t^2."""
 
-    def __init__(self, params: Any):
+    def __init__(self, params: StrategyParams):
         super().__init__(params)
         self.bias_correction = bool(getattr(params, "bias_correction", False))
         self.m: torch.Tensor | None = None
@@ -118,9 +129,9 @@ class ServerYogi(_Adaptive):
         return v - (1 - self.params.beta2) * squared * torch.sign(v - squared)
 
 
-def build_server_optimizer(spec: Any) -> ServerOptimizer:
-    """The optimiser a ``server.optimizer`` spec names, with its validated parameters (a fresh state)."""
-    entry = SERVER_OPTIMIZERS.get(spec.name)
+def build_server_optimizer(choice: ServerOptimizerChoice) -> ServerOptimizer:
+    """The optimiser ``choice`` names, with its validated parameters (a fresh state)."""
+    entry = SERVER_OPTIMIZERS.get(choice.name)
     if entry is None:
-        raise ValueError(f"unknown server optimizer {spec.name!r}; accepted: {', '.join(SERVER_OPTIMIZERS)}")
-    return entry.load()(entry.params.model_validate(spec.params))
+        raise ValueError(f"unknown server optimizer {choice.name!r}; accepted: {', '.join(SERVER_OPTIMIZERS)}")
+    return entry.load()(entry.params.model_validate(dict(choice.params)))

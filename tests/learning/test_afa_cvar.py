@@ -15,8 +15,9 @@ from netfl.errors import ScenarioError
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.algorithms.fedcvar import cvar_objective
 from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner
 from netfl.learn.partition import partition_indices
+from netfl.learn.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64

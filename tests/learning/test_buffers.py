@@ -11,9 +11,10 @@ from torch import nn
 from netfl.backend import BYTES_PER_VALUE, RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner
 from netfl.learn.network import Network
 from netfl.learn.replicas import Evaluator
+from netfl.learn.task_model import LocalConfig, TaskSetup
 from netfl.learn.training import train_one
 from netfl.learn.user_models import ModelRecipe
 from netfl.rng import RandomStreams

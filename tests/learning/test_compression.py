@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from netfl.config.schema import CompressorSpec
-from netfl.learn.compression import Compressor, Uplink, qsgd, topk_count
+from netfl.learn.compression import CompressionSettings, Compressor, CompressorSettings, Uplink, qsgd, topk_count
 
 F64 = torch.float64
 
@@ -29,19 +29,19 @@ def test_topk_with_error_feedback_over_three_rounds_by_hand() -> None:
     """k = 1 of 4. Round 1: p = [3, -1, .5, 2], sent [3, 0, 0, 0], e = [0, -1, .5, 2]. Round 2: p = Delta + e =
     [0, 1, -.5, 3], sent [0, 0, 0, 3], e = [0, 1, -.5, 0]. Round 3: p = [1, 1, -.5, -3], sent [0, 0, 0, -3],
     e = [1, 1, -.5, 0]. What was sent plus what is remembered is what was computed."""
-    uplink = Uplink(Compressor(CompressorSpec(topk=0.25, error_feedback=True)))
+    uplink = Uplink(Compressor(CompressorSettings("topk", fraction=0.25, error_feedback=True)))
     sent = [uplink.send(7, d, gen()) for d in DELTAS]
     assert [s.tolist() for s in sent] == [[3, 0, 0, 0], [0, 0, 0, 3], [0, 0, 0, -3]]
     assert uplink.memory[7].tolist() == [1.0, 1.0, -0.5, 0.0]
     torch.testing.assert_close(sum(sent) + uplink.memory[7], sum(DELTAS), rtol=0, atol=0)
-    plain = Uplink(Compressor(CompressorSpec(topk=0.25)))
+    plain = Uplink(Compressor(CompressorSettings("topk", fraction=0.25)))
     assert [plain.send(7, d, gen()).tolist() for d in DELTAS] == [[3, 0, 0, 0], [0, 2, 0, 0], [0, 0, 0, -3]]
     assert plain.memory == {}
     assert 9 not in uplink.memory  # each device its own memory
 
 
 def test_topk_bytes_are_values_and_indices() -> None:
-    c = Compressor(CompressorSpec(topk=0.01))
+    c = Compressor(CompressorSettings("topk", fraction=0.01))
     assert topk_count(1000, 0.01) == 10 and c.bytes(1000) == 80  # 10 float32 values + 10 int32 indices
     assert topk_count(7850, 0.01) == 79 and c.bytes(7850) == 632  # ceil(78.5)
     assert topk_count(5, 0.01) == 1  # at least one coordinate
@@ -49,10 +49,10 @@ def test_topk_bytes_are_values_and_indices() -> None:
 
 def test_qsgd_bytes_exactly() -> None:
     """One float32 norm per bucket + per coordinate a sign bit and ceil(log2(s + 1)) level bits, packed."""
-    assert Compressor(CompressorSpec(qsgd={"levels": 16})).bytes(1000) == 4 + 750  # 6 bits x 1000
-    assert Compressor(CompressorSpec(qsgd={"levels": 15})).bytes(1000) == 4 + 625  # log2(16) = 4: 5 bits
-    assert Compressor(CompressorSpec(qsgd={"levels": 1})).bytes(9) == 4 + 3  # 2 bits x 9 = 18 bits: 3 bytes
-    assert Compressor(CompressorSpec(qsgd={"levels": 16, "bucket": 512})).bytes(1000) == 8 + 750
+    assert Compressor(CompressorSettings("qsgd", levels=16)).bytes(1000) == 4 + 750  # 6 bits x 1000
+    assert Compressor(CompressorSettings("qsgd", levels=15)).bytes(1000) == 4 + 625  # log2(16) = 4: 5 bits
+    assert Compressor(CompressorSettings("qsgd", levels=1)).bytes(9) == 4 + 3  # 2 bits x 9 = 18 bits: 3 bytes
+    assert Compressor(CompressorSettings("qsgd", levels=16, bucket=512)).bytes(1000) == 8 + 750
 
 
 def test_qsgd_is_unbiased_by_monte_carlo_and_lands_on_its_levels() -> None:
@@ -87,3 +87,24 @@ def test_compressor_form_is_checked() -> None:
         CompressorSpec(topk=0.1, qsgd={"levels": 4})
     with pytest.raises(ValueError, match="one compressor"):
         CompressorSpec(error_feedback=True)
+
+
+def test_compressor_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="topk or qsgd"):
+        CompressorSettings("randk", fraction=0.1)
+    with pytest.raises(ValueError, match="needs its fraction"):
+        CompressorSettings("topk")
+    with pytest.raises(ValueError, match="needs its levels"):
+        CompressorSettings("qsgd", fraction=0.1)
+
+
+def test_the_scenario_compression_becomes_plain_settings() -> None:
+    """The assemble layer copies ``server.compression`` into the learn layer's dataclasses, field by field."""
+    from netfl.assemble.learning import compression_settings
+    from netfl.config.schema import CompressionSpec
+
+    spec = CompressionSpec(uplink={"topk": 0.1, "error_feedback": True}, downlink={"qsgd": {"levels": 16, "bucket": 8}})
+    assert compression_settings(spec) == CompressionSettings(
+        CompressorSettings("topk", fraction=0.1, error_feedback=True), CompressorSettings("qsgd", levels=16, bucket=8)
+    )
+    assert compression_settings(None) is None

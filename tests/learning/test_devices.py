@@ -19,8 +19,8 @@ from device_support import DEVICES
 
 from netfl.config import load_scenario
 from netfl.learn.compression import qsgd
-from netfl.learn.learner import sample_weighted_mean
 from netfl.learn.runtime import on_device
+from netfl.learn.task_model import sample_weighted_mean
 from netfl.runner import device_columns, run_scenario
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

@@ -13,10 +13,11 @@ from netfl.config.schema import AlgorithmSpec
 from netfl.learn.algorithms import ClientInfo, ClientUpdate, build_strategy
 from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner
 from netfl.learn.models import build_model
 from netfl.learn.network import Network
 from netfl.learn.params import ParamLayout
+from netfl.learn.task_model import LocalConfig
 from netfl.learn.training import minibatch_indices, num_local_steps, train_one
 from netfl.rng import RandomStreams
 
@@ -81,7 +82,7 @@ def test_fedavg_without_updates_keeps_the_model(weighting: str) -> None:
 
 def test_build_strategy_from_spec() -> None:
     spec = AlgorithmSpec(name="fedavg", server_lr=0.25, weighting="uniform")
-    strategy = build_strategy(spec, ClientInfo((4, 4), local_lr=0.1))
+    strategy = build_strategy(spec.name, spec.params, ClientInfo((4, 4), local_lr=0.1))
     assert isinstance(strategy, FedAvg)
     assert strategy.params.server_lr == 0.25 and strategy.params.weighting == "uniform"
 

@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from netfl.backend import RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner
+from netfl.learn.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64

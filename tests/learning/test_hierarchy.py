@@ -8,10 +8,11 @@ import torch
 from learn_support import task_setup
 
 from netfl.backend import CloudContext, RoundContext
-from netfl.config.schema import ServerOptimizerSpec
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, TaskSetup
+from netfl.learn.learner import Learner
+from netfl.learn.server_optimizers import ServerOptimizerChoice
+from netfl.learn.task_model import LocalConfig, TaskSetup
 from netfl.learn.user_models import user_recipe
 from netfl.rng import RandomStreams
 
@@ -25,9 +26,17 @@ class HandMade(Learner):
 
     updates: dict[int, torch.Tensor] = {}
 
-    def _train(self, job_ids) -> None:
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.book.train = self._given
+
+    def _given(self, job_ids) -> None:
         for j in job_ids:
-            self._jobs[j].delta = self.updates[self._jobs[j].client].clone()
+            self.book.jobs[j].delta = self.updates[self.book.jobs[j].client].clone()
+
+
+def without_name(params: dict) -> dict:
+    return {k: v for k, v in params.items() if k != "name"}
 
 
 def toy() -> Dataset:
@@ -47,7 +56,7 @@ def learner(name: str = "fedavg", *, edge_count: int | None = None, optimizer: d
         streams=RandomStreams(1),
         client_edges=EDGES,
         edge_count=edge_count,
-        server_optimizer=ServerOptimizerSpec(**optimizer) if optimizer else None,
+        server_optimizer=ServerOptimizerChoice(optimizer["name"], without_name(optimizer)) if optimizer else None,
     )
     out.updates = {c: torch.full((SIZE,), float(v)) for c, v in enumerate((1.0, 2.0, 4.0, 8.0))}
     return out

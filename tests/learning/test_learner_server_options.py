@@ -8,11 +8,13 @@ import pytest
 import torch
 from learn_support import task_setup
 
+from netfl.assemble.learning import compression_settings, server_optimizer_choice
 from netfl.backend import RoundContext
 from netfl.config.schema import CompressionSpec, ServerOptimizerSpec
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner
+from netfl.learn.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]
@@ -44,8 +46,8 @@ def learner(*, steps: int = 5, optimizer: dict | None = None, compression: dict 
         strategy=Seen(Seen.Params(), ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.2)),
         streams=RandomStreams(9),
         training_path="reference",
-        server_optimizer=ServerOptimizerSpec(**optimizer) if optimizer else None,
-        compression=CompressionSpec(**compression) if compression else None,
+        server_optimizer=server_optimizer_choice(ServerOptimizerSpec(**optimizer)) if optimizer else None,
+        compression=compression_settings(CompressionSpec(**compression)) if compression else None,
     )
 
 

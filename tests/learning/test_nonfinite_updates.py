@@ -15,7 +15,9 @@ from netfl.learn.algorithms.fedavg import FedAvg
 from netfl.learn.algorithms.mifa import MIFA
 from netfl.learn.algorithms.probes import UpdateNorm
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig, all_finite
+from netfl.learn.divergence_watch import all_finite
+from netfl.learn.learner import Learner
+from netfl.learn.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 16), np.arange(16, 32), np.arange(32, 48)]

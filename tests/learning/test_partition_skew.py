@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from netfl.assemble.learning import partition_options
 from netfl.config import scenario_from_dict
 from netfl.config.schema import PartitionSpec
 from netfl.errors import ScenarioError
@@ -257,9 +258,7 @@ def test_yaml_options_parse_and_feed_partition_indices() -> None:
     part = s.task.dataset.partition
     assert part.exclusive[0].clients == [27, 28, 29] and part.exclusive[0].labels == [8, 9]
     y = _labels()
-    from_spec = partition_indices(
-        y, 30, part.kind, np.random.default_rng(0), exclusive=part.exclusive, quantity_skew=part.quantity_skew
-    )
+    from_spec = partition_indices(y, 30, part.kind, np.random.default_rng(0), **partition_options(part))
     from_pairs = partition_indices(y, 30, "iid", np.random.default_rng(0), exclusive=[([27, 28, 29], [8, 9])])
     assert all(np.array_equal(p, q) for p, q in zip(from_spec, from_pairs))
 
@@ -268,10 +267,10 @@ def test_yaml_options_parse_and_feed_partition_indices() -> None:
             {"kind": "classes", "classes_per_client": 3, "quantity_skew": {"clients": "10%", "share": "52.6%"}}
         )
     )
-    skew = s.task.dataset.partition.quantity_skew
-    assert skew.clients == pytest.approx(0.1) and skew.share == pytest.approx(0.526)
+    part = s.task.dataset.partition
+    assert part.quantity_skew.clients == pytest.approx(0.1) and part.quantity_skew.share == pytest.approx(0.526)
     a = partition_indices(
-        _labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3, quantity_skew=skew
+        _labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3, **partition_options(part)
     )
     b = partition_indices(
         _labels(1000), 100, "classes", np.random.default_rng(0), classes_per_client=3, quantity_skew=(0.1, 0.526)

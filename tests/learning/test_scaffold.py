@@ -19,7 +19,8 @@ import netfl
 from netfl.backend import RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner
+from netfl.learn.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64

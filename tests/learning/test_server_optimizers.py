@@ -9,8 +9,7 @@ import math
 import pytest
 import torch
 
-from netfl.config.schema import ServerOptimizerSpec
-from netfl.learn.server_optimizers import build_server_optimizer
+from netfl.learn.server_optimizers import ServerOptimizerChoice, build_server_optimizer
 
 F64 = torch.float64
 X0 = [1.0, -2.0, 0.5]
@@ -23,7 +22,7 @@ def vec(values) -> torch.Tensor:
 
 
 def steps(name: str, **params) -> list[list[float]]:
-    opt = build_server_optimizer(ServerOptimizerSpec(name=name, **params))
+    opt = build_server_optimizer(ServerOptimizerChoice(name, params))
     x, out = vec(X0), []
     for d in DELTAS:
         x = opt.step(x, vec(d))
@@ -97,7 +96,7 @@ def test_fedavgm_and_plain_sgd() -> None:
 
 
 def test_yogi_never_lets_v_go_below_zero() -> None:
-    opt = build_server_optimizer(ServerOptimizerSpec(name="yogi", lr=0.1, tau=1e-6))
+    opt = build_server_optimizer(ServerOptimizerChoice("yogi", {"lr": 0.1, "tau": 1e-6}))
     x = vec([0.0, 0.0])
     for k in range(50):
         x = opt.step(x, vec([(-1.0) ** k * 10.0 ** -(k % 5), 1e-3]))

@@ -16,10 +16,11 @@ from netfl.backend import BYTES_PER_VALUE, RoundContext
 from netfl.learn.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.algorithms.probes import Probe
 from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner, LocalConfig
+from netfl.learn.learner import Learner
 from netfl.learn.models import build_model
 from netfl.learn.network import Network
 from netfl.learn.objective import Correction
+from netfl.learn.task_model import LocalConfig
 from netfl.learn.trainer import Trainer, TrainJob
 from netfl.learn.training import minibatch_indices, train_one
 from netfl.rng import RandomStreams

@@ -6,7 +6,7 @@ torch); this package holds the strategies that implement them.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
 
 from netfl.learn.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
 from netfl.learn.algorithms.fedau import IntervalWeights
@@ -26,10 +26,10 @@ __all__ = [
 ]
 
 
-def build_strategy(spec: Any, clients: ClientInfo) -> Strategy:
-    """The strategy an AlgorithmSpec names, with its validated parameters."""
-    entry = registry.ALGORITHMS.get(spec.name)
+def build_strategy(name: str, params: Mapping[str, object], clients: ClientInfo) -> Strategy:
+    """The strategy of algorithm ``name`` (``server.algorithm``), with ``params`` validated against its Params."""
+    entry = registry.ALGORITHMS.get(name)
     if entry is None:
-        raise ValueError(f"unknown algorithm {spec.name!r}; accepted: {', '.join(registry.ALGORITHMS)}")
+        raise ValueError(f"unknown algorithm {name!r}; accepted: {', '.join(registry.ALGORITHMS)}")
     cls = entry.load()
-    return cls(entry.params.model_validate(spec.params), clients)
+    return cls(entry.params.model_validate(dict(params)), clients)

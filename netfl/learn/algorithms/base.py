@@ -32,7 +32,8 @@ client-side state it needs), ``extras`` (trainable scalars beside the model,
 with their own loss and step size: Fed-CVaR-Avg's threshold t), and
 ``download_bytes`` / ``upload_bytes`` (what travels with the model, which
 the simulated network times). ``admit`` may refuse an update that arrived
-(FedAsync drops one staler than its bound).
+(FedAsync drops one staler than its bound). ``evaluate`` is the hook the
+server tests the global model through (default: the task's test set).
 
 Every strategy class carries ``name`` (the key in ``server.algorithm``) and
 ``Params`` (a pydantic model: its fields, defaults and descriptions are the
@@ -48,14 +49,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 import torch
 
-from netfl.backend import RoundContext, sample_uniform
+from netfl.backend import Evaluation, RoundContext, sample_uniform
 from netfl.learn.algorithms.probes import Probe
 from netfl.learn.objective import Correction, ExtraScalars
 from netfl.learn.training import scheduled_lr
@@ -204,6 +205,14 @@ class Strategy(ABC):
     @abstractmethod
     def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
         """The next global vector from the current one and the updates that arrived (possibly none)."""
+
+    # ---- what the server tests
+
+    def evaluate(self, task: int, x: torch.Tensor, test: Callable[[torch.Tensor], Evaluation]) -> Evaluation:
+        """Task ``task``'s test result when the global vector is ``x``, as Flower's ``Strategy.evaluate``: by
+        default ``test(x)`` (the task's test set on the model part of ``x``); a strategy may test another vector
+        of the same size (an average of its iterates) or return a result of its own."""
+        return test(x)
 
 
 def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like: torch.Tensor) -> torch.Tensor:
