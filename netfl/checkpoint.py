@@ -33,7 +33,7 @@ from netfl.numbers import is_integer, is_number
 if TYPE_CHECKING:
     from netfl.config.schema import Scenario
 
-FORMAT = 1
+FORMAT = 2  # 2: the learner's state split by concern (netfl 0.2.0); 1: netfl 0.1.0
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,11 @@ class Checkpoint:
             raise NetflError(f"{path}: no checkpoint (run with --checkpoint-every to make one)") from None
         except Exception as exc:  # noqa: BLE001 -- a truncated or foreign file, however torch words it
             raise NetflError(f"{path}: not a netfl checkpoint ({type(exc).__name__}: {exc})") from None
+        if isinstance(data, dict) and isinstance(data.get("format"), int) and data["format"] != FORMAT:
+            raise NetflError(
+                f"{path}: a checkpoint of format {data['format']}, written by another version of netfl; this one "
+                f"resumes format {FORMAT} only: run the scenario again from the start"
+            )
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise NetflError(f"{path}: not a netfl checkpoint of format {FORMAT}")
         problems = checkpoint_problems(data)

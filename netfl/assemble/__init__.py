@@ -76,9 +76,11 @@ def build_simulation(
         world = build_world(
             scenario, world_streams, population=population, charging=charging, usage=usage, edge_policies=edges
         )
-        participation = [
-            p for m in population for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)
-        ]
+        participation = (  # None: no policy states a p (a million Nones would be a million pointers)
+            [p for m in population for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)]
+            if any(m.participation is not None for m in population)
+            else None
+        )
     else:
         policies, chargers = device_policies(scenario, world_streams, first.parts.sizes, mix)
         world = build_world(

@@ -225,10 +225,11 @@ def build_learner(
     scenario: Scenario,
     tasks: Sequence[TaskSetup],
     streams: RandomStreams,
-    participation: Sequence[float | None],
+    participation: Sequence[float | None] | None,
     device: str,
 ) -> Learner:
-    """The learner of ``tasks`` with the scenario's strategy; ``participation``: each device's p (None: unknown)."""
+    """The learner of ``tasks`` with the scenario's strategy; ``participation``: each device's p
+    (None: unknown; None for all: no policy states one)."""
     sizes = tuple(tuple(t.parts.sizes.tolist()) for t in tasks)
     local = scenario.task.local
     try:
@@ -236,7 +237,13 @@ def build_learner(
         strategy = build_strategy(
             algorithm.name,
             algorithm.params,
-            ClientInfo(sizes[0], local.lr, tuple(participation), lr_schedule=local.lr_schedule, task_sizes=sizes),
+            ClientInfo(
+                sizes[0],
+                local.lr,
+                tuple(participation) if participation is not None else None,
+                lr_schedule=local.lr_schedule,
+                task_sizes=sizes,
+            ),
         )
     except ValueError as exc:  # e.g. an algorithm that needs p_i with a policy that has none
         raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None

@@ -52,6 +52,10 @@ class GroupRows:
 
 
 _INF = math.inf
+#: Rows taken in one vectorised step: the temporaries of a step (a few arrays of this many values) stay below
+#: the size above which the C library maps fresh pages for each one and returns them after -- at ten million
+#: devices whole-size temporaries at every round cost more time in page faults than in arithmetic.
+_ROWS_PER_STEP = 1 << 18
 # the sources of a device's changes, in the order in which changes at the same instant are taken
 # (_FLOOR: a charging battery rising to its min_level, which makes the device eligible again)
 _EMPTY, _FLOOR, _AVAILABILITY, _CHARGER, _USAGE = range(5)
@@ -187,35 +191,41 @@ class IdleRows:
                 mine = devices[(devices >= sl.start) & (devices < sl.stop)]
                 rows = mine[self.next_at[mine] <= now] - sl.start
             models = self._models(g)
-            sources = self._sources(g, rows) if rows.size else None
-            while rows.size:
-                t = sources.min(axis=0)
-                d = rows + sl.start
-                first = sources.argmin(axis=0)
-                power = first != _AVAILABILITY  # availability alone changes no load: the battery stays linear
-                self._settle(d[power], t[power])
-                for source, take in (
-                    (_EMPTY, self._emptied),
-                    (_FLOOR, self._at_floor),
-                    (_AVAILABILITY, self._availability_flipped),
-                    (_CHARGER, self._charger_flipped),
-                    (_USAGE, self._usage_flipped),
-                ):
-                    mine = first == source
-                    if mine.any():
-                        take(g, rows[mine], d[mine], t[mine])
-                        # a change moves its own source's next change and, if it changed a load or the level,
-                        # the battery's marks; the other sources' changes stay where they were
-                        if source in models:
-                            sources[source, mine] = models[source].change[rows[mine]]
-                if power.any():
-                    drain = self.net_drain_w(d[power])
-                    sources[_EMPTY, power] = self._empty_at(d[power], drain)
-                    sources[_FLOOR, power] = self._floor_at(d[power], drain)
-                upcoming = sources.min(axis=0)
-                self.next_at[d] = upcoming
-                due = upcoming <= now
-                rows, sources = rows[due], sources[:, due]
+            for first in range(0, rows.size, _ROWS_PER_STEP):  # devices are independent: a bounded step at a time
+                self._take_changes(g, rows[first : first + _ROWS_PER_STEP], now, models)
+
+    def _take_changes(self, g: int, rows: np.ndarray, now: float, models: dict[int, PopulationModel]) -> None:
+        """Take rows ``rows`` of group ``g`` through their changes up to ``now``, vectorised over the rows."""
+        start = self.slices[g].start
+        sources = self._sources(g, rows)
+        while rows.size:
+            t = sources.min(axis=0)
+            d = rows + start
+            first = sources.argmin(axis=0)
+            power = first != _AVAILABILITY  # availability alone changes no load: the battery stays linear
+            self._settle(d[power], t[power])
+            for source, take in (
+                (_EMPTY, self._emptied),
+                (_FLOOR, self._at_floor),
+                (_AVAILABILITY, self._availability_flipped),
+                (_CHARGER, self._charger_flipped),
+                (_USAGE, self._usage_flipped),
+            ):
+                mine = first == source
+                if mine.any():
+                    take(g, rows[mine], d[mine], t[mine])
+                    # a change moves its own source's next change and, if it changed a load or the level,
+                    # the battery's marks; the other sources' changes stay where they were
+                    if source in models:
+                        sources[source, mine] = models[source].change[rows[mine]]
+            if power.any():
+                drain = self.net_drain_w(d[power])
+                sources[_EMPTY, power] = self._empty_at(d[power], drain)
+                sources[_FLOOR, power] = self._floor_at(d[power], drain)
+            upcoming = sources.min(axis=0)
+            self.next_at[d] = upcoming
+            due = upcoming <= now
+            rows, sources = rows[due], sources[:, due]
 
     def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = self.table.min_level[d] * self.capacity[d]  # exact: rounding must not leave it short
@@ -294,8 +304,9 @@ class IdleRows:
                 if group.usage is not None and not group.usage.train_while_in_use:
                     ok[sl] &= ~self.using[sl]
             check = np.flatnonzero(ok & (self.table.min_level > 0) & self.finite)
-            if check.size:
-                ok[check[self.below_min(check, now)]] = False
+            for first in range(0, check.size, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
+                some = check[first : first + _ROWS_PER_STEP]
+                ok[some[self.below_min(some, now)]] = False
             return np.flatnonzero(ok)
         d = np.sort(devices)
         ok = self.online[d] & self.alive[d] & ~self.busy[d]

@@ -217,6 +217,17 @@ def test_a_checkpoint_of_another_scenario_is_refused(tmp_path: Path) -> None:
         run_scenario(other, out_dir=tmp_path / "a", threads=1, resume=checkpoint)
 
 
+def test_a_checkpoint_of_an_older_format_says_so(tmp_path: Path) -> None:
+    import torch
+
+    from netfl.checkpoint import FORMAT
+
+    old = tmp_path / ".old.checkpoint"
+    torch.save({"format": FORMAT - 1, "learner": {}}, old)
+    with pytest.raises(NetflError, match=f"format {FORMAT - 1}, written by another version of netfl"):
+        Checkpoint.load(old)
+
+
 def test_resume_without_a_checkpoint_or_with_a_damaged_one(tmp_path: Path) -> None:
     assert_user_error(run("resume", tmp_path / "nothing"), "no checkpoint to resume from")
     (tmp_path / ".broken.checkpoint").write_bytes(b"not a pickle")
