@@ -33,7 +33,7 @@ import yaml  # noqa: E402
 
 from netfl.assemble import build_simulation  # noqa: E402
 from netfl.config import scenario_from_dict  # noqa: E402
-from netfl.learn.runtime import use_threads  # noqa: E402
+from netfl.learn.training.runtime import use_threads  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 

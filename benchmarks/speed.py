@@ -326,7 +326,7 @@ FIRST_ROUND = r"""
 import time
 t0 = time.perf_counter()
 import os, sys
-from netfl.learn.runtime import use_threads
+from netfl.learn.training.runtime import use_threads
 from netfl.assemble import build_simulation
 from netfl.config import load_scenario
 imported = time.perf_counter() - t0

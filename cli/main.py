@@ -113,7 +113,7 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
         click.echo(f"task {s} as measured:" if len(reports) > 1 else "task as measured:")
         click.echo("\n".join(report.lines()))
     if any(not task.dataset.builtin for task in scenario.tasks):
-        from netfl.learn.data_budget import data_budget
+        from netfl.learn.data.data_budget import data_budget
 
         click.echo(f"data budget {data_budget().describe()}: what your data set may take once loaded")
 

@@ -7,7 +7,7 @@ eta = 0.02 on the gradient-like G_t (MIFA convention) -- or, for the FedAU
 convention strategies, server_lr = eta / gamma = 1, the same step. Every
 algorithm sees the same arrivals. No engine and no data: the strategies'
 ``aggregate`` is called directly with closed-form client updates
-(:class:`netfl.learn.algorithms.toy.QuadraticToy`).
+(:class:`netfl.learn.federation.algorithms.toy.QuadraticToy`).
 
 Expected (the notes): unbiased FedAvg stalls at an error floor of order
 eta (1/p - 1) sigma_G^2; MIFA and U-MIFA reach the optimum; U-MIFAm is the
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from netfl.learn.algorithms import ALGORITHMS
-from netfl.learn.algorithms.toy import QuadraticToy
+from netfl.learn.federation.algorithms import ALGORITHMS
+from netfl.learn.federation.algorithms.toy import QuadraticToy
 
 ETA = 0.02  # the notes' step size
 TARGET = 1e-3

@@ -19,8 +19,8 @@ from netfl.backend import Diverged
 from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint_path
 from netfl.config import scenario_document
 from netfl.config.schema import Scenario
-from netfl.learn.learner import Learner
-from netfl.learn.runtime import adapts_to_other_work, use_threads
+from netfl.learn.federation.learner import Learner
+from netfl.learn.training.runtime import adapts_to_other_work, use_threads
 from netfl.loss_watch import LossExplosion, LossWatch
 from netfl.results.progress import Progress
 from netfl.results.tracking import Label, Tracking, check_tracking, track_run, tracking_of
@@ -226,7 +226,7 @@ def run_scenario(
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
     ``threads``: training worker threads (default: every CPU this process may use, fewer while other processes
-    keep some busy; see :mod:`netfl.learn.runtime`). ``extra_summary``: keys added to summary.json as they are
+    keep some busy; see :mod:`netfl.learn.training.runtime`). ``extra_summary``: keys added to summary.json as they are
     (a sweep's ``study``: case, seed, overrides). ``checkpoint_every``: keep a checkpoint beside ``out_dir``
     (:mod:`netfl.checkpoint`), removed when the run completes; ``resume``: continue from one (the run's
     events and metrics are those of a run that never stopped). ``warn(message)``: told of a loss explosion as

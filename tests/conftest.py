@@ -9,6 +9,6 @@ from __future__ import annotations
 
 
 def pytest_configure(config) -> None:
-    from netfl.learn.runtime import use_threads
+    from netfl.learn.training.runtime import use_threads
 
     use_threads(1)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from netfl.learn.task_model import TaskSetup
-from netfl.learn.training import minibatch_indices
-from netfl.learn.user_models import builtin_recipe
+from netfl.learn.federation.task_model import TaskSetup
+from netfl.learn.models.user import builtin_recipe
+from netfl.learn.training.reference import minibatch_indices
 from netfl.rng import RandomStreams
 
 

@@ -32,7 +32,10 @@ def test_the_tree_passes_ruff(command: list[str]) -> None:
 #: (module, the private access as written) -> why it stays: each is a library's name with no public equivalent.
 ALLOWED_PRIVATE = {
     **{
-        ("netfl/learn/flops.py", name): "the functions torch's own layers call (F.linear is torch._C._nn.linear, "
+        (
+            "netfl/learn/models/flops.py",
+            name,
+        ): "the functions torch's own layers call (F.linear is torch._C._nn.linear, "
         "nn.RNN calls torch._VF.gru...): a TorchFunctionMode sees them under these names, so FLOPs are counted by them"
         for name in ("torch._C", "torch._C._nn", "torch._VF")
     },
@@ -42,8 +45,8 @@ ALLOWED_PRIVATE = {
             f"torch.{name}",
         ): "torch's multi-tensor kernels (what torch.optim's foreach path calls), no public name"
         for module, names in {
-            "netfl/learn/replicas.py": ("_foreach_copy_", "_foreach_zero_", "_foreach_mul_", "_foreach_add_"),
-            "netfl/learn/stacked.py": ("_foreach_mul_", "_foreach_add_"),
+            "netfl/learn/training/replicas.py": ("_foreach_copy_", "_foreach_zero_", "_foreach_mul_", "_foreach_add_"),
+            "netfl/learn/training/stacked.py": ("_foreach_mul_", "_foreach_add_"),
         }.items()
         for name in names
     },

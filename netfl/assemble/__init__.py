@@ -27,9 +27,9 @@ from netfl.backend import TrainingBackend
 from netfl.config.engine_form import engine_choice
 from netfl.config.schema import Scenario
 from netfl.errors import NetflError
-from netfl.learn.learner import Learner
-from netfl.learn.partition import LabelMix
-from netfl.learn.runtime import torch_device
+from netfl.learn.data.partition import LabelMix
+from netfl.learn.federation.learner import Learner
+from netfl.learn.training.runtime import torch_device
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
 

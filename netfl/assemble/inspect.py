@@ -4,7 +4,7 @@ The scenario's checks (:mod:`netfl.config`) run without torch and cannot know wh
 what a user's file contains. Here the data is loaded, the module is built -- first on torch's ``meta``
 device, where a module of any size costs nothing, to apply netfl's budgets (model size, models held at
 once, FLOPs per round: :func:`netfl.config.budget.check_budget`) to the real figures -- then built for real
-and run on two samples (:func:`~netfl.learn.user_models.check_model`). ``netfl validate`` prints what it
+and run on two samples (:func:`~netfl.learn.models.user.check_model`). ``netfl validate`` prints what it
 found; a run does the same before its world is built.
 """
 
@@ -22,11 +22,11 @@ from netfl.config.budget import TaskCost, workload
 from netfl.config.schedule import check_schedule
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
-from netfl.learn.models import forward_flops_per_sample
-from netfl.learn.network import Network
-from netfl.learn.task_model import TaskSetup
-from netfl.learn.trainer import Trainer
-from netfl.learn.user_models import check_model
+from netfl.learn.federation.task_model import TaskSetup
+from netfl.learn.models.builtin import forward_flops_per_sample
+from netfl.learn.models.flat_model import Network
+from netfl.learn.models.user import check_model
+from netfl.learn.training.trainer import Trainer
 from netfl.rng import RandomStreams
 
 __all__ = ["TaskReport", "check_measured_budget", "inspect_tasks", "measure"]

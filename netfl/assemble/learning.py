@@ -17,15 +17,15 @@ from netfl.config.data import resolve_data_dir
 from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, Scenario, ServerOptimizerSpec
 from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
-from netfl.learn.algorithms import ClientInfo, build_strategy
-from netfl.learn.compression import CompressionSettings, CompressorSettings
-from netfl.learn.datasets import Dataset, load_dataset
-from netfl.learn.learner import Learner
-from netfl.learn.partition import ClientParts, natural_parts, partition_indices, sample_parts
-from netfl.learn.server_optimizers import ServerOptimizerChoice
-from netfl.learn.task_model import LocalConfig, TaskSetup
-from netfl.learn.user_data import load_user_dataset
-from netfl.learn.user_models import ModelRecipe, builtin_recipe, user_recipe
+from netfl.learn.data.datasets import Dataset, load_dataset
+from netfl.learn.data.partition import ClientParts, natural_parts, partition_indices, sample_parts
+from netfl.learn.data.user_data import load_user_dataset
+from netfl.learn.federation.algorithms import ClientInfo, build_strategy
+from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
+from netfl.learn.federation.task_model import LocalConfig, TaskSetup
+from netfl.learn.models.user import ModelRecipe, builtin_recipe, user_recipe
 from netfl.registry.partitions import LABEL_KINDS
 from netfl.rng import RandomStreams
 

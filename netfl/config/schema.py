@@ -95,7 +95,7 @@ class QuantitySkewSpec(Strict):
 
 
 class PartitionSpec(Strict):
-    """How the training samples are split among the devices (netfl.learn.partition.partition_indices).
+    """How the training samples are split among the devices (netfl.learn.data.partition.partition_indices).
 
     ``exclusive: [{clients: [27, 28, 29], labels: [8, 9]}]``: those clients alone hold those labels
     (shared iid among them); every other client gets its share of the remaining labels by ``kind``.
@@ -178,7 +178,7 @@ class PartitionSpec(Strict):
 
 class DatasetSpec(Strict):
     """A built-in data set (``name``) or one of the user's (``path``): arrays in a ``.npz`` or ``.pt`` file, a
-    folder in LEAF's JSON layout, or ``file.py:function`` returning arrays (see :mod:`netfl.learn.user_data`).
+    folder in LEAF's JSON layout, or ``file.py:function`` returning arrays (see :mod:`netfl.learn.data.user_data`).
     From Python, ``loader`` takes the function itself, or a mapping of arrays."""
 
     name: Annotated[str, BeforeValidator(registered(DATASET_NAMES, own="path"))] | None = None

@@ -3,7 +3,7 @@
 Each :class:`AlgorithmEntry` says what an algorithm is called, where it
 comes from, which parameters it takes (its ``Params`` model: fields,
 defaults, descriptions; unknown keys are rejected) and what it needs from
-the scenario; its strategy class in :mod:`netfl.learn.algorithms` (torch)
+the scenario; its strategy class in :mod:`netfl.learn.federation.algorithms` (torch)
 takes all of that from here and is imported only when a run builds it.
 The rules themselves are documented on the strategy classes.
 """
@@ -28,7 +28,7 @@ __all__ = [
     "validate_algorithm",
 ]
 
-_IMPL = "netfl.learn.algorithms"
+_IMPL = "netfl.learn.federation.algorithms"
 
 FEDAU_PAPER = (
     "Wang & Ji, A Lightweight Method for Tackling Unknown Participation Statistics in Federated "

@@ -1,6 +1,6 @@
 """Update compression (``server.compression``): the compressors' names, papers and what each sends (no torch).
 
-The rules and their byte counts are implemented in :mod:`netfl.learn.compression`; the scenario's form is
+The rules and their byte counts are implemented in :mod:`netfl.learn.federation.compression`; the scenario's form is
 :class:`netfl.config.schema.CompressionSpec`.
 """
 

@@ -4,7 +4,7 @@ any data.
 The one list of data sets: the scenario checks ``dataset.name`` and the
 labels a partition names against it, ``netfl validate`` checks that the
 files a data set needs are where the run would look (:func:`missing_files`),
-and :mod:`netfl.learn.datasets` (which loads them, with torch) takes its
+and :mod:`netfl.learn.data.datasets` (which loads them, with torch) takes its
 names, label counts, file names and default folder from it.
 """
 

@@ -1,7 +1,7 @@
 """The models clients can train, by name: the one list the scenario checks ``model.name`` against, and their
 sizes and costs computed without torch.
 
-:func:`netfl.learn.models.build_model` builds them (with torch) and documents each; :func:`model_cost` gives
+:func:`netfl.learn.models.builtin.build_model` builds them (with torch) and documents each; :func:`model_cost` gives
 the same parameter count and forward FLOPs as the built model (a test pins that), so that a scenario asking
 for a model too large to hold, or too costly to train, is refused before anything is built.
 """
@@ -19,7 +19,7 @@ MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn", "mlp_softmax
 @dataclass(frozen=True)
 class ModelCost:
     parameters: int
-    forward_flops: int  # per sample, counted as netfl.learn.models.forward_flops_per_sample counts them
+    forward_flops: int  # per sample, counted as netfl.learn.models.builtin.forward_flops_per_sample counts them
 
     @property
     def bytes(self) -> int:

@@ -1,7 +1,7 @@
 """The ways a data set can be split among the clients: the one list of partition kinds.
 
 The scenario checks ``dataset.partition`` against it and
-:mod:`netfl.learn.partition` (which does the splitting) takes its kinds from
+:mod:`netfl.learn.data.partition` (which does the splitting) takes its kinds from
 it, so a new kind is added in one place.
 """
 

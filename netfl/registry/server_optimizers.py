@@ -5,7 +5,7 @@ client update, FedAvg's direction) hands Delta, the *pseudo-gradient*, to
 the optimiser named here, which takes the step instead (Reddi et al.,
 Adaptive Federated Optimization). Names, papers and parameters only (no
 torch); the rules are implemented and documented in
-:mod:`netfl.learn.server_optimizers`.
+:mod:`netfl.learn.federation.server_optimizers`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from netfl.registry.algorithms import StrategyParams
 
 __all__ = ["SERVER_OPTIMIZERS", "describe_server_optimizers", "validate_server_optimizer"]
 
-_IMPL = "netfl.learn.server_optimizers"
+_IMPL = "netfl.learn.federation.server_optimizers"
 
 REDDI = "Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar & McMahan, Adaptive Federated Optimization, ICLR 2021"
 REDDI_PAPER = REDDI + " (Algorithm 2: FedAdagrad, FedAdam, FedYogi)"

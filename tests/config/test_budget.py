@@ -11,7 +11,7 @@ import pytest
 from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 from netfl.config.budget import MAX_MEMORY_BYTES, MAX_MODEL_BYTES, MAX_ROUND_FLOPS
-from netfl.learn.models import build_model, forward_flops_per_sample
+from netfl.learn.models.builtin import build_model, forward_flops_per_sample
 from netfl.registry.datasets import DATASETS
 from netfl.registry.models import MODEL_NAMES, model_cost
 from netfl.results.writer import finite_json

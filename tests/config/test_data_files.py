@@ -11,7 +11,7 @@ import pytest
 from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 from netfl.errors import DataError
-from netfl.learn.datasets import load_dataset
+from netfl.learn.data.datasets import load_dataset
 from netfl.registry.datasets import CIFAR10_FILES
 
 FASHION = TINY.replace("name: digits", "name: fashion-mnist")

@@ -179,7 +179,9 @@ def _packages_on_disk() -> list[str]:
 
 
 def test_every_package_and_top_level_module_has_a_layer():
-    assert "netfl.learn.algorithms" in _packages_on_disk() and "netfl.results" in _packages_on_disk()  # found
+    assert (
+        "netfl.learn.federation.algorithms" in _packages_on_disk() and "netfl.results" in _packages_on_disk()
+    )  # found
     unassigned = [name for name in _packages_on_disk() if layer_of(name) is None]
     assert not unassigned, f"give these a layer in LAYERS: {unassigned}"
     assert {layer_of(name) for name in _packages_on_disk()} == set(LAYERS)  # no layer left empty
@@ -194,8 +196,8 @@ def test_the_checker_reports_an_arrow_up_the_layers():
     assert arrows_up({"netfl.config.summary": {"netfl.results.progress", "netfl.units"}}) == [
         "netfl.config.summary -> netfl.results.progress"
     ]
-    assert arrows_up({"netfl.sim.server": {"netfl.learn.learner", "netfl.backend"}}) == [
-        "netfl.sim.server -> netfl.learn.learner"
+    assert arrows_up({"netfl.sim.server": {"netfl.learn.federation.learner", "netfl.backend"}}) == [
+        "netfl.sim.server -> netfl.learn.federation.learner"
     ]
     assert arrows_up({"netfl.results.writer": {"netfl.runner"}, "netfl.api": {"netfl.runner"}}) == [
         "netfl.results.writer -> netfl.runner"
@@ -218,7 +220,7 @@ def test_netfls_modules_import_each_other_without_cycles():
 def test_the_checker_sees_a_real_import():
     """Guard against a checker that finds nothing: the engine does reach simpy, the learner torch."""
     assert "simpy" in _reach("netfl.sim.simulation")
-    assert "torch" in _reach("netfl.learn.learner")
+    assert "torch" in _reach("netfl.learn.federation.learner")
     assert "netfl.config.schema" in _reach("netfl.assemble")
 
 

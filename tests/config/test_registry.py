@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from netfl.cli.main import main
-from netfl.learn.partition import partition_indices
+from netfl.learn.data.partition import partition_indices
 from netfl.registry.algorithms import ALGORITHMS
 from netfl.registry.compression import COMPRESSORS
 from netfl.registry.datasets import DATASET_NAMES, DATASETS
@@ -52,8 +52,8 @@ def test_help_validate_algorithms_and_policies_import_neither_torch_nor_simpy() 
 
 @pytest.mark.parametrize("name", list(ALGORITHMS))
 def test_every_algorithm_entry_loads_its_strategy(name: str) -> None:
-    from netfl.learn.algorithms import ALGORITHMS as STRATEGIES
-    from netfl.learn.algorithms import Strategy
+    from netfl.learn.federation.algorithms import ALGORITHMS as STRATEGIES
+    from netfl.learn.federation.algorithms import Strategy
 
     entry = ALGORITHMS[name]
     cls = entry.load()
@@ -65,7 +65,7 @@ def test_every_algorithm_entry_loads_its_strategy(name: str) -> None:
 
 
 def test_a_strategy_must_use_its_entrys_params() -> None:
-    from netfl.learn.algorithms import Strategy, StrategyParams
+    from netfl.learn.federation.algorithms import Strategy, StrategyParams
 
     class Other(StrategyParams):
         pass
@@ -77,7 +77,8 @@ def test_a_strategy_must_use_its_entrys_params() -> None:
 
 
 def test_dataset_and_model_registries_match_the_loaders() -> None:
-    from netfl.learn import datasets, models
+    from netfl.learn.data import datasets
+    from netfl.learn.models import builtin as models
 
     assert datasets.DATASET_NAMES is DATASET_NAMES and set(datasets._LOADERS) == set(DATASET_NAMES)
     assert models.MODEL_NAMES is MODEL_NAMES
@@ -87,7 +88,7 @@ def test_dataset_and_model_registries_match_the_loaders() -> None:
 
 @pytest.mark.parametrize("name", ["digits", "blobs3"])  # the ones that need no files
 def test_loaded_data_has_the_registered_classes_and_shape(name: str) -> None:
-    from netfl.learn.datasets import load_dataset
+    from netfl.learn.data.datasets import load_dataset
 
     data = load_dataset(name)
     assert data.num_classes == DATASETS[name].num_classes == int(data.train_y.max()) + 1

@@ -97,7 +97,7 @@ def test_ctrl_c_writes_a_checkpoint_where_the_run_stopped_and_resume_goes_on_fro
 def test_ctrl_c_inside_training_waits_for_the_event_and_checkpoints_after_it(tmp_path: Path, monkeypatch) -> None:
     """A signal that comes while the learner aggregates (training the round's jobs) is held until that event is
     over: the checkpoint holds the aggregation it interrupted, and resuming gives the same bytes."""
-    from netfl.learn.learner import Learner
+    from netfl.learn.federation.learner import Learner
 
     # asynchronous: jobs in flight at the stop
     scenario = load_scenario(REPO / "topologies" / "anarchic.yaml", overrides=["stop.rounds=14"])

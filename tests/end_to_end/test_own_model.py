@@ -365,7 +365,7 @@ def test_flops_per_sample_skips_the_count(tmp_path: Path, monkeypatch) -> None:
     costs the given figure."""
     from torch import nn
 
-    from netfl.learn import flops
+    from netfl.learn.models import flops
 
     def broken(*args, **kwargs):
         raise AssertionError("counted although flops_per_sample was given")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from netfl.learn.datasets import FASHION_MNIST_DIR
+from netfl.learn.data.datasets import FASHION_MNIST_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = importlib.util.spec_from_file_location("reproductions", ROOT / "examples" / "reproductions.py")

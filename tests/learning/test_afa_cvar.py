@@ -12,12 +12,12 @@ from learn_support import task_setup
 from netfl.backend import RoundContext
 from netfl.config import scenario_from_dict
 from netfl.errors import ScenarioError
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
-from netfl.learn.algorithms.fedcvar import cvar_objective
-from netfl.learn.datasets import load_dataset
-from netfl.learn.learner import Learner
-from netfl.learn.partition import partition_indices
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import load_dataset
+from netfl.learn.data.partition import partition_indices
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
+from netfl.learn.federation.algorithms.fedcvar import cvar_objective
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -353,7 +353,7 @@ def test_fed_cvar_and_afa_run_end_to_end() -> None:
 
 
 def test_mlp_softmax_outputs_probabilities() -> None:
-    from netfl.learn.models import build_model
+    from netfl.learn.models.builtin import build_model
 
     model = build_model("mlp_softmax", (1, 1, 2), 3, hidden=(8,))
     out = model(torch.randn(5, 1, 1, 2))

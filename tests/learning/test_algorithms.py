@@ -14,9 +14,9 @@ from netfl.backend import RoundContext
 from netfl.config import scenario_from_dict
 from netfl.config.schema import LocalSpec
 from netfl.errors import ScenarioError
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate, IntervalWeights, build_strategy
-from netfl.learn.algorithms.toy import QuadraticToy
-from netfl.learn.training import scheduled_lr
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate, IntervalWeights, build_strategy
+from netfl.learn.federation.algorithms.toy import QuadraticToy
+from netfl.learn.training.reference import scheduled_lr
 from netfl.registry.algorithms import describe_algorithms
 
 F64 = torch.float64
@@ -361,9 +361,9 @@ def test_lr_schedule() -> None:
 
 
 def test_learner_passes_the_scheduled_lr() -> None:
-    from netfl.learn.datasets import Dataset
-    from netfl.learn.learner import Learner
-    from netfl.learn.task_model import LocalConfig
+    from netfl.learn.data.datasets import Dataset
+    from netfl.learn.federation.learner import Learner
+    from netfl.learn.federation.task_model import LocalConfig
     from netfl.rng import RandomStreams
 
     seen: list[ClientUpdate] = []

@@ -9,14 +9,14 @@ from learn_support import job_minibatches
 from torch import nn
 
 from netfl.backend import BYTES_PER_VALUE, RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.network import Network
-from netfl.learn.replicas import Evaluator
-from netfl.learn.task_model import LocalConfig, TaskSetup
-from netfl.learn.training import train_one
-from netfl.learn.user_models import ModelRecipe
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig, TaskSetup
+from netfl.learn.models.flat_model import Network
+from netfl.learn.models.user import ModelRecipe
+from netfl.learn.training.reference import train_one
+from netfl.learn.training.replicas import Evaluator
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 30), np.arange(30, 40)]

@@ -9,7 +9,14 @@ import pytest
 import torch
 
 from netfl.config.schema import CompressorSpec
-from netfl.learn.compression import CompressionSettings, Compressor, CompressorSettings, Uplink, qsgd, topk_count
+from netfl.learn.federation.compression import (
+    CompressionSettings,
+    Compressor,
+    CompressorSettings,
+    Uplink,
+    qsgd,
+    topk_count,
+)
 
 F64 = torch.float64
 

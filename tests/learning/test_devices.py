@@ -3,7 +3,7 @@ events, device statistics and timeline; accuracies within rounding. The ``cpu`` 
 suite, the ``cuda`` ones where a GPU is (tests/device_support.py).
 
 Also, on the CPU, the places where a GPU run once met tensors on two devices: a job's state moved by a
-checkpoint (:func:`~netfl.learn.runtime.on_device`), BatchNorm statistics averaged where they are, QSGD's draws
+checkpoint (:func:`~netfl.learn.training.runtime.on_device`), BatchNorm statistics averaged where they are, QSGD's draws
 moved to the vector. The ``meta`` device stands in for a GPU: torch refuses to mix it with CPU tensors.
 """
 
@@ -18,9 +18,9 @@ import torch
 from device_support import DEVICES
 
 from netfl.config import load_scenario
-from netfl.learn.compression import qsgd
-from netfl.learn.runtime import on_device
-from netfl.learn.task_model import sample_weighted_mean
+from netfl.learn.federation.compression import qsgd
+from netfl.learn.federation.task_model import sample_weighted_mean
+from netfl.learn.training.runtime import on_device
 from netfl.runner import device_columns, run_scenario
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"

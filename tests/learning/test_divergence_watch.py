@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from netfl.backend import Diverged, Evaluation
-from netfl.learn.divergence_watch import DivergenceWatch, all_finite, kept, require_finite
+from netfl.learn.federation.divergence_watch import DivergenceWatch, all_finite, kept, require_finite
 
 NAN, INF = float("nan"), float("inf")
 

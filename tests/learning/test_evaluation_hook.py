@@ -10,10 +10,10 @@ import torch
 from learn_support import task_setup
 
 from netfl.backend import Diverged, Evaluation, RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 20)]

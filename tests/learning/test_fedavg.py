@@ -10,15 +10,15 @@ from torch import nn
 
 from netfl.backend import RoundContext
 from netfl.config.schema import AlgorithmSpec
-from netfl.learn.algorithms import ClientInfo, ClientUpdate, build_strategy
-from netfl.learn.algorithms.fedavg import FedAvg
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.models import build_model
-from netfl.learn.network import Network
-from netfl.learn.params import ParamLayout
-from netfl.learn.task_model import LocalConfig
-from netfl.learn.training import minibatch_indices, num_local_steps, train_one
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ClientInfo, ClientUpdate, build_strategy
+from netfl.learn.federation.algorithms.fedavg import FedAvg
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
+from netfl.learn.models.builtin import build_model
+from netfl.learn.models.flat_model import Network
+from netfl.learn.models.params import ParamLayout
+from netfl.learn.training.reference import minibatch_indices, num_local_steps, train_one
 from netfl.rng import RandomStreams
 
 CTX = RoundContext(round_index=0, sim_time_s=0.0, available=(0, 1), selected=(0, 1), delivered=(0, 1))

@@ -13,8 +13,8 @@ import yaml
 from netfl.assemble import build_simulation
 from netfl.backend import RoundContext
 from netfl.config import scenario_from_dict
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
-from netfl.learn.algorithms.fedbuff import staleness_weight
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
+from netfl.learn.federation.algorithms.fedbuff import staleness_weight
 
 F64 = torch.float64
 ANARCHIC = Path(__file__).resolve().parents[2] / "topologies" / "anarchic.yaml"

@@ -7,8 +7,8 @@ import pytest
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
-from netfl.learn.algorithms.fedasync import staleness_factor
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
+from netfl.learn.federation.algorithms.fedasync import staleness_factor
 
 F64 = torch.float64
 

@@ -9,10 +9,10 @@ from learn_support import job_minibatches, linear_ce_gradient, path_of, task_set
 from pydantic import ValidationError
 
 from netfl.backend import RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64

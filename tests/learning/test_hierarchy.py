@@ -8,12 +8,12 @@ import torch
 from learn_support import task_setup
 
 from netfl.backend import CloudContext, RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.server_optimizers import ServerOptimizerChoice
-from netfl.learn.task_model import LocalConfig, TaskSetup
-from netfl.learn.user_models import user_recipe
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
+from netfl.learn.federation.task_model import LocalConfig, TaskSetup
+from netfl.learn.models.user import user_recipe
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 1), np.arange(1, 4), np.arange(4, 8), np.arange(8, 12)]  # 1, 3, 4 and 4 samples

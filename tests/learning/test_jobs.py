@@ -8,11 +8,11 @@ import pytest
 import torch
 from learn_support import job_minibatches, linear_ce_gradient
 
-from netfl.learn.datasets import Dataset
-from netfl.learn.jobs import JobBook
-from netfl.learn.objective import Correction
-from netfl.learn.task_model import LocalConfig, TaskModel, TaskSetup
-from netfl.learn.user_models import builtin_recipe
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.jobs import JobBook
+from netfl.learn.federation.task_model import LocalConfig, TaskModel, TaskSetup
+from netfl.learn.models.user import builtin_recipe
+from netfl.learn.training.objective import Correction
 from netfl.rng import RandomStreams
 
 SEED = 3

@@ -1,4 +1,4 @@
-"""LEAF's JSON read one sample at a time (netfl/learn/leaf_json.py): the same arrays and the same refusals as
+"""LEAF's JSON read one sample at a time (netfl/learn/data/leaf_json.py): the same arrays and the same refusals as
 json.loads gave, at a peak of a few times the file's size rather than about ten."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from netfl.errors import DataError
-from netfl.learn.leaf_json import loads_leaf
-from netfl.learn.user_data import read_leaf
+from netfl.learn.data.leaf_json import loads_leaf
+from netfl.learn.data.user_data import read_leaf
 
 
 def _write(path: Path, users: dict[str, tuple[list, list]], **dumps) -> Path:

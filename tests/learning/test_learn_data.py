@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from netfl.errors import DataError
-from netfl.learn.datasets import DATASET_NAMES, FASHION_MNIST_DIR, load_dataset
-from netfl.learn.idx import read_idx, write_idx
-from netfl.learn.partition import label_distribution, partition_indices
+from netfl.learn.data.datasets import DATASET_NAMES, FASHION_MNIST_DIR, load_dataset
+from netfl.learn.data.idx import read_idx, write_idx
+from netfl.learn.data.partition import label_distribution, partition_indices
 
 # ------------------------------------------------------------------------------ IDX
 

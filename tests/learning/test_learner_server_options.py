@@ -11,10 +11,10 @@ from learn_support import task_setup
 from netfl.assemble.learning import compression_settings, server_optimizer_choice
 from netfl.backend import RoundContext
 from netfl.config.schema import CompressionSpec, ServerOptimizerSpec
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]

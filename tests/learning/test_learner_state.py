@@ -10,13 +10,13 @@ from learn_support import task_setup
 
 from netfl.backend import RoundContext
 from netfl.errors import ModelChanged
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.compression import CompressionSettings, CompressorSettings
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.learner_state import learner_state, restore_learner
-from netfl.learn.server_optimizers import ServerOptimizerChoice
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.learner_state import learner_state, restore_learner
+from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)]

@@ -19,8 +19,8 @@ from netfl.backend import RoundContext
 from netfl.cli.main import main
 from netfl.config import scenario_from_dict
 from netfl.errors import ScenarioError
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
-from netfl.learn.algorithms.mmfl import optimal_probabilities
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
+from netfl.learn.federation.algorithms.mmfl import optimal_probabilities
 from netfl.results.writer import events_frame
 
 

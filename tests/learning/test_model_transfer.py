@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from netfl.learn.algorithms import ClientUpdate
-from netfl.learn.compression import CompressionSettings, Compressor, CompressorSettings
-from netfl.learn.model_transfer import ModelTransfer
+from netfl.learn.federation.algorithms import ClientUpdate
+from netfl.learn.federation.compression import CompressionSettings, Compressor, CompressorSettings
+from netfl.learn.federation.model_transfer import ModelTransfer
 from netfl.rng import RandomStreams
 
 STREAMS = RandomStreams(5)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from netfl.learn.models import (
+from netfl.learn.models.builtin import (
     MODEL_NAMES,
     build_model,
     forward_flops_per_sample,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from netfl.learn.partition import natural_parts
+from netfl.learn.data.partition import natural_parts
 
 
 def _clients() -> np.ndarray:

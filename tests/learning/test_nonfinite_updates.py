@@ -10,14 +10,14 @@ import torch
 from learn_support import path_of, task_setup
 
 from netfl.backend import Diverged, RoundContext
-from netfl.learn.algorithms import ClientInfo
-from netfl.learn.algorithms.fedavg import FedAvg
-from netfl.learn.algorithms.mifa import MIFA
-from netfl.learn.algorithms.probes import UpdateNorm
-from netfl.learn.datasets import Dataset
-from netfl.learn.divergence_watch import all_finite
-from netfl.learn.learner import Learner
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ClientInfo
+from netfl.learn.federation.algorithms.fedavg import FedAvg
+from netfl.learn.federation.algorithms.mifa import MIFA
+from netfl.learn.federation.algorithms.probes import UpdateNorm
+from netfl.learn.federation.divergence_watch import all_finite
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 16), np.arange(16, 32), np.arange(32, 48)]

@@ -12,7 +12,7 @@ from netfl.assemble.learning import partition_options
 from netfl.config import scenario_from_dict
 from netfl.config.schema import PartitionSpec
 from netfl.errors import ScenarioError
-from netfl.learn.partition import partition_indices
+from netfl.learn.data.partition import partition_indices
 
 
 def _labels(n_per_class: int = 100, num_classes: int = 10) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""Pooling before the activation (netfl/learn/pool_first.py): the same outputs and gradients to the bit."""
+"""Pooling before the activation (netfl/learn/models/pool_first.py): the same outputs and gradients to the bit."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from netfl.learn.models import build_model
-from netfl.learn.pool_first import pool_before_activation
+from netfl.learn.models.builtin import build_model
+from netfl.learn.models.pool_first import pool_before_activation
 
 
 def tied_images(shape: tuple[int, ...]) -> torch.Tensor:

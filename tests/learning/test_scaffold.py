@@ -17,10 +17,10 @@ from learn_support import path_of, task_setup
 
 import netfl
 from netfl.backend import RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.task_model import LocalConfig
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
 from netfl.rng import RandomStreams
 
 F64 = torch.float64

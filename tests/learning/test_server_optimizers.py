@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from netfl.learn.server_optimizers import ServerOptimizerChoice, build_server_optimizer
+from netfl.learn.federation.server_optimizers import ServerOptimizerChoice, build_server_optimizer
 
 F64 = torch.float64
 X0 = [1.0, -2.0, 0.5]

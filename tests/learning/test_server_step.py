@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from netfl.backend import CloudContext, Diverged, RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
-from netfl.learn.server_optimizers import ServerOptimizerChoice
-from netfl.learn.server_step import ServerStep
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
+from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
+from netfl.learn.federation.server_step import ServerStep
 
 SIZES = (1, 3, 4)
 CONTEXT = RoundContext(0, 0.0, (0, 1, 2), (0, 1, 2), ())

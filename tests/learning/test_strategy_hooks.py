@@ -13,16 +13,16 @@ import torch
 from learn_support import linear_ce_gradient, path_of, task_setup
 
 from netfl.backend import BYTES_PER_VALUE, RoundContext
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.algorithms.probes import Probe
-from netfl.learn.datasets import Dataset
-from netfl.learn.learner import Learner
-from netfl.learn.models import build_model
-from netfl.learn.network import Network
-from netfl.learn.objective import Correction
-from netfl.learn.task_model import LocalConfig
-from netfl.learn.trainer import Trainer, TrainJob
-from netfl.learn.training import minibatch_indices, train_one
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.algorithms.probes import Probe
+from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.task_model import LocalConfig
+from netfl.learn.models.builtin import build_model
+from netfl.learn.models.flat_model import Network
+from netfl.learn.training.objective import Correction
+from netfl.learn.training.reference import minibatch_indices, train_one
+from netfl.learn.training.trainer import Trainer, TrainJob
 from netfl.rng import RandomStreams
 
 F64 = torch.float64

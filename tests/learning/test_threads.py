@@ -10,7 +10,7 @@ import yaml
 from click.testing import CliRunner
 
 from netfl.cli.main import main
-from netfl.learn.runtime import available_cpus, threads_in_use, use_threads
+from netfl.learn.training.runtime import available_cpus, threads_in_use, use_threads
 
 
 @pytest.fixture
@@ -87,7 +87,7 @@ def test_results_are_the_same_bits_whatever_the_thread_count(tmp_path, model, re
     """Jobs (replicas) or chunks of jobs (the fused MLP kernel) go to worker threads, but which chunk a job is in
     does not depend on their number, a job runs on one thread from start to end, and dropout draws from a
     generator seeded per job: the same bits with 1 or 3 threads, for every path and model family."""
-    from netfl.learn import stacked
+    from netfl.learn.training import stacked
 
     monkeypatch.setattr(stacked, "CPU_CHUNK_BYTES", 1)  # one job per chunk: every chunk is a task for the pool
     one, events_1, devices_1, metrics_1 = _run(tmp_path, model, 1)
@@ -99,7 +99,7 @@ def test_results_are_the_same_bits_whatever_the_thread_count(tmp_path, model, re
 
 
 def test_explicit_threads_are_fixed_and_the_default_yields_to_other_work(tmp_path, restore_threads) -> None:
-    from netfl.learn.runtime import adapts_to_other_work
+    from netfl.learn.training.runtime import adapts_to_other_work
 
     use_threads(2)
     assert not adapts_to_other_work()
@@ -111,7 +111,7 @@ def test_explicit_threads_are_fixed_and_the_default_yields_to_other_work(tmp_pat
 
 
 def test_a_pool_running_fewer_lanes_gives_every_result_in_order_and_raises_a_workers_error(restore_threads) -> None:
-    from netfl.learn import runtime
+    from netfl.learn.training import runtime
 
     use_threads(3)
     assert runtime._in_lanes(lambda i: i * i, list(range(11)), 2) == [i * i for i in range(11)]
@@ -146,7 +146,7 @@ def proc_stat(path, ticks: dict[int, tuple[int, int]]) -> None:
 
 
 def test_the_cores_other_processes_keep_busy_by_hand(tmp_path, monkeypatch) -> None:
-    from netfl.learn import cpu_share
+    from netfl.learn.training import cpu_share
 
     clock = FakeClock()
     monkeypatch.setattr(cpu_share, "time", clock)
@@ -169,7 +169,7 @@ def test_the_cores_other_processes_keep_busy_by_hand(tmp_path, monkeypatch) -> N
 
 
 def test_without_proc_stat_every_cpu_trains(tmp_path) -> None:
-    from netfl.learn.cpu_share import CpuShare
+    from netfl.learn.training.cpu_share import CpuShare
 
     share = CpuShare({0, 1, 2}, interval_s=0.0, stat_path=str(tmp_path / "absent"))
     assert share.others_busy() == 0.0 and share.free(3) == 3

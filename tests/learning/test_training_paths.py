@@ -1,4 +1,4 @@
-"""Every training path against one job at a time by the book (netfl.learn.training.train_one), for every
+"""Every training path against one job at a time by the book (netfl.learn.training.reference.train_one), for every
 model family a user trains: an MLP (built-in and written as a user would), a CNN, LeNet-5, a module with
 BatchNorm, a recurrent module with per-token outputs; with unequal job lengths, weight decay and gradient
 corrections; and the same bits for one and two worker threads. The tests taking a ``device`` run on the CPU and,
@@ -11,12 +11,13 @@ import torch
 from device_support import DEVICES, float32_exact, peak_bytes, tolerance
 from torch import nn
 
-from netfl.learn.fused_mlp import linear_relu_chain
-from netfl.learn.models import build_model
-from netfl.learn.network import Network
-from netfl.learn.objective import Correction
-from netfl.learn.runtime import use_threads
-from netfl.learn.stacked import (
+from netfl.learn.models.builtin import build_model
+from netfl.learn.models.flat_model import Network
+from netfl.learn.training.fused_mlp import linear_relu_chain
+from netfl.learn.training.objective import Correction
+from netfl.learn.training.reference import minibatch_indices, train_one
+from netfl.learn.training.runtime import use_threads
+from netfl.learn.training.stacked import (
     CPU_CHUNK_BYTES,
     GPU_MEMORY_SHARE,
     FunctionalKernel,
@@ -24,8 +25,7 @@ from netfl.learn.stacked import (
     jobs_per_chunk,
     train_stacked,
 )
-from netfl.learn.trainer import Trainer, TrainJob, choose_path
-from netfl.learn.training import minibatch_indices, train_one
+from netfl.learn.training.trainer import Trainer, TrainJob, choose_path
 
 
 class UserMLP(nn.Module):

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from netfl.errors import DataError
-from netfl.learn.user_data import dataset_from_arrays, load_user_dataset, read_leaf
+from netfl.learn.data.user_data import dataset_from_arrays, load_user_dataset, read_leaf
 
 
 def _arrays(n: int = 30, classes: int = 3) -> dict[str, np.ndarray]:
@@ -243,7 +243,7 @@ def _declaring(path: Path, shape: tuple[int, ...], dtype: str = "<f4") -> Path:
 def test_a_npz_declaring_more_than_the_data_budget_is_refused_from_its_header(tmp_path: Path, monkeypatch) -> None:
     """An 8.9 MB .npz whose x declared 250 000 x 2 048 float32 was read until the process was killed: the header
     says the size before a byte of data is read."""
-    from netfl.learn.data_budget import data_budget
+    from netfl.learn.data.data_budget import data_budget
 
     monkeypatch.setenv("NETFL_DATA_BUDGET", "1GB")
     assert data_budget().bytes == 1e9 and data_budget().describe() == "1 GB (NETFL_DATA_BUDGET)"

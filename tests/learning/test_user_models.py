@@ -11,9 +11,9 @@ from learn_support import BATCHNORM_MLP
 from torch import nn
 
 from netfl.errors import ModelError
-from netfl.learn.models import build_model, forward_flops_per_sample, model_num_bytes
-from netfl.learn.network import Network
-from netfl.learn.user_models import builtin_recipe, check_model, user_recipe
+from netfl.learn.models.builtin import build_model, forward_flops_per_sample, model_num_bytes
+from netfl.learn.models.flat_model import Network
+from netfl.learn.models.user import builtin_recipe, check_model, user_recipe
 from netfl.registry.models import MODEL_NAMES, model_cost
 
 MODELS = '''
@@ -214,7 +214,7 @@ def test_batchnorm1d_is_counted_and_checked_on_two_samples_in_training_mode(tmp_
 def test_a_failure_of_netfls_own_count_is_not_blamed_on_the_users_line(tmp_path: Path, monkeypatch) -> None:
     """A formula of the FLOP count that fails is said to be netfl's, with the way around it, and no file:line
     of the user's (whose forward pass merely called the function)."""
-    from netfl.learn import flops
+    from netfl.learn.models import flops
 
     def broken(*args, **kwargs):
         raise IndexError("tuple index out of range")

@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from netfl.learn.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.algorithms.probes import LocalLoss, UpdateNorm
-from netfl.learn.compression import CompressionSettings, CompressorSettings
-from netfl.learn.datasets import Dataset
-from netfl.learn.jobs import Job
-from netfl.learn.model_transfer import ModelTransfer
-from netfl.learn.task_model import LocalConfig, TaskModel, TaskSetup
-from netfl.learn.user_models import builtin_recipe
-from netfl.learn.work_cost import WorkCost
+from netfl.learn.data.datasets import Dataset
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
+from netfl.learn.federation.algorithms.probes import LocalLoss, UpdateNorm
+from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
+from netfl.learn.federation.jobs import Job
+from netfl.learn.federation.model_transfer import ModelTransfer
+from netfl.learn.federation.task_model import LocalConfig, TaskModel, TaskSetup
+from netfl.learn.federation.work_cost import WorkCost
+from netfl.learn.models.user import builtin_recipe
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 12)]  # 10 samples, 2 samples

@@ -1,0 +1,120 @@
+"""The FedAvg family: plain FedAvg and the fixed-weight baselines of FedAU and MIFA.
+
+All of them combine only the updates that arrived this round and keep no
+state. With ``delta_k = y_k - x`` (client end vector minus start vector),
+``gamma`` the client learning rate (``task.local.lr``, or the job's
+scheduled lr) and ``eta`` the server learning rate (``server_lr``):
+
+- ``fedavg``:          x += eta * sum_k w_k delta_k, w_k = n_k / sum_j n_j or 1 / |arrived|
+- ``fedavg_all``:      x += eta * (1/N) * sum_k delta_k             (N = all clients)
+- ``fedavg_known``:    x += eta * (1/N) * sum_k delta_k / p_k
+- ``fedavg_unbiased``: G = (1/N) * sum_k Delta_k / p_k with Delta_k = -delta_k / gamma_k; x -= eta * G
+
+``fedavg_known`` (FedAU's "known participation statistics") and
+``fedavg_unbiased`` (the MIFA notes' "FedAvg unbiased / importance
+sampling") are the same rule written in two learning-rate conventions:
+``fedavg_unbiased`` with server lr ``eta`` equals ``fedavg_known`` with server
+lr ``eta / gamma``. They are kept as two names so that each paper's
+hyper-parameters can be typed in as published (FedAU: eta = 1 means "add the
+weighted mean delta"; MIFA: eta is a step size on gradient-like updates, by
+default the client lr itself, which again means "add the weighted mean delta").
+"""
+
+from __future__ import annotations
+
+import torch
+
+from netfl.backend import RoundContext
+from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, data_weights, weighted_sum
+from netfl.registry.algorithms import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
+
+
+class FedAvg(Strategy):
+    """FedAvg over the updates that arrived.
+
+    Rule: ``x <- x + eta * sum_k w_k delta_k`` with ``w_k = n_k / sum_j n_j``
+    (``weighting: samples``, the original) or ``w_k = 1 / |arrived|``
+    (``uniform``, FedAU's "average participating" baseline). With no update
+    the model stays as it is. Learning rates: gamma = ``task.local.lr`` on the
+    clients, eta = ``server_lr`` on the server (eta = 1: plain averaging).
+    """
+
+    name = "fedavg"
+    Params = FedAvgParams
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        return x + self.params.server_lr * weighted_sum(updates, data_weights(updates, self.params.weighting), x)
+
+
+class FedAvgAll(Strategy):
+    """FedAU's "average all" baseline: the arrived updates summed and divided by all N clients.
+
+    Rule: ``x <- x + eta * (1/N) * sum_{k arrived} delta_k`` (a client that
+    did not take part counts as a zero update). Learning rates: gamma =
+    ``task.local.lr``, eta = ``server_lr`` (FedAU's CIFAR-10 setting: gamma 0.1,
+    eta 10).
+    """
+
+    name = "fedavg_all"
+    Params = FedAvgAllParams
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        n = self.num_clients
+        return x + self.params.server_lr * weighted_sum(updates, [1.0 / n] * len(updates), x)
+
+
+class FedAvgKnown(Strategy):
+    """FedAU's "known participation statistics" baseline: inverse-probability weights.
+
+    Rule: ``x <- x + eta * (1/N) * sum_{k arrived} delta_k / p_k`` with p_k the
+    long-run participation probability of client k's availability policy
+    (``ClientInfo.participation``: the ``p`` of bernoulli, markov and cyclic).
+    Building it fails (ValueError) when a client's policy has no ``p``.
+    Learning rates: gamma = ``task.local.lr``, eta = ``server_lr``. The same
+    rule as ``fedavg_unbiased`` with eta_known = eta_unbiased / gamma.
+
+    p_k is the policy's probability of being *available*; when the server
+    selects only some of the available clients, or deadlines drop updates,
+    the probability of an update arriving is smaller and the weights no
+    longer cancel the participation bias exactly.
+    """
+
+    name = "fedavg_known"
+    Params = FedAvgKnownParams
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        n = self.num_clients
+        weights = [1.0 / (n * self.probabilities[u.client]) for u in updates]
+        return x + self.params.server_lr * weighted_sum(updates, weights, x)
+
+
+class FedAvgUnbiased(FedAvgKnown):
+    """The MIFA notes' "FedAvg (unbiased)", in their learning-rate convention.
+
+    Rule: ``Delta_k = (x - y_k) / gamma_k = -delta_k / gamma_k`` (gamma_k the
+    client lr the job trained with), ``G = (1/N) * sum_{k arrived} Delta_k / p_k``,
+    ``x <- x - eta * G`` with eta = ``server_lr``, or the round's client lr
+    gamma_t when ``server_lr`` is omitted (then, with a constant client lr,
+    ``x <- x + (1/N) sum delta_k / p_k``). Equal to ``fedavg_known`` with
+    eta_known = eta / gamma. Needs every client's ``p`` like ``fedavg_known``.
+    """
+
+    name = "fedavg_unbiased"
+    Params = FedAvgUnbiasedParams
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        n = self.num_clients
+        eta = (
+            self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
+        )
+        # x - eta * (1/N) sum (-delta/gamma)/p  =  x + sum (eta / (N gamma p)) delta
+        weights = [eta / (n * self.update_lr(u) * self.probabilities[u.client]) for u in updates]
+        return x + weighted_sum(updates, weights, x)
