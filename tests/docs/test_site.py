@@ -41,7 +41,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_table_row_is_the_declaration() -> None:
     rows = schema_tables.table(schema.BatterySpec, "devices[].battery").splitlines()
     assert rows[0] == "| key (`devices[].battery`) | type | default | bounds | description |"
-    assert "| `capacity` | energy (J) | `55kJ` | > 0 |  |" in rows
+    assert (
+        "| `capacity` | energy (J) | `55kJ` | > 0 | energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery |"
+        in rows
+    )
     assert (
         "| `min_level` | fraction | `0%` | ≥ 0, ≤ 1 | at or below this fraction the device does not take part |" in rows
     )
@@ -50,6 +53,19 @@ def test_a_table_row_is_the_declaration() -> None:
     assert "| `async`" in keys and "| `async_`" not in keys  # the key as the file writes it, not the field async_
     with pytest.raises(ValueError, match="NoSuchSpec"):
         schema_tables.expand("<!-- schema: NoSuchSpec x -->")
+
+
+def test_every_key_in_a_table_has_a_description() -> None:
+    """Every row of every parameter table on the site says what its key is for: no blank description cell."""
+    markers = [m for page in (REPO / "docs").rglob("*.md") for m in schema_tables.MARKER.finditer(page.read_text())]
+    assert len(markers) > 25
+    blank = []
+    for marker in markers:
+        model = getattr(schema, marker.group(1))
+        for row in schema_tables.table(model, marker.group(2)).splitlines()[2:]:
+            if row.endswith("|  |"):
+                blank.append(f"{marker.group(1)}: {row.split(' | ')[0].lstrip('| ')}")
+    assert not blank, f"give these fields a description= in netfl/config/schema.py: {blank}"
 
 
 @pytest.mark.slow
