@@ -13,19 +13,19 @@ torch (seconds each): ``netfl`` commands through click's test runner on the ``ne
 and output as the shell would see them), ``python`` blocks and ``python SCRIPT`` lines executed in a fresh
 ``__main__`` namespace (a traceback names the page and its line), mkdocs through its own command group. A
 process of its own only where the behaviour is a process's: the run stopped with Ctrl-C (a signal) so that
-``netfl resume`` has a checkpoint; ``netfl sweep`` still runs its runs in its pool of processes, and the
-notebook in its kernel. A read-only command that several pages show alike (``netfl validate`` of a file of the
+``netfl resume`` has a checkpoint; ``netfl sweep`` still runs its runs in its pool of processes. A read-only
+command that several pages show alike (``netfl validate`` of a file of the
 checkout, ``netfl algorithms``, ``netfl policies``) runs once per session, keyed by its text and the file's
 bytes.
 
-The few commands that cannot run here say why below (NOT_RUN: the suite itself, hours-long benchmarks), and
-get the check that can run: the command is what CI runs, or its options are the script's.
+The few commands not run here say why below (NOT_RUN: the suite itself, hours-long benchmarks, the notebook
+that another test executes), and get the check that can run: the command is what CI runs, its options are the
+script's, its calls bind to the installed signatures.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shlex
@@ -58,13 +58,17 @@ SMALL_RUN = ["--set", "stop.rounds=1"]
 SMALL_SWEEP = ["--seeds", "1", "--jobs", "2", "--set", "stop.rounds=1"]
 #: Worlds that are large by design, shrunk further (their point, the scale, is measured in benchmarks/).
 SMALLER_WORLD = {"topologies/million-phones.yaml": ["--set", "devices[0].count=2000"]}
-#: The run that `netfl resume` goes on from: stopped with Ctrl-C at its first checkpoint, a round of 40 in; its
-#: rounds made short (two local steps, no evaluation before the end) so that resuming and rerunning it is cheap.
-RESUMABLE_RUN = ["--set", "stop.rounds=40", "--set", "task.local.steps=2", "--set", "eval.every=1000 rounds"]
+#: The run that `netfl resume` goes on from: stopped with Ctrl-C at its first checkpoint, with rounds enough
+#: left that it cannot finish before the signal arrives; its rounds made short (two local steps, no evaluation
+#: before the end) so that resuming and rerunning it is cheap.
+RESUMABLE_RUN = ["--set", "stop.rounds=20", "--set", "task.local.steps=2", "--set", "eval.every=1000 rounds"]
 #: Lines that cannot run here, with the reason; each gets the check in `not_run`.
 NOT_RUN = {
     "pytest": "the test suite itself; .ci/run runs the README's test command verbatim",
     "python benchmarks/speed.py": "benchmarks of minutes to hours, run by hand; their options are checked",
+    "python -c": "the tutorial notebook, which tests/end_to_end/test_tutorial.py executes with nbclient as this "
+    "command does (half a minute: not twice in one suite); the command's calls are checked against nbformat's "
+    "and nbclient's signatures",
 }
 #: `netfl` commands that only read the files they name and print: run once per session (see `netfl_command`).
 READ_ONLY = {"validate", "algorithms", "policies"}
@@ -276,7 +280,40 @@ def not_run(command: str) -> bool:
             if option == "--only":
                 assert all(f'"{s}"' in sections for s in value.split(",")), value
         return True
+    if command.startswith("python -c ") and "tutorial.ipynb" in command:
+        the_notebook_command(shlex.split(command)[2])
+        return True
     return False
+
+
+def the_notebook_command(code: str) -> None:
+    """The tutorial's headless command: the modules it imports exist, each call binds to the installed
+    signature, it reads the notebook that tests/end_to_end/test_tutorial.py executes with the same client, and
+    it executes what it read."""
+    import ast
+    import inspect
+
+    import nbclient
+    import nbformat
+
+    tree = ast.parse(code)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported == {"nbclient", "nbformat"}, imported
+    calls = {ast.unparse(c.func): c for c in ast.walk(tree) if isinstance(c, ast.Call)}
+    functions = {"nbformat.read": nbformat.read, "nbclient.NotebookClient": nbclient.NotebookClient}
+    for name, function in functions.items():
+        call = calls[name]
+        args = [ast.literal_eval(a) if isinstance(a, ast.Constant) else a for a in call.args]
+        inspect.signature(function).bind(*args, **{k.arg: k.value for k in call.keywords})
+    path = calls["nbformat.read"].args[0].value
+    assert (REPO / path).is_file() and path == "examples/tutorial.ipynb", path
+    resources = ast.literal_eval(next(k.value for k in calls["nbclient.NotebookClient"].keywords))
+    assert resources == {"metadata": {"path": "."}}, resources  # it runs in the folder the reader is in
+    execute = [name for name in calls if name.startswith("nbclient.NotebookClient(") and name.endswith(".execute")]
+    assert execute and callable(nbclient.NotebookClient.execute), calls
+    runner = (REPO / "tests" / "end_to_end" / "test_tutorial.py").read_text()
+    assert 'NOTEBOOK = REPO / "examples" / "tutorial.ipynb"' in runner and "nbclient.NotebookClient(" in runner
+    assert ").execute()" in runner
 
 
 def set_up(command: str, cwd: Path) -> bool:
@@ -320,18 +357,6 @@ def run_bash(block: Block, cwd: Path) -> None:
                 assert stdout.read_text().lstrip().startswith("{")
                 continue
             netfl_command(words, cwd, stdout)
-        elif words[:2] == ["python", "-c"] and "tutorial.ipynb" in words[2]:
-            small = cwd / "tutorial-small.ipynb"  # the notebook's sizes cell made small, as tests/end_to_end do
-            notebook = json.loads((REPO / "examples" / "tutorial.ipynb").read_text())
-            sizes = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-            sizes["source"] = "ROUNDS = 1\nSEEDS = 2\n"
-            small.write_text(json.dumps(notebook))
-            code = words[2].replace("examples/tutorial.ipynb", small.name)
-            try:
-                run_source(code, "-c", cwd, ["-c"])  # the kernel is a process of its own, as from a shell
-            except Exception:
-                raise failed(shlex.join(words)) from None
-            assert (cwd / "results" / "tutorial" / "study" / "report" / "report.html").is_file()
         elif words[0] == "python":
             assert stdout is None, command
             run_script(words[1:], cwd)
