@@ -155,17 +155,6 @@ def inside(cwd: Path, argv: list[str] | None = None) -> Iterator[None]:
         plt.close("all")
 
 
-def sh(args: list[str], cwd: Path, stdout: Path | None = None) -> str:
-    out = open(stdout, "w") if stdout else subprocess.PIPE  # noqa: SIM115 (closed below)
-    try:
-        done = subprocess.run(args, cwd=cwd, env=environment(), stdout=out, stderr=subprocess.PIPE, text=True)
-    finally:
-        if stdout:
-            out.close()
-    assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout or ""
-
-
 def failed(what: str) -> AssertionError:
     """The exception raised in this process by ``what`` (a command, a block), as a failure with its traceback."""
     return AssertionError(f"{what} raised:\n{traceback.format_exc()}")
