@@ -103,7 +103,11 @@ class PartitionSpec(Strict):
     the samples (kinds iid and classes).
     """
 
-    kind: Annotated[str, BeforeValidator(registered(PARTITION_KINDS))] = "iid"
+    kind: Annotated[str, BeforeValidator(registered(PARTITION_KINDS))] = Field(
+        "iid",
+        description="iid (dealt out evenly), dirichlet (label skew by alpha), classes (classes_per_client labels "
+        "each), by_label (one label each) or natural (each device one real client of the data)",
+    )
     alpha: float | None = Field(None, gt=0, description="Dirichlet concentration (dirichlet)")
     classes_per_client: int | None = Field(None, gt=0, description="labels per client (classes)")
     exclusive: list[ExclusiveGroupSpec] | None = Field(
@@ -181,7 +185,9 @@ class DatasetSpec(Strict):
     folder in LEAF's JSON layout, or ``file.py:function`` returning arrays (see :mod:`netfl.learn.data.user_data`).
     From Python, ``loader`` takes the function itself, or a mapping of arrays."""
 
-    name: Annotated[str, BeforeValidator(registered(DATASET_NAMES, own="path"))] | None = None
+    name: Annotated[str, BeforeValidator(registered(DATASET_NAMES, own="path"))] | None = Field(
+        None, description="a built-in data set; give name or path"
+    )
     path: str | None = Field(
         None,
         description="your data: a .npz or .pt file (x, y, optional client, x_test, y_test, num_classes), a LEAF "
@@ -198,14 +204,20 @@ class DatasetSpec(Strict):
         description="LEAF character data (Shakespeare): sample labels each sample with the next character (LEAF's "
         "y); every_token labels every position with the character after it, for models with per-token outputs",
     )
-    data_dir: Path | None = None
+    data_dir: Path | None = Field(
+        None,
+        description="the folder holding a built-in data set's files, relative to the topology file; --data-dir "
+        "replaces it",
+    )
     test_fraction: float = Field(
         0.2, gt=0, lt=1, description="held-out share when the data has no test split of its own (digits, blobs3)"
     )
     max_train_samples: int | None = Field(
         None, gt=0, description="train on a seeded random subset of this many samples (CPU-scale studies)"
     )
-    partition: PartitionSpec = PartitionSpec()
+    partition: PartitionSpec = Field(
+        PartitionSpec(), description="how the training samples are split among the devices (its table)"
+    )
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -244,7 +256,9 @@ class ModelSpec(Strict):
     """A built-in model (``name``) or the user's own ``torch.nn.Module`` (``path: file.py:Name``, a class or a
     factory function, called with ``args``). From Python, ``factory`` takes the class or function itself."""
 
-    name: Annotated[str, BeforeValidator(registered(MODEL_NAMES, own="path"))] | None = None
+    name: Annotated[str, BeforeValidator(registered(MODEL_NAMES, own="path"))] | None = Field(
+        None, description="a built-in model; give name or path"
+    )
     hidden: list[Annotated[int, Field(gt=0)]] = Field([200], description="hidden layer sizes of the built-in mlp")
     path: str | None = Field(
         None, description="your model: file.py:Name, a torch.nn.Module class or a function returning one"
@@ -307,11 +321,13 @@ class ModelSpec(Strict):
 class LocalSpec(Strict):
     """Local training: ``steps`` minibatch SGD steps, or ``epochs`` passes over the client's data."""
 
-    steps: int | None = Field(None, gt=0)
-    epochs: float | None = Field(None, gt=0)
-    batch_size: int = Field(16, gt=0)
-    lr: Float32 = Field(0.05, gt=0)
-    weight_decay: Float32 = Field(0.0, ge=0)
+    steps: int | None = Field(None, gt=0, description="minibatch SGD steps of each local training; steps or epochs")
+    epochs: float | None = Field(
+        None, gt=0, description="passes over the device's own samples instead of steps (0.5: half of them)"
+    )
+    batch_size: int = Field(16, gt=0, description="samples per minibatch")
+    lr: Float32 = Field(0.05, gt=0, description="the client's learning rate (its SGD step size)")
+    weight_decay: Float32 = Field(0.0, ge=0, description="L2 weight decay of the client's SGD steps")
     lr_schedule: Literal["constant", "inverse_round"] = Field(
         "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)"
     )
@@ -324,9 +340,9 @@ class LocalSpec(Strict):
 
 
 class TaskSpec(Strict):
-    dataset: DatasetSpec
-    model: ModelSpec
-    local: LocalSpec = LocalSpec(steps=5)
+    dataset: DatasetSpec = Field(description="the data set and how it is split among the devices (its table)")
+    model: ModelSpec = Field(description="the model trained: a built-in one or your own (its table)")
+    local: LocalSpec = Field(LocalSpec(steps=5), description="each device's local training (its table)")
 
 
 class ComputeSpec(Strict):
@@ -345,9 +361,9 @@ class PowerSpec(Strict):
     while transmitting (LTE uplink at most about 0.2 W), 50 mW idle.
     """
 
-    compute: Watts = Field(2.0, ge=0)
-    transmit: Watts = Field(0.2, ge=0)
-    idle: Watts = Field(0.05, ge=0)
+    compute: Watts = Field(2.0, ge=0, description="drawn while training, on top of idle")
+    transmit: Watts = Field(0.2, ge=0, description="drawn while uploading, on top of idle; half of it while receiving")
+    idle: Watts = Field(0.05, ge=0, description="drawn at all times")
 
 
 class BatterySpec(Strict):
@@ -356,7 +372,7 @@ class BatterySpec(Strict):
     Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
     """
 
-    capacity: Joules = Field(55e3, gt=0)
+    capacity: Joules = Field(55e3, gt=0, description="energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery")
     initial: FractionDistribution = Field(
         Distribution("constant", (1.0,)), description="initial charge, fraction of capacity"
     )
@@ -381,7 +397,9 @@ class ChannelSpec(Strict):
     noise figure 7 dB; path loss 128.1 + 37.6 log10(d km) dB (3GPP TR 36.814).
     """
 
-    kind: Literal["awgn", "rayleigh", "rician"] = "rayleigh"
+    kind: Literal["awgn", "rayleigh", "rician"] = Field(
+        "rayleigh", description="the fading: none (awgn), Rayleigh, or Rician (with rician_k)"
+    )
     distance_m: DistanceDistribution = Field(description="metres to the access point")
     tx_power: Watts = Field(0.2, gt=0, description="radiated power")
     shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")
@@ -389,11 +407,15 @@ class ChannelSpec(Strict):
     coherence: Seconds = Field(
         0.1, ge=1e-6, description="block-fading coherence time, at least 1 us (the channel is drawn once per block)"
     )
-    noise_figure_db: float = Field(7.0, ge=0)
+    noise_figure_db: float = Field(
+        7.0, ge=0, description="noise figure in dB, on top of thermal noise of -174 dBm/Hz (3GPP TR 36.814: 7 dB)"
+    )
     rate: BitsPerSecond | None = Field(
         None, gt=0, description="fixed transmission rate (outage => retransmit); adaptive Shannon rate if omitted"
     )
-    packet_size: Bytes = Field(1500, gt=0)
+    packet_size: Bytes = Field(
+        1500, gt=0, description="with a fixed rate: bytes per packet; a packet begun in an outage is sent again"
+    )
     max_spectral_efficiency: float = Field(
         MAX_SPECTRAL_EFFICIENCY,
         gt=0,
@@ -422,7 +444,9 @@ class LinkSpec(Strict):
     uplink: RateDistribution | None = Field(None, description="bit/s of a fixed-rate (wired-like) link")
     downlink: RateDistribution | None = Field(None, description="bit/s; same as uplink if omitted")
     latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
-    channel: ChannelSpec | None = None
+    channel: ChannelSpec | None = Field(
+        None, description="a wireless channel to the access point `to`, instead of uplink (its table)"
+    )
 
     @field_validator("uplink", "downlink")
     @classmethod
@@ -469,16 +493,21 @@ class UsageSpec(Strict):
 
 
 class DeviceGroupSpec(Strict):
-    group: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    count: int = Field(gt=0)
-    compute: ComputeSpec
-    power: PowerSpec = PowerSpec()
-    battery: BatterySpec | None = None
-    availability: PolicySpec = PolicySpec(policy="always")
+    group: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$", description="the group's name (letters, digits, _ . -); results are per group"
+    )
+    count: int = Field(gt=0, description="devices in the group")
+    compute: ComputeSpec = Field(description="how fast the devices train (its table)")
+    power: PowerSpec = Field(PowerSpec(), description="power drawn in each activity (its table)")
+    battery: BatterySpec | None = Field(None, description="a battery (its table); mains powered if omitted")
+    availability: PolicySpec = Field(
+        PolicySpec(policy="always"),
+        description="when a device is online: an availability policy and its parameters (netfl policies lists them)",
+    )
     usage: Annotated[UsageSpec | None, BeforeValidator(_usage_preset)] = Field(
         None, description="the device's own use, drawing power (usage: phone, or sessions and power)"
     )
-    link: LinkSpec
+    link: LinkSpec = Field(description="the link to the server or to a node of network (its table)")
 
 
 class AlgorithmSpec(WithParams):
@@ -515,7 +544,7 @@ class CompressorSpec(Strict):
     """One direction's compression: ``{topk: 1%, error_feedback: true}`` or ``{qsgd: {levels: 16}}``."""
 
     topk: Fraction | None = Field(None, gt=0, le=1, description="keep this fraction of the coordinates (top-k)")
-    qsgd: QsgdSpec | None = None
+    qsgd: QsgdSpec | None = Field(None, description="QSGD's stochastic quantisation instead of topk (its table)")
     error_feedback: bool = Field(
         False, description="add what earlier compressions left out before compressing (the device's memory e)"
     )
@@ -623,16 +652,23 @@ class AsyncSpec(Strict):
 
 
 class ServerSpec(Strict):
-    algorithm: AlgorithmSpec = AlgorithmSpec(name="fedavg")
+    algorithm: AlgorithmSpec = Field(
+        AlgorithmSpec(name="fedavg"),
+        description="the FL algorithm and its parameters, {name: fedau, ...} (netfl algorithms lists them)",
+    )
     optimizer: ServerOptimizerSpec | None = Field(
         None, description="a server optimiser on the algorithm's aggregated update (sgd, momentum, adagrad, adam, yogi)"
     )
     compression: CompressionSpec | None = Field(
         None, description="update compression on the uplink (topk, qsgd) and model quantisation on the downlink"
     )
-    mode: Literal["sync", "async"] = "sync"
-    round: RoundSpec = RoundSpec()
-    async_: AsyncSpec = Field(AsyncSpec(), alias="async")
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: rounds of selected participants (round); async: workers train whenever available and "
+        "the server aggregates as their updates arrive (async)",
+    )
+    round: RoundSpec = Field(RoundSpec(), description="a synchronous round: who is asked, and how long it waits")
+    async_: AsyncSpec = Field(AsyncSpec(), alias="async", description="the asynchronous mode's buffer and workers")
     on_divergence: Literal["stop", "skip_update"] = Field(
         "stop",
         description="a NaN or inf in a client's update or loss: stop the run (stopped_by: diverged), or "
@@ -652,7 +688,11 @@ class ServerSpec(Strict):
 class MediumSpec(Strict):
     """How the devices attached to a node share its uplink (see netfl/sim/medium.py)."""
 
-    kind: Annotated[str, BeforeValidator(registered(MEDIUM_KINDS))] = "dedicated"
+    kind: Annotated[str, BeforeValidator(registered(MEDIUM_KINDS))] = Field(
+        "dedicated",
+        description="dedicated (each sender the whole band), fdma (the band shared equally among those sending), "
+        "tdma (one sender at a time) or slotted_aloha (random access; collisions lose packets)",
+    )
     bandwidth: Hertz = Field(10e6, gt=0, description="uplink bandwidth of the access point")
     rate: BitsPerSecond | None = Field(None, gt=0, description="slotted_aloha: rate of every packet")
     q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
@@ -685,8 +725,14 @@ class MediumSpec(Strict):
 class RamSpec(Strict):
     """The Random Access Model relay: one update passes per round."""
 
-    mode: Literal["abstract", "first"] = "abstract"
-    rho: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | Literal["channel_quality", "uniform"] = "uniform"
+    mode: Literal["abstract", "first"] = Field(
+        "abstract", description="abstract: one user drawn by rho passes; first: the first update to arrive passes"
+    )
+    rho: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | Literal["channel_quality", "uniform"] = Field(
+        "uniform",
+        description="abstract: each user's probability of being drawn, a list, uniform, or channel_quality "
+        "(proportional to mean SNR)",
+    )
     draw: Literal["all", "arrived"] = Field(
         "all",
         description="abstract: draw user i ~ rho among all users, nothing passing if i's update is missing "
@@ -701,8 +747,11 @@ class RamSpec(Strict):
 
 
 class NodeSpec(Strict):
-    kind: Literal["access_point", "relay", "edge"]
-    medium: MediumSpec = MediumSpec()
+    kind: Literal["access_point", "relay", "edge"] = Field(
+        description="access_point (devices attach to it), relay (passes updates on; one per round with ram) or "
+        "edge (an edge server that aggregates for the devices behind it)"
+    )
+    medium: MediumSpec = Field(MediumSpec(), description="how the attached devices share its uplink (its table)")
     downlink: BitsPerSecond | None = Field(None, gt=0, description="broadcast rate to the attached devices")
     ram: RamSpec | None = Field(None, description="relays only: pass one update per round (RAM)")
     availability: PolicySpec | None = Field(
@@ -720,17 +769,17 @@ class NodeSpec(Strict):
 
 class WiredLinkSpec(Strict):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    source: str = Field(alias="from")
-    to: str
-    rate: BitsPerSecond = Field(gt=0)
-    latency: Seconds = Field(0.0, ge=0)
+    source: str = Field(alias="from", description="a node of network.nodes")
+    to: str = Field(description="a node of network.nodes, or server")
+    rate: BitsPerSecond = Field(gt=0, description="the link's rate")
+    latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
 
 
 class NetworkSpec(Strict):
     """Access points, relays and the wired links between them and the server (node ``server``)."""
 
-    nodes: dict[str, NodeSpec] = {}
-    links: list[WiredLinkSpec] = []
+    nodes: dict[str, NodeSpec] = Field({}, description="access points, relays and edge servers by name (its table)")
+    links: list[WiredLinkSpec] = Field([], description="wired links between the nodes and server (its table)")
 
 
 @dataclass(frozen=True)
@@ -805,7 +854,11 @@ class EventsSpec(Strict):
 
 
 class OutputSpec(Strict):
-    dir: Path | None = None
+    dir: Path | None = Field(
+        None,
+        description="the run's results folder, relative to the working directory (default results/<name>); --out "
+        "replaces it",
+    )
 
 
 #: The MLflow tracking URIs netfl logs to (netfl.results.tracking_mlflow).
@@ -847,7 +900,9 @@ class Seeds(NamedTuple):
 
 
 class Scenario(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$", description="the scenario's name (letters, digits, _ . -): results/<name>"
+    )
     seed: int = Field(
         0,
         ge=0,
@@ -866,15 +921,19 @@ class Scenario(Strict):
         json_schema_extra=ANY_SIZE,
         description="the learning's draws: data split, test split, initial model, minibatches, client selection",
     )
-    stop: StopSpec
-    tasks: list[TaskSpec] = Field(min_length=1)
-    devices: list[DeviceGroupSpec] = Field(min_length=1)
-    network: NetworkSpec = NetworkSpec()
-    server: ServerSpec = ServerSpec()
-    eval: EvalSpec = EvalSpec()
-    engine: EngineSpec = EngineSpec()
-    events: EventsSpec = EventsSpec()
-    output: OutputSpec = OutputSpec()
+    stop: StopSpec = Field(description="when the run ends")
+    tasks: list[TaskSpec] = Field(
+        min_length=1, description="what is learnt: task, or tasks, a list of them (several models at once)"
+    )
+    devices: list[DeviceGroupSpec] = Field(min_length=1, description="the device groups")
+    network: NetworkSpec = Field(
+        NetworkSpec(), description="access points, relays, edges and wired links; without: each device to the server"
+    )
+    server: ServerSpec = Field(ServerSpec(), description="the algorithm and how rounds or arrivals are aggregated")
+    eval: EvalSpec = Field(EvalSpec(), description="when and on how much of the test set the model is evaluated")
+    engine: EngineSpec = Field(EngineSpec(), description="how the engine holds the devices")
+    events: EventsSpec = Field(EventsSpec(), description="what the event log records")
+    output: OutputSpec = Field(OutputSpec(), description="where the results go")
     tracking: TrackingSpec = Field(
         TrackingSpec(),
         description="log the run to TensorBoard and/or MLflow too: {tensorboard: DIR, mlflow: URI} "

@@ -8,13 +8,24 @@ topologies (a whole one validated as it is, a fragment validated inside the quic
 its first device group, as its keys say) or a study file equal to the file it names. A block that is output
 is tagged ``text``. Any other language, or an untagged block, fails: no block is skipped unseen.
 
-The few commands that cannot run here say why below (NOT_RUN: the suite itself, hours-long benchmarks), and
-get the check that can run: the command is what CI runs, or its options are the script's.
+Where they run: in this process, in the page's folder, so that no command pays a fresh interpreter's import of
+torch (seconds each): ``netfl`` commands through click's test runner on the ``netfl`` group (its exit code
+and output as the shell would see them), ``python`` blocks and ``python SCRIPT`` lines executed in a fresh
+``__main__`` namespace (a traceback names the page and its line), mkdocs through its own command group. A
+process of its own only where the behaviour is a process's: the run stopped with Ctrl-C (a signal) so that
+``netfl resume`` has a checkpoint; ``netfl sweep`` still runs its runs in its pool of processes. A read-only
+command that several pages show alike (``netfl validate`` of a file of the
+checkout, ``netfl algorithms``, ``netfl policies``) runs once per session, keyed by its text and the file's
+bytes.
+
+The few commands not run here say why below (NOT_RUN: the suite itself, hours-long benchmarks, the notebook
+that another test executes), and get the check that can run: the command is what CI runs, its options are the
+script's, its calls bind to the installed signatures.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import os
 import re
 import shlex
@@ -24,6 +35,9 @@ import subprocess
 import sys
 import time
 import tomllib
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,16 +52,26 @@ FENCE = re.compile(
 )
 LANGUAGES = {"bash", "python", "yaml", "text"}
 
-#: Added to every `netfl simulate` / `sweep` of the docs: a few rounds, one seed.
-SMALL_RUN = ["--set", "stop.rounds=3"]
-SMALL_SWEEP = ["--seeds", "1", "--jobs", "2", "--set", "stop.rounds=2"]
+#: Added to every `netfl simulate` / `sweep` of the docs, and to every topology file a Python block loads: one
+#: round (the evaluations before and after it give every table and figure its rows), one seed.
+SMALL_RUN = ["--set", "stop.rounds=1"]
+SMALL_SWEEP = ["--seeds", "1", "--jobs", "2", "--set", "stop.rounds=1"]
 #: Worlds that are large by design, shrunk further (their point, the scale, is measured in benchmarks/).
 SMALLER_WORLD = {"topologies/million-phones.yaml": ["--set", "devices[0].count=2000"]}
+#: The run that `netfl resume` goes on from: stopped with Ctrl-C at its first checkpoint, with rounds enough
+#: left that it cannot finish before the signal arrives; its rounds made short (two local steps, no evaluation
+#: before the end) so that resuming and rerunning it is cheap.
+RESUMABLE_RUN = ["--set", "stop.rounds=20", "--set", "task.local.steps=2", "--set", "eval.every=1000 rounds"]
 #: Lines that cannot run here, with the reason; each gets the check in `not_run`.
 NOT_RUN = {
     "pytest": "the test suite itself; .ci/run runs the README's test command verbatim",
     "python benchmarks/speed.py": "benchmarks of minutes to hours, run by hand; their options are checked",
+    "python -c": "the tutorial notebook, which tests/end_to_end/test_tutorial.py executes with nbclient as this "
+    "command does (half a minute: not twice in one suite); the command's calls are checked against nbformat's "
+    "and nbclient's signatures",
 }
+#: `netfl` commands that only read the files they name and print: run once per session (see `netfl_command`).
+READ_ONLY = {"validate", "algorithms", "policies"}
 
 
 @dataclass
@@ -100,15 +124,99 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "MPLBACKEND": "Agg"}
 
 
-def sh(args: list[str], cwd: Path, stdout: Path | None = None) -> str:
-    out = open(stdout, "w") if stdout else subprocess.PIPE  # noqa: SIM115 (closed below)
+@contextmanager
+def inside(cwd: Path, argv: list[str] | None = None) -> Iterator[None]:
+    """The reader's process, played by this one: the page's folder as the working directory and the first entry
+    of sys.path (its user files import), ``argv``, Agg for figures. After: all of it as it was, the modules
+    imported from the folder dropped (another page has its own files of those names), the figures closed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    saved = os.getcwd(), list(sys.path), sys.argv, os.environ.get("MPLBACKEND")
+    modules = set(sys.modules)
+    os.chdir(cwd)
+    sys.path.insert(0, str(cwd))
+    sys.argv = argv if argv is not None else [sys.argv[0]]
+    os.environ["MPLBACKEND"] = "Agg"
     try:
-        done = subprocess.run(args, cwd=cwd, env=environment(), stdout=out, stderr=subprocess.PIPE, text=True)
+        yield
     finally:
-        if stdout:
-            out.close()
-    assert done.returncode == 0, f"{shlex.join(args)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return done.stdout or ""
+        os.chdir(saved[0])
+        sys.path[:], sys.argv = saved[1], saved[2]
+        if saved[3] is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = saved[3]
+        for name in set(sys.modules) - modules:
+            if str(getattr(sys.modules[name], "__file__", None) or "").startswith(str(cwd)):
+                del sys.modules[name]
+        plt.close("all")
+
+
+def failed(what: str) -> AssertionError:
+    """The exception raised in this process by ``what`` (a command, a block), as a failure with its traceback."""
+    return AssertionError(f"{what} raised:\n{traceback.format_exc()}")
+
+
+def in_process(group, words: list[str], cwd: Path, stdout: Path | None = None) -> str:
+    """``words`` (a command and its arguments) run through click's test runner on the command ``group``, in
+    ``cwd``: its exit code checked as the shell's, its standard output returned (or written to ``stdout``)."""
+    from click.testing import CliRunner
+
+    with inside(cwd):
+        result = CliRunner().invoke(group, words[1:], catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        trace = "".join(traceback.format_exception(*result.exc_info))
+        raise AssertionError(f"{shlex.join(words)} raised:\n{result.output}\n{trace}")
+    assert result.exit_code == 0, f"{shlex.join(words)} exited {result.exit_code}:\n{result.output}"
+    if stdout is None:
+        return result.stdout
+    stdout.write_text(result.stdout)
+    return ""
+
+
+#: (command text, the bytes of the files it names) -> its output: the read-only commands already run.
+DONE: dict[tuple[str, str], str] = {}
+
+
+def netfl_command(words: list[str], cwd: Path, stdout: Path | None = None) -> str:
+    """A ``netfl`` command, in this process. One of READ_ONLY whose files are all the checkout's (the same on
+    every page) and that another page already ran alike is not run again: its output is the first run's."""
+    from netfl.cli.main import main
+
+    named = [cwd / w for w in words[2:] if not w.startswith("-") and (cwd / w).is_file()]
+    key = None
+    if words[1] in READ_ONLY and stdout is None and all(p.resolve().is_relative_to(REPO) for p in named):
+        key = (shlex.join(words), "".join(hashlib.sha256(p.read_bytes()).hexdigest() for p in named))
+        if key in DONE:
+            return DONE[key]
+    out = in_process(main, words, cwd, stdout)
+    if key is not None:
+        DONE[key] = out
+    return out
+
+
+def run_source(source: str, filename: str, cwd: Path, argv: list[str]) -> None:
+    """Python source run as ``python FILE`` runs it, in a fresh ``__main__`` namespace in this process."""
+    code = compile(source, filename, "exec")
+    with inside(cwd, argv):
+        exec(code, {"__name__": "__main__", "__file__": filename, "__builtins__": __builtins__})
+
+
+@contextmanager
+def small_topologies() -> Iterator[None]:
+    """Inside: a topology file read from Python (``netfl.run(PATH)``, ``netfl.load``) gets SMALL_RUN's
+    ``--set``, as a command does."""
+    import netfl.api
+
+    load = netfl.api.load_scenario
+    netfl.api.load_scenario = lambda path, overrides=(), **kw: load(path, overrides=[*overrides, SMALL_RUN[1]], **kw)
+    try:
+        yield
+    finally:
+        netfl.api.load_scenario = load
 
 
 # --------------------------------------------------------------------------------------------------------- bash
@@ -140,6 +248,12 @@ def smaller(words: list[str]) -> list[str]:
     return words
 
 
+def in_folder(words: list[str], cwd: Path) -> list[str]:
+    """The command with its absolute /tmp/ paths moved into the page's folder: no run of the test meets another's
+    (or a reader's) results there."""
+    return [str(cwd / "tmp" / w[len("/tmp/") :]) if w.startswith("/tmp/") else w for w in words]
+
+
 def not_run(command: str) -> bool:
     """Checks a command that cannot run here, if it is one (NOT_RUN), and says so."""
     if command == "pytest":
@@ -155,7 +269,40 @@ def not_run(command: str) -> bool:
             if option == "--only":
                 assert all(f'"{s}"' in sections for s in value.split(",")), value
         return True
+    if command.startswith("python -c ") and "tutorial.ipynb" in command:
+        the_notebook_command(shlex.split(command)[2])
+        return True
     return False
+
+
+def the_notebook_command(code: str) -> None:
+    """The tutorial's headless command: the modules it imports exist, each call binds to the installed
+    signature, it reads the notebook that tests/end_to_end/test_tutorial.py executes with the same client, and
+    it executes what it read."""
+    import ast
+    import inspect
+
+    import nbclient
+    import nbformat
+
+    tree = ast.parse(code)
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported == {"nbclient", "nbformat"}, imported
+    calls = {ast.unparse(c.func): c for c in ast.walk(tree) if isinstance(c, ast.Call)}
+    functions = {"nbformat.read": nbformat.read, "nbclient.NotebookClient": nbclient.NotebookClient}
+    for name, function in functions.items():
+        call = calls[name]
+        args = [ast.literal_eval(a) if isinstance(a, ast.Constant) else a for a in call.args]
+        inspect.signature(function).bind(*args, **{k.arg: k.value for k in call.keywords})
+    path = calls["nbformat.read"].args[0].value
+    assert (REPO / path).is_file() and path == "examples/tutorial.ipynb", path
+    resources = ast.literal_eval(next(k.value for k in calls["nbclient.NotebookClient"].keywords))
+    assert resources == {"metadata": {"path": "."}}, resources  # it runs in the folder the reader is in
+    execute = [name for name in calls if name.startswith("nbclient.NotebookClient(") and name.endswith(".execute")]
+    assert execute and callable(nbclient.NotebookClient.execute), calls
+    runner = (REPO / "tests" / "end_to_end" / "test_tutorial.py").read_text()
+    assert 'NOTEBOOK = REPO / "examples" / "tutorial.ipynb"' in runner and "nbclient.NotebookClient(" in runner
+    assert ").execute()" in runner
 
 
 def set_up(command: str, cwd: Path) -> bool:
@@ -182,7 +329,7 @@ def run_bash(block: Block, cwd: Path) -> None:
     for command in commands(block.body):
         if not_run(command) or set_up(command, cwd):
             continue
-        words = shlex.split(command)
+        words = in_folder(shlex.split(command), cwd)
         stdout = None
         if ">" in words:
             words, stdout = words[: words.index(">")], cwd / words[words.index(">") + 1]
@@ -192,39 +339,46 @@ def run_bash(block: Block, cwd: Path) -> None:
                 interrupted_with_a_checkpoint(words, cwd)
                 continue
             if words[1] == "trace" and not (cwd / words[3]).exists():  # the trace the page says how to make
-                sh([sys.executable, "benchmarks/make_fedscale_trace.py", words[3], "--clients", "50"], cwd)
+                script = ["benchmarks/make_fedscale_trace.py", words[3], "--clients", "50"]
+                run_script(script, cwd)
             if words[1] == "report" and "--format" in words:
-                assert sh([str(BIN / "netfl"), *words[1:]], cwd, stdout) == ""
+                assert netfl_command(words, cwd, stdout) == ""
                 assert stdout.read_text().lstrip().startswith("{")
                 continue
-            sh([str(BIN / "netfl"), *words[1:]], cwd, stdout)
-        elif words[:2] == ["python", "-c"] and "tutorial.ipynb" in words[2]:
-            small = cwd / "tutorial-small.ipynb"  # the notebook's sizes cell made small, as tests/end_to_end do
-            notebook = json.loads((REPO / "examples" / "tutorial.ipynb").read_text())
-            sizes = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
-            sizes["source"] = "ROUNDS = 3\nSEEDS = 2\n"
-            small.write_text(json.dumps(notebook))
-            sh([sys.executable, "-c", words[2].replace("examples/tutorial.ipynb", small.name)], cwd)
-            assert (cwd / "results" / "tutorial" / "study" / "report" / "report.html").is_file()
+            netfl_command(words, cwd, stdout)
         elif words[0] == "python":
-            sh([sys.executable, *words[1:]], cwd, stdout)
+            assert stdout is None, command
+            run_script(words[1:], cwd)
         elif words[0] == "mkdocs":
-            sh([str(BIN / "mkdocs"), *words[1:], "--site-dir", str(cwd / "site")], cwd)
+            from mkdocs.__main__ import cli
+
+            in_process(cli, [*words, "--site-dir", str(cwd / "site")], cwd)
         else:
             raise AssertionError(f"{block}: no rule runs {command!r}")
 
 
+def run_script(argv: list[str], cwd: Path) -> None:
+    """``python SCRIPT ARGS...``, in this process."""
+    try:
+        run_source((cwd / argv[0]).read_text(), str(cwd / argv[0]), cwd, argv)
+    except SystemExit as stop:
+        assert stop.code in (0, None), f"python {shlex.join(argv)} exited {stop.code}"
+    except Exception:
+        raise failed(f"python {shlex.join(argv)}") from None
+
+
 def interrupted_with_a_checkpoint(words: list[str], cwd: Path) -> None:
     """A run with --checkpoint-every, stopped with Ctrl-C once it kept a checkpoint, so that the page's
-    `netfl resume` has one to go on from (the page: "after a crash, a kill or Ctrl-C")."""
+    `netfl resume` has one to go on from (the page: "after a crash, a kill or Ctrl-C"). Its own process: the
+    signal is the point."""
     words = [w if not re.fullmatch(r"\d+ ?rounds?", w) else "1rounds" for w in words]
-    words = [w if w != "stop.rounds=3" else "stop.rounds=40" for w in words]
+    words = [*words[: -len(SMALL_RUN)], *RESUMABLE_RUN]
     out = Path(words[words.index("--out") + 1])
     checkpoint = cwd / out.parent / f".{out.name}.checkpoint"
     process = subprocess.Popen([str(BIN / "netfl"), *words[1:], "-q"], cwd=cwd, env=environment())
     deadline = time.monotonic() + 120
     while not checkpoint.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+        time.sleep(0.02)
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=120) == 130 and checkpoint.exists()
 
@@ -233,14 +387,24 @@ def interrupted_with_a_checkpoint(words: list[str], cwd: Path) -> None:
 
 
 def run_python(block: Block, cwd: Path) -> None:
+    """In this process: a user's file written and imported, or the block run as a script whose lines are the
+    page's (a traceback names the page and the line)."""
     if block.mark and block.mark.startswith("file "):
         name = block.mark.split()[1]
         (cwd / name).write_text(block.body)
-        sh([sys.executable, "-c", f"import {Path(name).stem}"], cwd)
+        import importlib
+
+        try:
+            with inside(cwd):
+                importlib.import_module(Path(name).stem)
+        except Exception:
+            raise failed(f"import {Path(name).stem}") from None
         return
-    script = cwd / f"block_{block.line}.py"
-    script.write_text(block.body)
-    sh([sys.executable, script.name], cwd)
+    try:
+        with small_topologies():
+            run_source("\n" * block.line + block.body, str(block.page), cwd, [str(block.page)])
+    except Exception:
+        raise failed("the block") from None
 
 
 # --------------------------------------------------------------------------------------------------------- yaml
@@ -252,7 +416,7 @@ def run_yaml(block: Block, cwd: Path) -> None:
     if first.startswith("# ") and first[2:].endswith(".yaml"):  # a file shown whole: the file it names
         shown = REPO / first[2:].strip()
         assert data == yaml.safe_load(shown.read_text()), f"{block} differs from {shown}"
-        sh([str(BIN / "netfl"), "sweep", str(shown.relative_to(REPO)), "--dry-run"], cwd)
+        netfl_command(["netfl", "sweep", str(shown.relative_to(REPO)), "--dry-run"], cwd)
         return
     base = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
     group_keys = {"group", "count", "compute", "power", "battery", "availability", "usage", "link"}
@@ -272,7 +436,7 @@ def run_yaml(block: Block, cwd: Path) -> None:
         (idx / name).touch()
     (idx / "t10k-labels-idx1-ubyte").touch()
     fashion = "fashion-mnist" in block.body and not Path("/usr/share/datasets/fashion-mnist").is_dir()
-    sh([str(BIN / "netfl"), "validate", path.name, *(["--data-dir", "idx"] if fashion else [])], cwd)
+    netfl_command(["netfl", "validate", path.name, *(["--data-dir", "idx"] if fashion else [])], cwd)
 
 
 # --------------------------------------------------------------------------------------------------------- pages
@@ -305,7 +469,7 @@ def own_files(cwd: Path) -> None:
         sys.modules.pop("my_data", None)
     np.savez(cwd / "mydata.npz", **load())
     topology = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
-    (cwd / "topology.yaml").write_text(yaml.safe_dump({**topology, "stop": {"rounds": 3}}))
+    (cwd / "topology.yaml").write_text(yaml.safe_dump({**topology, "stop": {"rounds": 1}}))
 
 
 PREPARE = {"docs/own-model.md": own_files}
@@ -327,3 +491,5 @@ def test_the_pages_blocks_run(page: Path, tmp_path: Path) -> None:
                 RUN[block.lang](block, cwd)
             except AssertionError as failure:
                 raise AssertionError(f"{block}: {failure}") from None
+            except Exception:
+                raise AssertionError(f"{block}: {traceback.format_exc()}") from None

@@ -1,7 +1,8 @@
 """The documentation site (mkdocs.yml, docs/) builds in strict mode, offline, and renders in a browser.
 
 Strict: a broken link, a missing page or anchor, an API name mkdocstrings cannot find, or a schema marker that
-names no model fails the build. The parameter tables come from netfl.config.schema (docs_build/schema_tables.py).
+names no model fails the build. The parameter tables come from netfl.config.schema (docs_build/schema_tables.py),
+every row with a description; the docstrings' Sphinx roles become links or code (docs_build/sphinx_roles.py).
 Headless Chromium renders the API reference: its text holds the public API's names, and its screenshot is a
 page, not a blank.
 """
@@ -24,6 +25,9 @@ MKDOCS = Path(sys.executable).parent / "mkdocs"
 SPEC = importlib.util.spec_from_file_location("schema_tables", REPO / "docs_build" / "schema_tables.py")
 schema_tables = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(schema_tables)
+ROLES_SPEC = importlib.util.spec_from_file_location("sphinx_roles", REPO / "docs_build" / "sphinx_roles.py")
+sphinx_roles = importlib.util.module_from_spec(ROLES_SPEC)
+ROLES_SPEC.loader.exec_module(sphinx_roles)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +45,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_table_row_is_the_declaration() -> None:
     rows = schema_tables.table(schema.BatterySpec, "devices[].battery").splitlines()
     assert rows[0] == "| key (`devices[].battery`) | type | default | bounds | description |"
-    assert "| `capacity` | energy (J) | `55kJ` | > 0 |  |" in rows
+    assert (
+        "| `capacity` | energy (J) | `55kJ` | > 0 | energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery |"
+        in rows
+    )
     assert (
         "| `min_level` | fraction | `0%` | ≥ 0, ≤ 1 | at or below this fraction the device does not take part |" in rows
     )
@@ -52,6 +59,40 @@ def test_a_table_row_is_the_declaration() -> None:
         schema_tables.expand("<!-- schema: NoSuchSpec x -->")
 
 
+def test_every_key_in_a_table_has_a_description() -> None:
+    """Every row of every parameter table on the site says what its key is for: no blank description cell."""
+    markers = [m for page in (REPO / "docs").rglob("*.md") for m in schema_tables.MARKER.finditer(page.read_text())]
+    assert len(markers) > 25
+    blank = []
+    for marker in markers:
+        model = getattr(schema, marker.group(1))
+        for row in schema_tables.table(model, marker.group(2)).splitlines()[2:]:
+            if row.endswith("|  |"):
+                blank.append(f"{marker.group(1)}: {row.split(' | ')[0].lstrip('| ')}")
+    assert not blank, f"give these fields a description= in netfl/config/schema.py: {blank}"
+
+
+def test_a_sphinx_role_becomes_an_optional_reference() -> None:
+    def resolve(name: str) -> str | None:  # the docstring's module imports Result from netfl.api
+        return {"Result": "netfl.api.Result"}.get(name)
+
+    def ref(identifier: str, title: str) -> str:
+        return f'<autoref identifier="{identifier}" optional><code>{title}</code></autoref>'
+
+    assert sphinx_roles.convert("a :class:`~netfl.sim.device.Device` here", resolve) == (
+        f"a {ref('netfl.sim.device.Device', 'Device')} here"
+    )
+    assert sphinx_roles.convert(":mod:`netfl.sim`, :py:func:`Result`", resolve) == (
+        f"{ref('netfl.sim', 'netfl.sim')}, {ref('netfl.api.Result', 'Result')}"
+    )
+    assert sphinx_roles.convert(":meth:`the run <Result.run>`", resolve) == ref("Result.run", "the run")
+    assert sphinx_roles.convert(":class:`~netfl.policies.base.RoundPolicy`", resolve) == ref(
+        "policies.base.RoundPolicy", "RoundPolicy"
+    )  # documented from policies/ (docs/api/policies.md)
+    assert sphinx_roles.convert(":func:`!gone`", resolve) == "<code>gone</code>"
+    assert sphinx_roles.convert("no :role here, `code`", resolve) == "no :role here, `code`"
+
+
 @pytest.mark.slow
 def test_the_site_builds_strict_with_every_page(site: Path) -> None:
     nav = re.findall(r":\s*([\w/.-]+\.md)\s*$", (REPO / "mkdocs.yml").read_text(), re.M)
@@ -59,7 +100,17 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
     assert set(nav) == pages, "every page in the nav, and every nav entry a page"
     battery = (site / "topology" / "devices" / "index.html").read_text()
     assert "<code>charge_power</code>" in battery and "<!-- schema:" not in battery
-    assert "<code>netfl.policies.base</code>" in (site / "api" / "policies" / "index.html").read_text()
+    policies = (site / "api" / "policies" / "index.html").read_text()
+    assert "<code>netfl.policies.base</code>" in policies
+    # the docstrings' Sphinx roles: a link where the target is on a page, code where it is not, never raw text
+    assert 'href="#policies.base.RoundPolicy"><code>RoundPolicy</code></a>' in policies
+    assert (
+        '<span title="netfl.ScenarioError"><code>netfl.ScenarioError</code></span>'
+        in (site / "api" / "netfl" / "index.html").read_text()
+    )
+    for page in (site / "api").rglob("*.html"):
+        raw = re.findall(r":(?:py:)?(?:class|mod|func|meth|attr|data|exc|obj):(?:<code>|`)", page.read_text())
+        assert not raw, (page, raw)
     changelog = (site / "changelog" / "index.html").read_text()
     assert (REPO / "CHANGELOG.md").read_text().splitlines()[0].lstrip("# ") in changelog
     assert "fonts.googleapis.com" not in (site / "index.html").read_text()
