@@ -41,7 +41,7 @@ def user_errors() -> Iterator[None]:
         fail(exc)
 
 
-def interrupted(message: str) -> NoReturn:
+def exit_interrupted(message: str) -> NoReturn:
     """Stop after Ctrl-C or SIGTERM, saying what became of the work; a further signal no longer cuts this short."""
     from netfl.signals import ignore_further_signals
 

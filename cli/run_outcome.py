@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from netfl.cli.exits import EXIT_DIVERGED, EXIT_INTERRUPTED, interrupted, user_errors
+from netfl.cli.exits import EXIT_DIVERGED, EXIT_INTERRUPTED, exit_interrupted, user_errors
 
 
 def guarded_run(run, quiet: bool, *, resumable: bool = False, run_dir: Path | None = None):
@@ -32,7 +32,7 @@ def guarded_run(run, quiet: bool, *, resumable: bool = False, run_dir: Path | No
             _say_how_to_resume(written, exc.checkpointed_at)
         sys.exit(EXIT_INTERRUPTED)
     except KeyboardInterrupt:  # before the run began (loading netfl, reading the topology)
-        interrupted("interrupted before the run began: nothing was written")
+        exit_interrupted("interrupted before the run began: nothing was written")
     if not quiet:
         _print_summary(outcome, note)
     _warn_skipped(outcome.summary)

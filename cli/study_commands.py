@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from netfl.cli import options
-from netfl.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, fail, interrupted, user_errors
+from netfl.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, exit_interrupted, fail, user_errors
 from netfl.errors import NetflError
 
 
@@ -128,7 +128,7 @@ def sweep(
     except NetflError as exc:
         fail(exc)
     except KeyboardInterrupt:  # reading and checking the study, or claiming its folder: no run began
-        interrupted("interrupted before any run began: nothing was run")
+        exit_interrupted("interrupted before any run began: nothing was run")
     finally:
         progress.close()
     if outcome.interrupted:
