@@ -46,7 +46,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+PAGES = [REPO / "README.md", REPO / "CONTRIBUTING.md", *sorted((REPO / "docs").rglob("*.md"))]
 FENCE = re.compile(
     r"^(?:<!-- test: (?P<mark>[^>]*) -->\n)?^```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S
 )
