@@ -32,7 +32,7 @@ import numpy as np
 import simpy
 
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy, policy_origin
-from netfl.sim.device import after_now
+from netfl.sim.device.availability import after_now
 
 
 class EdgeServer:
