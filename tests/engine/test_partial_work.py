@@ -172,3 +172,19 @@ def test_the_back_off_after_a_cut_upload_is_twice_the_time_it_had() -> None:
     assert device.upload_bps == approx(2e6 / (2 * had))
     device._upload_cut(2e6, 0.0)  # cut the instant it began: nothing learned
     assert device.upload_bps == approx(2e6 / (2 * had))
+
+
+def test_a_device_that_gives_up_plans_its_next_upload_faster_until_the_links_rate() -> None:
+    """Giving up sends nothing and so measures nothing: each time, the device plans the next upload with twice the
+    throughput, up to the link's nominal 1 Mbit/s (then it plans with the link again), so it tries once more
+    instead of giving up in every later round. A device that never measured keeps planning with the link."""
+    sim, _ = shared_uplink(rounds=1)
+    device = sim.devices[1]
+    backed_off = device.upload_bps
+    assert backed_off < 0.5e6
+    device._gave_up(2e6)
+    assert device.upload_bps == approx(2 * backed_off)
+    device._gave_up(2e6)  # 4 x 0.4 Mbit/s would pass the link's 1 Mbit/s
+    assert device.upload_bps is None
+    device._gave_up(2e6)
+    assert device.upload_bps is None

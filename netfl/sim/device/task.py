@@ -98,12 +98,23 @@ class TaskPipeline:
         the throughput to plan with is below ``bits / had_s``. How many bits got through is the medium's to know
         (a shared medium may have queued the device all along), so the device backs off by a stated factor: it
         plans its next upload as twice the time this one had (or longer if it already did), until an upload
-        completes and measures the throughput again. Without it, a device whose every upload is
-        cut plans with the same rate round after round and loses its work in each."""
+        completes and measures the throughput again (or it gives up, :meth:`_gave_up`). Without it, a device
+        whose every upload is cut plans with the same rate round after round and loses its work in each."""
         if had_s <= 0:
             return
         planned_s = bits / self.upload_bps if self.upload_bps else self.network.send_estimate_s(self.index, bits)
         self.upload_bps = bits / max(planned_s, 2.0 * had_s)
+
+    def _gave_up(self, bits: float) -> None:
+        """Its plan left no step to train, so it sends nothing and measures nothing: without more, a device the
+        back-off (:meth:`_upload_cut`) kept from working would plan with the same throughput, and give up, in
+        every later round. Each time it gives up it plans the next with twice the throughput instead, up to the
+        link's nominal one, so that it tries an upload again after a few rounds (and backs off again if that
+        one is cut too): exponential back-off with recovery, as a sender's retransmission timer has."""
+        if not self.upload_bps:
+            return
+        nominal_bps = bits / self.network.send_estimate_s(self.index, bits)
+        self.upload_bps = None if 2.0 * self.upload_bps >= nominal_bps else 2.0 * self.upload_bps
 
     def _task(
         self, work: Work, uploaded: Callable[[int], None], lost: Callable[[int], None], deadline: Deadline | None
@@ -123,6 +134,7 @@ class TaskPipeline:
                     steps = self._steps_in_time(work, deadline)
                     if steps == 0:
                         self.log("dropout", job=job, task=task, cause="deadline")
+                        self._gave_up(8.0 * work.upload_bytes)
                         lost(job)
                         return
                     if steps < work.steps:
