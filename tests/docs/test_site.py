@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from chromium_support import dom_of, needs_chromium, screenshot
 
 from netfl.config import schema
 
@@ -117,30 +117,14 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    shutil.which("chromium") is None,
-    reason="chromium is not on PATH (Debian: apt-get install chromium); CI installs it",
-)
+@needs_chromium
 def test_chromium_renders_the_api_reference(site: Path, tmp_path: Path) -> None:
     page = site / "api" / "netfl" / "index.html"
-    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
-    dom = subprocess.run(
-        chromium + ["--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
+    dom = dom_of(page)
     for name in ("netfl.api.run", "netfl.api.load", "netfl.api.from_dict", "netfl.api.with_own", "Result"):
         assert f'id="{name}"' in dom or name in dom, name
     assert "ScenarioError" in dom and "run_sweep" in dom and "write_report" in dom
-    shot = tmp_path / "api.png"
-    subprocess.run(
-        chromium + [f"--screenshot={shot}", "--window-size=1280,1600", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-        cwd=tmp_path,
-    )
-    from matplotlib.image import imread
-
-    pixels = imread(shot)[:, :, :3]
+    pixels = screenshot(page, tmp_path / "api.png", 1280, 1600)
     assert pixels.shape[:2] == (1600, 1280)
     assert pixels.std() > 0.05  # text and a header on a page, not one colour
     assert (pixels.mean(axis=2) < 0.3).sum() > 2000  # dark text drawn

@@ -7,14 +7,13 @@ import html
 import json
 import math
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from chromium_support import dom_of, needs_chromium, screenshot
 from cli_support import assert_user_error, run
 
 import netfl
@@ -455,10 +454,7 @@ def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
     assert "Energy to target not recorded" not in (tmp_path / "study" / "report" / "report.html").read_text()
 
 
-@pytest.mark.skipif(
-    shutil.which("chromium") is None,
-    reason="chromium is not on PATH (Debian: apt-get install chromium); CI installs it",
-)
+@needs_chromium
 @pytest.mark.slow
 def test_the_page_renders_in_headless_chromium(study: Path, tmp_path: Path) -> None:
     report(study, "--target", "0.7", "--target", "0.8")
@@ -475,25 +471,12 @@ def test_the_page_renders_in_headless_chromium(study: Path, tmp_path: Path) -> N
             ),
         )
     )
-    chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
-    dom = subprocess.run(
-        chromium + ["--dump-dom", probe.as_uri()], capture_output=True, text=True, timeout=120, check=True
-    ).stdout
+    dom = dom_of(probe)
     images = json.loads(re.search(r'data-images="([^"]*)"', dom).group(1).replace("&quot;", '"'))
     assert len(images) == 5 and all(done and width > 400 and height > 200 for done, width, height in images)
     assert len(re.findall(r'<img alt="[^"]+" src="data:image/png;base64,', dom)) == 5
     assert dom.count('<table class="dataframe data') == 5 and "<td>fedavg</td>" in dom  # paired comparisons too
-    shot = tmp_path / "page.png"
-    subprocess.run(
-        chromium + [f"--screenshot={shot}", "--window-size=1200,3000", page.as_uri()],
-        capture_output=True,
-        timeout=120,
-        check=True,
-        cwd=tmp_path,
-    )
-    from matplotlib.image import imread
-
-    pixels = imread(shot)[:, :, :3]
+    pixels = screenshot(page, tmp_path / "page.png", 1200, 3000)
     assert pixels.shape[:2] == (3000, 1200)
     # the plots' case colours (tab10 blue and orange, nowhere in the page's own grey-and-amber style) are on screen
     for colour in ((0.122, 0.467, 0.706), (1.0, 0.498, 0.055)):
