@@ -3,6 +3,8 @@ options) and ``policies`` (availability), each with its parameters and papers.""
 
 from __future__ import annotations
 
+import re
+
 import click
 
 
@@ -43,6 +45,11 @@ def algorithms() -> None:
         click.echo(f"    paper: {option['paper']}")
 
 
+def _plain(text: str) -> str:
+    """A docstring's line as a terminal shows it: ``p`` (reStructuredText's literal) as `p`."""
+    return re.sub(r"``([^`]+)``", r"`\1`", text)
+
+
 def _echo_params(params: list[dict]) -> None:
     for param in params:
         default = "required" if param["required"] else f"default {param['default']}"
@@ -56,7 +63,7 @@ def policies() -> None:
     from netfl.registry import describe_params
 
     for name, cls in BUILTIN_POLICIES.items():
-        summary = (cls.__doc__ or "").strip().splitlines()[0]
+        summary = _plain((cls.__doc__ or "").strip().splitlines()[0])
         click.echo(f"{name} ({'per round' if cls.time_base == 'round' else 'continuous time'}): {summary}")
         _echo_params(describe_params(cls.Params))
         click.echo()

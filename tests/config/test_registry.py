@@ -108,6 +108,7 @@ def test_policies_listing_shows_every_builtin_with_its_parameters() -> None:
     assert "markov (per round):" in result.output
     assert "eligible (continuous time):" in result.output
     assert "    transition (float, default 0.05): P(off -> on) per round before rescaling" in result.output
+    assert "``" not in result.output and "probability `p` (FedAU" in result.output  # docstring markup, as read
 
 
 def test_algorithms_listing_shows_every_algorithm_with_its_paper() -> None:
