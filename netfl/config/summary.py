@@ -84,8 +84,11 @@ def _group(g: DeviceGroupSpec) -> str:
         sessions = _call(u.sessions.policy, {k: v for k, v in u.sessions.params.items() if k != "profile"})
         idle = "trains while in use" if u.train_while_in_use else "not asked while in use"
         battery += f"; its owner's use {sessions} at {_si(u.power, 'W')} ({idle})"
+    w = g.power
+    power = f"power {_si(w.compute, 'W')} training, {_si(w.transmit, 'W')} sending, {_si(w.idle, 'W')} idle"
     return (
         f"  {g.group:<10} x{g.count}: compute {_dist(g.compute.flops_per_s, 'FLOP/s')}; {battery}\n"
+        f"  {'':<10} {power}\n"
         f"  {'':<10} availability {_call(g.availability.policy, g.availability.params)}; link {_link(g.link)}"
     )
 

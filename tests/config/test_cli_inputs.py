@@ -42,6 +42,9 @@ def test_summary_describes_wireless_links_network_async_and_charging() -> None:
     anarchic = describe_scenario(load_scenario(ROOT / "topologies" / "anarchic.yaml"))
     assert "async: aggregate every 8 updates; local steps uniform(1, 10)" in anarchic
     assert "participants per round" not in anarchic  # no rounds for devices in async mode
+    quickstart = describe_scenario(load_scenario(ROOT / "topologies" / "quickstart.yaml"))
+    assert "power 2 W training, 0.2 W sending, 0.05 W idle" in quickstart  # the phones' (the defaults)
+    assert "power 0.5 W training, 0.1 W sending, 0.005 W idle" in quickstart  # the boards' own
     custom = describe_scenario(load_scenario(ROOT / "examples" / "custom_policy.yaml"))
     assert "charging daily(start=21:00, end=06:30, jitter=90min)" in custom
     relay = describe_scenario(load_scenario(ROOT / "topologies" / "ram-relay.yaml"))
