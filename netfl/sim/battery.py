@@ -17,7 +17,7 @@ import math
 class Battery:
     def __init__(
         self,
-        capacity_j: float = math.inf,
+        capacity_j: float,
         level_j: float | None = None,
         min_level: float = 0.0,
         charge_w: float = 0.0,
@@ -32,6 +32,12 @@ class Battery:
         self.energy_j: dict[str, float] = {}  # consumed so far, by load name
         self.charged_j = 0.0  # energy that went into the battery from the charger
         self._t = now  # energy is accounted from here on
+
+    @classmethod
+    def on_mains(cls, now: float = 0.0) -> Battery:
+        """A mains-powered device's: infinite capacity, never empties (the topology's group without a battery;
+        a battery's own default capacity is the topology's, not this)."""
+        return cls(math.inf, now=now)
 
     @property
     def mains(self) -> bool:

@@ -72,6 +72,6 @@ class DeviceTable:
         """Device i's battery at ``now`` holding ``level_j`` (its initial charge if None)."""
         capacity = float(self.capacity_j[i])
         if math.isinf(capacity):
-            return Battery(now=now)
+            return Battery.on_mains(now)
         level = float(self.initial_j[i]) if level_j is None else level_j
         return Battery(capacity, level, float(self.min_level[i]), float(self.charge_w[i]), now=now)

@@ -141,7 +141,7 @@ def test_battery_drain_over_a_known_schedule() -> None:
 
 
 def test_mains_never_empties_but_energy_is_counted() -> None:
-    b = Battery()
+    b = Battery.on_mains()
     assert b.mains
     b.set_load(0.0, "idle", 1.5)
     b.settle(10.0)
