@@ -27,7 +27,7 @@ from netfl.backend import TrainingBackend
 from netfl.config.engine_form import engine_choice
 from netfl.config.schema import Scenario
 from netfl.errors import NetflError
-from netfl.learn.data.partition import LabelMix
+from netfl.learn.data.label_mix import LabelMix
 from netfl.learn.federation.learner import Learner
 from netfl.learn.training.runtime import torch_device
 from netfl.rng import RandomStreams

@@ -13,7 +13,8 @@ import torch
 from netfl.errors import DataError
 from netfl.learn.data.datasets import DATASET_NAMES, FASHION_MNIST_DIR, load_dataset
 from netfl.learn.data.idx import read_idx, write_idx
-from netfl.learn.data.partition import label_distribution, partition_indices
+from netfl.learn.data.label_mix import label_distribution
+from netfl.learn.data.partition import partition_indices
 
 # ------------------------------------------------------------------------------ IDX
 
