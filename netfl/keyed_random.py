@@ -29,23 +29,44 @@ _NORMAL_SALT = 0x6A09E667F3BCC909  # normals draw from their own bits: draw k of
 
 
 def _finalise(z: np.ndarray) -> np.ndarray:
-    z = (z ^ (z >> _S30)) * _MIX1
-    z = (z ^ (z >> _S27)) * _MIX2
-    return z ^ (z >> _S31)
+    """splitmix64's finaliser, in place on ``z`` (a fresh uint64 array, or a scalar)."""
+    if not isinstance(z, np.ndarray) or z.ndim == 0:
+        z = (z ^ (z >> _S30)) * _MIX1
+        z = (z ^ (z >> _S27)) * _MIX2
+        return z ^ (z >> _S31)
+    shifted = z >> _S30  # in place, one temporary: the draws of ten million devices are a few passes each
+    z ^= shifted
+    z *= _MIX1
+    np.right_shift(z, _S27, out=shifted)
+    z ^= shifted
+    z *= _MIX2
+    np.right_shift(z, _S31, out=shifted)
+    z ^= shifted
+    return z
 
 
 def bits(key: int, device: np.ndarray | int, draw: np.ndarray | int) -> np.ndarray:
     """64 random bits per (device, draw) pair of stream ``key`` (arrays broadcast)."""
-    device = np.asarray(device, dtype=np.uint64)
-    draw = np.asarray(draw, dtype=np.uint64)
+    device = np.array(device, dtype=np.uint64)  # copies: the arithmetic below is in place
+    draw = np.array(draw, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        z = _finalise(np.uint64(key & 0xFFFFFFFFFFFFFFFF) ^ (device * _DEVICE)) + (draw + np.uint64(1)) * _GOLDEN
-        return _finalise(z)
+        device *= _DEVICE
+        device ^= np.uint64(key & 0xFFFFFFFFFFFFFFFF)
+        z = _finalise(device)
+        draw += np.uint64(1)
+        draw *= _GOLDEN
+        return _finalise(z + draw)
 
 
 def uniform(key: int, device: np.ndarray | int, draw: np.ndarray | int) -> np.ndarray:
     """U[0, 1) with 53 random bits."""
-    return (bits(key, device, draw) >> _S11).astype(np.float64) * _UNIT
+    b = bits(key, device, draw)
+    if not isinstance(b, np.ndarray):
+        return (b >> _S11).astype(np.float64) * _UNIT
+    b >>= _S11
+    u = b.astype(np.float64)
+    u *= _UNIT
+    return u
 
 
 def exponential(key: int, device: np.ndarray | int, draw: np.ndarray | int, mean: np.ndarray | float) -> np.ndarray:

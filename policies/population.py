@@ -201,25 +201,28 @@ class DiurnalModel(PopulationModel):
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         out = np.full(len(due), math.inf)
-        t = at.copy()
-        hour = np.floor((t + self.offset) / HOUR).astype(np.int64)
         online = self.state[due]
         leave_on, leave_off = 1.0 - self.profile, self.profile  # the rates of leaving each state, per hour
-        pending = np.flatnonzero(np.where(online, leave_on.any(), leave_off.any()))
+        if leave_on.any() and leave_off.any():
+            pending = np.arange(len(due))
+        else:  # a state never left: its devices never change
+            pending = np.flatnonzero(online if leave_on.any() else ~online)
+        # the devices still pending, their clocks, hours and states, kept compact from one hour to the next
+        devices, t, on = due[pending], at[pending], online[pending].view(np.uint8)
+        hour = np.floor((t + self.offset) / HOUR).astype(np.int64)
+        rates = np.stack([leave_off, leave_on]) / self.mixing  # [state, hour of the day]
         while pending.size:
-            devices = due[pending]
-            h = hour[pending] % 24
-            rate = np.where(online[pending], leave_on[h], leave_off[h]) / self.mixing
-            boundary = (hour[pending] + 1) * HOUR - self.offset
+            rate = rates[on, hour % 24]
+            boundary = (hour + 1) * HOUR - self.offset
             u = self._uniform(devices)
             with np.errstate(divide="ignore"):
-                arrive = t[pending] - np.log1p(-u) / rate
+                arrive = t - np.log1p(-u) / rate
             done = (rate > 0) & (arrive < boundary)
-            out[pending[done]] = arrive[done]
-            later = pending[~done]
-            t[later] = boundary[~done]
-            hour[later] += 1
-            pending = later
+            arrived = np.flatnonzero(done)  # indices, not masks: see netfl/sim/idle_rows.py
+            out[pending[arrived]] = arrive[arrived]
+            later = np.flatnonzero(~done)
+            pending, devices, t, on, hour = pending[later], devices[later], boundary[later], on[later], hour[later]
+            hour += 1
         return out
 
 

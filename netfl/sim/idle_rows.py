@@ -61,6 +61,32 @@ _ROWS_PER_STEP = 1 << 18
 _EMPTY, _FLOOR, _AVAILABILITY, _CHARGER, _USAGE = range(5)
 
 
+# numpy's boolean indexing and np.where take a branch per row, and on the random masks of devices' changes they
+# cost about ten times a product or an index: the steps below select rows by index (np.flatnonzero) and zero loads
+# by multiplying with a mask -- the same numbers, for the finite, non-negative powers and times they are given.
+
+
+def _when(mask: np.ndarray, value: np.ndarray | float) -> np.ndarray:
+    """``value`` where ``mask``, else 0 (``value`` finite and >= 0: exactly ``np.where(mask, value, 0.0)``)."""
+    return mask * value
+
+
+def _never_unless(mask: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """``at`` where ``mask``, else inf (``at`` is the caller's fresh array, changed in place)."""
+    at[np.flatnonzero(~mask)] = _INF
+    return at
+
+
+def _first_change(sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's earliest time and its source (the first row holding it): ``min`` and ``argmin`` over axis 0,
+    row by row instead of across the columns' stride."""
+    t = sources.min(axis=0)
+    first = np.zeros(len(t), dtype=np.int8)
+    for source in range(len(sources) - 1, -1, -1):  # the lowest source holding the minimum wins, as argmin's
+        first[np.flatnonzero(sources[source] == t)] = source
+    return t, first
+
+
 def _per_group(values: list[float], slices: list[slice]) -> np.ndarray:
     """A quantity constant within each group, per device: a read-only broadcast (no memory per device) when every
     group has the same value."""
@@ -96,6 +122,15 @@ class IdleRows:
         self.charged_j = np.zeros(n)
         self.use_w = _per_group([group.usage.power_w if group.usage else 0.0 for group in self.groups], self.slices)
         self.next_at = np.full(n, _INF)
+        self._columns = {
+            "idle_w": table.idle_w,
+            "charge_w": table.charge_w,
+            "capacity": self.capacity,
+            "min_level": table.min_level,
+            "use_w": self.use_w,
+            "finite": self.finite,
+        }
+        self._constants = [self._constant_in(sl) for sl in self.slices]
         for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
             rows = np.arange(sl.stop - sl.start)
             d = rows + sl.start
@@ -111,47 +146,82 @@ class IdleRows:
     def __len__(self) -> int:
         return len(self.table)
 
+    def _constant_in(self, sl: slice) -> dict[str, float | bool]:
+        """The fixed quantities (:attr:`_columns`) that one group's devices all share, as Python values: a step
+        over that group's rows uses the value instead of gathering it for every row (same arithmetic)."""
+        constants = {}
+        for name, column in self._columns.items():
+            part = column[sl]
+            if part.size and (part.strides == (0,) or bool(np.all(part == part[0]))):
+                constants[name] = part[0].item()
+        return constants
+
+    def _of(self, name: str, d: np.ndarray | slice, g: int | None) -> np.ndarray | float | bool:
+        """Quantity ``name`` of devices ``d`` (of group ``g``, if the caller knows it): the group's one value, or
+        the devices' own."""
+        if g is not None:
+            value = self._constants[g].get(name)
+            if value is not None:
+                return value
+        return self._columns[name][d]
+
     # ----------------------------------------------------------------- power
 
-    def net_drain_w(self, d: np.ndarray | slice) -> np.ndarray:
-        """The rate at which each device's level falls (negative while the charger out-supplies its loads)."""
-        load = np.where(self.alive[d], self.table.idle_w[d], 0.0) + np.where(self.using[d], self.use_w[d], 0.0)
-        return load - np.where(self.charging[d], self.table.charge_w[d], 0.0)
+    def net_drain_w(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray:
+        """The rate at which each device's level falls (negative while the charger out-supplies its loads);
+        ``g``: the devices' group, where they are all of one."""
+        load = _when(self.alive[d], self._of("idle_w", d, g))
+        load += _when(self.using[d], self._of("use_w", d, g))
+        load -= _when(self.charging[d], self._of("charge_w", d, g))
+        return load
 
-    def level_at(self, d: np.ndarray | slice, now: float, drain: np.ndarray | None = None) -> np.ndarray:
+    def level_at(
+        self, d: np.ndarray | slice, now: float, drain: np.ndarray | None = None, g: int | None = None
+    ) -> np.ndarray:
         """The charge of devices ``d`` (idle, advanced to ``now``; ``slice(None)``: all, read without gathering)
         at ``now``, settling nothing (inf: mains); ``drain``: their :meth:`net_drain_w`, if the caller has it."""
-        drain = self.net_drain_w(d) if drain is None else drain
+        drain = self.net_drain_w(d, g) if drain is None else drain
         level = self.level[d] - drain * (now - self.since[d])
-        return np.where(self.finite[d], np.clip(level, 0.0, self.capacity[d]), _INF)
+        finite = self._of("finite", d, g)
+        if isinstance(finite, bool):
+            return np.clip(level, 0.0, self._of("capacity", d, g)) if finite else np.full(level.shape, _INF)
+        return np.where(finite, np.clip(level, 0.0, self._of("capacity", d, g)), _INF)
 
-    def _settle(self, d: np.ndarray, t: np.ndarray) -> None:
+    def _settle(self, d: np.ndarray, t: np.ndarray, g: int | None = None) -> None:
         """Account devices ``d``'s energy and charge from their ``since`` up to ``t`` (their next change or now)."""
         dt = t - self.since[d]
-        alive, using = self.alive[d], self.using[d]
-        self.energy_j["idle"][d] += np.where(alive, self.table.idle_w[d] * dt, 0.0)
-        self.energy_j["use"][d] += np.where(using, self.use_w[d] * dt, 0.0)
-        finite = self.finite[d]
-        if finite.any():
-            f = d[finite]
+        self.energy_j["idle"][d] += _when(self.alive[d], self._of("idle_w", d, g) * dt)
+        self.energy_j["use"][d] += _when(self.using[d], self._of("use_w", d, g) * dt)
+        finite = self._of("finite", d, g)
+        if isinstance(finite, np.ndarray):
+            keep = np.flatnonzero(finite)
+            f, dt = d[keep], dt[keep]
+        else:
+            f = d if finite else d[:0]
+        if f.size:
             before = self.level[f]
-            after = np.clip(before - self.net_drain_w(f) * dt[finite], 0.0, self.capacity[f])
+            after = np.clip(before - self.net_drain_w(f, g) * dt, 0.0, self._of("capacity", f, g))
             self.charged_j[f] += np.maximum(after - before, 0.0)
             self.level[f] = after
         self.since[d] = t
 
-    def _empty_at(self, d: np.ndarray, drain: np.ndarray) -> np.ndarray:
+    def _empty_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
         """When each of devices ``d`` empties at its present ``drain`` (inf: never, on mains power, or off)."""
-        draining = self.alive[d] & self.finite[d] & (drain > 0)
+        draining = self.alive[d] & self._of("finite", d, g) & (drain > 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(draining, self.since[d] + self.level[d] / drain, _INF)
+            return _never_unless(draining, self.since[d] + self.level[d] / drain)
 
-    def _floor_at(self, d: np.ndarray, drain: np.ndarray) -> np.ndarray:
+    def _floor(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray | float:
+        """Devices ``d``'s min_level in joules (0 on mains power)."""
+        return self._of("min_level", d, g) * np.where(self._of("finite", d, g), self._of("capacity", d, g), 0.0)
+
+    def _floor_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
         """When each of devices ``d``, charging below its min_level at ``drain``, reaches it (inf otherwise)."""
-        floor = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
-        rising = self.alive[d] & self.finite[d] & (drain < 0) & (self.level[d] < floor)
+        floor = self._floor(d, g)
+        level = self.level[d]
+        rising = self.alive[d] & self._of("finite", d, g) & (drain < 0) & (level < floor)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(rising, self.since[d] + (floor - self.level[d]) / -drain, _INF)
+            return _never_unless(rising, self.since[d] + (floor - level) / -drain)
 
     # ---------------------------------------------------------------- changes
 
@@ -159,9 +229,9 @@ class IdleRows:
         """Each row's next change from each source (5 x rows: empty, min_level, availability, charger, usage)."""
         d = rows + self.slices[g].start
         out = np.full((5, len(rows)), _INF)
-        drain = self.net_drain_w(d)
-        out[_EMPTY] = self._empty_at(d, drain)
-        out[_FLOOR] = self._floor_at(d, drain)
+        drain = self.net_drain_w(d, g)
+        out[_EMPTY] = self._empty_at(d, drain, g)
+        out[_FLOOR] = self._floor_at(d, drain, g)
         for source, model in self._models(g).items():
             out[source] = model.change[rows]
         return out
@@ -199,11 +269,11 @@ class IdleRows:
         start = self.slices[g].start
         sources = self._sources(g, rows)
         while rows.size:
-            t = sources.min(axis=0)
+            t, first = _first_change(sources)
             d = rows + start
-            first = sources.argmin(axis=0)
-            power = first != _AVAILABILITY  # availability alone changes no load: the battery stays linear
-            self._settle(d[power], t[power])
+            power = np.flatnonzero(first != _AVAILABILITY)  # availability alone changes no load: the battery
+            if power.size:  # stays linear
+                self._settle(d[power], t[power], g)
             for source, take in (
                 (_EMPTY, self._emptied),
                 (_FLOOR, self._at_floor),
@@ -211,24 +281,26 @@ class IdleRows:
                 (_CHARGER, self._charger_flipped),
                 (_USAGE, self._usage_flipped),
             ):
-                mine = first == source
-                if mine.any():
-                    take(g, rows[mine], d[mine], t[mine])
+                mine = np.flatnonzero(first == source)
+                if mine.size:
+                    changed = rows[mine]
+                    take(g, changed, d[mine], t[mine])
                     # a change moves its own source's next change and, if it changed a load or the level,
                     # the battery's marks; the other sources' changes stay where they were
                     if source in models:
-                        sources[source, mine] = models[source].change[rows[mine]]
-            if power.any():
-                drain = self.net_drain_w(d[power])
-                sources[_EMPTY, power] = self._empty_at(d[power], drain)
-                sources[_FLOOR, power] = self._floor_at(d[power], drain)
+                        sources[source, mine] = models[source].change[changed]
+            if power.size:
+                dp = d[power]
+                drain = self.net_drain_w(dp, g)
+                sources[_EMPTY, power] = self._empty_at(dp, drain, g)
+                sources[_FLOOR, power] = self._floor_at(dp, drain, g)
             upcoming = sources.min(axis=0)
             self.next_at[d] = upcoming
-            due = upcoming <= now
+            due = np.flatnonzero(upcoming <= now)
             rows, sources = rows[due], sources[:, due]
 
     def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        self.level[d] = self.table.min_level[d] * self.capacity[d]  # exact: rounding must not leave it short
+        self.level[d] = self._of("min_level", d, g) * self._of("capacity", d, g)  # exact: no rounding short
 
     def _says_online(self, g: int, rows: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Whether devices ``d`` (rows ``rows`` of group ``g``) are online: their availability says so and they
@@ -241,9 +313,11 @@ class IdleRows:
 
     def _set_online(self, d: np.ndarray, online: np.ndarray, t: np.ndarray | float) -> None:
         t = np.broadcast_to(t, d.shape)
-        going = self.online[d] & ~online
-        self.online_time_s[d[going]] += t[going] - self.online_since[d[going]]
-        coming = ~self.online[d] & online
+        was = self.online[d]
+        going = np.flatnonzero(was & ~online)
+        gone = d[going]
+        self.online_time_s[gone] += t[going] - self.online_since[gone]
+        coming = np.flatnonzero(~was & online)
         self.online_since[d[coming]] = t[coming]
         self.online[d] = online
 
@@ -256,7 +330,7 @@ class IdleRows:
 
     def _boot(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray | float) -> None:
         """Dead devices on a charger that out-supplies their idle draw power on (availability asked again)."""
-        boots = ~self.alive[d] & self.charging[d] & (self.table.charge_w[d] > self.table.idle_w[d])
+        boots = ~self.alive[d] & self.charging[d] & (self._of("charge_w", d, g) > self._of("idle_w", d, g))
         if not boots.any():
             return
         self.alive[d[boots]] = True
@@ -299,14 +373,16 @@ class IdleRows:
         """Devices (ascending; of ``devices`` only, if given) that are idle, online, on, not in use (where use
         excludes training) and above their ``min_level`` at ``now`` (advanced to ``now``)."""
         if devices is None:  # every device: whole arrays, no gathering (this runs at every round)
-            ok = self.online & self.alive & ~self.busy
-            for sl, group in zip(self.slices, self.groups):
+            ok = self.online & self.alive
+            ok &= ~self.busy
+            for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
                 if group.usage is not None and not group.usage.train_while_in_use:
                     ok[sl] &= ~self.using[sl]
-            check = np.flatnonzero(ok & (self.table.min_level > 0) & self.finite)
-            for first in range(0, check.size, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
-                some = check[first : first + _ROWS_PER_STEP]
-                ok[some[self.below_min(some, now)]] = False
+                mine = ok[sl]
+                check = np.flatnonzero(mine & (self._of("min_level", sl, g) > 0) & self._of("finite", sl, g))
+                for first in range(0, check.size, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
+                    some = check[first : first + _ROWS_PER_STEP]
+                    mine[some[self.below_min(some + sl.start, now, g)]] = False
             return np.flatnonzero(ok)
         d = np.sort(devices)
         ok = self.online[d] & self.alive[d] & ~self.busy[d]
@@ -319,14 +395,14 @@ class IdleRows:
             ok[check[self.below_min(d[check], now)]] = False
         return d[ok]
 
-    def below_min(self, d: np.ndarray | slice, now: float) -> np.ndarray:
+    def below_min(self, d: np.ndarray | slice, now: float, g: int | None = None) -> np.ndarray:
         """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as
         the actor's battery watch says."""
-        threshold = self.table.min_level[d] * np.where(self.finite[d], self.capacity[d], 0.0)
-        drain = self.net_drain_w(d)
-        level = self.level_at(d, now, drain)
+        threshold = self._floor(d, g)
+        drain = self.net_drain_w(d, g)
+        level = self.level_at(d, now, drain, g)
         below = (level < threshold) | ((level == threshold) & (drain > 0))
-        return (self.table.min_level[d] > 0) & self.finite[d] & below
+        return (self._of("min_level", d, g) > 0) & self._of("finite", d, g) & below
 
     # -------------------------------------------------------- actors take over
 

@@ -38,7 +38,7 @@ class Windows(PopulationModel):
         return np.array([self.bounds.pop(0) if self.bounds else math.inf])
 
 
-def phone() -> IdleRows:
+def phone(charge_w: float = 3.0) -> IdleRows:
     table = DeviceTable(
         group=np.zeros(1, dtype=np.int32),
         group_names=["phones"],
@@ -47,7 +47,7 @@ def phone() -> IdleRows:
         capacity_j=np.array([100.0]),
         initial_j=np.array([50.0]),
         min_level=np.array([0.2]),
-        charge_w=np.array([3.0]),
+        charge_w=np.array([charge_w]),
         uplink_bps=np.ones(1),
         downlink_bps=np.ones(1),
         distance_m=np.ones(1),
@@ -97,8 +97,7 @@ def test_the_accounts_of_the_day() -> None:
 
 
 def test_a_charger_weaker_than_the_idle_draw_charges_a_dead_phone_without_powering_it_on() -> None:
-    rows = phone()
-    rows.table.charge_w[:] = 0.5
+    rows = phone(charge_w=0.5)
     rows.advance(300.0)
     # 0-10: 50 -> 40; 10-40: net 0.5 W drain -> 25; 40-50 -> 15; 50-60: 3 W -> 0 at 55: off.
     # 200-260: charging while off: +30 J; it stays off.
