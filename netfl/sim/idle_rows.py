@@ -56,9 +56,9 @@ _INF = math.inf
 #: the size above which the C library maps fresh pages for each one and returns them after -- at ten million
 #: devices whole-size temporaries at every round cost more time in page faults than in arithmetic.
 _ROWS_PER_STEP = 1 << 18
-# the sources of a device's changes, in the order in which changes at the same instant are taken
-# (_FLOOR: a charging battery rising to its min_level, which makes the device eligible again)
-_EMPTY, _FLOOR, _AVAILABILITY, _CHARGER, _USAGE = range(5)
+# the sources of a device's changes, in the order in which changes at the same instant are taken (_BATTERY: its
+# battery empties, or, charging below its min_level, reaches it -- which makes the device eligible again)
+_BATTERY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
 
 
 # numpy's boolean indexing and np.where take a branch per row, and on the random masks of devices' changes they
@@ -121,7 +121,8 @@ class IdleRows:
         self.energy_j = {"idle": np.zeros(n), "use": np.zeros(n)}
         self.charged_j = np.zeros(n)
         self.use_w = _per_group([group.usage.power_w if group.usage else 0.0 for group in self.groups], self.slices)
-        self.next_at = np.full(n, _INF)
+        self.battery_at = np.full(n, _INF)  # the battery's next mark at its present drain (see _battery_at)
+        self.next_at = np.full(n, _INF)  # the earliest of the device's next changes
         self._columns = {
             "idle_w": table.idle_w,
             "charge_w": table.charge_w,
@@ -205,33 +206,32 @@ class IdleRows:
             self.level[f] = after
         self.since[d] = t
 
-    def _empty_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
-        """When each of devices ``d`` empties at its present ``drain`` (inf: never, on mains power, or off)."""
-        draining = self.alive[d] & self._of("finite", d, g) & (drain > 0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return _never_unless(draining, self.since[d] + self.level[d] / drain)
-
     def _floor(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray | float:
         """Devices ``d``'s min_level in joules (0 on mains power)."""
         return self._of("min_level", d, g) * np.where(self._of("finite", d, g), self._of("capacity", d, g), 0.0)
 
-    def _floor_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
-        """When each of devices ``d``, charging below its min_level at ``drain``, reaches it (inf otherwise)."""
-        floor = self._floor(d, g)
-        level = self.level[d]
-        rising = self.alive[d] & self._of("finite", d, g) & (drain < 0) & (level < floor)
+    def _battery_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
+        """When each of devices ``d`` reaches its battery's next mark at its present ``drain``: empty while it
+        drains, its min_level while it charges below it (inf: neither, on mains power, or off). The two never
+        coincide: the sign of the drain says which one a mark is."""
+        level, since = self.level[d], self.since[d]
+        live = self.alive[d] & self._of("finite", d, g)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return _never_unless(rising, self.since[d] + (floor - level) / -drain)
+            out = since + level / drain
+        out[np.flatnonzero(~(live & (drain > 0)))] = _INF
+        floor = self._floor(d, g)
+        rising = np.flatnonzero(live & (drain < 0) & (level < floor))
+        if rising.size:
+            below = floor[rising] if isinstance(floor, np.ndarray) else floor
+            out[rising] = since[rising] + (below - level[rising]) / -drain[rising]
+        return out
 
     # ---------------------------------------------------------------- changes
 
     def _sources(self, g: int, rows: np.ndarray) -> np.ndarray:
-        """Each row's next change from each source (5 x rows: empty, min_level, availability, charger, usage)."""
-        d = rows + self.slices[g].start
-        out = np.full((5, len(rows)), _INF)
-        drain = self.net_drain_w(d, g)
-        out[_EMPTY] = self._empty_at(d, drain, g)
-        out[_FLOOR] = self._floor_at(d, drain, g)
+        """Each row's next change from each source (4 x rows: battery, availability, charger, usage)."""
+        out = np.full((4, len(rows)), _INF)
+        out[_BATTERY] = self.battery_at[rows + self.slices[g].start]
         for source, model in self._models(g).items():
             out[source] = model.change[rows]
         return out
@@ -248,7 +248,9 @@ class IdleRows:
         return models
 
     def _schedule(self, g: int, rows: np.ndarray) -> None:
+        """Rows ``rows`` of group ``g`` start (or are idle again): their battery's next mark and next change."""
         d = rows + self.slices[g].start
+        self.battery_at[d] = self._battery_at(d, self.net_drain_w(d, g), g)
         self.next_at[d] = np.where(self.busy[d], _INF, self._sources(g, rows).min(axis=0))
 
     def advance(self, now: float, devices: np.ndarray | None = None) -> None:
@@ -275,8 +277,7 @@ class IdleRows:
             if power.size:  # stays linear
                 self._settle(d[power], t[power], g)
             for source, take in (
-                (_EMPTY, self._emptied),
-                (_FLOOR, self._at_floor),
+                (_BATTERY, self._battery_mark),
                 (_AVAILABILITY, self._availability_flipped),
                 (_CHARGER, self._charger_flipped),
                 (_USAGE, self._usage_flipped),
@@ -291,13 +292,20 @@ class IdleRows:
                         sources[source, mine] = models[source].change[changed]
             if power.size:
                 dp = d[power]
-                drain = self.net_drain_w(dp, g)
-                sources[_EMPTY, power] = self._empty_at(dp, drain, g)
-                sources[_FLOOR, power] = self._floor_at(dp, drain, g)
+                marks = self._battery_at(dp, self.net_drain_w(dp, g), g)
+                self.battery_at[dp] = marks
+                sources[_BATTERY, power] = marks
             upcoming = sources.min(axis=0)
             self.next_at[d] = upcoming
             due = np.flatnonzero(upcoming <= now)
             rows, sources = rows[due], sources[:, due]
+
+    def _battery_mark(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
+        """Devices ``d`` reached their battery's mark (settled to it): emptied if draining, else at min_level."""
+        draining = self.net_drain_w(d, g) > 0
+        for handle, which in ((self._emptied, np.flatnonzero(draining)), (self._at_floor, np.flatnonzero(~draining))):
+            if which.size:
+                handle(g, rows[which], d[which], t[which])
 
     def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = self._of("min_level", d, g) * self._of("capacity", d, g)  # exact: no rounding short
