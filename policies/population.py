@@ -128,9 +128,9 @@ class PopulationModel(ABC):
 
     def _uniform(self, due: np.ndarray) -> np.ndarray:
         """The next uniform of each device in ``due`` (its own draw counter)."""
-        u = keyed_random.uniform(self.key, due, self.draws[due])
-        self.draws[due] += 1
-        return u
+        draws = self.draws[due]
+        self.draws[due] = draws + 1
+        return keyed_random.uniform(self.key, due, draws)
 
     @property
     def participation(self) -> np.ndarray | None:

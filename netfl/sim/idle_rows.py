@@ -192,7 +192,9 @@ class IdleRows:
         """Account devices ``d``'s energy and charge from their ``since`` up to ``t`` (their next change or now)."""
         dt = t - self.since[d]
         self.energy_j["idle"][d] += _when(self.alive[d], self._of("idle_w", d, g) * dt)
-        self.energy_j["use"][d] += _when(self.using[d], self._of("use_w", d, g) * dt)
+        using = np.flatnonzero(self.using[d])  # only they add anything
+        use_w = self._of("use_w", d, g)
+        self.energy_j["use"][d[using]] += (use_w[using] if isinstance(use_w, np.ndarray) else use_w) * dt[using]
         finite = self._of("finite", d, g)
         if isinstance(finite, np.ndarray):
             keep = np.flatnonzero(finite)
@@ -202,7 +204,9 @@ class IdleRows:
         if f.size:
             before = self.level[f]
             after = np.clip(before - self.net_drain_w(f, g) * dt, 0.0, self._of("capacity", f, g))
-            self.charged_j[f] += np.maximum(after - before, 0.0)
+            gained = after - before
+            charged = np.flatnonzero(gained > 0)  # only they add anything
+            self.charged_j[f[charged]] += gained[charged]
             self.level[f] = after
         self.since[d] = t
 
