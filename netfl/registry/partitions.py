@@ -158,3 +158,31 @@ def partition_spec(**options: Any) -> PartitionSpec:
     if problems:
         raise ValueError("; ".join(f"{path.lstrip('.')}: {message}" if path else message for path, message in problems))
     return PartitionSpec.model_validate(given)
+
+
+def fit_problems(
+    spec: PartitionSpec, *, clients: int | None = None, labels: int | None = None, data: str = "the data set"
+) -> list[tuple[str, str]]:
+    """What the partition names beyond the world or the data, as (sub-path, message) pairs: a client (device) of
+    ``exclusive`` past the ``clients`` there are, or more ``classes_per_client`` or a label of ``exclusive``
+    past ``data``'s ``labels`` (labels 0..labels-1). None: not known yet (a data set of the user's own has its
+    labels once loaded)."""
+    problems: list[tuple[str, str]] = []
+    groups = list(enumerate(spec.exclusive or []))
+    if clients is not None:
+        problems += [
+            (f".exclusive[{g}].clients", f"device {client} does not exist: devices are 0..{clients - 1}")
+            for g, group in groups
+            for client in group.clients
+            if client >= clients
+        ]
+    if labels is not None:
+        if spec.classes_per_client is not None and spec.classes_per_client > labels:
+            problems.append((".classes_per_client", f"{data} has {labels} labels; got {spec.classes_per_client}"))
+        problems += [
+            (f".exclusive[{g}].labels", f"label {label} does not exist: {data} has labels 0..{labels - 1}")
+            for g, group in groups
+            for label in group.labels
+            if label >= labels
+        ]
+    return problems

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from netfl.cli.main import main
-from netfl.learn.data.partition import partition_indices
+from netfl.learn.data.partition import natural_parts, partition_indices
 from netfl.registry.algorithms import ALGORITHMS
 from netfl.registry.compression import COMPRESSORS
 from netfl.registry.datasets import DATASET_NAMES, DATASETS
@@ -171,10 +171,19 @@ def test_the_engine_implements_exactly_the_registered_media() -> None:
 
 
 def test_the_partitioner_splits_by_exactly_the_registered_kinds() -> None:
-    """Every registered kind splits real labels; a name outside the registry is refused by name."""
+    """Every registered kind has an implementation that splits real labels (natural: real clients); a kind
+    without one, or one outside the registry, fails here."""
+    from netfl.learn.data.partition import NOT_SPLIT_HERE
+    from netfl.learn.data.split_kinds import SPLITS
+
+    assert sorted([*SPLITS, *NOT_SPLIT_HERE]) == sorted(PARTITION_KINDS)
     labels = np.repeat(np.arange(4), 10)
-    for kind in PARTITION_KINDS:
+    for kind in SPLITS:
         parts = partition_indices(labels, 4, kind, np.random.default_rng(0), alpha=1.0, classes_per_client=2)
         assert sorted(np.concatenate(parts).tolist()) == list(range(40)), kind
-    with pytest.raises(ValueError, match="unknown partition kind 'stripes'"):
+    parts, clients = natural_parts(labels, 4, "random", np.random.default_rng(0))  # the labels as client ids
+    assert sorted(np.concatenate(list(parts)).tolist()) == list(range(40)) and clients.tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="kind natural: each device holds one real client's samples"):
+        partition_indices(labels, 4, "natural", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="kind: 'stripes' is not accepted; use 'iid'"):
         partition_indices(labels, 4, "stripes", np.random.default_rng(0))
