@@ -30,6 +30,7 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import simpy
 
+from netfl.registry.choices import AlohaBackoff, values
 from netfl.sim.channel import Channel, transfer_time
 
 LogFn = Callable[..., None]  # (device, kind, detail="", **typed columns), as EventRecorder.log after time and round
@@ -411,7 +412,7 @@ class SlottedAlohaMedium(Medium):
             if backoff:
                 raise ValueError(f"slotted_aloha backoff: unknown fields {sorted(backoff)}; accepted: kind, q_min")
             backoff = kind
-        if backoff not in (None, "none", "binary_exponential"):
+        if backoff not in (None, *values(AlohaBackoff)):
             raise ValueError(f"slotted_aloha backoff {backoff!r}: expected none or binary_exponential")
         if not 0 < q <= 1 or not 0 < q_min <= q:
             raise ValueError(f"slotted_aloha needs 0 < q_min <= q <= 1, got q={q!r}, q_min={q_min!r}")

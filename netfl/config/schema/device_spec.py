@@ -3,7 +3,7 @@ are online, their own use, and their link."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -18,6 +18,7 @@ from netfl.config.schema.fields import (
 )
 from netfl.distributions import Distribution
 from netfl.problems import one_of
+from netfl.registry.choices import ChannelKind
 from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
 from netfl.units import BitsPerSecond, Bytes, Fraction, Joules, Seconds, Watts
 
@@ -84,9 +85,7 @@ class ChannelSpec(Strict):
     noise figure 7 dB; path loss 128.1 + 37.6 log10(d km) dB (3GPP TR 36.814).
     """
 
-    kind: Literal["awgn", "rayleigh", "rician"] = Field(
-        "rayleigh", description="the fading: none (awgn), Rayleigh, or Rician (with rician_k)"
-    )
+    kind: ChannelKind = Field("rayleigh", description="the fading: none (awgn), Rayleigh, or Rician (with rician_k)")
     distance_m: DistanceDistribution = Field(description="metres to the access point")
     tx_power: Watts = Field(0.2, gt=0, description="radiated power")
     shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")

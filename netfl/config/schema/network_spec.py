@@ -10,6 +10,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 from netfl.component_spec import PolicySpec
 from netfl.config.schema.fields import Strict
 from netfl.registry import registered
+from netfl.registry.choices import AlohaBackoff, RamDraw
 from netfl.registry.media import MEDIUM_KINDS
 from netfl.units import BitsPerSecond, Bytes, Hertz, Seconds
 
@@ -28,7 +29,7 @@ class MediumSpec(Strict):
     rate: BitsPerSecond | None = Field(None, gt=0, description="slotted_aloha: rate of every packet")
     q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
     packet_size: Bytes = Field(1500, gt=0, description="slotted_aloha: bytes per packet (one packet per slot)")
-    backoff: Literal["none", "binary_exponential"] = Field(
+    backoff: AlohaBackoff = Field(
         "none",
         description="slotted_aloha: binary_exponential halves a device's q after each collision (down to "
         "q/1024) and resets it after a success",
@@ -64,7 +65,7 @@ class RamSpec(Strict):
         description="abstract: each user's probability of being drawn, a list, uniform, or channel_quality "
         "(proportional to mean SNR)",
     )
-    draw: Literal["all", "arrived"] = Field(
+    draw: RamDraw = Field(
         "all",
         description="abstract: draw user i ~ rho among all users, nothing passing if i's update is missing "
         "(all: the paper's erasure), or among the users whose update arrived (arrived)",

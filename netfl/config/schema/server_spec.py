@@ -11,6 +11,7 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from netfl.component_spec import WithParams
 from netfl.config.schema.fields import CountDistribution, Strict
 from netfl.distributions import Distribution
+from netfl.registry.choices import OnDivergence
 from netfl.units import Fraction, Seconds
 
 __all__ = [
@@ -191,7 +192,7 @@ class ServerSpec(Strict):
     )
     round: RoundSpec = Field(RoundSpec(), description="a synchronous round: who is asked, and how long it waits")
     async_: AsyncSpec = Field(AsyncSpec(), alias="async", description="the asynchronous mode's buffer and workers")
-    on_divergence: Literal["stop", "skip_update"] = Field(
+    on_divergence: OnDivergence = Field(
         "stop",
         description="a NaN or inf in a client's update or loss: stop the run (stopped_by: diverged), or "
         "skip_update: drop that update, count it (updates_skipped) and go on; a global model "

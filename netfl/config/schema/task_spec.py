@@ -12,6 +12,7 @@ from netfl.config.schema.fields import Strict
 from netfl.numbers import Float32
 from netfl.problems import one_of
 from netfl.registry import registered
+from netfl.registry.choices import DataTargets, LrSchedule
 from netfl.registry.datasets import DATASET_NAMES
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PartitionSpec
@@ -39,7 +40,7 @@ class DatasetSpec(Strict):
     input_shape: list[Annotated[int, Field(gt=0)]] | None = Field(
         None, min_length=1, description="reshape each sample to this shape, e.g. [1, 28, 28] for LEAF's FEMNIST"
     )
-    targets: Literal["sample", "every_token"] = Field(
+    targets: DataTargets = Field(
         "sample",
         description="LEAF character data (Shakespeare): sample labels each sample with the next character (LEAF's "
         "y); every_token labels every position with the character after it, for models with per-token outputs",
@@ -168,7 +169,7 @@ class LocalSpec(Strict):
     batch_size: int = Field(16, gt=0, description="samples per minibatch")
     lr: Float32 = Field(0.05, gt=0, description="the client's learning rate (its SGD step size)")
     weight_decay: Float32 = Field(0.0, ge=0, description="L2 weight decay of the client's SGD steps")
-    lr_schedule: Literal["constant", "inverse_round"] = Field(
+    lr_schedule: LrSchedule = Field(
         "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)"
     )
 

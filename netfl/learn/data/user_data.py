@@ -40,6 +40,7 @@ from netfl.learn.data.data_budget import check_arrays, check_npz, check_sizes
 from netfl.learn.data.datasets import Dataset, stratified_split
 from netfl.learn.data.leaf_json import loads_leaf
 from netfl.learn.models.flat_model import IGNORE_LABEL
+from netfl.registry.choices import DataTargets, values
 from netfl.registry.datasets import leaf_files, user_data_file, user_data_format
 
 __all__ = ["ARRAY_KEYS", "IGNORE_LABEL", "LeafData", "dataset_from_arrays", "load_user_dataset", "read_leaf"]
@@ -401,7 +402,7 @@ def read_leaf(location: Path, *, targets: str = "sample") -> LeafData:
     if first is None:
         raise DataError(f"{location}: the LEAF files hold no samples")
     kind = _leaf_kind(first, train_files[0])
-    if targets not in ("sample", "every_token"):
+    if targets not in values(DataTargets):
         raise DataError(f"{location}: targets must be sample or every_token, got {targets!r}")
     if targets == "every_token" and kind != "characters":
         raise DataError(f"{location}: targets: every_token needs character samples (Shakespeare), these are {kind}")
