@@ -140,14 +140,12 @@ def partition_indices(
     for path, message in fit_problems(spec, clients=num_clients):
         raise ValueError(f"{path.lstrip('.')}: {message}")
     if spec.exclusive is not None:
-        return _none_empty(
-            with_exclusive(labels, num_clients, kind, rng, alpha, classes_per_client, spec.exclusive), kind
-        )
+        return _none_empty(with_exclusive(labels, num_clients, spec, rng), kind)
     if spec.quantity_skew is None:
-        parts = split(labels, num_clients, kind, rng, alpha, classes_per_client, None)
+        parts = split(labels, num_clients, spec, rng, None)
     else:
         share, heavy, weights = skew_weights(num_clients, spec.quantity_skew, rng)
-        parts = split(labels, num_clients, kind, rng, alpha, classes_per_client, weights)
+        parts = split(labels, num_clients, spec, rng, weights)
         check_skew(labels, parts, kind, share, heavy)
     return _none_empty([np.sort(np.asarray(p, dtype=np.int64)) for p in parts], kind)
 

@@ -9,13 +9,12 @@ the data (a label it lacks, too few samples) is checked here.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from netfl.learn.data.split_kinds import split
-from netfl.registry.partitions import ExclusiveGroupSpec, QuantitySkewSpec
+from netfl.registry.partitions import PartitionSpec, QuantitySkewSpec
 
 __all__ = ["check_skew", "describe_ints", "skew_weights", "with_exclusive"]
 
@@ -24,16 +23,12 @@ _SHARE_TOLERANCE = 0.01
 
 
 def with_exclusive(
-    labels: np.ndarray,
-    num_clients: int,
-    kind: str,
-    rng: np.random.Generator,
-    alpha: float | None,
-    classes_per_client: int | None,
-    exclusive: Sequence[ExclusiveGroupSpec],
+    labels: np.ndarray, num_clients: int, spec: PartitionSpec, rng: np.random.Generator
 ) -> list[np.ndarray]:
-    """The groups' labels dealt out evenly within each group, then the other clients' share of the other labels
-    by ``kind`` (sorted parts; see :func:`~netfl.learn.data.partition.partition_indices`)."""
+    """The groups of ``spec.exclusive``: their labels dealt out evenly within each group, then the other clients'
+    share of the other labels by ``spec.kind`` (sorted parts; see
+    :func:`~netfl.learn.data.partition.partition_indices`)."""
+    exclusive = spec.exclusive
     present = np.unique(labels)
     present_set = {int(c) for c in present}
     client_group: dict[int, int] = {}
@@ -81,7 +76,7 @@ def with_exclusive(
                 f"{len(rest_idx)} samples of the remaining labels"
             )
         try:
-            sub = split(labels[rest_idx], len(rest_clients), kind, rng, alpha, classes_per_client, None)
+            sub = split(labels[rest_idx], len(rest_clients), spec, rng, None)
         except ValueError as exc:
             raise ValueError(
                 f"{exc} (among the {len(rest_clients)} clients and {len(rest_labels)} labels "

@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from netfl.registry.partitions import PartitionSpec
+
 __all__ = ["SPLITS", "apportion", "split"]
 
 #: Dirichlet draws retried before falling back to moving samples around.
@@ -18,17 +20,13 @@ _FIT_ITERATIONS = 5000
 
 
 def split(
-    labels: np.ndarray,
-    num_clients: int,
-    kind: str,
-    rng: np.random.Generator,
-    alpha: float | None,
-    classes_per_client: int | None,
-    weights: np.ndarray | None,
+    labels: np.ndarray, num_clients: int, spec: PartitionSpec, rng: np.random.Generator, weights: np.ndarray | None
 ) -> list[np.ndarray]:
-    """Split positions 0..len(labels)-1 by ``kind`` (unsorted parts); ``weights``: each client's share of the samples
-    (quantity skew), for the kinds that take it. The options were checked (:func:`partition_spec`)."""
-    return SPLITS[kind](labels, num_clients, rng, alpha=alpha, classes_per_client=classes_per_client, weights=weights)
+    """Split positions 0..len(labels)-1 by ``spec.kind`` (unsorted parts); ``weights``: each client's share of the
+    samples (quantity skew), for the kinds that take it. The spec is a checked one (``partition_spec``)."""
+    return SPLITS[spec.kind](
+        labels, num_clients, rng, alpha=spec.alpha, classes_per_client=spec.classes_per_client, weights=weights
+    )
 
 
 def _iid(
