@@ -12,6 +12,7 @@ or a class naming no registered name.
 
 from __future__ import annotations
 
+import os
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -62,7 +63,8 @@ def implementations(
         if name not in names
     ]
     if problems:
-        raise ImportError(f"{base.__qualname__} {key}s of {', '.join(sorted(where))}: {'; '.join(problems)}")
+        place = ".".join(os.path.commonprefix([name.split(".") for name in sorted(where)]))  # the package
+        raise ImportError(f"{base.__qualname__} {key}s of {place}: {'; '.join(problems)}")
     return {name: found[name][0] for name in names}
 
 
