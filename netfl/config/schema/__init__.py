@@ -11,8 +11,9 @@ One module per part of the topology file: :mod:`~netfl.config.schema.task_spec` 
 :mod:`~netfl.config.schema.device_spec` (``devices``), :mod:`~netfl.config.schema.server_spec` (``server``),
 :mod:`~netfl.config.schema.network_spec` (``network``), :mod:`~netfl.config.schema.run_spec` (``stop``,
 ``eval``, ``engine``, ``events``, ``output``, ``tracking``) and :mod:`~netfl.config.schema.scenario` (the whole).
-A parameter whose rules another layer applies too is declared in the registry below both and imported here:
-the partition (:mod:`netfl.registry.partitions`).
+A parameter whose rules another layer applies too is declared in the registry, below both, and imported here:
+the partition (:mod:`netfl.registry.partitions`), and the closed choices the learner or the engine act on
+(:mod:`netfl.registry.choices`).
 """
 
 from netfl.config.schema.device_spec import (
