@@ -89,3 +89,14 @@ EVENT_FIELDS: dict[str, type] = {
     "picked": int,
     "medium": str,
 }
+
+#: The events one job logs, in order, when nothing stops it (``kind`` column): the server starts it, with ``selected``
+#: in a synchronous round or ``pull`` when an asynchronous worker takes the model (netfl/sim/server.py); the device's
+#: task logs the rest (netfl/sim/device/task.py). The schedule estimate (netfl/config/schedule.py) counts them.
+JOB_EVENTS: dict[str, tuple[str, ...]] = {
+    mode: (first, "download_start", "download_end", "train_start", "train_end", "upload_start", "upload_end")
+    for mode, first in (("sync", "selected"), ("async", "pull"))
+}
+#: The server's own events per aggregation, in order: a synchronous round, or an asynchronous aggregation's wait for
+#: its buffer (a ``round_start`` too) and the aggregation.
+AGGREGATION_EVENTS: tuple[str, ...] = ("round_start", "aggregate")

@@ -19,7 +19,7 @@ import typing
 from functools import cache
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 from pydantic_core import PydanticCustomError
 
 #: The largest integer any integer field takes (but those marked ANY_SIZE): 2^53, exact in a float64.
@@ -71,6 +71,13 @@ class NoBooleanNumbers(BaseModel):
                             {"key": key, "value": str(value), "limit": f"{MAX_INTEGER:,}"},
                         )
         return data
+
+
+class Strict(NoBooleanNumbers):
+    """The base of the scenario's models: unknown keys are errors (a typo must never fall back to a default), the
+    values are frozen, and no boolean passes for a number."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
 
 
 @cache

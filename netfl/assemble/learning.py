@@ -26,7 +26,7 @@ from netfl.learn.federation.learner import Learner
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
 from netfl.learn.federation.task_model import LocalConfig, TaskSetup
 from netfl.learn.models.user import ModelRecipe, builtin_recipe, user_recipe
-from netfl.registry.partitions import LABEL_KINDS
+from netfl.registry.partitions import LABEL_KINDS, fit_problems
 from netfl.rng import RandomStreams
 
 
@@ -191,22 +191,10 @@ def partition_options(spec: PartitionSpec) -> dict:
 def _check_labels_named(scenario: Scenario, task: int, dataset: Dataset) -> None:
     """The labels a partition names exist in a data set of the user's own (known once it is loaded)."""
     part = scenario.tasks[task].dataset.partition
-    where = f"{_where(scenario, task)}.dataset.partition"
-    labels = dataset.num_classes
-    if part.classes_per_client is not None and part.classes_per_client > labels:
-        raise _problem(
-            scenario,
-            f"{where}.classes_per_client",
-            f"{dataset.name} has {labels} labels; got {part.classes_per_client}",
-        )
-    for g, group in enumerate(part.exclusive or []):
-        for label in group.labels:
-            if label >= labels:
-                raise _problem(
-                    scenario,
-                    f"{where}.exclusive[{g}].labels",
-                    f"label {label} does not exist: {dataset.name} has labels 0..{labels - 1}",
-                )
+    problems = fit_problems(part, labels=dataset.num_classes, data=dataset.name)
+    if problems:
+        path, message = problems[0]
+        raise _problem(scenario, f"{_where(scenario, task)}.dataset.partition{path}", message)
 
 
 def _where(scenario: Scenario, task: int) -> str:

@@ -25,6 +25,7 @@ from netfl.policies.catalog import supports_population
 from netfl.policies.population import POPULATION_MODELS
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, validate_algorithm
 from netfl.registry.datasets import NUM_CLASSES
+from netfl.registry.partitions import fit_problems
 
 
 def check_scenario(scenario: Scenario, source: str | None = None) -> None:
@@ -113,34 +114,13 @@ def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
                     "or `client` in a .npz/.pt file or a loader), or another kind",
                 )
             )
-        for g, group in enumerate(part.exclusive or []):
-            for client in group.clients:
-                if client >= scenario.num_devices:
-                    problems.append(
-                        (
-                            f"{where}.dataset.partition.exclusive[{g}].clients",
-                            f"device {client} does not exist: devices are 0..{scenario.num_devices - 1}",
-                        )
-                    )
-        if not task.dataset.builtin:
-            continue
-        labels = NUM_CLASSES[task.dataset.name]
-        if part.classes_per_client is not None and part.classes_per_client > labels:
-            problems.append(
-                (
-                    f"{where}.dataset.partition.classes_per_client",
-                    f"{task.dataset.name} has {labels} labels; got {part.classes_per_client}",
-                )
+        labels = NUM_CLASSES[task.dataset.name] if task.dataset.builtin else None  # a user's: once loaded
+        problems += [
+            (f"{where}.dataset.partition{path}", message)
+            for path, message in fit_problems(
+                part, clients=scenario.num_devices, labels=labels, data=task.dataset.label
             )
-        for g, group in enumerate(part.exclusive or []):
-            for label in group.labels:
-                if label >= labels:
-                    problems.append(
-                        (
-                            f"{where}.dataset.partition.exclusive[{g}].labels",
-                            f"label {label} does not exist: {task.dataset.name} has labels 0..{labels - 1}",
-                        )
-                    )
+        ]
     return problems
 
 

@@ -12,8 +12,10 @@ metrics row -- until something gave. The estimate:
   job; asynchronous (one aggregation per ``async.buffer`` updates), ``buffer`` such jobs, plus the mean
   ``pause``, shared by every device working at once;
 * rounds: ``stop.rounds``, or fewer when ``stop.sim_time`` ends the run first at that pace;
-* events: per round its start and aggregate, and seven per job (selected, then the download, the training
-  and the upload, each starting and ending) -- availability, battery and radio events come on top;
+* events: per round (or asynchronous aggregation) its start and aggregate, and seven per job (selected or, for
+  an asynchronous worker, pull; then the download, the training and the upload, each starting and ending), as
+  :data:`netfl.events.JOB_EVENTS` and :data:`~netfl.events.AGGREGATION_EVENTS` declare them -- availability,
+  battery and radio events come on top;
 * evaluations: one at the start and one at the end, and between them one every ``eval.every`` rounds, or
   every ``eval.every`` seconds of the run's simulated time (``stop.sim_time``, else its rounds at that pace).
 
@@ -30,13 +32,12 @@ from dataclasses import dataclass
 
 from netfl.config.budget import MAX_MEMORY_BYTES, Workload, size, workload
 from netfl.config.schema import DeviceGroupSpec, Scenario
+from netfl.events import AGGREGATION_EVENTS, JOB_EVENTS
 
 MAX_EVALUATIONS = 10**7
 #: What one event takes while the run goes on and as it is written (measured: about 130 bytes in the log).
 BYTES_PER_EVENT = 200
 MAX_EVENT_LOG_BYTES = MAX_MEMORY_BYTES
-#: Events each job logs: selected, download_start/end, train_start/end, upload_start/end.
-EVENTS_PER_JOB = 7
 
 
 @dataclass(frozen=True)
@@ -71,12 +72,12 @@ def estimate_schedule(scenario: Scenario, work: Workload | None = None) -> Sched
         a = server.async_
         round_s = a.buffer * (job_s + a.pause) / scenario.num_devices
         set_by = f"{a.buffer} updates from {scenario.num_devices:,} devices, a job taking {_time(job_s)} on {group}"
-        per_round = 1 + EVENTS_PER_JOB * a.buffer
+        per_round = len(AGGREGATION_EVENTS) + len(JOB_EVENTS["async"]) * a.buffer
     else:
         r = server.round
         round_s, set_by = min((r.deadline, "the deadline"), (job_s, f"a job on {group}"))
         round_s, set_by = max((r.interval, "the interval"), (round_s, set_by))
-        per_round = 2 + EVENTS_PER_JOB * work.jobs_per_round
+        per_round = len(AGGREGATION_EVENTS) + len(JOB_EVENTS["sync"]) * work.jobs_per_round
     paced = stop.sim_time / round_s if stop.sim_time is not None and round_s > 0 else math.inf
     rounds = min(stop.rounds if stop.rounds is not None else math.inf, paced)
     if math.isinf(rounds):

@@ -2,18 +2,20 @@
 
 Checking a scenario (``netfl validate``) and listing components (``netfl
 algorithms``) need only what a component is called and which parameters it
-takes, not its code; so an :class:`Entry` holds those and names its
-implementation as a ``"module:attribute"`` string that :meth:`Entry.load`
-imports when a run builds the component. Nothing in this package imports
-torch or simpy.
+takes, not its code; so an :class:`Entry` holds those, and nothing in this
+package imports torch or simpy. The implementations are found where they
+live, by module: each class names the entry it implements (a strategy's
+``name``, a medium's ``kind``), and its package gathers them with
+:func:`implementations`, which refuses a registered name without a class,
+or a class naming no registered name.
 """
 
 from __future__ import annotations
 
-import importlib
+import os
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, Union
 
@@ -21,23 +23,49 @@ from pydantic import BaseModel
 
 from netfl.problems import one_of
 
-__all__ = ["Entry", "describe_params", "registered"]
+__all__ = ["Entry", "describe_params", "implementations", "registered"]
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One component: its name, its parameters (a pydantic model) and where its implementation lives."""
+    """One component: its name, its parameters (a pydantic model), and what listings say of it."""
 
     name: str
     params: type[BaseModel]
-    implementation: str  # "package.module:attribute", imported only by load()
     summary: str  # one line, for listings
     paper: str  # where it comes from: authors, title, venue
 
-    def load(self) -> Any:
-        """Import the implementation (this is where torch gets imported, for the learning components)."""
-        module, _, attribute = self.implementation.partition(":")
-        return getattr(importlib.import_module(module), attribute)
+
+def implementations(
+    base: type, names: Iterable[str], modules: Iterable[types.ModuleType], key: str = "name"
+) -> dict[str, type]:
+    """Each of ``names`` (a registry's, in its order) -> the class implementing it: the subclass of ``base``
+    defined in one of ``modules`` that sets ``key`` itself (a subclass that does not set it keeps its parent's
+    entry). ImportError naming a registered name that no class implements, one that two do, or a class whose
+    name is not registered: a registry and its implementations cannot drift apart."""
+    names = list(names)
+    where = {module.__name__ for module in modules}
+    found: dict[str, list[type]] = {}
+    seen, todo = set(), list(base.__subclasses__())  # base itself implements nothing
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue  # reached again through another parent
+        seen.add(cls)
+        todo += cls.__subclasses__()
+        if cls.__module__ in where and key in vars(cls):
+            found.setdefault(vars(cls)[key], []).append(cls)
+    problems = [f"{name!r} has no class" for name in names if name not in found]
+    problems += [f"{name!r} has {len(found[name])} classes" for name in names if len(found.get(name, ())) > 1]
+    problems += [
+        f"{classes[0].__qualname__} implements {name!r}, not registered"
+        for name, classes in found.items()
+        if name not in names
+    ]
+    if problems:
+        place = ".".join(os.path.commonprefix([name.split(".") for name in sorted(where)]))  # the package
+        raise ImportError(f"{base.__qualname__} {key}s of {place}: {'; '.join(problems)}")
+    return {name: found[name][0] for name in names}
 
 
 def describe_params(params: type[BaseModel]) -> list[dict[str, Any]]:

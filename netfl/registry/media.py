@@ -1,8 +1,10 @@
 """How the devices of one access point share its uplink: the one list of medium kinds.
 
-The scenario checks ``network.nodes.*.medium.kind`` against it;
-:data:`netfl.sim.medium.MEDIA` implements each (a test keeps the two equal).
-Also the wireless defaults the scenario and the engine share.
+The scenario checks ``network.nodes.*.medium.kind`` against it; a class of
+:mod:`netfl.sim.medium` implements each, naming it as its ``kind``, and
+:data:`netfl.sim.medium.MEDIA` gathers them (refusing a kind without a class,
+or a class whose kind is not here). Also the wireless defaults the scenario
+and the engine share.
 """
 
 from __future__ import annotations

@@ -11,9 +11,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["MODEL_NAMES", "ModelCost", "model_cost"]
+__all__ = ["IMAGE_MODELS", "MODEL_NAMES", "ModelCost", "input_problem", "model_cost"]
 
 MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn", "mlp_softmax")
+#: The built-in models that take images (C, H, W); the others flatten samples of any shape.
+IMAGE_MODELS: tuple[str, ...] = ("lenet5", "cnn")
+
+
+def input_problem(name: str, input_shape: Sequence[int]) -> str | None:
+    """Why built-in model ``name`` cannot take samples of ``input_shape`` (one sample's shape), or None."""
+    if name in IMAGE_MODELS and len(input_shape) != 3:
+        return f"{name} takes images (C, H, W); these samples have shape {tuple(input_shape)}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -17,11 +17,10 @@ from pydantic import Field, model_validator
 from netfl.numbers import Float32
 from netfl.problems import params_problems
 from netfl.registry import Entry, describe_params
-from netfl.registry.algorithms import StrategyParams
+from netfl.registry.algorithm_params import StrategyParams
 
 __all__ = ["SERVER_OPTIMIZERS", "describe_server_optimizers", "validate_server_optimizer"]
 
-_IMPL = "netfl.learn.federation.server_optimizers"
 
 REDDI = "Reddi, Charles, Zaheer, Garrett, Rush, Konecny, Kumar & McMahan, Adaptive Federated Optimization, ICLR 2021"
 REDDI_PAPER = REDDI + " (Algorithm 2: FedAdagrad, FedAdam, FedYogi)"
@@ -106,35 +105,30 @@ SERVER_OPTIMIZERS: dict[str, Entry] = {
         Entry(
             "sgd",
             SgdParams,
-            f"{_IMPL}:ServerSGD",
             "x += eta Delta_t",
             REDDI + " (FedAvg's step scaled by a server learning rate)",
         ),
         Entry(
             "momentum",
             MomentumParams,
-            f"{_IMPL}:ServerMomentum",
             "FedAvgM: v_t = beta v_{t-1} + Delta_t, x += eta v_t (v starts at 0)",
             FEDAVGM_PAPER,
         ),
         Entry(
             "adagrad",
             AdagradParams,
-            f"{_IMPL}:ServerAdagrad",
             "FedAdagrad: m_t = beta1 m + (1 - beta1) Delta_t, v_t = v + Delta_t^2, x += eta m_t / (sqrt(v_t) + tau)",
             REDDI_PAPER,
         ),
         Entry(
             "adam",
             AdamParams,
-            f"{_IMPL}:ServerAdam",
             "FedAdam: m_t as FedAdagrad, v_t = beta2 v + (1 - beta2) Delta_t^2, x += eta m_t / (sqrt(v_t) + tau)",
             REDDI_PAPER,
         ),
         Entry(
             "yogi",
             YogiParams,
-            f"{_IMPL}:ServerYogi",
             "FedYogi: m_t as FedAdagrad, v_t = v - (1 - beta2) Delta_t^2 sign(v - Delta_t^2), "
             "x += eta m_t / (sqrt(v_t) + tau)",
             REDDI_PAPER,

@@ -39,14 +39,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
+from netfl.registry.choices import ChannelKind, values
 from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
 
-ChannelKind = Literal["awgn", "rayleigh", "rician"]
-CHANNEL_KINDS: tuple[str, ...] = ("awgn", "rayleigh", "rician")
+CHANNEL_KINDS: tuple[str, ...] = values(ChannelKind)
 
 MIN_DISTANCE_M = 1.0
 

@@ -22,6 +22,7 @@ there were any) plus one ``collision`` line per collided sender and slot.
 from __future__ import annotations
 
 import math
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from typing import Any, ClassVar, Protocol
 import numpy as np
 import simpy
 
+from netfl.registry import implementations
+from netfl.registry.choices import AlohaBackoff, values
+from netfl.registry.media import MEDIUM_KINDS
 from netfl.sim.channel import Channel, transfer_time
 
 LogFn = Callable[..., None]  # (device, kind, detail="", **typed columns), as EventRecorder.log after time and round
@@ -411,7 +415,7 @@ class SlottedAlohaMedium(Medium):
             if backoff:
                 raise ValueError(f"slotted_aloha backoff: unknown fields {sorted(backoff)}; accepted: kind, q_min")
             backoff = kind
-        if backoff not in (None, "none", "binary_exponential"):
+        if backoff not in (None, *values(AlohaBackoff)):
             raise ValueError(f"slotted_aloha backoff {backoff!r}: expected none or binary_exponential")
         if not 0 < q <= 1 or not 0 < q_min <= q:
             raise ValueError(f"slotted_aloha needs 0 < q_min <= q <= 1, got q={q!r}, q_min={q_min!r}")
@@ -565,6 +569,6 @@ class SlottedAlohaMedium(Medium):
         return report
 
 
-MEDIA: dict[str, type[Medium]] = {
-    cls.kind: cls for cls in (DedicatedMedium, FdmaMedium, TdmaMedium, SlottedAlohaMedium)
-}
+#: Each medium of the registry (netfl.registry.media.MEDIUM_KINDS), in its order: the class of this module that
+#: names it as its ``kind``.
+MEDIA: dict[str, type[Medium]] = implementations(Medium, MEDIUM_KINDS, [sys.modules[__name__]], key="kind")

@@ -31,6 +31,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from netfl.registry.choices import RamDraw, values
+
 
 class RamRelay:
     def __init__(
@@ -42,7 +44,7 @@ class RamRelay:
         log: Callable[..., None],
         draw: str = "all",
     ):
-        if draw not in ("all", "arrived"):
+        if draw not in values(RamDraw):
             raise ValueError(f"RAM draw {draw!r}: expected 'all' (the paper's erasure rule) or 'arrived'")
         self.name = name
         self.mode = mode

@@ -143,7 +143,7 @@ class SyncServer(_ServerBase):
         self.idle_wait_s = idle_wait_s
         self.interval_s = interval_s
         self.relays = relays or {}
-        self.partial_work = partial_work and not math.isinf(deadline_s)
+        self.partial_work = partial_work  # needs a finite deadline_s: netfl.config.server_checks refuses it without
         self.partial_margin = partial_margin
         self.edges = edges
         self._stops = set(self.relays) | self.network.edges  # where an update's trip ends before the server

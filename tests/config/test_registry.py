@@ -11,7 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from netfl.cli.main import main
-from netfl.learn.data.partition import partition_indices
+from netfl.learn.data.partition import natural_parts, partition_indices
+from netfl.registry import implementations
 from netfl.registry.algorithms import ALGORITHMS
 from netfl.registry.compression import COMPRESSORS
 from netfl.registry.datasets import DATASET_NAMES, DATASETS
@@ -56,12 +57,44 @@ def test_every_algorithm_entry_loads_its_strategy(name: str) -> None:
     from netfl.learn.federation.algorithms import Strategy
 
     entry = ALGORITHMS[name]
-    cls = entry.load()
-    assert issubclass(cls, Strategy) and cls is STRATEGIES[name]
+    cls = STRATEGIES[name]
+    assert issubclass(cls, Strategy) and cls.__module__.startswith("netfl.learn.federation.algorithms.")
     assert cls.name == name and cls.entry is entry
     assert cls.Params is entry.params
     assert (cls.summary, cls.paper) == (entry.summary, entry.paper)
     assert (cls.needs_participation, cls.multi_task) == (entry.needs_participation, entry.multi_task)
+
+
+def test_every_server_optimizer_entry_has_its_class() -> None:
+    from netfl.learn.federation.server_optimizers import SERVER_OPTIMIZER_CLASSES, ServerOptimizer
+
+    assert list(SERVER_OPTIMIZER_CLASSES) == list(SERVER_OPTIMIZERS)
+    assert all(issubclass(c, ServerOptimizer) and c.name == n for n, c in SERVER_OPTIMIZER_CLASSES.items())
+
+
+def test_implementations_are_found_by_module_and_must_match_the_registry() -> None:
+    """A registered name without a class, a class naming an unregistered one, or two classes for one name: the
+    package that gathers them fails to import, naming each."""
+    import types
+
+    module = types.ModuleType("netfl_test_components")
+
+    class Base:
+        name = "base's own, not an implementation"
+
+    def made(*names: str) -> list[type]:
+        return [type(f"C{i}", (Base,), {"name": n, "__module__": module.__name__}) for i, n in enumerate(names)]
+
+    classes = made("a", "b")
+    assert implementations(Base, ["b", "a"], [module]) == {"b": classes[1], "a": classes[0]}
+    assert type("Other", (Base,), {"name": "c"}).__module__ != module.__name__  # another module's: not counted
+    with pytest.raises(ImportError, match="'c' has no class"):
+        implementations(Base, ["a", "b", "c"], [module])
+    with pytest.raises(ImportError, match="C1 implements 'b', not registered"):
+        implementations(Base, ["a"], [module])
+    made("a")
+    with pytest.raises(ImportError, match="'a' has 2 classes"):
+        implementations(Base, ["a", "b"], [module])
 
 
 def test_a_strategy_must_use_its_entrys_params() -> None:
@@ -171,10 +204,19 @@ def test_the_engine_implements_exactly_the_registered_media() -> None:
 
 
 def test_the_partitioner_splits_by_exactly_the_registered_kinds() -> None:
-    """Every registered kind splits real labels; a name outside the registry is refused by name."""
+    """Every registered kind has an implementation that splits real labels (natural: real clients); a kind
+    without one, or one outside the registry, fails here."""
+    from netfl.learn.data.partition import NOT_SPLIT_HERE
+    from netfl.learn.data.split_kinds import SPLITS
+
+    assert sorted([*SPLITS, *NOT_SPLIT_HERE]) == sorted(PARTITION_KINDS)
     labels = np.repeat(np.arange(4), 10)
-    for kind in PARTITION_KINDS:
+    for kind in SPLITS:
         parts = partition_indices(labels, 4, kind, np.random.default_rng(0), alpha=1.0, classes_per_client=2)
         assert sorted(np.concatenate(parts).tolist()) == list(range(40)), kind
-    with pytest.raises(ValueError, match="unknown partition kind 'stripes'"):
+    parts, clients = natural_parts(labels, 4, "random", np.random.default_rng(0))  # the labels as client ids
+    assert sorted(np.concatenate(list(parts)).tolist()) == list(range(40)) and clients.tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="kind natural: each device holds one real client's samples"):
+        partition_indices(labels, 4, "natural", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="kind: 'stripes' is not accepted; use 'iid'"):
         partition_indices(labels, 4, "stripes", np.random.default_rng(0))

@@ -14,7 +14,7 @@ import pytest
 from cli_support import TINY, assert_user_error, run
 
 from netfl.config import load_scenario
-from netfl.config.schedule import EVENTS_PER_JOB, estimate_schedule
+from netfl.config.schedule import estimate_schedule
 from netfl.policies.traces import MAX_CSV_ROWS
 from netfl.study.local import LocalRunner
 from netfl.study.spec import MAX_RUNS, RUN_EVENTS_ALLOWANCE
@@ -46,7 +46,7 @@ def test_the_schedule_estimate_by_hand(tmp_path: Path) -> None:
     assert two_rounds.round_s == pytest.approx(TINY_JOB_S)  # no deadline: the job, 4.22 ms
     assert two_rounds.rounds == 2
     assert two_rounds.evaluations == 2 + 2  # the initial, one per round (eval.every: 1), the final
-    assert two_rounds.events == 2 * (2 + EVENTS_PER_JOB * 4)  # all 4 devices each round
+    assert two_rounds.events == 2 * (2 + 7 * 4)  # all 4 devices each round: a start and an aggregate, 7 per job
     ten_seconds = estimate_schedule(tiny(tmp_path, "stop={sim_time: 10s}", "eval.every=1s"))
     assert ten_seconds.rounds == pytest.approx(10 / TINY_JOB_S)
     assert ten_seconds.evaluations == 2 + 10
@@ -54,7 +54,7 @@ def test_the_schedule_estimate_by_hand(tmp_path: Path) -> None:
     assert (paced.round_s, paced.round_set_by, paced.rounds) == (2.0, "the interval", 5)
     buffered = estimate_schedule(tiny(tmp_path, "stop={sim_time: 10s}", "server.mode=async", "server.async.buffer=2"))
     assert buffered.round_s == pytest.approx(2 * TINY_JOB_S / 4)  # 2 updates from 4 devices working at once
-    assert buffered.events == pytest.approx(10 / buffered.round_s * (1 + EVENTS_PER_JOB * 2))
+    assert buffered.events == pytest.approx(10 / buffered.round_s * (2 + 7 * 2))
     timeless = estimate_schedule(tiny(tmp_path, "stop={sim_time: 10s}", "devices[0].link={uplink: 1e300}"))
     assert timeless.rounds == pytest.approx(10 / (3 * 1290 * 16 / 1e9))
 

@@ -69,7 +69,7 @@ def test_every_key_in_a_table_has_a_description() -> None:
         for row in schema_tables.table(model, marker.group(2)).splitlines()[2:]:
             if row.endswith("|  |"):
                 blank.append(f"{marker.group(1)}: {row.split(' | ')[0].lstrip('| ')}")
-    assert not blank, f"give these fields a description= in netfl/config/schema.py: {blank}"
+    assert not blank, f"give these fields a description= in netfl/config/schema/: {blank}"
 
 
 def test_a_sphinx_role_becomes_an_optional_reference() -> None:

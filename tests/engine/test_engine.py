@@ -11,9 +11,12 @@ from __future__ import annotations
 import math
 
 import pytest
-from engine_support import FakeBackend, NeverRound, approx, by_job, events, group, scenario, simulate
+from engine_support import AlwaysRound, FakeBackend, NeverRound, approx, by_job, events, group, scenario, simulate
 
+from netfl.config import scenario_from_dict
+from netfl.events import AGGREGATION_EVENTS, JOB_EVENTS
 from netfl.sim.battery import Battery
+from netfl.sim.recorder import SERVER
 
 B = 250_000  # model bytes
 W = 2.5e9  # FLOPs per job
@@ -368,3 +371,30 @@ def test_empty_round_waits_idle_wait_and_still_counts() -> None:
     for c in backend.contexts:
         assert c.available == c.selected == c.delivered == ()
     assert result.updates_received == result.updates_dropped == 0
+
+
+# ------------------------------------------------------------------- what the log holds
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_jobs_and_an_aggregations_events_are_the_declared_ones(mode: str) -> None:
+    """netfl.events declares what a job and an aggregation log (the schedule estimate counts them from there): a
+    world in which nothing fails logs exactly those, in that order."""
+    data = {
+        "name": "events",
+        "stop": {"rounds": 2},
+        "task": {"dataset": {"name": "digits", "partition": {"samples_per_client": 10}}, "model": {"name": "logistic"}},
+        "devices": [group("g", 3, flops=FAST, up=UP, down=DOWN, latency=LAT)],
+        "server": {"mode": mode, "async": {"buffer": 2}},
+        "events": {"idle_devices": False},
+    }
+    sim, _ = simulate(scenario_from_dict(data), FakeBackend(B, W), AlwaysRound)
+    logged = events(sim)
+    server = [e.kind for e in logged if e.device == SERVER]
+    assert server == list(AGGREGATION_EVENTS) * 2
+    jobs: dict[int, list[str]] = {}
+    for e in logged:
+        if "job" in e.values:
+            jobs.setdefault(e.job, []).append(e.kind)
+    finished = [kinds for kinds in jobs.values() if kinds[-1] == "upload_end"]
+    assert len(finished) >= 4 and all(kinds == list(JOB_EVENTS[mode]) for kinds in finished), jobs

@@ -105,6 +105,20 @@ def test_compressor_settings_are_checked() -> None:
         CompressorSettings("qsgd", fraction=0.1)
 
 
+def test_every_registered_compressor_is_implemented() -> None:
+    """The registry's names (netfl algorithms lists them) are exactly the implemented ones, each sending fewer
+    bytes than the float32 vector it compresses."""
+    from netfl.learn.federation.compression import IMPLEMENTATIONS
+    from netfl.registry.compression import COMPRESSORS
+
+    assert list(IMPLEMENTATIONS) == list(COMPRESSORS)
+    for kind in COMPRESSORS:
+        compressor = Compressor(CompressorSettings(kind, fraction=0.1, levels=4))
+        v = torch.randn(1000, generator=gen(0), dtype=F64)
+        assert compressor.apply(v, gen(1)).shape == v.shape
+        assert 0 < compressor.bytes(1000) < 4000, kind
+
+
 def test_the_scenario_compression_becomes_plain_settings() -> None:
     """The assemble layer copies ``server.compression`` into the learn layer's dataclasses, field by field."""
     from netfl.assemble.learning import compression_settings

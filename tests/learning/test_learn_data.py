@@ -268,5 +268,5 @@ def test_partition_bad_arguments() -> None:
         partition_indices(y, 2, "dirichlet", rng)
     with pytest.raises(ValueError, match="classes_per_client"):
         partition_indices(y, 2, "classes", rng, classes_per_client=11)
-    with pytest.raises(ValueError, match="iid, dirichlet, classes"):
+    with pytest.raises(ValueError, match="kind: 'shards' is not accepted; use 'iid', 'dirichlet', 'classes'"):
         partition_indices(y, 2, "shards", rng)

@@ -97,14 +97,14 @@ def test_no_options_is_the_plain_kind() -> None:
 @pytest.mark.parametrize(
     "exclusive, message",
     [
-        ([([30], [8])], "client 30 is out of range: there are 30 clients, numbered 0..29"),
-        ([([-1], [8])], "client -1 is out of range"),
+        ([([30], [8])], r"exclusive\[0\].clients: device 30 does not exist: devices are 0..29"),
+        ([([-1], [8])], r"exclusive\[0\].clients\[0\]: must be >= 0 \(got -1\)"),
         ([([3], [10])], r"label 10 is not in the data set \(labels present: 0..9\)"),
         ([([3], [1]), ([4], [1])], r"exclusive\[1\].labels: label 1 is also given in exclusive\[0\]"),
         ([([3, 3], [1])], r"exclusive\[0\].clients: client 3 is given twice in this group"),
         ([([3], [1]), ([3], [2])], r"client 3 is also given in exclusive\[0\]"),
-        ([([3], [])], r"exclusive\[0\].labels is empty"),
-        ([([3], [1.5])], "must be a list of integers"),
+        ([([3], [])], r"exclusive\[0\].labels: List should have at least 1 item"),
+        ([([3], [1.5])], r"exclusive\[0\].labels\[0\]: Input should be a valid integer"),
         ([(list(range(30)), [1])], r"every client is in a group, so labels \[0, 2, 3, 4, 5, 6, 7, 8, 9\]"),
         ([([1], list(range(10)))], "the groups take every label, so clients 0, 2..29 would hold nothing"),
         ([({"clients": [1]})], "missing 'labels'"),
@@ -202,12 +202,12 @@ def test_quantity_skew_is_deterministic() -> None:
 @pytest.mark.parametrize(
     "kind, kw, skew, message",
     [
-        ("dirichlet", {"alpha": 0.5}, (0.1, 0.5), "supported for kinds iid, classes, not 'dirichlet'"),
+        ("dirichlet", {"alpha": 0.5}, (0.1, 0.5), "quantity_skew works with kind 'iid' or 'classes', not 'dirichlet'"),
         ("by_label", {}, (0.1, 0.5), "not 'by_label'"),
         ("iid", {}, (0.01, 0.5), "0.01 of 10 clients rounds to 0 client"),
         ("iid", {}, (0.99, 0.5), "rounds to 10 client"),
-        ("iid", {}, (0.1, 1.0), r"share must be a fraction of the samples in \(0, 1\)"),
-        ("iid", {}, (0.0, 0.5), r"clients must be a fraction of the clients in \(0, 1\)"),
+        ("iid", {}, (0.1, 1.0), r"quantity_skew.share: must be < 1.0 \(got 1.0\)"),
+        ("iid", {}, (0.0, 0.5), r"quantity_skew.clients: must be > 0.0 \(got 0.0\)"),
         # one heavy client of 10 with 3 labels each can hold its 3 labels at most: 30 %
         ("classes", {"classes_per_client": 3}, (0.1, 0.526), "the closest fit gives them 30.0%"),
     ],
@@ -334,6 +334,60 @@ def test_yaml_refusals(partition: dict, path: str, message: str) -> None:
     assert found and message in found[0], problems
 
 
+@pytest.mark.parametrize(
+    "partition",
+    [
+        {"kind": "iid", "exclusive": [{"clients": [1], "labels": [0, 1]}, {"clients": [2], "labels": [1]}]},
+        {"kind": "dirichlet", "alpha": 0.1, "quantity_skew": {"clients": 0.1, "share": 0.5}},
+        {
+            "kind": "iid",
+            "quantity_skew": {"clients": 0.1, "share": 0.5},
+            "exclusive": [{"clients": [1], "labels": [0]}],
+        },
+        {"kind": "dirichlet"},
+        {"kind": "classes", "alpha": 0.5},
+    ],
+)
+def test_the_splitter_refuses_by_the_scenarios_rule_in_its_words(partition: dict) -> None:
+    """One rule, stated once (registry/partitions.py): partition_indices refuses what the scenario refuses, with
+    the message netfl validate gives."""
+    (yaml_path, yaml_message), *_ = _problems(partition)
+    options = {k: v for k, v in partition.items() if k != "kind"}
+    with pytest.raises(ValueError) as info:
+        partition_indices(_labels(), 30, partition["kind"], np.random.default_rng(0), **options)
+    assert str(info.value) == yaml_message
+
+
 def test_partition_spec_defaults_unchanged() -> None:
     spec = PartitionSpec()
     assert spec.kind == "iid" and spec.exclusive is None and spec.quantity_skew is None
+
+
+@pytest.mark.parametrize(
+    "partition, path, message",
+    [
+        (
+            {"kind": "classes", "classes_per_client": 4},
+            "task.dataset.partition.classes_per_client",
+            "has 3 labels; got 4",
+        ),
+        (
+            {"kind": "iid", "exclusive": [{"clients": [0], "labels": [3]}]},
+            "task.dataset.partition.exclusive[0].labels",
+            "label 3 does not exist: ",
+        ),
+    ],
+)
+def test_labels_a_partition_names_in_users_data_are_checked_once_loaded(partition: dict, path: str, message: str):
+    """The rule netfl validate applies to a built-in data set's labels, applied to the user's once they are known."""
+    from netfl.assemble.learning import build_task
+    from netfl.rng import RandomStreams
+
+    data = _with_partition(partition)
+    labels = np.arange(60) % 3
+    data["task"]["dataset"] = {"loader": {"x": np.zeros((60, 4), np.float32), "y": labels}, "partition": partition}
+    scenario = scenario_from_dict(data)  # the labels are not known before the data is loaded
+    with pytest.raises(ScenarioError) as info:
+        build_task(scenario, 0, RandomStreams(0), None)
+    [(where, said)] = info.value.problems
+    assert where == path and message in said, info.value.problems

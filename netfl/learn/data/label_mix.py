@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from netfl.learn.data.partition import ClientParts
+from netfl.learn.data.client_parts import ClientParts
 
 __all__ = ["LabelMix", "label_distribution"]
 

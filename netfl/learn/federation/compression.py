@@ -33,9 +33,12 @@ model, and their updates are taken from it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+
+from netfl.registry.compression import COMPRESSORS
 
 #: Bytes of one value or index on the air (float32, int32).
 VALUE_BYTES = 4
@@ -81,16 +84,16 @@ class CompressorSettings:
     ``topk`` keeps the ``fraction`` of the coordinates largest in magnitude; ``qsgd`` quantises to ``levels`` levels
     per ``bucket`` coordinates (None: the whole vector); ``error_feedback``: the device's memory e (uplink only)."""
 
-    kind: str  # "topk" or "qsgd"
+    kind: str  # a name of netfl.registry.compression.COMPRESSORS: "topk" or "qsgd"
     fraction: float | None = None
     levels: int | None = None
     bucket: int | None = None
     error_feedback: bool = False
 
     def __post_init__(self):
-        if self.kind not in ("topk", "qsgd"):
-            raise ValueError(f"a compressor's kind is topk or qsgd, not {self.kind!r}")
-        needed = "fraction" if self.kind == "topk" else "levels"
+        if self.kind not in COMPRESSORS:
+            raise ValueError(f"a compressor's kind is {' or '.join(COMPRESSORS)}, not {self.kind!r}")
+        needed = IMPLEMENTATIONS[self.kind].needs
         if getattr(self, needed) is None:
             raise ValueError(f"a {self.kind} compressor needs its {needed}")
 
@@ -114,16 +117,44 @@ class Compressor:
         self.error_feedback = settings.error_feedback
 
     def apply(self, v: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        if self.kind == "topk":
-            return topk(v, topk_count(v.numel(), self.fraction))
-        return qsgd(v, self.levels, generator, self.bucket)
+        return IMPLEMENTATIONS[self.kind].apply(self, v, generator)
 
     def bytes(self, d: int) -> int:
         """Bytes on the air for a vector of d values."""
-        if self.kind == "topk":
-            return 2 * VALUE_BYTES * topk_count(d, self.fraction)
-        buckets = 1 if self.bucket is None else -(-d // self.bucket)
-        return VALUE_BYTES * buckets + math.ceil(d * (1 + level_bits(self.levels)) / 8)
+        return IMPLEMENTATIONS[self.kind].bytes(self, d)
+
+
+@dataclass(frozen=True)
+class Implementation:
+    """A compressor's rule: the setting it needs, the compressed vector, and the bytes it sends for d values."""
+
+    needs: str
+    apply: Callable[[Compressor, torch.Tensor, torch.Generator], torch.Tensor]
+    bytes: Callable[[Compressor, int], int]
+
+
+def _topk_apply(c: Compressor, v: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    return topk(v, topk_count(v.numel(), c.fraction))
+
+
+def _topk_bytes(c: Compressor, d: int) -> int:
+    return 2 * VALUE_BYTES * topk_count(d, c.fraction)
+
+
+def _qsgd_apply(c: Compressor, v: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    return qsgd(v, c.levels, generator, c.bucket)
+
+
+def _qsgd_bytes(c: Compressor, d: int) -> int:
+    buckets = 1 if c.bucket is None else -(-d // c.bucket)
+    return VALUE_BYTES * buckets + math.ceil(d * (1 + level_bits(c.levels)) / 8)
+
+
+#: Each compressor of :data:`netfl.registry.compression.COMPRESSORS` (names, papers, what each sends), by name.
+IMPLEMENTATIONS: dict[str, Implementation] = {
+    "topk": Implementation("fraction", _topk_apply, _topk_bytes),
+    "qsgd": Implementation("levels", _qsgd_apply, _qsgd_bytes),
+}
 
 
 class Uplink:

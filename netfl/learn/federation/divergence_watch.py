@@ -21,9 +21,10 @@ import numpy as np
 import torch
 
 from netfl.backend import Diverged, Divergence, Evaluation
+from netfl.registry.choices import OnDivergence, values
 
-#: What the learner may do with a non-finite update or report (``server.on_divergence``).
-ON_DIVERGENCE = ("stop", "skip_update")
+#: What the learner may do with a non-finite update or report (``server.on_divergence``, declared in the registry).
+ON_DIVERGENCE = values(OnDivergence)
 
 _EMPTY = torch.zeros(0)
 

@@ -32,13 +32,15 @@ learner's. One optimiser per model (several with ``tasks:``).
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
 
-from netfl.registry.algorithms import StrategyParams
+from netfl.registry import implementations
+from netfl.registry.algorithm_params import StrategyParams
 from netfl.registry.server_optimizers import SERVER_OPTIMIZERS
 
 
@@ -66,9 +68,13 @@ class ServerOptimizer:
 class ServerSGD(ServerOptimizer):
     """x_{t+1} = x_t + eta Delta_t."""
 
+    name = "sgd"
+
 
 class ServerMomentum(ServerOptimizer):
     """FedAvgM: v_t = beta v_{t-1} + Delta_t (v_{-1} = 0), x_{t+1} = x_t + eta v_t."""
+
+    name = "momentum"
 
     def __init__(self, params: StrategyParams):
         super().__init__(params)
@@ -111,6 +117,8 @@ class _Adaptive(ServerOptimizer, ABC):
 class ServerAdagrad(_Adaptive):
     """FedAdagrad: v_t = v_{t-1} + Delta_t^2."""
 
+    name = "adagrad"
+
     def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
         return v + squared
 
@@ -118,12 +126,16 @@ class ServerAdagrad(_Adaptive):
 class ServerAdam(_Adaptive):
     """FedAdam: v_t = beta2 v_{t-1} + (1 - beta2) Delta_t^2."""
 
+    name = "adam"
+
     def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
         return self.params.beta2 * v + (1 - self.params.beta2) * squared
 
 
 class ServerYogi(_Adaptive):
     """FedYogi: v_t = v_{t-1} - (1 - beta2) Delta_t^2 sign(v_{t-1} - Delta_t^2)."""
+
+    name = "yogi"
 
     def second_moment(self, v: torch.Tensor, squared: torch.Tensor) -> torch.Tensor:
         return v - (1 - self.params.beta2) * squared * torch.sign(v - squared)
@@ -134,4 +146,11 @@ def build_server_optimizer(choice: ServerOptimizerChoice) -> ServerOptimizer:
     entry = SERVER_OPTIMIZERS.get(choice.name)
     if entry is None:
         raise ValueError(f"unknown server optimizer {choice.name!r}; accepted: {', '.join(SERVER_OPTIMIZERS)}")
-    return entry.load()(entry.params.model_validate(dict(choice.params)))
+    return SERVER_OPTIMIZER_CLASSES[choice.name](entry.params.model_validate(dict(choice.params)))
+
+
+#: Each optimiser of the registry (:data:`netfl.registry.server_optimizers.SERVER_OPTIMIZERS`), in its order: the
+#: class of this module that names it.
+SERVER_OPTIMIZER_CLASSES: dict[str, type[ServerOptimizer]] = implementations(
+    ServerOptimizer, SERVER_OPTIMIZERS, [sys.modules[__name__]]
+)

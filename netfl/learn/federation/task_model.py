@@ -19,8 +19,8 @@ import torch
 
 from netfl.backend import BYTES_PER_VALUE, Evaluation
 from netfl.errors import NetflWarning
+from netfl.learn.data.client_parts import ClientParts
 from netfl.learn.data.datasets import Dataset
-from netfl.learn.data.partition import ClientParts
 from netfl.learn.models.builtin import forward_flops_per_sample
 from netfl.learn.models.flat_model import Network
 from netfl.learn.models.user import ModelRecipe, check_model

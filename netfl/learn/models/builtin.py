@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from netfl.learn.models.flops import forward_flops
-from netfl.registry.models import MODEL_NAMES
+from netfl.registry.models import MODEL_NAMES, input_problem
 
 __all__ = [
     "MODEL_NAMES",
@@ -72,8 +72,9 @@ def build_model(
         return nn.Sequential(*layers)
     if name not in MODEL_NAMES:
         raise ValueError(f"unknown model {name!r} (accepted: {', '.join(MODEL_NAMES)})")
-    if len(input_shape) != 3:
-        raise ValueError(f"{name} takes images (C, H, W); these samples have shape {tuple(input_shape)}")
+    problem = input_problem(name, input_shape)
+    if problem is not None:
+        raise ValueError(problem)
     c, h, w = (int(v) for v in input_shape)
     if name == "lenet5":
         pad2 = 0 if min(h, w) // 2 >= 5 else 2

@@ -27,6 +27,7 @@ from netfl import user_code
 from netfl.errors import ModelError, NetflWarning
 from netfl.learn.models.builtin import build_model
 from netfl.learn.models.flat_model import task_loss
+from netfl.registry.models import input_problem
 
 __all__ = ["ModelRecipe", "builtin_recipe", "check_model", "user_recipe"]
 
@@ -61,8 +62,9 @@ def builtin_recipe(
     buffers: str = "average",
 ) -> ModelRecipe:
     """A built-in model; ModelError when it does not take samples of ``input_shape``."""
-    if name in ("lenet5", "cnn") and len(input_shape) != 3:
-        raise ModelError(f"{name} takes images (C, H, W); these samples have shape {tuple(input_shape)}")
+    problem = input_problem(name, input_shape)  # now, not when the model is first built
+    if problem is not None:
+        raise ModelError(problem)
     return ModelRecipe(
         name,
         lambda: build_model(name, input_shape, num_classes, hidden=tuple(hidden)),

@@ -22,8 +22,10 @@ import torch
 
 from netfl.learn.models.flat_model import Network, task_loss
 from netfl.learn.training.objective import Correction, ExtraScalars
+from netfl.registry.choices import LrSchedule, values
 
-LR_SCHEDULES = ("constant", "inverse_round")
+#: ``task.local.lr_schedule``, declared in the registry.
+LR_SCHEDULES = values(LrSchedule)
 
 
 @dataclass

@@ -1,19 +1,29 @@
 """FL algorithms as strategies, selectable by name in ``server.algorithm``.
 
 Names, parameters and papers live in :mod:`netfl.registry.algorithms` (no
-torch); this package holds the strategies that implement them.
+torch); this package holds the strategies that implement them, one module
+per algorithm or family. Each strategy class names its entry (``name``);
+:data:`ALGORITHMS` gathers them from every module of the package, so a new
+algorithm is its registry entry and its module, nothing else to list.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Mapping
 
 from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
 from netfl.learn.federation.algorithms.fedau import IntervalWeights
 from netfl.registry import algorithms as registry
+from netfl.registry import implementations
 
-#: name -> strategy class, for code that uses the implementations directly (tests, examples)
-ALGORITHMS: dict[str, type[Strategy]] = {name: entry.load() for name, entry in registry.ALGORITHMS.items()}
+#: name -> strategy class, in the registry's order: the class of this package's modules that names the entry
+ALGORITHMS: dict[str, type[Strategy]] = implementations(
+    Strategy,
+    registry.ALGORITHMS,
+    [importlib.import_module(f"{__name__}.{module.name}") for module in pkgutil.iter_modules(__path__)],
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -28,8 +38,7 @@ __all__ = [
 
 def build_strategy(name: str, params: Mapping[str, object], clients: ClientInfo) -> Strategy:
     """The strategy of algorithm ``name`` (``server.algorithm``), with ``params`` validated against its Params."""
-    entry = registry.ALGORITHMS.get(name)
-    if entry is None:
+    cls = ALGORITHMS.get(name)
+    if cls is None:
         raise ValueError(f"unknown algorithm {name!r}; accepted: {', '.join(registry.ALGORITHMS)}")
-    cls = entry.load()
-    return cls(entry.params.model_validate(dict(params)), clients)
+    return cls(cls.Params.model_validate(dict(params)), clients)

@@ -41,7 +41,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
-from netfl.registry.algorithms import AFAParams
+from netfl.registry.algorithm_params import AFAParams
 
 
 class _AFABase(Strategy):

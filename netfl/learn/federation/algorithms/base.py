@@ -60,7 +60,8 @@ from netfl.backend import Evaluation, RoundContext, sample_uniform
 from netfl.learn.federation.algorithms.probes import Probe
 from netfl.learn.training.objective import Correction, ExtraScalars
 from netfl.learn.training.reference import scheduled_lr
-from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, StrategyParams
+from netfl.registry.algorithm_params import StrategyParams
+from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
 
 
 @dataclass(frozen=True)

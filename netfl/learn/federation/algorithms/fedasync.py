@@ -23,7 +23,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy
-from netfl.registry.algorithms import FedAsyncParams
+from netfl.registry.algorithm_params import FedAsyncParams
 
 
 def staleness_factor(staleness: int, kind: str, a: float = 0.5, b: int = 4) -> float:

@@ -13,7 +13,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, weighted_sum
-from netfl.registry.algorithms import FedAUParams
+from netfl.registry.algorithm_params import FedAUParams
 
 
 class IntervalWeights:

@@ -26,7 +26,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, data_weights, weighted_sum
-from netfl.registry.algorithms import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
+from netfl.registry.algorithm_params import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
 
 
 class FedAvg(Strategy):

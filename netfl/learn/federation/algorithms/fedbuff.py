@@ -32,7 +32,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, weighted_sum
-from netfl.registry.algorithms import FedBuffParams
+from netfl.registry.algorithm_params import FedBuffParams
 
 
 def staleness_weight(staleness: int, kind: str) -> float:

@@ -33,7 +33,7 @@ import torch
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
 from netfl.learn.training.objective import ExtraScalars
-from netfl.registry.algorithms import FedCVaRParams
+from netfl.registry.algorithm_params import FedCVaRParams
 
 
 class FedCVaR(Strategy):

@@ -24,7 +24,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, data_weights, weighted_sum
-from netfl.registry.algorithms import FedNovaParams
+from netfl.registry.algorithm_params import FedNovaParams
 
 
 class FedNova(Strategy):

@@ -26,7 +26,7 @@ from __future__ import annotations
 from netfl.learn.federation.algorithms.base import ClientInfo
 from netfl.learn.federation.algorithms.fedavg import FedAvg
 from netfl.learn.training.objective import Correction
-from netfl.registry.algorithms import FedProxParams
+from netfl.registry.algorithm_params import FedProxParams
 
 
 class FedProx(FedAvg):

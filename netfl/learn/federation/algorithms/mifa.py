@@ -42,7 +42,7 @@ import torch
 
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
-from netfl.registry.algorithms import MIFAmParams, MIFAParams, UMIFAmParams, UMIFAParams
+from netfl.registry.algorithm_params import MIFAmParams, MIFAParams, UMIFAmParams, UMIFAParams
 
 
 class _MemoryStrategy(Strategy):

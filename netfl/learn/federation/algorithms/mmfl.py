@@ -36,7 +36,7 @@ import torch
 from netfl.backend import RoundContext, sample_uniform
 from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, weighted_sum
 from netfl.learn.federation.algorithms.probes import LocalLoss, UpdateNorm
-from netfl.registry.algorithms import MMFLParams
+from netfl.registry.algorithm_params import MMFLParams
 
 
 def optimal_probabilities(u: np.ndarray, m: float) -> np.ndarray:

@@ -37,7 +37,7 @@ import torch
 from netfl.backend import RoundContext
 from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, weighted_sum
 from netfl.learn.training.objective import Correction
-from netfl.registry.algorithms import ScaffoldParams
+from netfl.registry.algorithm_params import ScaffoldParams
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,101 @@
+"""The scenario's schema: pydantic models of the simulated world, and nothing else.
+
+Each model checks what it can see on its own (ranges, units, which keys go
+together); checks that need the whole scenario or a registry's verdict on a
+named component live in :mod:`netfl.config.checks`. Unknown keys are errors:
+a typo must never silently fall back to a default. All quantities are
+converted to SI base units here (seconds, joules, watts, bit/s), so nothing
+downstream parses units.
+
+One module per part of the topology file: :mod:`~netfl.config.schema.task_spec` (``task``),
+:mod:`~netfl.config.schema.device_spec` (``devices``), :mod:`~netfl.config.schema.server_spec` (``server``),
+:mod:`~netfl.config.schema.network_spec` (``network``), :mod:`~netfl.config.schema.run_spec` (``stop``,
+``eval``, ``engine``, ``events``, ``output``, ``tracking``) and :mod:`~netfl.config.schema.scenario` (the whole).
+A parameter whose rules another layer applies too is declared in the registry, below both, and imported here:
+the partition (:mod:`netfl.registry.partitions`), and the closed choices the learner or the engine act on
+(:mod:`netfl.registry.choices`).
+"""
+
+from netfl.config.schema.device_spec import (
+    BatterySpec,
+    ChannelSpec,
+    ComputeSpec,
+    DeviceGroupSpec,
+    LinkSpec,
+    PowerSpec,
+    UsageSpec,
+)
+from netfl.config.schema.fields import Strict
+from netfl.config.schema.network_spec import MediumSpec, NetworkSpec, NodeSpec, RamSpec, WiredLinkSpec
+from netfl.config.schema.run_spec import (
+    EVERY_SPELLINGS,
+    IDLE_EVENTS_BELOW,
+    MLFLOW_SCHEMES,
+    EngineSpec,
+    EvalSpec,
+    EventsSpec,
+    Every,
+    OutputSpec,
+    StopSpec,
+    TrackingSpec,
+)
+from netfl.config.schema.scenario import Scenario, Seeds
+from netfl.config.schema.server_spec import (
+    MAX_OVER_COMMIT,
+    MAX_QSGD_LEVELS,
+    AlgorithmSpec,
+    AsyncSpec,
+    CompressionSpec,
+    CompressorSpec,
+    QsgdSpec,
+    RoundSpec,
+    ServerOptimizerSpec,
+    ServerSpec,
+)
+from netfl.config.schema.task_spec import DatasetSpec, LocalSpec, ModelSpec, TaskSpec
+from netfl.registry.partitions import ExclusiveGroupSpec, PartitionSpec, QuantitySkewSpec
+
+__all__ = [
+    "EVERY_SPELLINGS",
+    "IDLE_EVENTS_BELOW",
+    "MAX_OVER_COMMIT",
+    "MAX_QSGD_LEVELS",
+    "MLFLOW_SCHEMES",
+    "AlgorithmSpec",
+    "AsyncSpec",
+    "BatterySpec",
+    "ChannelSpec",
+    "CompressionSpec",
+    "CompressorSpec",
+    "ComputeSpec",
+    "DatasetSpec",
+    "DeviceGroupSpec",
+    "EngineSpec",
+    "EvalSpec",
+    "EventsSpec",
+    "Every",
+    "ExclusiveGroupSpec",
+    "LinkSpec",
+    "LocalSpec",
+    "MediumSpec",
+    "ModelSpec",
+    "NetworkSpec",
+    "NodeSpec",
+    "OutputSpec",
+    "PartitionSpec",
+    "PowerSpec",
+    "QsgdSpec",
+    "QuantitySkewSpec",
+    "RamSpec",
+    "RoundSpec",
+    "Scenario",
+    "Seeds",
+    "ServerOptimizerSpec",
+    "ServerSpec",
+    "StopSpec",
+    "Strict",
+    "TaskSpec",
+    "TrackingSpec",
+    "UsageSpec",
+    "WiredLinkSpec",
+]

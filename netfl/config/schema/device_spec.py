@@ -1,0 +1,196 @@
+"""A device group (``devices[]``): how many, how fast they train, the power they draw, their battery, when they
+are online, their own use, and their link."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, field_validator, model_validator
+
+from netfl.component_spec import PolicySpec
+from netfl.config.schema.fields import (
+    DistanceDistribution,
+    FlopsDistribution,
+    FractionDistribution,
+    RateDistribution,
+    Strict,
+    positive_distribution,
+)
+from netfl.distributions import Distribution
+from netfl.problems import one_of
+from netfl.registry.choices import ChannelKind
+from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
+from netfl.units import BitsPerSecond, Bytes, Fraction, Joules, Seconds, Watts
+
+__all__ = [
+    "BatterySpec",
+    "ChannelSpec",
+    "ComputeSpec",
+    "DeviceGroupSpec",
+    "LinkSpec",
+    "PowerSpec",
+    "UsageSpec",
+]
+
+
+class ComputeSpec(Strict):
+    flops_per_s: FlopsDistribution = Field(description="sustained training speed, FLOP/s")
+
+    @field_validator("flops_per_s")
+    @classmethod
+    def _positive(cls, d: Distribution):
+        return positive_distribution(d)
+
+
+class PowerSpec(Strict):
+    """Electrical power drawn in each activity (on top of idle while busy).
+
+    Defaults: 2 W while training (a phone SoC under sustained load), 0.2 W
+    while transmitting (LTE uplink at most about 0.2 W), 50 mW idle.
+    """
+
+    compute: Watts = Field(2.0, ge=0, description="drawn while training, on top of idle")
+    transmit: Watts = Field(0.2, ge=0, description="drawn while uploading, on top of idle; half of it while receiving")
+    idle: Watts = Field(0.05, ge=0, description="drawn at all times")
+
+
+class BatterySpec(Strict):
+    """A battery; a device without one is mains powered and never empties.
+
+    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
+    """
+
+    capacity: Joules = Field(55e3, gt=0, description="energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery")
+    initial: FractionDistribution = Field(
+        Distribution("constant", (1.0,)), description="initial charge, fraction of capacity"
+    )
+    min_level: Fraction = Field(0.0, ge=0, le=1, description="at or below this fraction the device does not take part")
+    charging: PolicySpec | None = Field(None, description="when the charger is plugged in: a continuous-time policy")
+    charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
+
+    @field_validator("initial")
+    @classmethod
+    def _in_unit_interval(cls, d: Distribution):
+        low = d.support_min
+        high = max(d.params) if d.kind in ("constant", "uniform", "choice") else float("inf")
+        if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
+            raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
+        return d
+
+
+class ChannelSpec(Strict):
+    """A wireless uplink from the device to its access point (see netfl/sim/channel.py).
+
+    Defaults: 0.2 W (23 dBm) transmit power, the maximum of an LTE handset;
+    noise figure 7 dB; path loss 128.1 + 37.6 log10(d km) dB (3GPP TR 36.814).
+    """
+
+    kind: ChannelKind = Field("rayleigh", description="the fading: none (awgn), Rayleigh, or Rician (with rician_k)")
+    distance_m: DistanceDistribution = Field(description="metres to the access point")
+    tx_power: Watts = Field(0.2, gt=0, description="radiated power")
+    shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")
+    rician_k: float | None = Field(None, ge=0, description="Rician K factor (kind rician)")
+    coherence: Seconds = Field(
+        0.1, ge=1e-6, description="block-fading coherence time, at least 1 us (the channel is drawn once per block)"
+    )
+    noise_figure_db: float = Field(
+        7.0, ge=0, description="noise figure in dB, on top of thermal noise of -174 dBm/Hz (3GPP TR 36.814: 7 dB)"
+    )
+    rate: BitsPerSecond | None = Field(
+        None, gt=0, description="fixed transmission rate (outage => retransmit); adaptive Shannon rate if omitted"
+    )
+    packet_size: Bytes = Field(
+        1500, gt=0, description="with a fixed rate: bytes per packet; a packet begun in an outage is sent again"
+    )
+    max_spectral_efficiency: float = Field(
+        MAX_SPECTRAL_EFFICIENCY,
+        gt=0,
+        description="bit/s/Hz an adaptive rate reaches at most (the radio's top "
+        "modulation and coding; 5.5547 is LTE's 64-QAM CQI 15, 7.4063 its 256-QAM; .inf: Shannon uncapped)",
+    )
+
+    @field_validator("distance_m")
+    @classmethod
+    def _positive(cls, d: Distribution):
+        return positive_distribution(d)
+
+    @model_validator(mode="after")
+    def _k_for_rician(self):
+        if self.kind == "rician" and self.rician_k is None:
+            raise ValueError("kind rician needs rician_k (e.g. rician_k: 3)")
+        if self.kind != "rician" and self.rician_k is not None:
+            raise ValueError(f"rician_k applies to kind rician only (kind is {self.kind})")
+        return self
+
+
+class LinkSpec(Strict):
+    """The device's link: straight to the server (``uplink``/``downlink``), or to a node of ``network``."""
+
+    to: str | None = Field(None, description="an access point or relay of network.nodes; the server if omitted")
+    uplink: RateDistribution | None = Field(None, description="bit/s of a fixed-rate (wired-like) link")
+    downlink: RateDistribution | None = Field(None, description="bit/s; same as uplink if omitted")
+    latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
+    channel: ChannelSpec | None = Field(
+        None, description="a wireless channel to the access point `to`, instead of uplink (its table)"
+    )
+
+    @field_validator("uplink", "downlink")
+    @classmethod
+    def _positive(cls, d: Distribution | None):
+        return None if d is None else positive_distribution(d)
+
+    @model_validator(mode="after")
+    def _rate_or_channel(self):
+        if self.uplink is None and self.channel is None:
+            raise ValueError("give uplink (a fixed rate) or channel (a wireless link to an access point)")
+        if self.uplink is not None and self.channel is not None:
+            raise ValueError("give either uplink or channel, not both")
+        if self.channel is not None and self.to is None:
+            raise ValueError("a wireless channel needs `to: <access point>` (a node of network.nodes)")
+        return self
+
+
+def _usage_preset(value: Any) -> Any:
+    if isinstance(value, str):
+        from netfl.policies.usage import PRESETS
+
+        if value not in PRESETS:
+            raise ValueError(
+                f"unknown usage preset {value!r}; presets: {one_of(list(PRESETS))}, or a mapping of sessions and power"
+            )
+        return PRESETS[value]
+    return value
+
+
+class UsageSpec(Strict):
+    """A device's own use (screen on, apps): sessions that draw their own power (netfl/policies/usage.py).
+
+    ``usage: phone`` is the preset of a typical smartphone day; a mapping names the sessions (a continuous-time
+    policy) and their power.
+    """
+
+    sessions: PolicySpec = Field(description="when the device is in use: a continuous-time policy (e.g. diurnal)")
+    power: Watts = Field(gt=0, le=1e6, description="drawn while in use, on top of the idle draw")
+    train_while_in_use: bool = Field(
+        False,
+        description="false: a device in use is not idle, so it is not asked to train and its work stops when a "
+        "session begins (production FL trains on idle devices); true: use only draws power",
+    )
+
+
+class DeviceGroupSpec(Strict):
+    group: str = Field(
+        pattern=r"^[A-Za-z0-9_.-]+$", description="the group's name (letters, digits, _ . -); results are per group"
+    )
+    count: int = Field(gt=0, description="devices in the group")
+    compute: ComputeSpec = Field(description="how fast the devices train (its table)")
+    power: PowerSpec = Field(PowerSpec(), description="power drawn in each activity (its table)")
+    battery: BatterySpec | None = Field(None, description="a battery (its table); mains powered if omitted")
+    availability: PolicySpec = Field(
+        PolicySpec(policy="always"),
+        description="when a device is online: an availability policy and its parameters (netfl policies lists them)",
+    )
+    usage: Annotated[UsageSpec | None, BeforeValidator(_usage_preset)] = Field(
+        None, description="the device's own use, drawing power (usage: phone, or sessions and power)"
+    )
+    link: LinkSpec = Field(description="the link to the server or to a node of network (its table)")

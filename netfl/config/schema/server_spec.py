@@ -1,0 +1,208 @@
+"""The server (``server``): the algorithm, a server optimiser, compression, and how rounds or asynchronous
+arrivals are aggregated."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from netfl.component_spec import WithParams
+from netfl.config.schema.fields import CountDistribution, Strict
+from netfl.distributions import Distribution
+from netfl.registry.choices import OnDivergence
+from netfl.units import Fraction, Seconds
+
+__all__ = [
+    "MAX_OVER_COMMIT",
+    "MAX_QSGD_LEVELS",
+    "AlgorithmSpec",
+    "AsyncSpec",
+    "CompressionSpec",
+    "CompressorSpec",
+    "QsgdSpec",
+    "RoundSpec",
+    "ServerOptimizerSpec",
+    "ServerSpec",
+]
+
+#: QSGD's levels at most: float32 resolves |v_i| / ||v|| to 24 bits.
+MAX_QSGD_LEVELS = 2**24
+#: Over-commitment at most (10000%: a round asks 101 times its participants).
+MAX_OVER_COMMIT = 100.0
+
+
+class AlgorithmSpec(WithParams):
+    """``name`` picks the algorithm (``netfl algorithms`` lists them)."""
+
+    name: str
+
+
+class ServerOptimizerSpec(WithParams):
+    """``name`` picks the server optimiser (:mod:`netfl.registry.server_optimizers`); the other keys are its
+    parameters."""
+
+    name: str
+
+
+class QsgdSpec(Strict):
+    """QSGD's stochastic quantisation (Alistarh et al.)."""
+
+    levels: int = Field(
+        gt=0,
+        le=MAX_QSGD_LEVELS,
+        description="s: quantisation levels of |v_i| / ||v|| (the paper's s), at most 2^24: float32 resolves "
+        "|v_i| / ||v|| to 24 bits, so more levels quantise no finer (and would send more bits than float32 itself)",
+    )
+    bucket: int | None = Field(
+        None,
+        gt=0,
+        description="coordinates per norm (the paper's buckets); omitted, or more than the vector holds: one norm "
+        "for the whole vector",
+    )
+
+
+class CompressorSpec(Strict):
+    """One direction's compression: ``{topk: 1%, error_feedback: true}`` or ``{qsgd: {levels: 16}}``."""
+
+    topk: Fraction | None = Field(None, gt=0, le=1, description="keep this fraction of the coordinates (top-k)")
+    qsgd: QsgdSpec | None = Field(None, description="QSGD's stochastic quantisation instead of topk (its table)")
+    error_feedback: bool = Field(
+        False, description="add what earlier compressions left out before compressing (the device's memory e)"
+    )
+
+    @model_validator(mode="after")
+    def _one_compressor(self):
+        if (self.topk is None) == (self.qsgd is None):
+            raise ValueError("give one compressor: topk (a fraction, e.g. topk: 1%) or qsgd (e.g. qsgd: {levels: 16})")
+        return self
+
+    @property
+    def kind(self) -> str:
+        return "topk" if self.topk is not None else "qsgd"
+
+
+class CompressionSpec(Strict):
+    """What is compressed on the air: the update on the uplink, the model on the downlink."""
+
+    uplink: CompressorSpec | None = Field(None, description="the update a device sends, decompressed by the server")
+    downlink: CompressorSpec | None = Field(
+        None, description="the model the server broadcasts (qsgd), quantised once per model version"
+    )
+
+    @model_validator(mode="after")
+    def _downlink_quantises(self):
+        down = self.downlink
+        if down is not None and down.topk is not None:
+            raise ValueError(
+                "downlink.topk: top-k of a model keeps k of its weights; sending only the model's change needs "
+                "every device to have heard every earlier broadcast, which devices that come and go have not: "
+                "use downlink: {qsgd: {levels: s}}"
+            )
+        if down is not None and down.error_feedback:
+            raise ValueError(
+                "downlink.error_feedback: the model is quantised once per version for every device (a broadcast) "
+                "and unbiased; there is no per-device memory on the downlink"
+            )
+        if self.uplink is None and self.downlink is None:
+            raise ValueError("give uplink, downlink or both")
+        return self
+
+
+class RoundSpec(Strict):
+    participants: int | None = Field(None, gt=0, description="clients asked per round; all available if omitted")
+    deadline: Seconds = Field(float("inf"), gt=0, description="aggregate what arrived by then")
+    idle_wait: Seconds = Field(10.0, gt=0, description="wait before retrying when nobody is available")
+    interval: Seconds = Field(0.0, ge=0, description="minimum time from one round's start to the next (pace steering)")
+    over_commit: Fraction = Field(
+        0.0,
+        ge=0,
+        le=MAX_OVER_COMMIT,
+        description="ask ceil((1 + over_commit) x participants) devices and close "
+        "the round at the first participants updates; the "
+        "stragglers are stopped (30% is production FL's 130%); at most 10000%",
+    )
+    partial_work: bool = Field(
+        False,
+        description="a device that would miss the deadline trains only the local steps it can finish in "
+        "time and uploads them (FedNova's partial work)",
+    )
+    partial_margin: Fraction = Field(
+        0.0,
+        ge=0,
+        description="partial work plans each upload to take this much longer than its estimate (100%: twice as "
+        "long), for a shared uplink on which the devices that planned to the deadline all send at once",
+    )
+    cloud_every: int = Field(
+        1,
+        gt=0,
+        description="with edge nodes: the cloud averages the edge models every this many rounds (HierFAVG's kappa2)",
+    )
+
+    @property
+    def asked(self) -> int | None:
+        """How many devices a round asks: ``participants``, over-committed by ``over_commit`` (None: all available).
+
+        Rounded to 9 decimals before the ceiling, so that 10% of 10 asks 11, not ceil(11.000000000000002) = 12.
+        """
+        if self.participants is None or not self.over_commit:
+            return self.participants
+        return math.ceil(round((1 + self.over_commit) * self.participants, 9))
+
+
+class AsyncSpec(Strict):
+    """Anarchic / asynchronous arrivals: workers train whenever they are available."""
+
+    buffer: int = Field(10, gt=0, description="m: the server aggregates whenever m updates have arrived")
+    local_steps: CountDistribution | None = Field(
+        None,
+        description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; a lognormal is rounded "
+        "(at least 1); task.local otherwise",
+    )
+
+    @field_validator("local_steps")
+    @classmethod
+    def _at_least_one_step(cls, d: Distribution | None):
+        if d is not None and d.kind != "lognormal" and (d.kind == "normal" or d.support_min < 1):
+            raise ValueError(
+                f"every job needs at least one local step; {d.describe()} can draw less than 1 "
+                "(use e.g. {uniform: [1, 10]})"
+            )
+        return d
+
+    pause: Seconds = Field(0.0, ge=0, description="mean of an exponential pause before a worker pulls again")
+
+
+class ServerSpec(Strict):
+    algorithm: AlgorithmSpec = Field(
+        AlgorithmSpec(name="fedavg"),
+        description="the FL algorithm and its parameters, {name: fedau, ...} (netfl algorithms lists them)",
+    )
+    optimizer: ServerOptimizerSpec | None = Field(
+        None, description="a server optimiser on the algorithm's aggregated update (sgd, momentum, adagrad, adam, yogi)"
+    )
+    compression: CompressionSpec | None = Field(
+        None, description="update compression on the uplink (topk, qsgd) and model quantisation on the downlink"
+    )
+    mode: Literal["sync", "async"] = Field(
+        "sync",
+        description="sync: rounds of selected participants (round); async: workers train whenever available and "
+        "the server aggregates as their updates arrive (async)",
+    )
+    round: RoundSpec = Field(RoundSpec(), description="a synchronous round: who is asked, and how long it waits")
+    async_: AsyncSpec = Field(AsyncSpec(), alias="async", description="the asynchronous mode's buffer and workers")
+    on_divergence: OnDivergence = Field(
+        "stop",
+        description="a NaN or inf in a client's update or loss: stop the run (stopped_by: diverged), or "
+        "skip_update: drop that update, count it (updates_skipped) and go on; a global model "
+        "that is not finite always stops the run",
+    )
+    on_loss_explosion: Literal["warn", "stop"] = Field(
+        "warn",
+        description="a test loss that stays finite but explodes (10x the initial loss or more, with accuracy at "
+        "chance; see netfl/loss_watch.py): warn and record it (loss_explosion in summary.json), or also stop "
+        "the run there (stopped_by: diverged)",
+    )
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
