@@ -71,12 +71,6 @@ def _when(mask: np.ndarray, value: np.ndarray | float) -> np.ndarray:
     return mask * value
 
 
-def _never_unless(mask: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """``at`` where ``mask``, else inf (``at`` is the caller's fresh array, changed in place)."""
-    at[np.flatnonzero(~mask)] = _INF
-    return at
-
-
 def _first_change(sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each column's earliest time and its source (the first row holding it): ``min`` and ``argmin`` over axis 0,
     row by row instead of across the columns' stride."""
@@ -131,6 +125,9 @@ class IdleRows:
             "use_w": self.use_w,
             "finite": self.finite,
         }
+        for name in ("idle_w", "charge_w", "use_w"):  # _when's products are exact for these alone
+            if not np.all(np.isfinite(self._columns[name]) & (self._columns[name] >= 0)):
+                raise ValueError(f"{name}: every device's power must be finite and >= 0")
         self._constants = [self._constant_in(sl) for sl in self.slices]
         for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
             rows = np.arange(sl.stop - sl.start)
