@@ -27,7 +27,6 @@ from netfl.sim.world import (
     MediumSetup,
     NodeSetup,
     RamSetup,
-    ServerSetup,
     StopSetup,
     WiredLink,
     World,
@@ -65,19 +64,7 @@ def build_world(
             eval_every=scenario.eval.every.rounds or 1,
             eval_every_s=scenario.eval.every.seconds,
         ),
-        server=ServerSetup(
-            mode=server.mode,
-            participants=server.round.asked,
-            goal=server.round.participants if server.round.over_commit else None,
-            deadline_s=server.round.deadline,
-            idle_wait_s=server.round.idle_wait,
-            interval_s=server.round.interval,
-            buffer=server.async_.buffer,
-            local_steps=server.async_.local_steps,
-            pause_s=server.async_.pause,
-            partial_work=server.round.partial_work,
-            partial_margin=server.round.partial_margin,
-        ),
+        server=server.round if server.mode == "sync" else server.async_,
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],
         policies=policies,
@@ -94,7 +81,7 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
     edges = tuple(name for name, node in scenario.network.nodes.items() if node.kind == "edge")
     if not edges:
         return None
-    return HierarchySetup(edges, scenario.server.round.cloud_every, policies)
+    return HierarchySetup(edges, policies)
 
 
 def _node(node: NodeSpec) -> NodeSetup:

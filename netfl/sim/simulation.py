@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
 from netfl.policies.rows import Lookahead, SessionRow
+from netfl.registry.server_params import AsyncSpec
 from netfl.sim.device import Device, Usage
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
@@ -148,37 +149,13 @@ class Simulation:
             )
         self.relays = self._build_relays(log)
         self.edges = self._build_edges(current_round)
-        server = world.server
         common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time_s, on_round_end=self._round_ended)
-        if server.mode == "async":
-            self.server = AsyncServer(
-                self.env,
-                self.devices,
-                backend,
-                self.recorder,
-                self.network,
-                WorkerDraws(streams.integer_seed("workers"), server.pause_s, server.local_steps),
-                buffer=server.buffer,
-                **common,
-            )
+        parts = (self.env, self.devices, backend, self.recorder, self.network)
+        if isinstance(world.server, AsyncSpec):
+            draws = WorkerDraws(streams.integer_seed("workers"), world.server.pause, world.server.local_steps)
+            self.server = AsyncServer(*parts, world.server, draws, **common)
         else:
-            self.server = SyncServer(
-                self.env,
-                self.devices,
-                backend,
-                self.recorder,
-                self.network,
-                participants=server.participants,
-                deadline_s=server.deadline_s,
-                idle_wait_s=server.idle_wait_s,
-                interval_s=server.interval_s,
-                relays=self.relays,
-                goal=server.goal,
-                partial_work=server.partial_work,
-                partial_margin=server.partial_margin,
-                edges=self.edges,
-                **common,
-            )
+            self.server = SyncServer(*parts, world.server, relays=self.relays, edges=self.edges, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
         self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
         self.timeline = Timeline(table.group, table.group_names, self.recorder)
@@ -226,7 +203,8 @@ class Simulation:
         ]
         if min(group_edge) < 0:
             raise ValueError("with edge servers, every device group's route to the server must cross an edge")
-        return EdgeTier(edges, [group_edge[g] for g in self.world.devices.group], setup.cloud_every, setup.model_bytes)
+        device_edges = [group_edge[g] for g in self.world.devices.group]
+        return EdgeTier(edges, device_edges, self.world.server.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
         if self.world.stop.eval_every_s is None and (round_index + 1) % self.world.stop.eval_every == 0:

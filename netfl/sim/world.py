@@ -2,7 +2,10 @@
 
 :mod:`netfl.assemble` turns a validated scenario into a :class:`World`; a test
 or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
-hertz); ``None`` means "not given" where the engine has a default.
+hertz); ``None`` means "not given" where the engine has a default. The server's
+parameters are their declarations themselves (:mod:`netfl.registry.server_params`),
+the objects the scenario's ``server.round`` or ``server.async`` was validated into,
+or made in code: ``RoundSpec(participants=3, deadline=60.0)``.
 """
 
 from __future__ import annotations
@@ -11,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from netfl.distributions import Distribution
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
+from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
@@ -73,27 +76,6 @@ class GroupLink:
 
 
 @dataclass(frozen=True)
-class ServerSetup:
-    """Synchronous rounds (``participants`` asked, aggregate at ``deadline_s``) or asynchronous arrivals.
-
-    ``goal`` (over-commit): a round closes as soon as this many updates reached the server and stops the
-    rest; the backend asks more devices than that. None: a round waits for every asked device (or the deadline).
-    """
-
-    mode: Literal["sync", "async"] = "sync"
-    participants: int | None = None  # all eligible devices if None
-    goal: int | None = None  # sync: close the round at this many arrived updates (over-commit); None: wait for all
-    deadline_s: float = float("inf")
-    idle_wait_s: float = 10.0
-    interval_s: float = 0.0
-    buffer: int = 10  # async: aggregate every `buffer` arrivals
-    local_steps: Distribution | None = None  # async: each job's K; the task's own if None
-    pause_s: float = 0.0  # async: mean pause before a worker pulls again
-    partial_work: bool = False  # sync: a device trains the local steps that fit before the deadline
-    partial_margin: float = 0.0  # partial work: the upload planned to take (1 + margin) times its estimate
-
-
-@dataclass(frozen=True)
 class StopSetup:
     """When to stop (whichever comes first) and when to evaluate: every ``eval_every`` rounds, or on a grid of
     ``eval_every_s`` simulated seconds when given."""
@@ -112,7 +94,6 @@ class HierarchySetup:
     edge model on the wired links (the learner's model; set once the learner is built)."""
 
     edges: tuple[str, ...]
-    cloud_every: int = 1
     policies: dict[str, AvailabilityPolicy] = field(default_factory=dict)
     model_bytes: float = 0.0
 
@@ -127,7 +108,7 @@ class World:
     links: list[GroupLink]  # one per device group, in the table's group order
     streams: RandomStreams
     stop: StopSetup
-    server: ServerSetup = ServerSetup()
+    server: RoundSpec | AsyncSpec = RoundSpec()  # synchronous rounds, or asynchronous arrivals
     nodes: dict[str, NodeSetup] = field(default_factory=dict)
     wires: list[WiredLink] = field(default_factory=list)
     policies: Sequence[AvailabilityPolicy] | None = None
@@ -149,5 +130,5 @@ class World:
             raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
         if self.usage is not None and len(self.usage) != len(self.devices.group_names):
             raise ValueError(f"{len(self.usage)} usage setups for {len(self.devices.group_names)} device groups")
-        if self.hierarchy is not None and (self.population is not None or self.server.mode != "sync"):
+        if self.hierarchy is not None and (self.population is not None or not isinstance(self.server, RoundSpec)):
             raise ValueError("edge servers aggregate synchronous rounds of the actor form")

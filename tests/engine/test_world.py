@@ -9,11 +9,12 @@ from engine_support import AlwaysRound, FakeBackend, approx, events, info, netwo
 
 from netfl.assemble import build_world
 from netfl.backend import Evaluation
+from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, ServerSetup, StopSetup, WiredLink, World
+from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, StopSetup, WiredLink, World
 
 
 def _table(
@@ -99,7 +100,7 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
         links=[GroupLink(latency_s=0.01), GroupLink("ap", channel=ChannelParams(kind="rayleigh", bandwidth_hz=5e6))],
         streams=streams,
         stop=StopSetup(rounds=4),
-        server=ServerSetup(participants=3, deadline_s=60.0),
+        server=RoundSpec(participants=3, deadline=60.0),
         nodes={"ap": NodeSetup("access_point", MediumSetup("tdma", 5e6), downlink_bps=20e6)},
         wires=[WiredLink("ap", "server", 1e8, 0.005)],
         policies=_always(4, streams),
@@ -123,7 +124,7 @@ class RisingAccuracy(FakeBackend):
         return Evaluation(accuracy=0.1 * len(self.contexts), loss=1.0)
 
 
-def _one_device(stop: StopSetup, server: ServerSetup | None = None) -> Simulation:
+def _one_device(stop: StopSetup, server: RoundSpec | None = None) -> Simulation:
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
@@ -147,7 +148,7 @@ def test_evaluation_on_a_time_grid_falls_on_its_multiples_and_at_the_stop():
 def test_a_round_due_at_the_stop_time_is_not_started():
     """Rounds of 6.5 s started every 10 s, stopped at 20 s: the third round would start at 20 s exactly and never
     finish, so nothing of it is logged (no round_start, selected or download_start at the stop instant)."""
-    sim = _one_device(StopSetup(sim_time_s=20.0, eval_every_s=4.0), ServerSetup(interval_s=10.0))
+    sim = _one_device(StopSetup(sim_time_s=20.0, eval_every_s=4.0), RoundSpec(interval=10.0))
     result = sim.run()
     assert result.stopped_by == "sim_time" and result.sim_time_s == 20.0 and result.rounds == 2
     assert [e.time for e in events(sim, "round_start")] == [0.0, 10.0]

@@ -8,15 +8,15 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from netfl.component_spec import PolicySpec
-from netfl.config.schema.fields import (
+from netfl.distributions import (
     DistanceDistribution,
+    Distribution,
     FlopsDistribution,
     FractionDistribution,
     RateDistribution,
-    Strict,
     positive_distribution,
 )
-from netfl.distributions import Distribution
+from netfl.numbers import Strict
 from netfl.problems import one_of
 from netfl.registry.choices import ChannelKind
 from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from netfl.config.schema.fields import Strict
+from netfl.numbers import Strict
 from netfl.units import Fraction, Seconds, bare_number, parse_quantity, parse_rounds
 
 __all__ = [
