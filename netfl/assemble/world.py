@@ -17,7 +17,6 @@ from netfl.config.schema import LinkSpec, MediumSpec, NodeSpec, Scenario
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
 from netfl.sim.world import (
@@ -55,7 +54,7 @@ def build_world(
     server, stop = scenario.server, scenario.stop
     return World(
         devices=device_table(scenario, streams),
-        links=[_group_link(g.link, scenario.network.nodes) for g in scenario.devices],
+        links=[_group_link(g.link) for g in scenario.devices],
         streams=streams,
         stop=StopSetup(
             rounds=stop.rounds,
@@ -104,24 +103,9 @@ def _medium(m: MediumSpec) -> MediumSetup:
     return MediumSetup(m.kind, m.bandwidth, params)
 
 
-def _group_link(link: LinkSpec, nodes: dict[str, NodeSpec]) -> GroupLink:
-    """A group's attachment; its channel is a template whose distance each device replaces with its own."""
-    channel = None
-    if link.channel is not None:
-        c = link.channel
-        channel = ChannelParams(
-            kind=c.kind,
-            tx_power_w=c.tx_power,
-            bandwidth_hz=nodes[link.to].medium.bandwidth,
-            noise_figure_db=c.noise_figure_db,
-            shadowing_db_std=c.shadowing_db,
-            rician_k=c.rician_k,
-            coherence_s=c.coherence,
-            rate_bps=c.rate,
-            packet_bits=8 * c.packet_size,
-            max_spectral_efficiency=c.max_spectral_efficiency,
-        )
-    return GroupLink(link.to or SERVER, link.latency, channel)
+def _group_link(link: LinkSpec) -> GroupLink:
+    """A group's attachment: its node (the server if none) and its channel's declaration, as the scenario gives it."""
+    return GroupLink(link.to or SERVER, link.latency, link.channel)
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:

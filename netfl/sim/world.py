@@ -16,9 +16,9 @@ from typing import Any, Literal
 
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
+from netfl.registry.device_params import ChannelSpec
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
 
@@ -67,12 +67,13 @@ class WiredLink:
 class GroupLink:
     """How the devices of one group reach the network: a node (or the server) over a fixed rate or a channel.
 
-    ``channel`` is a template: each device's ``distance_m`` replaces the template's, from the device table.
+    ``channel`` is the group's declaration (``devices[].link.channel``); each device's channel takes its own
+    distance from the device table, and the band of the node's medium.
     """
 
     node: str = SERVER
     latency_s: float = 0.0
-    channel: ChannelParams | None = None
+    channel: ChannelSpec | None = None
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ from engine_support import AlwaysRound, FakeBackend, approx, events, info, netwo
 
 from netfl.assemble import build_world
 from netfl.backend import Evaluation
+from netfl.registry.device_params import ChannelSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, StopSetup, WiredLink, World
@@ -97,7 +97,10 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
             downlink=[2e6, 2e6, math.nan, math.nan],
             distance=[math.nan, math.nan, *distances[2:]],
         ),
-        links=[GroupLink(latency_s=0.01), GroupLink("ap", channel=ChannelParams(kind="rayleigh", bandwidth_hz=5e6))],
+        links=[
+            GroupLink(latency_s=0.01),
+            GroupLink("ap", channel=ChannelSpec(kind="rayleigh", distance_m={"choice": [50.0, 80.0]})),
+        ],
         streams=streams,
         stop=StopSetup(rounds=4),
         server=RoundSpec(participants=3, deadline=60.0),

@@ -13,12 +13,12 @@ One module per part of the topology file: :mod:`~netfl.config.schema.task_spec` 
 ``eval``, ``engine``, ``events``, ``output``, ``tracking``) and :mod:`~netfl.config.schema.scenario` (the whole).
 A parameter whose rules another layer applies too is declared in the registry, below both, and imported here:
 the partition (:mod:`netfl.registry.partitions`), the closed choices the learner or the engine act on
-(:mod:`netfl.registry.choices`), and the parameters the engine reads (:mod:`netfl.registry.server_params`).
+(:mod:`netfl.registry.choices`), and the parameters the engine reads (:mod:`netfl.registry.server_params`,
+:mod:`netfl.registry.device_params`).
 """
 
 from netfl.config.schema.device_spec import (
     BatterySpec,
-    ChannelSpec,
     ComputeSpec,
     DeviceGroupSpec,
     LinkSpec,
@@ -50,6 +50,7 @@ from netfl.config.schema.server_spec import (
 )
 from netfl.config.schema.task_spec import DatasetSpec, LocalSpec, ModelSpec, TaskSpec
 from netfl.numbers import Strict
+from netfl.registry.device_params import ChannelSpec
 from netfl.registry.partitions import ExclusiveGroupSpec, PartitionSpec, QuantitySkewSpec
 from netfl.registry.server_params import MAX_OVER_COMMIT, AsyncSpec, RoundSpec
 

@@ -9,7 +9,6 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from netfl.component_spec import PolicySpec
 from netfl.distributions import (
-    DistanceDistribution,
     Distribution,
     FlopsDistribution,
     FractionDistribution,
@@ -18,13 +17,11 @@ from netfl.distributions import (
 )
 from netfl.numbers import Strict
 from netfl.problems import one_of
-from netfl.registry.choices import ChannelKind
-from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
-from netfl.units import BitsPerSecond, Bytes, Fraction, Joules, Seconds, Watts
+from netfl.registry.device_params import ChannelSpec
+from netfl.units import Fraction, Joules, Seconds, Watts
 
 __all__ = [
     "BatterySpec",
-    "ChannelSpec",
     "ComputeSpec",
     "DeviceGroupSpec",
     "LinkSpec",
@@ -76,51 +73,6 @@ class BatterySpec(Strict):
         if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
             raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
         return d
-
-
-class ChannelSpec(Strict):
-    """A wireless uplink from the device to its access point (see netfl/sim/channel.py).
-
-    Defaults: 0.2 W (23 dBm) transmit power, the maximum of an LTE handset;
-    noise figure 7 dB; path loss 128.1 + 37.6 log10(d km) dB (3GPP TR 36.814).
-    """
-
-    kind: ChannelKind = Field("rayleigh", description="the fading: none (awgn), Rayleigh, or Rician (with rician_k)")
-    distance_m: DistanceDistribution = Field(description="metres to the access point")
-    tx_power: Watts = Field(0.2, gt=0, description="radiated power")
-    shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")
-    rician_k: float | None = Field(None, ge=0, description="Rician K factor (kind rician)")
-    coherence: Seconds = Field(
-        0.1, ge=1e-6, description="block-fading coherence time, at least 1 us (the channel is drawn once per block)"
-    )
-    noise_figure_db: float = Field(
-        7.0, ge=0, description="noise figure in dB, on top of thermal noise of -174 dBm/Hz (3GPP TR 36.814: 7 dB)"
-    )
-    rate: BitsPerSecond | None = Field(
-        None, gt=0, description="fixed transmission rate (outage => retransmit); adaptive Shannon rate if omitted"
-    )
-    packet_size: Bytes = Field(
-        1500, gt=0, description="with a fixed rate: bytes per packet; a packet begun in an outage is sent again"
-    )
-    max_spectral_efficiency: float = Field(
-        MAX_SPECTRAL_EFFICIENCY,
-        gt=0,
-        description="bit/s/Hz an adaptive rate reaches at most (the radio's top "
-        "modulation and coding; 5.5547 is LTE's 64-QAM CQI 15, 7.4063 its 256-QAM; .inf: Shannon uncapped)",
-    )
-
-    @field_validator("distance_m")
-    @classmethod
-    def _positive(cls, d: Distribution):
-        return positive_distribution(d)
-
-    @model_validator(mode="after")
-    def _k_for_rician(self):
-        if self.kind == "rician" and self.rician_k is None:
-            raise ValueError("kind rician needs rician_k (e.g. rician_k: 3)")
-        if self.kind != "rician" and self.rician_k is not None:
-            raise ValueError(f"rician_k applies to kind rician only (kind is {self.kind})")
-        return self
 
 
 class LinkSpec(Strict):
