@@ -1,10 +1,13 @@
 """A device group's parameters that the engine reads as they were declared: the wireless channel of its link
-(:class:`ChannelSpec`, ``devices[].link.channel``, read by :class:`netfl.sim.channel.Channel`).
+(:class:`ChannelSpec`, ``devices[].link.channel``, read by :class:`netfl.sim.channel.Channel`) and its owner's use
+(:class:`UsageSpec`, ``devices[].usage``, read by :class:`netfl.sim.device.availability.Usage` for a device that
+works and by :class:`netfl.sim.idle_rows.IdleRows` for idle ones).
 
 A field is the whole declaration: YAML key, unit (a :mod:`netfl.units` type), default, bounds, description. The
 scenario's schema takes the class as the type of ``LinkSpec.channel``, the docs' table and the JSON schema are
-generated from it, and the engine's channel reads the same frozen object (with the device's own distance, drawn from
-``distance_m``, and its node's band), so nothing is copied or renamed on the way. Here, below both the configuration
+generated from it, and the engine reads the same frozen object (a channel with the device's own distance, drawn from
+``distance_m``, and its node's band; the use with the sessions' model built from ``sessions``), so nothing is copied
+or renamed on the way. Here, below both the configuration
 and the engine (``tests/config/test_layers.py``), because both read it.
 """
 
@@ -12,12 +15,13 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator, model_validator
 
+from netfl.component_spec import PolicySpec
 from netfl.distributions import DistanceDistribution, Distribution, positive_distribution
 from netfl.numbers import Strict
 from netfl.registry.choices import ChannelKind
 from netfl.units import BitsPerSecond, Bytes, Seconds, Watts
 
-__all__ = ["MAX_SPECTRAL_EFFICIENCY", "ChannelSpec"]
+__all__ = ["MAX_SPECTRAL_EFFICIENCY", "ChannelSpec", "UsageSpec"]
 
 #: bit/s/Hz an adaptive-rate channel reaches at most: LTE's top modulation and coding, CQI 15 (64-QAM, code rate
 #: 948/1024), 3GPP TS 36.213 Table 7.2.3-1 (netfl/sim/channel.py says why a cap and gives other radios' values).
@@ -72,3 +76,19 @@ class ChannelSpec(Strict):
     def packet_bits(self) -> float:
         """``packet_size`` in bits, as the engine counts a fixed-rate link's packets."""
         return 8.0 * self.packet_size
+
+
+class UsageSpec(Strict):
+    """A device's own use (screen on, apps): sessions that draw their own power (netfl/policies/usage.py).
+
+    ``usage: phone`` is the preset of a typical smartphone day; a mapping names the sessions (a continuous-time
+    policy) and their power.
+    """
+
+    sessions: PolicySpec = Field(description="when the device is in use: a continuous-time policy (e.g. diurnal)")
+    power: Watts = Field(gt=0, le=1e6, description="drawn while in use, on top of the idle draw")
+    train_while_in_use: bool = Field(
+        False,
+        description="false: a device in use is not idle, so it is not asked to train and its work stops when a "
+        "session begins (production FL trains on idle devices); true: use only draws power",
+    )

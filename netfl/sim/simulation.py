@@ -79,9 +79,7 @@ def _usage_views(usage: list[UsageSetup | None], table: DeviceTable) -> list[Usa
     for setup, sl in zip(usage, table.group_slices()):
         rows = Lookahead(setup.model) if setup is not None else None
         for row in range(sl.stop - sl.start):
-            views.append(
-                None if setup is None else Usage(SessionRow.row_of(rows, row), setup.power_w, setup.train_while_in_use)
-            )
+            views.append(None if setup is None else Usage(SessionRow.row_of(rows, row), setup.spec))
     return views
 
 

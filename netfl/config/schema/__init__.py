@@ -23,7 +23,6 @@ from netfl.config.schema.device_spec import (
     DeviceGroupSpec,
     LinkSpec,
     PowerSpec,
-    UsageSpec,
 )
 from netfl.config.schema.network_spec import MediumSpec, NetworkSpec, NodeSpec, RamSpec, WiredLinkSpec
 from netfl.config.schema.run_spec import (
@@ -50,7 +49,7 @@ from netfl.config.schema.server_spec import (
 )
 from netfl.config.schema.task_spec import DatasetSpec, LocalSpec, ModelSpec, TaskSpec
 from netfl.numbers import Strict
-from netfl.registry.device_params import ChannelSpec
+from netfl.registry.device_params import ChannelSpec, UsageSpec
 from netfl.registry.partitions import ExclusiveGroupSpec, PartitionSpec, QuantitySkewSpec
 from netfl.registry.server_params import MAX_OVER_COMMIT, AsyncSpec, RoundSpec
 

@@ -17,7 +17,7 @@ from netfl.distributions import (
 )
 from netfl.numbers import Strict
 from netfl.problems import one_of
-from netfl.registry.device_params import ChannelSpec
+from netfl.registry.device_params import ChannelSpec, UsageSpec
 from netfl.units import Fraction, Joules, Seconds, Watts
 
 __all__ = [
@@ -26,7 +26,6 @@ __all__ = [
     "DeviceGroupSpec",
     "LinkSpec",
     "PowerSpec",
-    "UsageSpec",
 ]
 
 
@@ -112,22 +111,6 @@ def _usage_preset(value: Any) -> Any:
             )
         return PRESETS[value]
     return value
-
-
-class UsageSpec(Strict):
-    """A device's own use (screen on, apps): sessions that draw their own power (netfl/policies/usage.py).
-
-    ``usage: phone`` is the preset of a typical smartphone day; a mapping names the sessions (a continuous-time
-    policy) and their power.
-    """
-
-    sessions: PolicySpec = Field(description="when the device is in use: a continuous-time policy (e.g. diurnal)")
-    power: Watts = Field(gt=0, le=1e6, description="drawn while in use, on top of the idle draw")
-    train_while_in_use: bool = Field(
-        False,
-        description="false: a device in use is not idle, so it is not asked to train and its work stops when a "
-        "session begins (production FL trains on idle devices); true: use only draws power",
-    )
 
 
 class DeviceGroupSpec(Strict):
