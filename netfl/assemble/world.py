@@ -26,7 +26,6 @@ from netfl.sim.world import (
     MediumSetup,
     NodeSetup,
     RamSetup,
-    StopSetup,
     WiredLink,
     World,
 )
@@ -51,18 +50,13 @@ def build_world(
     included: per device (``policies``, ``chargers``: the actor form) or per group (``population``, ``charging``:
     the array form). The devices' own use is the scenario's unless ``usage`` is given."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
-    server, stop = scenario.server, scenario.stop
+    server = scenario.server
     return World(
         devices=device_table(scenario, streams),
         links=[_group_link(g.link) for g in scenario.devices],
         streams=streams,
-        stop=StopSetup(
-            rounds=stop.rounds,
-            sim_time_s=stop.sim_time,
-            accuracy=stop.accuracy,
-            eval_every=scenario.eval.every.rounds or 1,
-            eval_every_s=scenario.eval.every.seconds,
-        ),
+        stop=scenario.stop,
+        evaluate=scenario.eval.every,
         server=server.round if server.mode == "sync" else server.async_,
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],

@@ -147,7 +147,7 @@ class Simulation:
             )
         self.relays = self._build_relays(log)
         self.edges = self._build_edges(current_round)
-        common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time_s, on_round_end=self._round_ended)
+        common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time, on_round_end=self._round_ended)
         parts = (self.env, self.devices, backend, self.recorder, self.network)
         if isinstance(world.server, AsyncSpec):
             draws = WorkerDraws(streams.integer_seed("workers"), world.server.pause, world.server.local_steps)
@@ -205,7 +205,8 @@ class Simulation:
         return EdgeTier(edges, device_edges, self.world.server.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
-        if self.world.stop.eval_every_s is None and (round_index + 1) % self.world.stop.eval_every == 0:
+        every = self.world.evaluate
+        if every.seconds is None and (round_index + 1) % every.rounds == 0:
             self._evaluate(round_index + 1)
         if self.progress is not None:
             last = self.metrics[-1].test_accuracy if self.metrics else None
@@ -253,16 +254,16 @@ class Simulation:
             self.target_reached.succeed()
 
     def run(self) -> SimulationResult:
-        stop = self.world.stop
+        stop, every_s = self.world.stop, self.world.evaluate.seconds
         if not self.metrics:
             self._evaluate(0)  # the starting point of every accuracy-vs-time curve
             self.env.process(self._read_start())
         server = self.env.process(self.server.run())
-        if stop.eval_every_s is not None:
-            self.env.process(self._evaluate_on_grid(stop.eval_every_s))
+        if every_s is not None:
+            self.env.process(self._evaluate_on_grid(every_s))
         limits = [server] + ([self.target_reached] if stop.accuracy is not None else [])
-        if stop.sim_time_s is not None:
-            limits.append(self.env.timeout(stop.sim_time_s))
+        if stop.sim_time is not None:
+            limits.append(self.env.timeout(stop.sim_time))
         try:
             self.env.run(until=limits[0] if len(limits) == 1 else self.env.any_of(limits))
             stopped_by = (
@@ -276,7 +277,7 @@ class Simulation:
             return self._result("diverged", exc.divergence)
         last = self.metrics[-1]
         changed = last.round != self.server.rounds_done  # the model changed since the last evaluation
-        on_grid = stop.eval_every_s is not None
+        on_grid = every_s is not None
         if stopped_by != "accuracy" and (changed or (on_grid and last.sim_time_s < self.env.now)):
             try:
                 self._evaluate(self.server.rounds_done)  # on a time grid, the curve also ends at the stop time

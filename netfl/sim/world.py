@@ -3,9 +3,10 @@
 :mod:`netfl.assemble` turns a validated scenario into a :class:`World`; a test
 or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
 hertz); ``None`` means "not given" where the engine has a default. The server's
-parameters are their declarations themselves (:mod:`netfl.registry.server_params`),
-the objects the scenario's ``server.round`` or ``server.async`` was validated into,
-or made in code: ``RoundSpec(participants=3, deadline=60.0)``.
+parameters and when to stop and evaluate are their declarations themselves
+(:mod:`netfl.registry.server_params`, :mod:`netfl.registry.run_params`), the objects
+the scenario was validated into, or made in code: ``RoundSpec(participants=3,
+deadline=60.0)``, ``StopSpec(rounds=2)``, ``Every(seconds=4.0)``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.registry.device_params import ChannelSpec
+from netfl.registry.run_params import EVERY_ROUND, Every, StopSpec
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
@@ -77,18 +79,6 @@ class GroupLink:
 
 
 @dataclass(frozen=True)
-class StopSetup:
-    """When to stop (whichever comes first) and when to evaluate: every ``eval_every`` rounds, or on a grid of
-    ``eval_every_s`` simulated seconds when given."""
-
-    rounds: int | None = None
-    sim_time_s: float | None = None
-    accuracy: float | None = None  # stop at the first evaluation reaching it
-    eval_every: int = 1
-    eval_every_s: float | None = None
-
-
-@dataclass(frozen=True)
 class HierarchySetup:
     """Edge servers (HierFAVG): the edge nodes, in order (a device's edge is the first on its route to the server),
     how often the cloud averages their models, each edge's availability (absent: always up) and the bytes of an
@@ -108,8 +98,9 @@ class World:
     devices: DeviceTable
     links: list[GroupLink]  # one per device group, in the table's group order
     streams: RandomStreams
-    stop: StopSetup
+    stop: StopSpec  # when to stop (whichever limit comes first)
     server: RoundSpec | AsyncSpec = RoundSpec()  # synchronous rounds, or asynchronous arrivals
+    evaluate: Every = EVERY_ROUND  # every so many rounds, or on a grid of simulated seconds
     nodes: dict[str, NodeSetup] = field(default_factory=dict)
     wires: list[WiredLink] = field(default_factory=list)
     policies: Sequence[AvailabilityPolicy] | None = None

@@ -21,12 +21,13 @@ from engine_support import FakeBackend, NeverRound, info
 from netfl.cli.main import main
 from netfl.errors import PolicyError
 from netfl.policies import SessionPolicy
+from netfl.registry.run_params import Every, StopSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.watchdog import SimulationStuck, event_limit
-from netfl.sim.world import GroupLink, StopSetup, World
+from netfl.sim.world import GroupLink, World
 
 TOPOLOGY = """\
 name: stuck
@@ -133,7 +134,8 @@ def _world(policy_cls, *, server: RoundSpec | None = None, chargers=None, n: int
         links=[GroupLink()],
         streams=streams,
         server=server,
-        stop=StopSetup(sim_time_s=60.0, eval_every=10**9),
+        stop=StopSpec(sim_time=60.0),
+        evaluate=Every(rounds=10**9),
         policies=policies,
         chargers=[c(c.Params(), info(i), streams.numpy("c", i)) for i, c in enumerate(chargers)] if chargers else None,
     )
