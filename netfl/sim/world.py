@@ -81,8 +81,9 @@ class GroupLink:
 @dataclass(frozen=True)
 class HierarchySetup:
     """Edge servers (HierFAVG): the edge nodes, in order (a device's edge is the first on its route to the server),
-    how often the cloud averages their models, each edge's availability (absent: always up) and the bytes of an
-    edge model on the wired links (the learner's model; set once the learner is built)."""
+    each edge's availability (absent: always up) and the bytes of an edge model on the wired links (the learner's
+    model; set once the learner is built). How often the cloud averages their models is the round's
+    (``World.server.cloud_every``)."""
 
     edges: tuple[str, ...]
     policies: dict[str, AvailabilityPolicy] = field(default_factory=dict)
