@@ -17,7 +17,6 @@ from netfl.config.schema import LinkSpec, MediumSpec, NodeSpec, Scenario
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
 from netfl.sim.world import (
@@ -27,8 +26,6 @@ from netfl.sim.world import (
     MediumSetup,
     NodeSetup,
     RamSetup,
-    ServerSetup,
-    StopSetup,
     WiredLink,
     World,
 )
@@ -53,31 +50,14 @@ def build_world(
     included: per device (``policies``, ``chargers``: the actor form) or per group (``population``, ``charging``:
     the array form). The devices' own use is the scenario's unless ``usage`` is given."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
-    server, stop = scenario.server, scenario.stop
+    server = scenario.server
     return World(
         devices=device_table(scenario, streams),
-        links=[_group_link(g.link, scenario.network.nodes) for g in scenario.devices],
+        links=[_group_link(g.link) for g in scenario.devices],
         streams=streams,
-        stop=StopSetup(
-            rounds=stop.rounds,
-            sim_time_s=stop.sim_time,
-            accuracy=stop.accuracy,
-            eval_every=scenario.eval.every.rounds or 1,
-            eval_every_s=scenario.eval.every.seconds,
-        ),
-        server=ServerSetup(
-            mode=server.mode,
-            participants=server.round.asked,
-            goal=server.round.participants if server.round.over_commit else None,
-            deadline_s=server.round.deadline,
-            idle_wait_s=server.round.idle_wait,
-            interval_s=server.round.interval,
-            buffer=server.async_.buffer,
-            local_steps=server.async_.local_steps,
-            pause_s=server.async_.pause,
-            partial_work=server.round.partial_work,
-            partial_margin=server.round.partial_margin,
-        ),
+        stop=scenario.stop,
+        evaluate=scenario.eval.every,
+        server=server.round if server.mode == "sync" else server.async_,
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],
         policies=policies,
@@ -94,7 +74,7 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
     edges = tuple(name for name, node in scenario.network.nodes.items() if node.kind == "edge")
     if not edges:
         return None
-    return HierarchySetup(edges, scenario.server.round.cloud_every, policies)
+    return HierarchySetup(edges, policies)
 
 
 def _node(node: NodeSpec) -> NodeSetup:
@@ -117,24 +97,9 @@ def _medium(m: MediumSpec) -> MediumSetup:
     return MediumSetup(m.kind, m.bandwidth, params)
 
 
-def _group_link(link: LinkSpec, nodes: dict[str, NodeSpec]) -> GroupLink:
-    """A group's attachment; its channel is a template whose distance each device replaces with its own."""
-    channel = None
-    if link.channel is not None:
-        c = link.channel
-        channel = ChannelParams(
-            kind=c.kind,
-            tx_power_w=c.tx_power,
-            bandwidth_hz=nodes[link.to].medium.bandwidth,
-            noise_figure_db=c.noise_figure_db,
-            shadowing_db_std=c.shadowing_db,
-            rician_k=c.rician_k,
-            coherence_s=c.coherence,
-            rate_bps=c.rate,
-            packet_bits=8 * c.packet_size,
-            max_spectral_efficiency=c.max_spectral_efficiency,
-        )
-    return GroupLink(link.to or SERVER, link.latency, channel)
+def _group_link(link: LinkSpec) -> GroupLink:
+    """A group's attachment: its node (the server if none) and its channel's declaration, as the scenario gives it."""
+    return GroupLink(link.to or SERVER, link.latency, link.channel)
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:

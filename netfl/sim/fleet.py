@@ -288,11 +288,7 @@ class LazyFleet:
         rows = self.rows
         g = int(self.table.group[index])
         row, group = index - self.slices[g].start, rows.groups[g]
-        usage = (
-            Usage(SessionRow.row_of(group.usage.model, row), group.usage.power_w, group.usage.train_while_in_use)
-            if group.usage is not None
-            else None
-        )
+        usage = Usage(SessionRow.row_of(group.usage.model, row), group.usage.spec) if group.usage is not None else None
         return Handover(
             LazyPolicy(rows, index),
             float(rows.level[index]),

@@ -29,17 +29,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from netfl.policies.population import PopulationModel
+from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
 
 
 @dataclass(frozen=True)
 class UsageSetup:
-    """A device group's own use (netfl/policies/usage.py): when (a population model), its power, and whether a
-    device in use is still idle enough to train."""
+    """A device group's own use (netfl/policies/usage.py): when (a population model), and as the group declares it
+    (``devices[].usage``): its power, and whether a device in use is still idle enough to train."""
 
     model: PopulationModel
-    power_w: float
-    train_while_in_use: bool = False
+    spec: UsageSpec
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ class IdleRows:
         self.busy = np.zeros(n, dtype=bool)  # held by an actor
         self.energy_j = {"idle": np.zeros(n), "use": np.zeros(n)}
         self.charged_j = np.zeros(n)
-        self.use_w = _per_group([group.usage.power_w if group.usage else 0.0 for group in self.groups], self.slices)
+        self.use_w = _per_group([group.usage.spec.power if group.usage else 0.0 for group in self.groups], self.slices)
         self.battery_at = np.full(n, _INF)  # the battery's next mark at its present drain (see _battery_at)
         self.next_at = np.full(n, _INF)  # the earliest of the device's next changes
         self._columns = {
@@ -385,7 +385,7 @@ class IdleRows:
             ok = self.online & self.alive
             ok &= ~self.busy
             for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
-                if group.usage is not None and not group.usage.train_while_in_use:
+                if group.usage is not None and not group.usage.spec.train_while_in_use:
                     ok[sl] &= ~self.using[sl]
                 mine = ok[sl]
                 check = np.flatnonzero(mine & (self._of("min_level", sl, g) > 0) & self._of("finite", sl, g))
@@ -396,7 +396,7 @@ class IdleRows:
         d = np.sort(devices)
         ok = self.online[d] & self.alive[d] & ~self.busy[d]
         for sl, group in zip(self.slices, self.groups):
-            if group.usage is not None and not group.usage.train_while_in_use:
+            if group.usage is not None and not group.usage.spec.train_while_in_use:
                 mine = (d >= sl.start) & (d < sl.stop)
                 ok[mine] &= ~self.using[d[mine]]
         check = np.flatnonzero(ok & (self.table.min_level[d] > 0) & self.finite[d])

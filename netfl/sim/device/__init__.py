@@ -96,7 +96,7 @@ class Device(Availability, Power, TaskPipeline):
             self._in_session = bool(usage.policy.online(env.now, self))
             if using:
                 self.using = True
-                self.set_load("use", usage.power_w)
+                self.set_load("use", usage.spec.power)
         self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
         if self.below_min:
             self.log("below_min_level", level=battery.fraction(env.now))
