@@ -129,17 +129,22 @@ class IdleRows:
             if not np.all(np.isfinite(self._columns[name]) & (self._columns[name] >= 0)):
                 raise ValueError(f"{name}: every device's power must be finite and >= 0")
         self._constants = [self._constant_in(sl) for sl in self.slices]
-        for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
-            rows = np.arange(sl.stop - sl.start)
-            d = rows + sl.start
-            if group.charger is not None:
-                self.charging[d] = group.charger.state
-                self._boot(g, rows, d, 0.0)
-            if group.usage is not None:
-                self.using[d] = group.usage.model.state & self.alive[d]
-            if group.availability.time_base == "continuous":
-                self.online[d] = self._says_online(g, rows, d)
-            self._schedule(g, rows)
+        for g, sl in enumerate(self.slices):
+            for first in range(0, sl.stop - sl.start, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
+                self._start(g, np.arange(first, min(first + _ROWS_PER_STEP, sl.stop - sl.start)))
+
+    def _start(self, g: int, rows: np.ndarray) -> None:
+        """Rows ``rows`` of group ``g`` at time 0: plugged in, in use and online as their models start, and their
+        first change scheduled."""
+        group, d = self.groups[g], rows + self.slices[g].start
+        if group.charger is not None:
+            self.charging[d] = group.charger.state[rows]
+            self._boot(g, rows, d, 0.0)
+        if group.usage is not None:
+            self.using[d] = group.usage.model.state[rows] & self.alive[d]
+        if group.availability.time_base == "continuous":
+            self.online[d] = self._says_online(g, rows, d)
+        self._schedule(g, rows)
 
     def __len__(self) -> int:
         return len(self.table)
