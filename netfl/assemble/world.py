@@ -128,6 +128,9 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
         def draw(name, dist, group=group, n=n):
             return np.asarray(dist.sample(streams.numpy("devices", group.group, name), n), dtype=float)
 
+        def same(value, n=n):  # one value for the whole group: no memory per device
+            return np.broadcast_to(np.float64(value), (n,))
+
         cols["group"].append(np.full(n, g, dtype=np.uint8 if len(scenario.devices) <= 256 else np.int32))
         cols["flops_per_s"].append(draw("flops_per_s", group.compute.flops_per_s))
         power = group.power
@@ -137,28 +140,30 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
             ("receive_w", power.transmit * RECEIVE_TO_TRANSMIT_POWER),
             ("idle_w", power.idle),
         ):
-            cols[name].append(np.full(n, watts, dtype=float))
+            cols[name].append(same(watts))
         spec = group.battery
         if spec is None:
-            cols["capacity_j"].append(np.full(n, math.inf))
-            cols["initial_j"].append(np.full(n, math.inf))
-            cols["min_level"].append(np.zeros(n))
-            cols["charge_w"].append(np.zeros(n))
+            cols["capacity_j"].append(same(math.inf))
+            cols["initial_j"].append(same(math.inf))
+            cols["min_level"].append(same(0.0))
+            cols["charge_w"].append(same(0.0))
         else:
-            cols["capacity_j"].append(np.full(n, spec.capacity))
-            cols["initial_j"].append(spec.capacity * draw("battery_initial", spec.initial))
-            cols["min_level"].append(np.full(n, spec.min_level))
-            cols["charge_w"].append(np.full(n, spec.charge_power))
+            cols["capacity_j"].append(same(spec.capacity))
+            initial = draw("battery_initial", spec.initial)
+            initial *= spec.capacity
+            cols["initial_j"].append(initial)
+            cols["min_level"].append(same(spec.min_level))
+            cols["charge_w"].append(same(spec.charge_power))
         link = group.link
-        up = draw("uplink", link.uplink) if link.uplink is not None else np.full(n, math.nan)
+        up = draw("uplink", link.uplink) if link.uplink is not None else same(math.nan)
         if link.downlink is not None:
             down = draw("downlink", link.downlink)
         else:
-            down = up if link.to is None else np.full(n, math.nan)
+            down = up if link.to is None else same(math.nan)
         cols["uplink_bps"].append(up)
         cols["downlink_bps"].append(down)
         cols["distance_m"].append(
-            draw("distance", link.channel.distance_m) if link.channel is not None else np.full(n, math.nan)
+            draw("distance", link.channel.distance_m) if link.channel is not None else same(math.nan)
         )
     arrays = {k: _column(v) for k, v in cols.items()}
     return DeviceTable(group_names=[g.group for g in scenario.devices], **arrays)
@@ -171,7 +176,7 @@ def _column(parts: list[np.ndarray]) -> np.ndarray:
     first = parts[0][:1]
     if len(first) and all(_all_equal(part, first) for part in parts):
         return np.broadcast_to(first[0], (sum(len(part) for part in parts),))
-    return np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one group: its draw itself, not a copy
 
 
 def _all_equal(part: np.ndarray, value: np.ndarray) -> bool:
