@@ -23,7 +23,7 @@ at an evaluation) changes no result.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -463,12 +463,24 @@ class IdleRows:
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         """The idle devices' energy by load up to ``now`` (advanced to ``now``), settling nothing."""
-        idle = ~self.busy
-        dt = np.where(idle, now - self.since, 0.0)
-        return {
-            "idle": self.energy_j["idle"] + np.where(idle & self.alive, self.table.idle_w * dt, 0.0),
-            "use": self.energy_j["use"] + np.where(idle & self.using, self.use_w * dt, 0.0),
-        }
+        out = {"idle": np.empty(len(self)), "use": np.empty(len(self))}
+        for _, part in self.steps():
+            idle = ~self.busy[part]
+            dt = np.where(idle, now - self.since[part], 0.0)
+            for load, on, watts in (("idle", self.alive, self.table.idle_w), ("use", self.using, self.use_w)):
+                out[load][part] = self.energy_j[load][part] + np.where(idle & on[part], watts[part] * dt, 0.0)
+        return out
+
+    def settle_idle(self, now: float) -> None:
+        """Settle every idle device's accounts up to ``now`` (the run is over)."""
+        for _, part in self.steps():
+            self.settle(part.start + np.flatnonzero(~self.busy[part]), now)
+
+    def steps(self) -> Iterator[tuple[int, slice]]:
+        """Every device, a bounded step of one group's rows at a time (see _ROWS_PER_STEP): (group, rows)."""
+        for g, sl in enumerate(self.slices):
+            for first in range(sl.start, sl.stop, _ROWS_PER_STEP):
+                yield g, slice(first, min(first + _ROWS_PER_STEP, sl.stop))
 
 
 __all__ = ["GroupRows", "IdleRows", "UsageSetup"]

@@ -232,6 +232,8 @@ class Simulation:
     def _evaluate(self, rounds_done: int) -> None:
         result: Evaluation = self.backend.evaluate()
         energy = self.devices.energy_at(self.env.now)
+        spent = fleet_energy_j(energy), fleet_energy_j(energy, work_only=True)
+        del energy  # every device's energy by activity: not kept while the timeline reads the fleet
         received = self.server.updates_received
         self.metrics.append(
             MetricRow(
@@ -242,8 +244,7 @@ class Simulation:
                 received - self._last_participants,
                 result.per_class_accuracy,
                 result.tasks,
-                fleet_energy_j(energy),
-                fleet_energy_j(energy, work_only=True),
+                *spent,
             )
         )
         self._last_participants = received
