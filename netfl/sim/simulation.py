@@ -19,6 +19,7 @@ from netfl.sim.device import Device, Usage
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
 from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, Handover, LazyFleet, fleet_energy_j
+from netfl.sim.idle_events import IdleEvents
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import SERVER, EventRecorder
@@ -92,6 +93,9 @@ class Simulation:
         self.backend = backend
         self.env = WatchedEnvironment(event_limit(len(world.devices)))  # time that stops advancing is an error
         self.recorder = EventRecorder()
+        # the array form's idle devices' events, put into the log at the end (the actor form logs its own)
+        self.idle_events = IdleEvents() if world.idle_events and world.population is not None else None
+        self._round_ends: list[float] = []  # when the round index went up: the round of each idle event
         self.metrics: list[MetricRow] = []
         self._last_participants = 0
         table, streams = world.devices, world.streams
@@ -125,7 +129,7 @@ class Simulation:
                     using=handover.using,
                 )
 
-            self.devices: Fleet = LazyFleet(self.env, IdleRows(table, groups), make_device)
+            self.devices: Fleet = LazyFleet(self.env, IdleRows(table, groups, self.idle_events), make_device)
         else:
             chargers = world.chargers if world.chargers is not None else [None] * len(table)
             self.devices = EagerFleet(
@@ -229,6 +233,8 @@ class Simulation:
         return EdgeTier(edges, [group_edge[g] for g in self.world.devices.group], setup.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
+        if self.idle_events is not None:
+            self._round_ends.append(self.env.now)
         if self.world.stop.eval_every_s is None and (round_index + 1) % self.world.stop.eval_every == 0:
             self._evaluate(round_index + 1)
         if self.progress is not None:
@@ -318,12 +324,15 @@ class Simulation:
         return self._result("diverged", divergence)
 
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
+        stats = self.devices.stats()  # the array form takes its idle devices' last changes
+        if self.idle_events is not None:
+            self.idle_events.into(self.recorder, self._round_ends)
         return SimulationResult(
             rounds=self.server.rounds_done,
             sim_time_s=self.env.now,
             metrics=self.metrics,
             recorder=self.recorder,
-            stats=self.devices.stats(),
+            stats=stats,
             updates_received=self.server.updates_received,
             updates_applied=self.server.updates_applied,
             updates_dropped=self.server.updates_dropped,
