@@ -13,6 +13,13 @@ policy is a row (netfl/policies/rows.py).
 below asks for actors; ``arrays`` insists on it (each reason is then a
 problem, one per cause); ``actors`` insists on the other. ``lazy`` and
 ``eager``, the names of earlier versions, mean ``arrays`` and ``actors``.
+
+Idle devices' events (``events: {idle_devices: true}``) are logged in either
+form (netfl/sim/idle_events.py). Below ``IDLE_EVENTS_BELOW`` devices, where
+they are logged by default, ``auto`` leaves them to actors: the array form
+logs the same events, but a battery's times and levels only to the last
+bits of the actors' and simultaneous events in another order, so a small
+world's event log stays byte for byte what it was.
 """
 
 from __future__ import annotations
@@ -46,8 +53,8 @@ class EngineChoice:
         why = "; ".join(f"{path}: {reason}" for path, reason in self.needs_actors)
         if [path for path, _ in self.needs_actors] == ["events.idle_devices"]:
             why += (
-                " (engine: {devices: arrays} logs them from rows, the same world; events: {idle_devices: false} "
-                "leaves them out and keeps idle devices as rows)"
+                " (engine: {devices: arrays} logs the same events from rows, a battery's times to the last bits; "
+                "events: {idle_devices: false} leaves them out and keeps idle devices as rows)"
             )
         return f"actors: every device a SimPy actor, because {why}"
 
@@ -87,17 +94,13 @@ def idle_events(scenario: Scenario) -> bool:
 
 
 def engine_choice(scenario: Scenario) -> EngineChoice:
-    """The form a scenario gets and why. Both forms log idle devices' events; below IDLE_EVENTS_BELOW devices
-    ``auto`` keeps them on actors, the reference (the array form's are the same events, but its battery marks may
-    differ from the actors' in the last bits and its simultaneous events come in another order:
-    netfl/sim/idle_events.py), so that a small world's log is what it was."""
+    """The form a scenario gets and why (the module docstring): with ``auto``, idle devices' events below
+    IDLE_EVENTS_BELOW devices are left to actors; above, and with ``arrays``, the rows log them."""
     asked, logged = _asked(scenario), idle_events(scenario)
     reasons = needs_actors(scenario) if asked != "actors" else []
     if asked == "auto" and logged and scenario.num_devices < IDLE_EVENTS_BELOW:
-        why = "asked for" if scenario.events.idle_devices else "the default"
-        reasons.append(
-            ("events.idle_devices", f"idle devices' events ({why}) below {IDLE_EVENTS_BELOW:,} devices are the actors'")
-        )
+        why = "asked for" if scenario.events.idle_devices else f"the default below {IDLE_EVENTS_BELOW:,} devices"
+        reasons.append(("events.idle_devices", f"idle devices' events ({why}) are logged by actors in a small world"))
     form: Form = "actors" if asked == "actors" or reasons else "arrays"
     return EngineChoice(form, asked, tuple(reasons), logged or form == "actors")
 

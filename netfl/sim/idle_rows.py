@@ -18,6 +18,14 @@ The accounts (energy by load, charge, online time) are settled only at a
 device's own changes and when it starts or stops working, never at the
 instant someone reads them, so reading the world (the timeline, the energy
 at an evaluation) changes no result.
+
+Given somewhere to put them (:class:`~netfl.sim.idle_events.IdleEvents`),
+the rows also log the idle devices' events as the actor form does: each
+change as it is taken, and the marks a battery passes between two changes
+without changing anything here (full, and min_level on the way down: the
+actor's battery watch wakes at both), found from each stretch's level and
+drain as it is settled. Without, none of that is done and nothing else
+changes either way.
 """
 
 from __future__ import annotations

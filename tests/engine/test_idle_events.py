@@ -28,6 +28,7 @@ from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.recorder import EventRecorder
 from netfl.sim.simulation import Simulation
 
+
 def run(sc, form: str, idle_events: bool = True):
     streams = RandomStreams(sc.seed)
     mix = np.full((sc.num_devices, 10), 0.1)
