@@ -16,6 +16,10 @@ round starting then counts a device that came online then) -- ordered by
 device, each device's in the order it had them; then the events logged at
 that instant (the work, and a working device's own), in the order they
 happened. The order does not depend on when the engine took the changes.
+A per-round availability's answers at a round's start are the exception:
+they are taken at that instant, so they are logged then, by device, as the
+actor form logs them (after the previous round's end, before the round's
+start).
 """
 
 from __future__ import annotations
@@ -48,9 +52,12 @@ NO_CAUSE, BATTERY_EMPTY, CHARGING = 0, 1, 2
 class IdleEvents:
     """Idle devices' events as they are taken (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, recorder: EventRecorder | None = None) -> None:
+        """``recorder``: the log, for the events logged at the present instant (:meth:`answers`)."""
+        self.recorder = recorder
         self._causes: list[str | None] = [None, "battery_empty", "charging"]
-        self._chunks: list[tuple[np.ndarray, ...]] = []
+        # (times, devices, kind, cause, levels or None, round): what one add() logged, its constants once
+        self._chunks: list[tuple] = []
         self._count = 0
 
     def cause(self, text: str) -> int:
@@ -78,17 +85,42 @@ class IdleEvents:
         n = len(devices)
         if not n:
             return
-        self._chunks.append(
-            (
-                np.broadcast_to(np.asarray(times, dtype=np.float64), (n,)).copy(),
-                np.asarray(devices, dtype=np.int64).copy(),
-                np.full(n, _CODE[kind], dtype=np.int8),
-                np.full(n, cause, dtype=np.int32),
-                np.broadcast_to(np.asarray(np.nan if level is None else level, dtype=np.float64), (n,)).copy(),
-                np.full(n, round_index, dtype=np.int64),
-            )
-        )
+        levels = None if level is None else np.broadcast_to(np.asarray(level, dtype=np.float64), (n,)).copy()
+        times = np.broadcast_to(np.asarray(times, dtype=np.float64), (n,)).copy()
+        self._chunks.append((times, np.array(devices, dtype=np.int64), _CODE[kind], cause, levels, round_index))
         self._count += n
+
+    def now(self, time: float, round_index: int, parts: Sequence[tuple]) -> None:
+        """Events taken at the instant they happen -- time 0's, a per-round availability's answers at its round's
+        start -- in the actor form's order: by device, each device's in the order of ``parts`` (kind, devices,
+        cause, level as :meth:`add` takes them). Into the log at once when there is one, else kept with the
+        others."""
+        if self.recorder is None:
+            for kind, devices, cause, level in parts:
+                self.add(kind, devices, time, cause=cause, level=level, round_index=round_index)
+            return
+        sizes = [len(devices) for _, devices, _, _ in parts]
+        devices = np.concatenate([devices for _, devices, _, _ in parts]).astype(np.int64)
+        order = np.argsort(devices, kind="stable")
+        kinds = np.repeat(np.array([kind for kind, *_ in parts], dtype=object), sizes)[order]
+        causes = np.repeat(np.array([cause for _, _, cause, _ in parts]), sizes)[order]
+        levels = np.concatenate(
+            [
+                np.broadcast_to(np.asarray(np.nan if lv is None else lv, dtype=np.float64), (n,))
+                for n, (*_, lv) in zip(sizes, parts)
+            ]
+        )[order]
+        with_cause, with_level = np.flatnonzero(causes != NO_CAUSE), np.flatnonzero(~np.isnan(levels))
+        self.recorder.extend(
+            time,
+            round_index,
+            devices[order],
+            kinds,
+            {
+                "cause": (with_cause, np.array(self._causes, dtype=object)[causes[with_cause]]),
+                "level": (with_level, levels[with_level]),
+            },
+        )
 
     def into(self, recorder: EventRecorder, round_ends: Sequence[float]) -> None:
         """Put the events into ``recorder``'s log, in its time order (the module docstring); ``round_ends``: the
@@ -98,8 +130,11 @@ class IdleEvents:
         ``round_index``). Empties this buffer."""
         if not self._chunks:
             return
-        times, devices, kinds, causes, levels, rounds = (np.concatenate(column) for column in zip(*self._chunks))
-        self._chunks, self._count = [], 0
+        chunks, self._chunks, self._count = self._chunks, [], 0
+        sizes = [len(chunk[0]) for chunk in chunks]
+        times, devices = (np.concatenate([chunk[k] for chunk in chunks]) for k in (0, 1))
+        kinds, causes, rounds = (np.repeat(np.array([chunk[k] for chunk in chunks]), sizes) for k in (2, 3, 5))
+        levels = np.concatenate([np.full(n, np.nan) if c[4] is None else c[4] for n, c in zip(sizes, chunks)])
         order = np.lexsort((np.arange(len(times)), devices, times))  # time, device, then each device's own order
         times, devices, kinds, causes, levels, rounds = (
             column[order] for column in (times, devices, kinds, causes, levels, rounds)

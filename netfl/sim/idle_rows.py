@@ -38,7 +38,7 @@ import numpy as np
 
 from netfl.policies.population import PopulationModel
 from netfl.sim.device_table import DeviceTable
-from netfl.sim.idle_events import BATTERY_EMPTY, CHARGING, IdleEvents
+from netfl.sim.idle_events import BATTERY_EMPTY, CHARGING, NO_CAUSE, IdleEvents
 
 
 @dataclass(frozen=True)
@@ -175,24 +175,35 @@ class IdleRows:
         at_floor_draining = (table.initial_j == floor) & (table.idle_w > 0)
         self.below = self.finite & (table.min_level > 0) & ((table.initial_j < floor) | at_floor_draining)
         empty = self.finite & (table.initial_j <= 0)
-        events.add("below_min_level", np.flatnonzero(self.below), 0.0, level=fraction[self.below])
-        events.add("battery_empty", np.flatnonzero(empty), 0.0)
+        below = np.flatnonzero(self.below)
+        events.now(
+            0.0,
+            0,
+            [
+                ("below_min_level", below, NO_CAUSE, fraction[below]),
+                ("battery_empty", np.flatnonzero(empty), NO_CAUSE, None),
+            ],
+        )
         self.below |= empty & (table.min_level > 0)  # as the actor's _empty sets it
         at_once = np.zeros(len(self), dtype=bool)  # online at its availability's first answer, before any charger
         for sl, group in zip(self.slices, self.groups):
             if not getattr(group.availability, "requires_charging", False):
                 at_once[sl] = ~empty[sl]
 
-        def online(which: np.ndarray) -> None:
-            for g, sl in enumerate(self.slices):
-                events.add("online", np.flatnonzero(which[sl]) + sl.start, 0.0, cause=self._cause[g])
+        def online(which: np.ndarray) -> list[tuple]:
+            return [
+                ("online", np.flatnonzero(which[sl]) + sl.start, self._cause[g], None)
+                for g, sl in enumerate(self.slices)
+            ]
 
-        online(self.online & at_once)
         plugged = np.flatnonzero(self.charging)
-        events.add("charge_start", plugged, 0.0, level=np.where(empty, 0.0, fraction)[plugged])
-        events.add("power_on", np.flatnonzero(empty & self.alive), 0.0, cause=CHARGING)
-        events.add("use_start", np.flatnonzero(self.using), 0.0)
-        online(self.online & ~at_once)
+        first = [
+            ("charge_start", plugged, NO_CAUSE, np.where(empty, 0.0, fraction)[plugged]),
+            ("power_on", np.flatnonzero(empty & self.alive), CHARGING, None),
+            ("use_start", np.flatnonzero(self.using), NO_CAUSE, None),
+        ]
+        events.now(0.0, 0, online(self.online & at_once) + first)  # each device's processes' first answers
+        events.now(0.0, 0, online(self.online & ~at_once))  # their answers once the charger has been asked
 
     def _constant_in(self, sl: slice) -> dict[str, float | bool]:
         """The fixed quantities (:attr:`_columns`) that one group's devices all share, as Python values: a step
@@ -421,10 +432,17 @@ class IdleRows:
         coming = np.flatnonzero(~was & online)
         self.online_since[d[coming]] = t[coming]
         self.online[d] = online
-        if self.events is not None:
-            cause = BATTERY_EMPTY if emptied else self._cause[g]
-            self.events.add("offline", gone, t[going], cause=cause, round_index=round_index)
-            self.events.add("online", d[coming], t[coming], cause=self._cause[g], round_index=round_index)
+        if self.events is None:
+            return
+        if round_index >= 0:  # a per-round answer, at its round's start: logged now
+            flipped = np.flatnonzero(was != online)
+            if flipped.size:
+                came, flips = online[flipped], d[flipped]
+                parts = [("online", flips[came], self._cause[g], None), ("offline", flips[~came], self._cause[g], None)]
+                self.events.now(float(t[flipped[0]]), round_index, parts)
+            return
+        self.events.add("offline", gone, t[going], cause=BATTERY_EMPTY if emptied else self._cause[g])
+        self.events.add("online", d[coming], t[coming], cause=self._cause[g])
 
     def _emptied(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = 0.0

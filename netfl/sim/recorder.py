@@ -64,6 +64,27 @@ class EventRecorder:
     def __len__(self) -> int:
         return len(self.kinds)
 
+    def extend(
+        self,
+        time: float,
+        round_index: int,
+        devices: np.ndarray,
+        kinds: np.ndarray,
+        fields: dict[str, tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        """Append one event per device, all at ``time`` (the present) in ``round_index``, in the order given;
+        ``fields``: typed column -> (positions among the new rows, values); their ``detail`` is empty."""
+        start, n = len(self.kinds), len(devices)
+        self.times.extend([float(time)] * n)
+        self.rounds.extend([int(round_index)] * n)
+        self.devices.extend(np.asarray(devices).tolist())
+        self.kinds.extend(np.asarray(kinds).tolist())
+        self.details.extend([""] * n)
+        for name, (where, values) in fields.items():
+            column = self.fields[name]
+            column.rows.extend((np.asarray(where, dtype=np.int64) + start).tolist())
+            column.values.extend(np.asarray(values).tolist())
+
     def merge(
         self,
         times: np.ndarray,

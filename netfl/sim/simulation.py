@@ -94,7 +94,7 @@ class Simulation:
         self.env = WatchedEnvironment(event_limit(len(world.devices)))  # time that stops advancing is an error
         self.recorder = EventRecorder()
         # the array form's idle devices' events, put into the log at the end (the actor form logs its own)
-        self.idle_events = IdleEvents() if world.idle_events and world.population is not None else None
+        self.idle_events = IdleEvents(self.recorder) if world.idle_events and world.population is not None else None
         self._round_ends: list[float] = []  # when the round index went up: the round of each idle event
         self.metrics: list[MetricRow] = []
         self._last_participants = 0

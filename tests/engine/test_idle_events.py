@@ -197,6 +197,22 @@ def test_the_log_is_in_time_order_whatever_the_step(monkeypatch) -> None:
     assert answered > 20
 
 
+@pytest.mark.parametrize("name", ["bernoulli", "markov", "cyclic"])
+def test_a_per_round_world_without_battery_marks_logs_the_actor_forms_very_log(name: str) -> None:
+    """Per-round availability answered at each round's start, logged then, by device, before the round's start;
+    no battery reaches a mark (their times are the battery's sums, rounded otherwise by the actors): the whole log
+    is the actor form's, row for row."""
+    battery = {"capacity": 400.0, "initial": {"uniform": [0.6, 1.0]}, "min_level": 0.1}
+    phones = group("phones", 30, flops=2e9, up=2e6, power={"idle": 0.3}, battery=battery, availability=POLICIES[name])
+    boards = group("boards", 5, flops=0.5e9, up=1e6, availability=POLICIES[name])
+    sc = scenario([phones, boards], stop={"rounds": 25}, round={"participants": 6, "deadline": 5.0})
+    actors, _ = run(sc, "actors")
+    arrays, _ = run(sc, "arrays")
+    frame = events_frame(actors.recorder.columns())
+    assert frame["kind"].isin(["online", "offline"]).sum() > 100
+    assert frame.equals(events_frame(arrays.recorder.columns()))
+
+
 # ----------------------------------------------------------------- by hand
 
 
