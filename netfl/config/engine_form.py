@@ -17,9 +17,9 @@ problem, one per cause); ``actors`` insists on the other. ``lazy`` and
 Idle devices' events (``events: {idle_devices: true}``) are logged in either
 form (netfl/sim/idle_events.py). Below ``IDLE_EVENTS_BELOW`` devices, where
 they are logged by default, ``auto`` leaves them to actors: the array form
-logs the same events, but a battery's times and levels only to the last
-bits of the actors' and simultaneous events in another order, so a small
-world's event log stays byte for byte what it was.
+logs the same events, but their times and battery levels only to the last
+bits of the actors' (SimPy's sums, a battery settled at other instants), so
+a small world's event log stays byte for byte what it was.
 """
 
 from __future__ import annotations

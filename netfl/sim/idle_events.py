@@ -130,7 +130,7 @@ class IdleEvents:
         ``round_index``). Empties this buffer."""
         if not self._chunks:
             return
-        chunks, self._chunks, self._count = self._chunks, [], 0
+        chunks = self._chunks
         sizes = [len(chunk[0]) for chunk in chunks]
         times, devices = (np.concatenate([chunk[k] for chunk in chunks]) for k in (0, 1))
         kinds, causes, rounds = (np.repeat(np.array([chunk[k] for chunk in chunks]), sizes) for k in (2, 3, 5))
@@ -154,6 +154,7 @@ class IdleEvents:
                 "level": (with_level, levels[with_level]),
             },
         )
+        self._chunks, self._count = [], 0  # once they are in (a Ctrl-C before leaves them here, and the log whole)
 
 
 __all__ = ["BATTERY_EMPTY", "CHARGING", "KINDS", "NO_CAUSE", "IdleEvents"]

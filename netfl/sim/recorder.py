@@ -109,11 +109,8 @@ class EventRecorder:
             out[new_at] = theirs
             return out.tolist()
 
-        self.times = woven(self.times, times, np.float64)
-        self.rounds = woven(self.rounds, rounds, np.int64)
-        self.devices = woven(self.devices, devices, np.int64)
-        self.kinds = woven(self.kinds, kinds, object)
-        self.details = woven(self.details, np.full(len(times), "", dtype=object), object)
+        details = np.full(len(times), "", dtype=object)
+        fields_now = {}
         for name, column in self.fields.items():
             rows, values = old_at[np.asarray(column.rows, dtype=np.int64)], column.values
             if name in fields:
@@ -124,7 +121,16 @@ class EventRecorder:
                 by_row = np.argsort(rows, kind="stable")
                 rows, kept = rows[by_row], both[by_row].tolist()
                 values = kept if strings else array(values.typecode, kept)
-            self.fields[name] = Sparse(array("q", rows.tolist()), values)
+            fields_now[name] = Sparse(array("q", rows.tolist()), values)
+        # all made before any is replaced: a Ctrl-C meanwhile leaves the log as it was
+        self.times, self.rounds, self.devices, self.kinds, self.details, self.fields = (
+            woven(self.times, times, np.float64),
+            woven(self.rounds, rounds, np.int64),
+            woven(self.devices, devices, np.int64),
+            woven(self.kinds, kinds, object),
+            woven(self.details, details, object),
+            fields_now,
+        )
 
     def drop_unfinished(self) -> None:
         """Drop an event whose logging was cut short (a Ctrl-C between two of :meth:`log`'s appends), so every
