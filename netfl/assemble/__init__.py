@@ -70,11 +70,18 @@ def build_simulation(
     mix = LabelMix(first.dataset.train_y.numpy(), first.parts, first.dataset.num_classes)  # read if a policy asks
     edges = edge_policies(scenario, world_streams, first.dataset.num_classes)
     usage = usage_setups(scenario, world_streams, mix)
-    if engine_choice(scenario).form == "arrays":
+    choice = engine_choice(scenario)
+    if choice.form == "arrays":
         population = population_models(scenario, world_streams, mix)
         charging = group_models(scenario, world_streams, mix, "charging")
         world = build_world(
-            scenario, world_streams, population=population, charging=charging, usage=usage, edge_policies=edges
+            scenario,
+            world_streams,
+            population=population,
+            charging=charging,
+            usage=usage,
+            edge_policies=edges,
+            idle_events=choice.idle_events,
         )
         participation = (  # None: no policy states a p (a million Nones would be a million pointers)
             [p for m in population for p in (m.participation.tolist() if m.participation is not None else [None] * m.n)]

@@ -45,10 +45,12 @@ def build_world(
     charging: Sequence[PopulationModel | None] | None = None,
     usage: Sequence[UsageSetup | None] | None = None,
     edge_policies: dict[str, AvailabilityPolicy] | None = None,
+    idle_events: bool = False,
 ) -> World:
     """The scenario's world with the given availability (see :mod:`netfl.assemble.availability`), the edge servers'
     included: per device (``policies``, ``chargers``: the actor form) or per group (``population``, ``charging``:
-    the array form). The devices' own use is the scenario's unless ``usage`` is given."""
+    the array form). The devices' own use is the scenario's unless ``usage`` is given. ``idle_events``: the array
+    form logs idle devices' events too (:func:`netfl.config.engine_form.engine_choice` says whether)."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
     server = scenario.server
     return World(
@@ -66,6 +68,7 @@ def build_world(
         charging=charging,
         usage=usage_setups(scenario, streams, None) if usage is None else usage,
         hierarchy=_hierarchy(scenario, edge_policies or {}),
+        idle_events=idle_events,
     )
 
 

@@ -13,6 +13,13 @@ policy is a row (netfl/policies/rows.py).
 below asks for actors; ``arrays`` insists on it (each reason is then a
 problem, one per cause); ``actors`` insists on the other. ``lazy`` and
 ``eager``, the names of earlier versions, mean ``arrays`` and ``actors``.
+
+Idle devices' events (``events: {idle_devices: true}``) are logged in either
+form (netfl/sim/idle_events.py). Below ``IDLE_EVENTS_BELOW`` devices, where
+they are logged by default, ``auto`` leaves them to actors: the array form
+logs the same events, but their times and battery levels only to the last
+bits of the actors' (SimPy's sums, a battery settled at other instants), so
+a small world's event log stays byte for byte what it was.
 """
 
 from __future__ import annotations
@@ -33,17 +40,22 @@ class EngineChoice:
     form: Form
     asked: str
     needs_actors: tuple[tuple[str, str], ...]
+    idle_events: bool = False  # the event log holds idle devices' events (the actor form's always does)
 
     def describe(self) -> str:
         """One line for ``netfl validate``: the form and why."""
         if self.form == "arrays":
             how = "asked for" if self.asked == "arrays" else "chosen: every part of this world has an array form"
-            return f"arrays ({how}): idle devices kept as rows, a device an actor only while it works"
+            logged = "; their events logged from the rows" if self.idle_events else ""
+            return f"arrays ({how}): idle devices kept as rows{logged}, a device an actor only while it works"
         if self.asked == "actors":
             return "actors (asked for): every device a SimPy actor from the start"
         why = "; ".join(f"{path}: {reason}" for path, reason in self.needs_actors)
         if [path for path, _ in self.needs_actors] == ["events.idle_devices"]:
-            why += " (events: {idle_devices: false} keeps idle devices as rows, the same world)"
+            why += (
+                " (engine: {devices: arrays} logs the same events from rows, a battery's times to the last bits; "
+                "events: {idle_devices: false} leaves them out and keeps idle devices as rows)"
+            )
         return f"actors: every device a SimPy actor, because {why}"
 
 
@@ -69,18 +81,28 @@ def needs_actors(scenario: Scenario) -> list[tuple[str, str]]:
             )
     if any(node.kind == "edge" for node in scenario.network.nodes.values()):
         reasons.append(("network.nodes", "edge servers (hierarchical aggregation) run on actors"))
-    wanted = scenario.events.idle_devices
-    if wanted or (wanted is None and _asked(scenario) == "auto" and scenario.num_devices < IDLE_EVENTS_BELOW):
-        why = "asked for" if wanted else f"the default below {IDLE_EVENTS_BELOW:,} devices"
-        reasons.append(("events.idle_devices", f"idle devices' events ({why}) are logged by actors"))
     return reasons
 
 
+def idle_events(scenario: Scenario) -> bool:
+    """Whether the event log holds idle devices' events: as ``events.idle_devices`` says, by default below
+    IDLE_EVENTS_BELOW devices unless ``engine.devices`` asks for arrays."""
+    wanted = scenario.events.idle_devices
+    if wanted is not None:
+        return wanted
+    return _asked(scenario) != "arrays" and scenario.num_devices < IDLE_EVENTS_BELOW
+
+
 def engine_choice(scenario: Scenario) -> EngineChoice:
-    asked = _asked(scenario)
-    reasons = tuple(needs_actors(scenario)) if asked != "actors" else ()
+    """The form a scenario gets and why (the module docstring): with ``auto``, idle devices' events below
+    IDLE_EVENTS_BELOW devices are left to actors; above, and with ``arrays``, the rows log them."""
+    asked, logged = _asked(scenario), idle_events(scenario)
+    reasons = needs_actors(scenario) if asked != "actors" else []
+    if asked == "auto" and logged and scenario.num_devices < IDLE_EVENTS_BELOW:
+        why = "asked for" if scenario.events.idle_devices else f"the default below {IDLE_EVENTS_BELOW:,} devices"
+        reasons.append(("events.idle_devices", f"idle devices' events ({why}) are logged by actors in a small world"))
     form: Form = "actors" if asked == "actors" or reasons else "arrays"
-    return EngineChoice(form, asked, reasons)
+    return EngineChoice(form, asked, tuple(reasons), logged or form == "actors")
 
 
 #: What a device costs held as an actor for a simulated day (SimPy processes, policy objects, its events):
@@ -123,4 +145,4 @@ def check_engine(scenario: Scenario) -> list[tuple[str, str]]:
     return []
 
 
-__all__ = ["EngineChoice", "engine_choice", "check_engine", "needs_actors"]
+__all__ = ["EngineChoice", "engine_choice", "check_engine", "idle_events", "needs_actors"]

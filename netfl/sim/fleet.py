@@ -6,15 +6,17 @@ The two forms of the engine behind one interface (netfl/config/engine_form.py ch
   :class:`~netfl.sim.device.Device` from the start, with its own SimPy
   processes; every online/offline change, battery mark, charger plug and
   session of use is an event in the log, at a few kilobytes and some Python
-  work per device and change. Needed for per-device policy classes, edge
-  servers and idle devices' events.
+  work per device and change. Needed for per-device policy classes and edge
+  servers.
 * :class:`LazyFleet` -- the array form: idle devices are rows
   (:class:`~netfl.sim.idle_rows.IdleRows`: availability, chargers and the
   owner's use as population models, batteries in closed form), advanced only
   when the server asks; a device becomes a ``Device`` only while it works,
   with views of its rows, and is folded back when its work ends. A million
-  devices cost a few hundred bytes each; the event log holds the work, and
-  online time, energy and battery levels are exact per device.
+  devices cost a few hundred bytes each; the event log holds the work (and,
+  if asked, the idle devices' events, which the rows log:
+  netfl/sim/idle_events.py), and online time, energy and battery levels are
+  exact per device.
 
 Both draw the same world from one seed (tests/engine/test_one_world.py).
 """

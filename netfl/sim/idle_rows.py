@@ -18,6 +18,14 @@ The accounts (energy by load, charge, online time) are settled only at a
 device's own changes and when it starts or stops working, never at the
 instant someone reads them, so reading the world (the timeline, the energy
 at an evaluation) changes no result.
+
+Given somewhere to put them (:class:`~netfl.sim.idle_events.IdleEvents`),
+the rows also log the idle devices' events as the actor form does: each
+change as it is taken, and the marks a battery passes between two changes
+without changing anything here (full, and min_level on the way down: the
+actor's battery watch wakes at both), found from each stretch's level and
+drain as it is settled. Without, none of that is done and nothing else
+changes either way.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import numpy as np
 from netfl.policies.population import PopulationModel
 from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
+from netfl.sim.idle_events import BATTERY_EMPTY, CHARGING, NO_CAUSE, IdleEvents
 
 
 @dataclass(frozen=True)
@@ -94,8 +103,11 @@ class IdleRows:
     """Every device's state between its tasks (see the module docstring); the fleet hands working devices to
     actors (:meth:`take`) and back (:meth:`give_back`)."""
 
-    def __init__(self, table: DeviceTable, groups: Sequence[GroupRows]):
+    def __init__(self, table: DeviceTable, groups: Sequence[GroupRows], events: IdleEvents | None = None):
+        """``events``: where the idle devices' events go (:mod:`netfl.sim.idle_events`); None: nowhere, at no
+        cost."""
         self.table = table
+        self.events: IdleEvents | None = None  # set once the rows have started (their first events: _log_start)
         self.groups = list(groups)
         self.slices = table.group_slices()
         if len(self.groups) != len(self.slices):
@@ -132,6 +144,9 @@ class IdleRows:
         for g, sl in enumerate(self.slices):
             for first in range(0, sl.stop - sl.start, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
                 self._start(g, np.arange(first, min(first + _ROWS_PER_STEP, sl.stop - sl.start)))
+        self.below: np.ndarray | None = None  # below min_level as the actor's battery watch says (events only)
+        if events is not None:
+            self._log_start(events)
 
     def _start(self, g: int, rows: np.ndarray) -> None:
         """Rows ``rows`` of group ``g`` at time 0: plugged in, in use and online as their models start, and their
@@ -148,6 +163,49 @@ class IdleRows:
 
     def __len__(self) -> int:
         return len(self.table)
+
+    def _log_start(self, events: IdleEvents) -> None:
+        """Log time 0 as the actor form does, each device's events in its order: those of building it (below
+        min_level, with its level; empty), those of its processes' first answers (online; the charger, and a
+        power-on; its owner's use), then online where that waited for the charger; and every event from now on."""
+        self.events = events
+        self._cause = [events.cause(f"policy:{group.availability.policy}") for group in self.groups]
+        table = self.table
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fraction = np.where(self.finite, table.initial_j / self.capacity, 1.0)
+        floor = table.min_level * np.where(self.finite, self.capacity, 0.0)  # an actor starts off its charger
+        at_floor_draining = (table.initial_j == floor) & (table.idle_w > 0)
+        self.below = self.finite & (table.min_level > 0) & ((table.initial_j < floor) | at_floor_draining)
+        empty = self.finite & (table.initial_j <= 0)
+        below = np.flatnonzero(self.below)
+        events.now(
+            0.0,
+            0,
+            [
+                ("below_min_level", below, NO_CAUSE, fraction[below]),
+                ("battery_empty", np.flatnonzero(empty), NO_CAUSE, None),
+            ],
+        )
+        self.below |= empty & (table.min_level > 0)  # as the actor's _empty sets it
+        at_once = np.zeros(len(self), dtype=bool)  # online at its availability's first answer, before any charger
+        for sl, group in zip(self.slices, self.groups):
+            if not getattr(group.availability, "requires_charging", False):
+                at_once[sl] = ~empty[sl]
+
+        def online(which: np.ndarray) -> list[tuple]:
+            return [
+                ("online", np.flatnonzero(which[sl]) + sl.start, self._cause[g], None)
+                for g, sl in enumerate(self.slices)
+            ]
+
+        plugged = np.flatnonzero(self.charging)
+        first = [
+            ("charge_start", plugged, NO_CAUSE, np.where(empty, 0.0, fraction)[plugged]),
+            ("power_on", np.flatnonzero(empty & self.alive), CHARGING, None),
+            ("use_start", np.flatnonzero(self.using), NO_CAUSE, None),
+        ]
+        events.now(0.0, 0, online(self.online & at_once) + first)  # each device's processes' first answers
+        events.now(0.0, 0, online(self.online & ~at_once))  # their answers once the charger has been asked
 
     def _constant_in(self, sl: slice) -> dict[str, float | bool]:
         """The fixed quantities (:attr:`_columns`) that one group's devices all share, as Python values: a step
@@ -202,15 +260,41 @@ class IdleRows:
             keep = np.flatnonzero(finite)
             f, dt = d[keep], dt[keep]
         else:
+            keep = None
             f = d if finite else d[:0]
         if f.size:
             before = self.level[f]
-            after = np.clip(before - self.net_drain_w(f, g) * dt, 0.0, self._of("capacity", f, g))
+            drain = self.net_drain_w(f, g)
+            after = np.clip(before - drain * dt, 0.0, self._of("capacity", f, g))
+            if self.events is not None:
+                self._marks_passed(f, g, before, after, drain, t if keep is None else t[keep])
             gained = after - before
             charged = np.flatnonzero(gained > 0)  # only they add anything
             self.charged_j[f[charged]] += gained[charged]
             self.level[f] = after
         self.since[d] = t
+
+    def _marks_passed(
+        self, f: np.ndarray, g: int | None, before: np.ndarray, after: np.ndarray, drain: np.ndarray, until: np.ndarray
+    ) -> None:
+        """Log the marks that devices ``f``'s batteries passed from ``before`` (at their ``since``) to ``after`` (at
+        ``until``) at ``drain``, which change nothing here but at which the actor's battery watch wakes: full while
+        charging, min_level on the way down. Each at the instant the level reached it, as the watch computes it."""
+        events, since = self.events, self.since[f]
+        capacity, min_level = self._of("capacity", f, g), self._of("min_level", f, g)
+        full = np.flatnonzero((drain < 0) & (after >= capacity) & (before < capacity))
+        if full.size:
+            top = capacity[full] if isinstance(capacity, np.ndarray) else capacity
+            at = since[full] + (before[full] - top) / drain[full]
+            events.add("battery_full", f[full], np.clip(at, since[full], until[full]))
+        floor = min_level * capacity
+        down = np.flatnonzero((drain > 0) & (min_level > 0) & (after <= floor) & ~self.below[f])
+        if down.size:
+            mark = floor[down] if isinstance(floor, np.ndarray) else floor
+            at = since[down] + (before[down] - mark) / drain[down]
+            self.below[f[down]] = True
+            level = min_level[down] if isinstance(min_level, np.ndarray) else min_level
+            events.add("below_min_level", f[down], np.clip(at, since[down], until[down]), level=level)
 
     def _floor(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray | float:
         """Devices ``d``'s min_level in joules (0 on mains power)."""
@@ -315,6 +399,12 @@ class IdleRows:
 
     def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = self._of("min_level", d, g) * self._of("capacity", d, g)  # exact: no rounding short
+        if self.events is not None:
+            was = np.flatnonzero(self.below[d])
+            self.below[d] = False
+            level = self._of("min_level", d, g)
+            level = level[was] if isinstance(level, np.ndarray) else level
+            self.events.add("above_min_level", d[was], t[was], level=level)
 
     def _says_online(self, g: int, rows: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Whether devices ``d`` (rows ``rows`` of group ``g``) are online: their availability says so and they
@@ -325,7 +415,17 @@ class IdleRows:
             online &= self.charging[d]
         return online
 
-    def _set_online(self, d: np.ndarray, online: np.ndarray, t: np.ndarray | float) -> None:
+    def _set_online(
+        self,
+        d: np.ndarray,
+        online: np.ndarray,
+        t: np.ndarray | float,
+        g: int,
+        emptied: bool = False,
+        round_index: int = -1,
+    ) -> None:
+        """Devices ``d`` (of group ``g``) are ``online`` from ``t``; ``emptied``: those going offline because their
+        battery emptied (else their availability says so); ``round_index``: the round a per-round answer is for."""
         t = np.broadcast_to(t, d.shape)
         was = self.online[d]
         going = np.flatnonzero(was & ~online)
@@ -334,12 +434,26 @@ class IdleRows:
         coming = np.flatnonzero(~was & online)
         self.online_since[d[coming]] = t[coming]
         self.online[d] = online
+        if self.events is None:
+            return
+        if round_index >= 0:  # a per-round answer, at its round's start: logged now
+            flipped = np.flatnonzero(was != online)
+            if flipped.size:
+                came, flips = online[flipped], d[flipped]
+                parts = [("online", flips[came], self._cause[g], None), ("offline", flips[~came], self._cause[g], None)]
+                self.events.now(float(t[flipped[0]]), round_index, parts)
+            return
+        self.events.add("offline", gone, t[going], cause=BATTERY_EMPTY if emptied else self._cause[g])
+        self.events.add("online", d[coming], t[coming], cause=self._cause[g])
 
     def _emptied(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.level[d] = 0.0
         self.alive[d] = False
         self.using[d] = False
-        self._set_online(d, np.zeros(len(d), dtype=bool), t)
+        if self.events is not None:
+            self.events.add("battery_empty", d, t)
+            self.below[d] |= self._of("min_level", d, g) > 0  # as the actor's _empty sets it
+        self._set_online(d, np.zeros(len(d), dtype=bool), t, g, emptied=True)
         self._boot(g, rows, d, t)  # emptied while plugged in (its loads out-drew the charger): it powers on again
 
     def _boot(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray | float) -> None:
@@ -348,27 +462,44 @@ class IdleRows:
         if not boots.any():
             return
         self.alive[d[boots]] = True
+        t = np.broadcast_to(t, d.shape)
+        if self.events is not None:
+            self.events.add("power_on", d[boots], t[boots], cause=CHARGING)
         if self.groups[g].availability.time_base == "continuous":
-            t = np.broadcast_to(t, d.shape)
-            self._set_online(d[boots], self._says_online(g, rows[boots], d[boots]), t[boots])
+            self._set_online(d[boots], self._says_online(g, rows[boots], d[boots]), t[boots], g)
 
     def _availability_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         self.groups[g].availability.flip(rows)
-        self._set_online(d, self._says_online(g, rows, d), t)
+        self._set_online(d, self._says_online(g, rows, d), t, g)
 
     def _charger_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         charger = self.groups[g].charger
         charger.flip(rows)
         self.charging[d] = charger.state[rows]
+        if self.events is not None:
+            self._log_plugs(d, t)
         self._boot(g, rows, d, t)
         model = self.groups[g].availability
         if getattr(model, "requires_charging", False) and model.time_base == "continuous":
-            self._set_online(d, self._says_online(g, rows, d), t)
+            self._set_online(d, self._says_online(g, rows, d), t, g)
+
+    def _log_plugs(self, d: np.ndarray, t: np.ndarray) -> None:
+        """Devices ``d`` were plugged in or unplugged at ``t`` (settled to it): with their battery's fraction."""
+        with np.errstate(invalid="ignore"):
+            fraction = np.where(self.finite[d], self.level[d] / self.capacity[d], 1.0)
+        plugged = self.charging[d]
+        for kind, which in (("charge_start", np.flatnonzero(plugged)), ("charge_stop", np.flatnonzero(~plugged))):
+            self.events.add(kind, d[which], t[which], level=fraction[which])
 
     def _usage_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         model = self.groups[g].usage.model
         model.flip(rows)
-        self.using[d] = model.state[rows] & self.alive[d]
+        using = model.state[rows] & self.alive[d]
+        if self.events is not None:
+            was = self.using[d]
+            self.events.add("use_start", d[~was & using], t[~was & using])
+            self.events.add("use_end", d[was & ~using], t[was & ~using])
+        self.using[d] = using
 
     def start_round(self, round_index: int, now: float) -> None:
         """Per-round availability steps into ``round_index`` (at ``now``); the idle devices' online follow it."""
@@ -379,7 +510,7 @@ class IdleRows:
             model.advance(round_index)
             rows = np.flatnonzero(~self.busy[sl])
             d = rows + sl.start
-            self._set_online(d, self._says_online(g, rows, d), now)
+            self._set_online(d, self._says_online(g, rows, d), now, g, round_index=round_index)
 
     # ------------------------------------------------------------ who can work
 
@@ -456,6 +587,13 @@ class IdleRows:
         self.online_time_s[d] += online_time_s
         self.since[d] = now
         self.busy[d] = False
+        if self.events is not None:  # below min_level as the actor's watch would say it now
+            floor, drain = self._floor(d), self.net_drain_w(d)
+            self.below[d] = (
+                (self.table.min_level[d] > 0)
+                & self.finite[d]
+                & (~alive | (level_j < floor) | ((level_j == floor) & (drain > 0)))
+            )
         groups = self.table.group[d]
         for g in np.unique(groups):
             mine = d[groups == g]

@@ -17,6 +17,8 @@ from __future__ import annotations
 from array import array
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from netfl.events import EVENT_FIELDS
 
 SERVER = -1
@@ -61,6 +63,74 @@ class EventRecorder:
 
     def __len__(self) -> int:
         return len(self.kinds)
+
+    def extend(
+        self,
+        time: float,
+        round_index: int,
+        devices: np.ndarray,
+        kinds: np.ndarray,
+        fields: dict[str, tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        """Append one event per device, all at ``time`` (the present) in ``round_index``, in the order given;
+        ``fields``: typed column -> (positions among the new rows, values); their ``detail`` is empty."""
+        start, n = len(self.kinds), len(devices)
+        self.times.extend([float(time)] * n)
+        self.rounds.extend([int(round_index)] * n)
+        self.devices.extend(np.asarray(devices).tolist())
+        self.kinds.extend(np.asarray(kinds).tolist())
+        self.details.extend([""] * n)
+        for name, (where, values) in fields.items():
+            column = self.fields[name]
+            column.rows.extend((np.asarray(where, dtype=np.int64) + start).tolist())
+            column.values.extend(np.asarray(values).tolist())
+
+    def merge(
+        self,
+        times: np.ndarray,
+        rounds: np.ndarray,
+        devices: np.ndarray,
+        kinds: np.ndarray,
+        fields: dict[str, tuple[np.ndarray, np.ndarray]],
+    ) -> None:
+        """Put rows logged after their time (:mod:`netfl.sim.idle_events`: ``times`` ascending, in the order they
+        are to have) into the log: each before the rows logged at its instant, which keep their order. ``fields``:
+        typed column -> (positions among the new rows, values); their ``detail`` is empty."""
+        old = len(self.kinds)
+        clock = np.asarray(self.times, dtype=np.float64)  # logged at the clock: in time order
+        place = np.searchsorted(clock, times, side="left")
+        new_at = place + np.arange(len(times))
+        old_at = np.arange(old) + np.searchsorted(place, np.arange(old), side="right")
+        total = old + len(times)
+
+        def woven(mine: list, theirs: np.ndarray, dtype) -> list:
+            out = np.empty(total, dtype=dtype)
+            out[old_at] = np.asarray(mine, dtype=dtype)
+            out[new_at] = theirs
+            return out.tolist()
+
+        details = np.full(len(times), "", dtype=object)
+        fields_now = {}
+        for name, column in self.fields.items():
+            rows, values = old_at[np.asarray(column.rows, dtype=np.int64)], column.values
+            if name in fields:
+                where, theirs = fields[name]
+                strings = isinstance(values, list)
+                both = np.concatenate([np.asarray(v, dtype=object if strings else None) for v in (values, theirs)])
+                rows = np.concatenate([rows, new_at[where]])
+                by_row = np.argsort(rows, kind="stable")
+                rows, kept = rows[by_row], both[by_row].tolist()
+                values = kept if strings else array(values.typecode, kept)
+            fields_now[name] = Sparse(array("q", rows.tolist()), values)
+        # all made before any is replaced: a Ctrl-C meanwhile leaves the log as it was
+        self.times, self.rounds, self.devices, self.kinds, self.details, self.fields = (
+            woven(self.times, times, np.float64),
+            woven(self.rounds, rounds, np.int64),
+            woven(self.devices, devices, np.int64),
+            woven(self.kinds, kinds, object),
+            woven(self.details, details, object),
+            fields_now,
+        )
 
     def drop_unfinished(self) -> None:
         """Drop an event whose logging was cut short (a Ctrl-C between two of :meth:`log`'s appends), so every

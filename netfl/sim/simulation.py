@@ -20,6 +20,7 @@ from netfl.sim.device import Device, Usage
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
 from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, Handover, LazyFleet, fleet_energy_j
+from netfl.sim.idle_events import IdleEvents
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import SERVER, EventRecorder
@@ -91,6 +92,9 @@ class Simulation:
         self.backend = backend
         self.env = WatchedEnvironment(event_limit(len(world.devices)))  # time that stops advancing is an error
         self.recorder = EventRecorder()
+        # the array form's idle devices' events, put into the log at the end (the actor form logs its own)
+        self.idle_events = IdleEvents(self.recorder) if world.idle_events and world.population is not None else None
+        self._round_ends: list[float] = []  # when the round index went up: the round of each idle event
         self.metrics: list[MetricRow] = []
         self._last_participants = 0
         table, streams = world.devices, world.streams
@@ -124,7 +128,7 @@ class Simulation:
                     using=handover.using,
                 )
 
-            self.devices: Fleet = LazyFleet(self.env, IdleRows(table, groups), make_device)
+            self.devices: Fleet = LazyFleet(self.env, IdleRows(table, groups, self.idle_events), make_device)
         else:
             chargers = world.chargers if world.chargers is not None else [None] * len(table)
             self.devices = EagerFleet(
@@ -205,6 +209,8 @@ class Simulation:
         return EdgeTier(edges, device_edges, self.world.server.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
+        if self.idle_events is not None:
+            self._round_ends.append(self.env.now)
         every = self.world.evaluate
         if every.seconds is None and (round_index + 1) % every.rounds == 0:
             self._evaluate(round_index + 1)
@@ -296,12 +302,15 @@ class Simulation:
         return self._result("diverged", divergence)
 
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
+        stats = self.devices.stats()  # the array form takes its idle devices' last changes
+        if self.idle_events is not None:
+            self.idle_events.into(self.recorder, self._round_ends)
         return SimulationResult(
             rounds=self.server.rounds_done,
             sim_time_s=self.env.now,
             metrics=self.metrics,
             recorder=self.recorder,
-            stats=self.devices.stats(),
+            stats=stats,
             updates_received=self.server.updates_received,
             updates_applied=self.server.updates_applied,
             updates_dropped=self.server.updates_dropped,

@@ -110,6 +110,7 @@ class World:
     charging: Sequence[PopulationModel | None] | None = None  # the array form's chargers, one model per group
     usage: Sequence[UsageSetup | None] | None = None  # each group's own use, in either form
     hierarchy: HierarchySetup | None = None
+    idle_events: bool = False  # the array form logs idle devices' events too (the actor form always does)
 
     def __post_init__(self) -> None:
         if (self.policies is None) == (self.population is None):

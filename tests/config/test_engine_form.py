@@ -23,7 +23,38 @@ def test_a_small_world_logs_its_idle_devices_on_actors_unless_told_otherwise() -
     quickstart = str(ROOT / "topologies" / "quickstart.yaml")
     line = _engine_line(quickstart)
     assert "actors" in line and "events.idle_devices" in line and "idle_devices: false" in line
+    assert "engine: {devices: arrays} logs the same events" in line
     assert "arrays (chosen" in _engine_line(quickstart, "--set", "events.idle_devices=false")
+    assert "their events" not in _engine_line(quickstart, "--set", "events.idle_devices=false")
+
+
+def test_the_array_form_logs_idle_devices_when_asked_at_any_size() -> None:
+    quickstart = str(ROOT / "topologies" / "quickstart.yaml")
+    arrays = ["--set", "engine.devices=arrays"]
+    assert "their events" not in _engine_line(quickstart, *arrays)  # their default with arrays: not logged
+    line = _engine_line(quickstart, *arrays, "--set", "events.idle_devices=true")
+    assert "arrays (asked for): idle devices kept as rows; their events logged from the rows" in line
+    scenario = load_scenario(
+        ROOT / "topologies" / "quickstart.yaml", overrides=["engine.devices=arrays", "events.idle_devices=true"]
+    )
+    choice = engine_choice(scenario)
+    assert choice.form == "arrays" and choice.idle_events and not choice.needs_actors
+
+
+def test_a_large_world_that_asks_for_idle_devices_events_keeps_them_in_rows() -> None:
+    """10 000 devices or more: the rows log them (before, every device became an actor for them)."""
+    million = ROOT / "topologies" / "million-phones.yaml"
+    for idle, logged in (("true", True), ("false", False)):
+        scenario = load_scenario(million, overrides=["engine.devices=auto", f"events.idle_devices={idle}"])
+        choice = engine_choice(scenario)
+        assert choice.form == "arrays" and choice.idle_events == logged and not choice.needs_actors
+    line = _engine_line(str(million), "--set", "engine.devices=auto", "--set", "events.idle_devices=true")
+    assert "arrays (chosen" in line and "their events logged from the rows" in line
+    small = load_scenario(
+        million, overrides=["engine.devices=auto", "events.idle_devices=true", "devices[0].count=9999"]
+    )
+    assert engine_choice(small).form == "actors"
+    assert [path for path, _ in engine_choice(small).needs_actors] == ["events.idle_devices"]
 
 
 def test_every_large_shipped_world_runs_on_arrays() -> None:

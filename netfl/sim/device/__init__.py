@@ -97,7 +97,11 @@ class Device(Availability, Power, TaskPipeline):
             if using:
                 self.using = True
                 self.set_load("use", usage.spec.power)
-        self.below_min = battery.min_level > 0 and battery.fraction(env.now) <= battery.min_level
+        # below the threshold as the battery watch says it (at it exactly: while draining), so that the watch's
+        # first look agrees: a device the array form hands over at its min_level, charging, is not below it
+        level_j, threshold_j = battery.level_j, battery.min_level * battery.capacity_j
+        draining = battery.net_drain_w > 0
+        self.below_min = battery.min_level > 0 and (level_j < threshold_j or (level_j == threshold_j and draining))
         if self.below_min:
             self.log("below_min_level", level=battery.fraction(env.now))
         if not battery.mains and battery.level_j <= 0:
