@@ -10,12 +10,13 @@ from engine_support import AlwaysRound, FakeBackend, approx, events, info, netwo
 from netfl.assemble import build_world
 from netfl.backend import Evaluation
 from netfl.registry.device_params import ChannelSpec
+from netfl.registry.network_params import MediumSpec, NodeSpec, WiredLinkSpec
 from netfl.registry.run_params import Every, StopSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, WiredLink, World
+from netfl.sim.world import GroupLink, World
 
 
 def _table(
@@ -105,8 +106,8 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
         streams=streams,
         stop=StopSpec(rounds=4),
         server=RoundSpec(participants=3, deadline=60.0),
-        nodes={"ap": NodeSetup("access_point", MediumSetup("tdma", 5e6), downlink_bps=20e6)},
-        wires=[WiredLink("ap", "server", 1e8, 0.005)],
+        nodes={"ap": NodeSpec(kind="access_point", medium=MediumSpec(kind="tdma", bandwidth=5e6), downlink=20e6)},
+        wires=[WiredLinkSpec(source="ap", to="server", rate=1e8, latency=0.005)],
         policies=_always(4, streams),
     )
     assert set(distances[2:]) <= {50.0, 80.0}

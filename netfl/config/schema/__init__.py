@@ -14,7 +14,7 @@ One module per part of the topology file: :mod:`~netfl.config.schema.task_spec` 
 A parameter whose rules another layer applies too is declared in the registry, below both, and imported here:
 the partition (:mod:`netfl.registry.partitions`), the closed choices the learner or the engine act on
 (:mod:`netfl.registry.choices`), and the parameters the engine reads (:mod:`netfl.registry.server_params`,
-:mod:`netfl.registry.device_params`, :mod:`netfl.registry.run_params`).
+:mod:`netfl.registry.device_params`, :mod:`netfl.registry.run_params`, :mod:`netfl.registry.network_params`).
 """
 
 from netfl.config.schema.device_spec import (
