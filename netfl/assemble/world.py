@@ -13,13 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from netfl.assemble.availability import usage_setups
-from netfl.config.schema import LinkSpec, Scenario
+from netfl.config.schema import Scenario
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
-from netfl.sim.world import SERVER, GroupLink, HierarchySetup, World
+from netfl.sim.world import HierarchySetup, World
 
 # Radio receive power when the scenario gives none: about half the uplink
 # transmit power (receive chains draw less than the power amplifier).
@@ -43,7 +43,7 @@ def build_world(
     server = scenario.server
     return World(
         devices=device_table(scenario, streams),
-        links=[_group_link(g.link) for g in scenario.devices],
+        links=[g.link for g in scenario.devices],
         streams=streams,
         stop=scenario.stop,
         evaluate=scenario.eval.every,
@@ -65,11 +65,6 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
     if not edges:
         return None
     return HierarchySetup(edges, policies)
-
-
-def _group_link(link: LinkSpec) -> GroupLink:
-    """A group's attachment: its node (the server if none) and its channel's declaration, as the scenario gives it."""
-    return GroupLink(link.to or SERVER, link.latency, link.channel)
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:

@@ -27,12 +27,12 @@ import networkx as nx
 import numpy as np
 import simpy
 
+from netfl.registry.device_params import LinkSpec
 from netfl.registry.network_params import SERVER, NodeSpec, WiredLinkSpec
 from netfl.rng import RandomStreams
 from netfl.sim.channel import Channel, shannon_rate
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.medium import MEDIA, Medium
-from netfl.sim.world import GroupLink
 
 DEFAULT_BROADCAST_BPS = 50e6  # an access point's downlink when none is given (LTE/Wi-Fi class)
 
@@ -50,13 +50,16 @@ class Hop:
 
 @dataclass
 class Attachment:
-    """How one device reaches the network."""
+    """How one device reaches the network: its group's link as declared, and its own rates and channel."""
 
-    node: str  # SERVER for a direct link
+    link: LinkSpec  # its node (the server for a direct link) and the latency of its own hop
     uplink_bps: float | None  # fixed-rate link; None when a wireless channel is used
     downlink_bps: float
-    latency_s: float
     channel: Channel | None = None
+
+    @property
+    def node(self) -> str:
+        return self.link.node
 
 
 @dataclass
@@ -169,7 +172,7 @@ class Network:
         att = self.attachments[device]
         for hop in reversed(self.route_below(att.node, self.edges)):
             yield self.env.timeout(hop.time(bits))
-        yield self.env.timeout(att.latency_s)
+        yield self.env.timeout(att.link.latency)
         receive.on()
         try:
             yield self.env.timeout(bits / att.downlink_bps)
@@ -237,7 +240,7 @@ class Attachments:
     it again gives the same channel; the array form asks only for the devices that work.
     """
 
-    def __init__(self, table: DeviceTable, links: list[GroupLink], nodes: dict[str, NodeSpec], streams: RandomStreams):
+    def __init__(self, table: DeviceTable, links: list[LinkSpec], nodes: dict[str, NodeSpec], streams: RandomStreams):
         self.streams = streams
         self.table = table
         self._links = links
@@ -252,7 +255,7 @@ class Attachments:
 
     def latency(self, device: int) -> float:
         """One-way latency of the device's own hop."""
-        return self._links[int(self.table.group[device])].latency_s
+        return self._links[int(self.table.group[device])].latency
 
     def __getitem__(self, device: int) -> Attachment:
         group = int(self.table.group[device])
@@ -270,7 +273,7 @@ class Attachments:
         down = float(self.table.downlink_bps[device])
         if math.isnan(down):
             down = self._broadcast[group] or up_bps or DEFAULT_BROADCAST_BPS
-        return Attachment(link.node, up_bps, down, link.latency_s, channel)
+        return Attachment(link, up_bps, down, channel)
 
 
 def ram_weights(rho, channels: list[Channel | None]) -> np.ndarray:

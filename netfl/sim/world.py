@@ -5,10 +5,12 @@ or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
 hertz); ``None`` means "not given" where the engine has a default. The server's
 parameters and when to stop and evaluate are their declarations themselves
 (:mod:`netfl.registry.server_params`, :mod:`netfl.registry.run_params`), and so are
-the network's nodes and wired links (:mod:`netfl.registry.network_params`): the objects
+the network's nodes and wired links (:mod:`netfl.registry.network_params`) and each device group's link
+(:class:`netfl.registry.device_params.LinkSpec`): the objects
 the scenario was validated into, or made in code: ``RoundSpec(participants=3,
 deadline=60.0)``, ``StopSpec(rounds=2)``, ``Every(seconds=4.0)``,
-``NodeSpec(kind="access_point", medium=MediumSpec(kind="tdma"))``.
+``NodeSpec(kind="access_point", medium=MediumSpec(kind="tdma"))``, ``LinkSpec(uplink=2e6, latency=0.01)``
+(the device table holds each device's rates, drawn from the link's distributions).
 """
 
 from __future__ import annotations
@@ -18,26 +20,13 @@ from dataclasses import dataclass, field
 
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
-from netfl.registry.device_params import ChannelSpec
-from netfl.registry.network_params import SERVER, NodeSpec, WiredLinkSpec
+from netfl.registry.device_params import LinkSpec
+from netfl.registry.network_params import NodeSpec, WiredLinkSpec
 from netfl.registry.run_params import EVERY_ROUND, Every, StopSpec
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
-
-
-@dataclass(frozen=True)
-class GroupLink:
-    """How the devices of one group reach the network: a node (or the server) over a fixed rate or a channel.
-
-    ``channel`` is the group's declaration (``devices[].link.channel``); each device's channel takes its own
-    distance from the device table, and the band of the node's medium.
-    """
-
-    node: str = SERVER
-    latency_s: float = 0.0
-    channel: ChannelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -59,7 +48,7 @@ class World:
     model each); the devices' own use (one model per group) in either form."""
 
     devices: DeviceTable
-    links: list[GroupLink]  # one per device group, in the table's group order
+    links: list[LinkSpec]  # each device group's link as declared, in the table's group order
     streams: RandomStreams
     stop: StopSpec  # when to stop (whichever limit comes first)
     server: RoundSpec | AsyncSpec = RoundSpec()  # synchronous rounds, or asynchronous arrivals

@@ -9,14 +9,14 @@ from engine_support import AlwaysRound, FakeBackend, approx, events, info, netwo
 
 from netfl.assemble import build_world
 from netfl.backend import Evaluation
-from netfl.registry.device_params import ChannelSpec
+from netfl.registry.device_params import ChannelSpec, LinkSpec
 from netfl.registry.network_params import MediumSpec, NodeSpec, WiredLinkSpec
 from netfl.registry.run_params import Every, StopSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, World
+from netfl.sim.world import World
 
 
 def _table(
@@ -50,7 +50,7 @@ def test_one_device_world_in_code_follows_the_hand_computed_timeline():
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
-        links=[GroupLink()],
+        links=[LinkSpec(uplink=1e6)],
         streams=streams,
         stop=StopSpec(rounds=2),
         policies=_always(1, streams),
@@ -100,8 +100,8 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
             distance=[math.nan, math.nan, *distances[2:]],
         ),
         links=[
-            GroupLink(latency_s=0.01),
-            GroupLink("ap", channel=ChannelSpec(kind="rayleigh", distance_m={"choice": [50.0, 80.0]})),
+            LinkSpec(uplink=2e6, latency=0.01),
+            LinkSpec(to="ap", channel=ChannelSpec(kind="rayleigh", distance_m={"choice": [50.0, 80.0]})),
         ],
         streams=streams,
         stop=StopSpec(rounds=4),
@@ -133,7 +133,7 @@ def _one_device(stop: StopSpec, server: RoundSpec | None = None, every_s: float 
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
-        links=[GroupLink()],
+        links=[LinkSpec(uplink=1e6)],
         streams=streams,
         stop=stop,
         policies=_always(1, streams),
