@@ -570,7 +570,7 @@ class IdleRows:
         :meth:`eligible` says of it at that instant."""
         ok = self.online[devices] & self.alive[devices] & ~self.busy[devices]
         for sl, group in zip(self.slices, self.groups):
-            if group.usage is not None and not group.usage.train_while_in_use:
+            if group.usage is not None and not group.usage.spec.train_while_in_use:
                 mine = (devices >= sl.start) & (devices < sl.stop)
                 ok[mine] &= ~self.using[devices[mine]]
         check = np.flatnonzero(ok & (self.table.min_level[devices] > 0) & self.finite[devices])
