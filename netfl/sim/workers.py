@@ -37,7 +37,8 @@ simultaneous events included, because:
   and the first instant at which enough updates could have reached the
   server for it to aggregate (an aggregation may evaluate, end the run or
   find it diverged, which reads every device); a stop asked for from outside
-  (Ctrl-C while keeping checkpoints) waits for the clock to pass it.
+  (Ctrl-C while keeping checkpoints) waits for the clock to catch up with
+  them.
 
 Enough updates: the server aggregates once ``buffer`` jobs submitted since its
 last aggregation have arrived. Those submitted count at once; any other needs
@@ -223,9 +224,9 @@ class ArrayArrivals:
             if not taken:
                 return
             times, devices = zip(*taken)
-            self._decide(np.array(devices, dtype=np.int64), np.array(times), window)
+            latest = self._decide(np.array(devices, dtype=np.int64), np.array(times), window)
             if hasattr(self.env, "stops_held_until"):  # a reading before then would see devices taken ahead
-                self.env.stops_held_until = max(self.env.stops_held_until, window)
+                self.env.stops_held_until = max(self.env.stops_held_until, latest)
 
     def _window(self, now: float, limit: float) -> tuple[float, list[tuple[float, int]]]:
         """Up to when (at most ``limit``) no aggregation can come, and the undecided devices taken to see it.
@@ -277,11 +278,14 @@ class ArrayArrivals:
         self._cursor += 1
         return float(self._first[self._cursor - 1]), int(self._order[self._cursor - 1])
 
-    def _decide(self, devices: np.ndarray, times: np.ndarray, limit: float) -> None:
+    def _decide(self, devices: np.ndarray, times: np.ndarray, limit: float) -> float:
         """What each device answers at its instants before ``limit``, from ``times[k]`` on: at each, it is advanced
-        to it and, unless eligible, asked again at its next change; the devices still waiting are queued."""
+        to it and, unless eligible, asked again at its next change; the devices still waiting are queued. The
+        latest instant decided (the devices are advanced no further)."""
         rows = self.fleet.rows
+        latest = -math.inf
         while devices.size:
+            latest = max(latest, float(times.max()))
             rows.advance_each(devices, times)
             pulls = rows.eligible_each(devices, times)
             for t, device, pull in zip(times.tolist(), devices.tolist(), pulls.tolist()):
@@ -297,6 +301,7 @@ class ArrayArrivals:
                 if math.isfinite(t):
                     heapq.heappush(self._queue, (t, device))
             devices, times = devices[~later], times[~later]
+        return latest
 
 
 __all__ = ["WorkerDraws", "ArrayArrivals"]

@@ -133,6 +133,17 @@ def test_checkpoints_by_simulated_time(tmp_path: Path) -> None:
         ("mmfl.yaml", [], 12),  # several models and a probe every round
         ("ram-relay.yaml", [], 30),  # Fed-CVaR-Avg's extra scalar behind a random-access relay
         ("million-phones.yaml", ["devices[0].count=2000", "stop.rounds=12"], 8),  # the lazy engine
+        (  # asynchronous arrivals in the array form, waiting devices decided ahead of the clock
+            "ten-million-phones.yaml",
+            [
+                "devices[0].count=3000",
+                "engine.devices=arrays",
+                "server.async.pause=2h",
+                "server.async.buffer=20",
+                "stop.rounds=8",
+            ],
+            5,
+        ),
         (  # partial work, a server optimiser's moments, error-feedback memories and a quantised downlink
             "quickstart.yaml",
             [
