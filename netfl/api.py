@@ -56,7 +56,7 @@ class Result:
             outcome.summary,
             pd.DataFrame(metrics_columns(result.metrics, outcome.num_classes)),
             events_frame(result.recorder.columns()),
-            pd.DataFrame(device_columns(result)),
+            pd.DataFrame(dict(device_columns(result))),
             outcome.out_dir,
             pd.DataFrame(result.timeline.columns()) if result.timeline is not None else None,
         )

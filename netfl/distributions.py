@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Annotated
 
 import numpy as np
+from pydantic import BeforeValidator
 
 from netfl.units import parse_quantity
 
@@ -199,3 +201,22 @@ def _plain_number(value: object, what: str) -> float:
     if not math.isfinite(number):
         raise ValueError(f"{what} must be a plain finite number (e.g. 0.5), got {value!r}")
     return number
+
+
+def _per_device(unit_kind: str) -> BeforeValidator:
+    return BeforeValidator(lambda v: parse_distribution(v, unit_kind))
+
+
+#: Per-device values of a declared parameter, each parsed in its unit (as :mod:`netfl.units`' quantities).
+FlopsDistribution = Annotated[Distribution, _per_device("flops")]
+RateDistribution = Annotated[Distribution, _per_device("rate")]
+FractionDistribution = Annotated[Distribution, _per_device("fraction")]
+DistanceDistribution = Annotated[Distribution, _per_device("distance")]
+CountDistribution = Annotated[Distribution, _per_device("count")]
+
+
+def positive_distribution(d: Distribution) -> Distribution:
+    """``d`` if every draw is > 0 (a field validator's check for speeds, rates, distances)."""
+    if not d.always_positive:
+        raise ValueError(f"must be > 0 for every device; {d.describe()} can be <= 0")
+    return d

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import platform
 import time
@@ -23,9 +24,11 @@ from netfl.learn.federation.learner import Learner
 from netfl.learn.training.runtime import adapts_to_other_work, use_threads
 from netfl.loss_watch import LossExplosion, LossWatch
 from netfl.results.progress import Progress
+from netfl.results.row_table import RowTable
 from netfl.results.tracking import Label, Tracking, check_tracking, track_run, tracking_of
 from netfl.results.writer import write_run
 from netfl.signals import Interrupted, signals_deferred
+from netfl.sim.fleet import NOT_FL, summed
 from netfl.sim.simulation import SimulationResult
 from netfl.version import __version__
 
@@ -152,24 +155,32 @@ def software_versions() -> dict[str, str]:
     return versions
 
 
-def device_columns(result: SimulationResult) -> dict[str, Any]:
-    """One row per device for devices.parquet: participation, online fraction, energy and battery."""
+def device_columns(result: SimulationResult) -> RowTable:
+    """One row per device for devices.parquet: participation, online fraction, energy and battery; each column made
+    when read, whole or a range of devices at a time (the writer reads a row group at a time)."""
     stats, duration = result.stats, result.sim_time_s
-    columns: dict[str, Any] = {
-        "device": np.arange(len(stats.group)),
-        "group": pd.Categorical.from_codes(stats.group, categories=stats.group_names),
-        "tasks_started": stats.tasks_started,
-        "updates_delivered": stats.updates_delivered,
-        "online_fraction": stats.online_time_s / duration if duration > 0 else np.zeros(len(stats.group)),
-        "energy_j": stats.energy_j,
-        "work_energy_j": stats.work_energy_j,  # what FL cost the device (training and radio)
-        "charged_j": stats.charged_j,
-        "battery_fraction": stats.battery_fraction,
-        "battery_empty": stats.battery_empty,
+
+    def energy(rows: slice, work_only: bool) -> np.ndarray:  # summed as DeviceStats sums: the same bits
+        loads = stats.energy_by_activity_j.items()
+        return summed((e[rows] for a, e in loads if not (work_only and a in NOT_FL)), rows.stop - rows.start)
+
+    made: dict[str, Callable[[slice], Any]] = {
+        "device": lambda rows: np.arange(rows.start, rows.stop),
+        "group": lambda rows: pd.Categorical.from_codes(stats.group[rows], categories=stats.group_names),
+        "tasks_started": lambda rows: stats.tasks_started[rows],
+        "updates_delivered": lambda rows: stats.updates_delivered[rows],
+        "online_fraction": lambda rows: (
+            stats.online_time_s[rows] / duration if duration > 0 else np.zeros(rows.stop - rows.start)
+        ),
+        "energy_j": lambda rows: energy(rows, work_only=False),
+        "work_energy_j": lambda rows: energy(rows, work_only=True),  # what FL cost the device (training and radio)
+        "charged_j": lambda rows: stats.charged_j[rows],
+        "battery_fraction": lambda rows: stats.battery_fraction[rows],
+        "battery_empty": lambda rows: stats.battery_empty[rows],
     }
-    for activity, joules in sorted(stats.energy_by_activity_j.items()):
-        columns[f"energy_{activity}_j"] = joules
-    return columns
+    for activity in sorted(stats.energy_by_activity_j):
+        made[f"energy_{activity}_j"] = lambda rows, activity=activity: stats.energy_by_activity_j[activity][rows]
+    return RowTable(list(made), len(stats.group), lambda name, rows: made[name](rows))
 
 
 def _task_summaries(scenario: Scenario, result: SimulationResult) -> list[dict[str, Any]]:
@@ -295,19 +306,29 @@ def run_scenario(
         checkpointed = stopped_cleanly and keeper.save_now(simulation.env.now)
         if not complete:
             result = simulation.partial_result()
+        adaptive = adapts_to_other_work()
+        trainers = [task.trainer.describe(threads, adaptive) for task in learner.tasks]
+        num_classes = [task.num_classes for task in learner.tasks]
+        updates_skipped, explosion = learner.updates_skipped, watch.explosion
+        stopped_at = simulation.env.now if checkpointed else None
+        keeping = keeper is not None
+        # The world and the learner are done with: at ten million devices their arrays (rows, models, the data's
+        # partition) are gigabytes that summing and writing the results do not need (the result holds its own),
+        # and the engine's processes hold them in reference cycles only a collection frees.
+        simulation = learner = watch = keeper = None
+        gc.collect()
         summary = summarize(
             scenario,
             result,
             wall_time_s=time.perf_counter() - started,
             complete=complete,
-            updates_skipped=learner.updates_skipped,
-            loss_explosion=watch.explosion,
+            updates_skipped=updates_skipped,
+            loss_explosion=explosion,
         )
-        adaptive = adapts_to_other_work()
         summary.update(device=device, threads=threads, threads_adaptive=adaptive, **(extra_summary or {}))
-        for task_summary, task in zip(summary["tasks"], learner.tasks):
-            task_summary["training"] = task.trainer.describe(threads, adaptive)
-        outcome = RunOutcome(summary, None, result, [task.num_classes for task in learner.tasks])
+        for task_summary, training in zip(summary["tasks"], trainers):
+            task_summary["training"] = training
+        outcome = RunOutcome(summary, None, result, num_classes)
         if write:
             outcome.out_dir = write_run(
                 target,
@@ -323,8 +344,8 @@ def run_scenario(
                 timeline=result.timeline.columns() if result.timeline is not None else None,
             )
     if not complete:
-        raise Interrupted(outcome.out_dir, checkpointed_at=simulation.env.now if checkpointed else None)
-    if keeper is not None:
+        raise Interrupted(outcome.out_dir, checkpointed_at=stopped_at)
+    if keeping:
         checkpoint_path(target).unlink(missing_ok=True)  # the run is whole: nothing to resume
     if tracking and outcome.out_dir is not None:  # from the files written, so trackers hold exactly their values
         track_run(outcome.out_dir, tracking, Label.of_run(outcome.out_dir, scenario.name))

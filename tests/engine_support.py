@@ -18,7 +18,9 @@ from netfl.backend import Evaluation, RoundContext, RoundPlan, Work, sample_unif
 from netfl.config import scenario_from_dict
 from netfl.events import EVENT_FIELDS
 from netfl.policies import DeviceInfo, PolicyParams, RoundPolicy, SessionPolicy, build_policy
+from netfl.registry.device_params import ChannelSpec
 from netfl.rng import RandomStreams
+from netfl.sim.channel import Channel
 from netfl.sim.simulation import Simulation
 
 REL = 1e-12
@@ -41,6 +43,13 @@ WORK_KINDS = {
 
 def approx(value: float) -> object:
     return pytest.approx(value, rel=REL, abs=1e-12)
+
+
+def channel(seed: object = 0, *, distance_m: float = 100.0, bandwidth_hz: float = 1e6, **spec: object) -> Channel:
+    """One device's channel, ``distance_m`` away over ``bandwidth_hz``, its other parameters declared as a topology
+    declares them (:class:`~netfl.registry.device_params.ChannelSpec`: ``kind``, ``tx_power``, ``rate``...)."""
+    declared = ChannelSpec(distance_m=distance_m, **spec)
+    return Channel(declared, seed, distance_m=distance_m, bandwidth_hz=bandwidth_hz)
 
 
 # ----------------------------------------------------------------- fixtures

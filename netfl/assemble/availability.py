@@ -73,10 +73,7 @@ def _spec(group, role: str):
 def usage_setups(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray | None) -> list[UsageSetup | None]:
     """Each device group's own use (``usage``), in either form of the engine; None where a group has none."""
     models = group_models(scenario, streams, label_mix, "usage")
-    return [
-        None if g.usage is None else UsageSetup(model, g.usage.power, g.usage.train_while_in_use)
-        for g, model in zip(scenario.devices, models)
-    ]
+    return [None if g.usage is None else UsageSetup(model, g.usage) for g, model in zip(scenario.devices, models)]
 
 
 def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:

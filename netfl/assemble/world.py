@@ -17,7 +17,6 @@ from netfl.config.schema import LinkSpec, MediumSpec, NodeSpec, Scenario
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
 from netfl.sim.world import (
@@ -27,8 +26,6 @@ from netfl.sim.world import (
     MediumSetup,
     NodeSetup,
     RamSetup,
-    ServerSetup,
-    StopSetup,
     WiredLink,
     World,
 )
@@ -55,31 +52,14 @@ def build_world(
     the array form). The devices' own use is the scenario's unless ``usage`` is given. ``idle_events``: the array
     form logs idle devices' events too (:func:`netfl.config.engine_form.engine_choice` says whether)."""
     nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
-    server, stop = scenario.server, scenario.stop
+    server = scenario.server
     return World(
         devices=device_table(scenario, streams),
-        links=[_group_link(g.link, scenario.network.nodes) for g in scenario.devices],
+        links=[_group_link(g.link) for g in scenario.devices],
         streams=streams,
-        stop=StopSetup(
-            rounds=stop.rounds,
-            sim_time_s=stop.sim_time,
-            accuracy=stop.accuracy,
-            eval_every=scenario.eval.every.rounds or 1,
-            eval_every_s=scenario.eval.every.seconds,
-        ),
-        server=ServerSetup(
-            mode=server.mode,
-            participants=server.round.asked,
-            goal=server.round.participants if server.round.over_commit else None,
-            deadline_s=server.round.deadline,
-            idle_wait_s=server.round.idle_wait,
-            interval_s=server.round.interval,
-            buffer=server.async_.buffer,
-            local_steps=server.async_.local_steps,
-            pause_s=server.async_.pause,
-            partial_work=server.round.partial_work,
-            partial_margin=server.round.partial_margin,
-        ),
+        stop=scenario.stop,
+        evaluate=scenario.eval.every,
+        server=server.round if server.mode == "sync" else server.async_,
         nodes=nodes,
         wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],
         policies=policies,
@@ -97,7 +77,7 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
     edges = tuple(name for name, node in scenario.network.nodes.items() if node.kind == "edge")
     if not edges:
         return None
-    return HierarchySetup(edges, scenario.server.round.cloud_every, policies)
+    return HierarchySetup(edges, policies)
 
 
 def _node(node: NodeSpec) -> NodeSetup:
@@ -120,24 +100,9 @@ def _medium(m: MediumSpec) -> MediumSetup:
     return MediumSetup(m.kind, m.bandwidth, params)
 
 
-def _group_link(link: LinkSpec, nodes: dict[str, NodeSpec]) -> GroupLink:
-    """A group's attachment; its channel is a template whose distance each device replaces with its own."""
-    channel = None
-    if link.channel is not None:
-        c = link.channel
-        channel = ChannelParams(
-            kind=c.kind,
-            tx_power_w=c.tx_power,
-            bandwidth_hz=nodes[link.to].medium.bandwidth,
-            noise_figure_db=c.noise_figure_db,
-            shadowing_db_std=c.shadowing_db,
-            rician_k=c.rician_k,
-            coherence_s=c.coherence,
-            rate_bps=c.rate,
-            packet_bits=8 * c.packet_size,
-            max_spectral_efficiency=c.max_spectral_efficiency,
-        )
-    return GroupLink(link.to or SERVER, link.latency, channel)
+def _group_link(link: LinkSpec) -> GroupLink:
+    """A group's attachment: its node (the server if none) and its channel's declaration, as the scenario gives it."""
+    return GroupLink(link.to or SERVER, link.latency, link.channel)
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
@@ -166,6 +131,9 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
         def draw(name, dist, group=group, n=n):
             return np.asarray(dist.sample(streams.numpy("devices", group.group, name), n), dtype=float)
 
+        def same(value, n=n):  # one value for the whole group: no memory per device
+            return np.broadcast_to(np.float64(value), (n,))
+
         cols["group"].append(np.full(n, g, dtype=np.uint8 if len(scenario.devices) <= 256 else np.int32))
         cols["flops_per_s"].append(draw("flops_per_s", group.compute.flops_per_s))
         power = group.power
@@ -175,28 +143,30 @@ def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
             ("receive_w", power.transmit * RECEIVE_TO_TRANSMIT_POWER),
             ("idle_w", power.idle),
         ):
-            cols[name].append(np.full(n, watts, dtype=float))
+            cols[name].append(same(watts))
         spec = group.battery
         if spec is None:
-            cols["capacity_j"].append(np.full(n, math.inf))
-            cols["initial_j"].append(np.full(n, math.inf))
-            cols["min_level"].append(np.zeros(n))
-            cols["charge_w"].append(np.zeros(n))
+            cols["capacity_j"].append(same(math.inf))
+            cols["initial_j"].append(same(math.inf))
+            cols["min_level"].append(same(0.0))
+            cols["charge_w"].append(same(0.0))
         else:
-            cols["capacity_j"].append(np.full(n, spec.capacity))
-            cols["initial_j"].append(spec.capacity * draw("battery_initial", spec.initial))
-            cols["min_level"].append(np.full(n, spec.min_level))
-            cols["charge_w"].append(np.full(n, spec.charge_power))
+            cols["capacity_j"].append(same(spec.capacity))
+            initial = draw("battery_initial", spec.initial)
+            initial *= spec.capacity
+            cols["initial_j"].append(initial)
+            cols["min_level"].append(same(spec.min_level))
+            cols["charge_w"].append(same(spec.charge_power))
         link = group.link
-        up = draw("uplink", link.uplink) if link.uplink is not None else np.full(n, math.nan)
+        up = draw("uplink", link.uplink) if link.uplink is not None else same(math.nan)
         if link.downlink is not None:
             down = draw("downlink", link.downlink)
         else:
-            down = up if link.to is None else np.full(n, math.nan)
+            down = up if link.to is None else same(math.nan)
         cols["uplink_bps"].append(up)
         cols["downlink_bps"].append(down)
         cols["distance_m"].append(
-            draw("distance", link.channel.distance_m) if link.channel is not None else np.full(n, math.nan)
+            draw("distance", link.channel.distance_m) if link.channel is not None else same(math.nan)
         )
     arrays = {k: _column(v) for k, v in cols.items()}
     return DeviceTable(group_names=[g.group for g in scenario.devices], **arrays)
@@ -209,7 +179,7 @@ def _column(parts: list[np.ndarray]) -> np.ndarray:
     first = parts[0][:1]
     if len(first) and all(_all_equal(part, first) for part in parts):
         return np.broadcast_to(first[0], (sum(len(part) for part in parts),))
-    return np.concatenate(parts)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)  # one group: its draw itself, not a copy
 
 
 def _all_equal(part: np.ndarray, value: np.ndarray) -> bool:

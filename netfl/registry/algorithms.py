@@ -13,6 +13,7 @@ documented on the strategy classes.
 
 from __future__ import annotations
 
+import typing
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,8 @@ from netfl.registry.algorithm_params import (
     UMIFAmParams,
     UMIFAParams,
 )
+from netfl.registry.server_params import RoundSpec
+from netfl.units import Fraction
 
 __all__ = [
     "ALGORITHMS",
@@ -265,41 +268,44 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
 }
 
 
+def _round_option(name: str, summary: str, paper: str) -> dict[str, str]:
+    """A ``server.round`` field as the listing shows it: its type and default read from :class:`RoundSpec`."""
+    field = RoundSpec.model_fields[name]
+    kind = "fraction" if typing.get_args(Fraction)[1] in field.metadata else field.annotation.__name__
+    default = str(field.default).lower() if isinstance(field.default, bool) else f"{field.default:g}"
+    return {"name": name, "type": kind, "default": default, "summary": summary, "paper": paper}
+
+
 #: Settings of ``server.round`` that change how a synchronous round runs with any algorithm, listed with the
-#: algorithms (``netfl algorithms``) because they come from papers too.
+#: algorithms (``netfl algorithms``) because they come from papers too; each one's type and default are its
+#: declaration's (:class:`~netfl.registry.server_params.RoundSpec`).
 ROUND_OPTIONS: tuple[dict[str, str], ...] = (
-    {
-        "name": "over_commit",
-        "type": "fraction",
-        "default": "0",
-        "summary": "ask ceil((1 + over_commit) x participants) of the eligible devices, aggregate the first "
+    _round_option(
+        "over_commit",
+        "ask ceil((1 + over_commit) x participants) of the eligible devices, aggregate the first "
         "participants updates to arrive and stop the rest (dropout, cause over_commit); needs "
         "participants; not with a RAM relay, an algorithm that divides by p, or mmfl",
-        "paper": OVER_COMMIT_PAPER,
-    },
-    {
-        "name": "partial_work",
-        "type": "bool",
-        "default": "false",
-        "summary": "a device that would miss the deadline trains only the local steps it can finish in time (from "
+        OVER_COMMIT_PAPER,
+    ),
+    _round_option(
+        "partial_work",
+        "a device that would miss the deadline trains only the local steps it can finish in time (from "
         "its speed, the FLOPs of a step, the time left after its download, and its upload at the throughput its "
         "previous upload achieved, or its link's nominal rate) and uploads them (train_start: partial "
         "steps=done/asked); a job that fits no step stops (dropout, cause deadline); needs a deadline; fednova "
         "normalises by the steps done, fedavg is the biased baseline; partial_margin (fraction, default 0) plans "
         "each upload that much longer, for a shared uplink on which everyone who planned to the deadline sends "
         "at once",
-        "paper": PARTIAL_WORK_NOTE,
-    },
-    {
-        "name": "cloud_every",
-        "type": "int",
-        "default": "1",
-        "summary": "with edge nodes (network.nodes.NAME.kind: edge, HierFAVG): every round each edge aggregates "
+        PARTIAL_WORK_NOTE,
+    ),
+    _round_option(
+        "cloud_every",
+        "with edge nodes (network.nodes.NAME.kind: edge, HierFAVG): every round each edge aggregates "
         "its own devices' updates by the algorithm's rule (fedavg, fedprox or fednova) into its edge model; "
         "every cloud_every rounds the edges send their models over their wired links, the cloud averages them "
         "by the edges' data and sends the result back down",
-        "paper": HIERFAVG_PAPER,
-    },
+        HIERFAVG_PAPER,
+    ),
 )
 
 # ------------------------------------------------------------------------------------ listing, checks

@@ -3,13 +3,12 @@
 The scenario checks ``network.nodes.*.medium.kind`` against it; a class of
 :mod:`netfl.sim.medium` implements each, naming it as its ``kind``, and
 :data:`netfl.sim.medium.MEDIA` gathers them (refusing a kind without a class,
-or a class whose kind is not here). Also the wireless defaults the scenario
-and the engine share.
+or a class whose kind is not here).
 """
 
 from __future__ import annotations
 
-__all__ = ["MAX_SPECTRAL_EFFICIENCY", "MEDIA_KINDS_DOC", "MEDIUM_KINDS"]
+__all__ = ["MEDIA_KINDS_DOC", "MEDIUM_KINDS"]
 
 #: Each kind and what it does, for listings and error messages.
 MEDIA_KINDS_DOC: dict[str, str] = {
@@ -20,7 +19,3 @@ MEDIA_KINDS_DOC: dict[str, str] = {
 }
 
 MEDIUM_KINDS: tuple[str, ...] = tuple(MEDIA_KINDS_DOC)
-
-#: bit/s/Hz an adaptive-rate channel reaches at most: LTE's top modulation and coding, CQI 15 (64-QAM, code rate
-#: 948/1024), 3GPP TS 36.213 Table 7.2.3-1 (netfl/sim/channel.py says why a cap and gives other radios' values).
-MAX_SPECTRAL_EFFICIENCY = 5.5547

@@ -16,7 +16,7 @@ import math
 import os
 import shutil
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from netfl.errors import NetflError
 from netfl.events import EVENT_FIELDS
 from netfl.results.folders import MARKERS, RUN, UNTYPED_MARKER, describe, kinds_of, write_marker
 from netfl.results.plots import plot_accuracy_vs_time, plot_staleness
+from netfl.results.row_table import RowTable
 from netfl.results.world_plots import timeline_figure
 
 METRIC_COLUMNS = ("sim_time_s", "round", "test_accuracy", "test_loss", "participants", "energy_j", "work_energy_j")
@@ -45,6 +46,12 @@ EVENT_SCHEMA = pa.schema(
         ("detail", pa.string()),
     ]
 )
+
+#: Rows of a row group in devices.parquet and timeline.parquet: pyarrow's default, so that writing a row group at a
+#: time gives the bytes of one whole-table write while only that group's columns are made.
+ROW_GROUP_ROWS = 1024 * 1024
+#: No statistics or creation metadata that could vary: the same run gives the same bytes.
+_PARQUET = {"compression": "zstd", "write_statistics": False, "store_schema": True}
 
 
 def events_frame(columns: dict[str, Any]) -> pd.DataFrame:
@@ -78,9 +85,7 @@ def _events_table(columns: dict[str, Any]) -> pa.Table:
 
 def write_events(path: Path, columns: dict[str, Any]) -> None:
     """events.parquet; with pandas' metadata, so ``pd.read_parquet`` gives back :func:`events_frame`'s dtypes."""
-    table = _events_table(columns)
-    # No statistics or creation metadata that could vary: the same run gives the same bytes.
-    pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=True)
+    pq.write_table(_events_table(columns), path, **_PARQUET)
 
 
 def write_timeline(path: Path, columns: dict[str, Any]) -> None:
@@ -89,8 +94,32 @@ def write_timeline(path: Path, columns: dict[str, Any]) -> None:
     write_devices(path, columns)
 
 
-def write_devices(path: Path, columns: dict[str, Any]) -> None:
-    """One row per device (devices.parquet); absent battery levels (mains power) are nulls."""
+def write_devices(path: Path, columns: Mapping[str, Any]) -> None:
+    """One row per device (devices.parquet); absent battery levels (mains power) are nulls. ``columns``: name -> one
+    value per row; a :class:`~netfl.results.row_table.RowTable` is read a row group at a time, so that its
+    derived columns are never made whole."""
+    if isinstance(columns, RowTable):
+        count, part = columns.count, columns.part
+    else:
+        whole = {name: v if isinstance(v, pd.Categorical) else np.asarray(v) for name, v in columns.items()}
+        count = len(next(iter(whole.values()))) if whole else 0
+
+        def part(start: int, stop: int) -> dict[str, Any]:
+            return {name: values[start:stop] for name, values in whole.items()}
+
+    if count <= ROW_GROUP_ROWS:
+        pq.write_table(_arrow_table(part(0, count)), path, **_PARQUET)
+        return
+    first = _arrow_table(part(0, ROW_GROUP_ROWS))
+    with pq.ParquetWriter(path, first.schema, **_PARQUET) as writer:
+        writer.write_table(first)
+        del first
+        for start in range(ROW_GROUP_ROWS, count, ROW_GROUP_ROWS):
+            writer.write_table(_arrow_table(part(start, min(count, start + ROW_GROUP_ROWS))))
+
+
+def _arrow_table(columns: dict[str, Any]) -> pa.Table:
+    """Columns as Arrow: a categorical as its strings, NaN in a float column as null."""
     arrays = {}
     for name, values in columns.items():
         if isinstance(values, pd.Categorical):  # written as the strings: devices.parquet's group column
@@ -99,7 +128,7 @@ def write_devices(path: Path, columns: dict[str, Any]) -> None:
             continue
         values = np.asarray(values)
         arrays[name] = pa.array(values, mask=np.isnan(values)) if values.dtype.kind == "f" else pa.array(values)
-    pq.write_table(pa.table(arrays), path, compression="zstd", write_statistics=False, store_schema=True)
+    return pa.table(arrays)
 
 
 def metrics_columns(rows: Sequence[Any], num_classes: Sequence[int]) -> dict[str, list]:
@@ -202,7 +231,7 @@ def write_run(
     metrics: Sequence[Any],
     num_classes: Sequence[int],
     events: dict[str, list],
-    devices: dict[str, Any],
+    devices: Mapping[str, Any],
     title: str,
     staleness: Sequence[int] = (),
     scenario: dict[str, Any] | None = None,
@@ -238,7 +267,7 @@ def write_run(
 
 
 def write_world_over_time(
-    folder: Path, timeline: dict[str, Any], events: dict[str, Any], devices: dict[str, Any], title: str
+    folder: Path, timeline: dict[str, Any], events: dict[str, Any], devices: Mapping[str, Any], title: str
 ) -> None:
     """timeline.parquet and its figure, with a Gantt of a sample of devices from the event log."""
     write_timeline(folder / "timeline.parquet", timeline)

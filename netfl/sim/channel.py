@@ -42,12 +42,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netfl.registry.choices import ChannelKind, values
-from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
-
-CHANNEL_KINDS: tuple[str, ...] = values(ChannelKind)
+from netfl.registry.device_params import ChannelSpec
 
 MIN_DISTANCE_M = 1.0
+#: Thermal noise density k T at T = 290 K, dBm/Hz (the receiver's noise figure comes on top).
+THERMAL_NOISE_DBM_HZ = -174.0
 
 
 # ------------------------------------------------------------------ unit math
@@ -96,63 +95,37 @@ def rayleigh_outage_probability(rate_bps: float, bandwidth_hz: float, mean_snr_l
 # ------------------------------------------------------------------ channel
 
 
-@dataclass(frozen=True)
-class ChannelParams:
-    """One device's uplink to its access point.
+class Channel:
+    """One device's wireless link to its access point (block fading, deterministic per seed).
 
-    ``rate_bps=None`` means adaptive modulation and coding: the link runs at
-    the Shannon capacity of each coherence block, capped at
-    ``max_spectral_efficiency`` bit/s/Hz (the radio's top modulation and
-    coding; ``math.inf``: no cap). A number means a fixed rate: a packet
-    sent in a block whose Shannon capacity is below it is lost (and
-    retransmitted by ARQ in :func:`transfer_time`); the cap does not apply
-    (the rate is the modulation the user chose).
+    ``spec`` is its group's declaration (``devices[].link.channel``): the fading, transmit power, noise figure,
+    coherence time and a fixed ``rate`` (a packet sent in a block whose Shannon capacity is below it is lost and
+    retransmitted by ARQ in :func:`transfer_time`; the spectral-efficiency cap does not apply, the rate being the
+    modulation the user chose) or, without one, adaptive modulation and coding (the Shannon capacity of each
+    coherence block, capped at ``max_spectral_efficiency`` bit/s/Hz; ``math.inf``: no cap). ``distance_m`` is the
+    device's own (drawn from the group's distribution), ``bandwidth_hz`` its node's band.
     """
 
-    kind: ChannelKind = "rayleigh"
-    distance_m: float = 100.0
-    tx_power_w: float = 0.2  # 23 dBm, the LTE UE power class 3 maximum (3GPP TS 36.101)
-    bandwidth_hz: float = 1e6
-    noise_psd_dbm_hz: float = -174.0  # thermal noise k T, T = 290 K
-    noise_figure_db: float = 7.0  # UE noise figure, 3GPP TR 36.814 Table A.2.1.1-3
-    shadowing_db_std: float = 0.0  # 8 dB for macro cells (TR 36.814); 0 = no shadowing
-    rician_k: float | None = None  # line-of-sight to scattered power ratio (linear), kind="rician" only
-    coherence_s: float = 0.1  # pedestrian at 2 GHz, see module docstring
-    rate_bps: float | None = None
-    packet_bits: int = 12000  # 1500-byte MTU
-    max_spectral_efficiency: float = MAX_SPECTRAL_EFFICIENCY  # bit/s/Hz, adaptive rates only
-
-    def __post_init__(self) -> None:
-        if self.kind not in CHANNEL_KINDS:
-            raise ValueError(f"channel kind {self.kind!r}: expected one of {', '.join(CHANNEL_KINDS)}")
-        if self.kind == "rician" and (self.rician_k is None or self.rician_k < 0):
-            raise ValueError("a rician channel needs rician_k >= 0 (linear K factor; 0 is Rayleigh)")
-        if self.kind != "rician" and self.rician_k is not None:
-            raise ValueError(f"rician_k is only meaningful for kind='rician', not {self.kind!r}")
-        for name in ("distance_m", "bandwidth_hz", "coherence_s", "packet_bits", "max_spectral_efficiency"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"channel {name} must be > 0, got {getattr(self, name)!r}")
-        if self.tx_power_w < 0 or self.shadowing_db_std < 0:
-            raise ValueError("channel tx_power_w and shadowing_db_std must be >= 0")
-        if self.rate_bps is not None and not self.rate_bps > 0:
-            raise ValueError(f"channel rate_bps must be > 0 or None (adaptive), got {self.rate_bps!r}")
-
-
-class Channel:
-    """One device's wireless link to its access point (block fading, deterministic per seed)."""
-
-    def __init__(self, params: ChannelParams, seed: np.random.SeedSequence | int):
-        self.params = params
+    def __init__(
+        self, spec: ChannelSpec, seed: np.random.SeedSequence | int, *, distance_m: float, bandwidth_hz: float
+    ):
+        if not (distance_m > 0 and bandwidth_hz > 0):
+            raise ValueError(
+                f"a channel needs distance_m > 0 and bandwidth_hz > 0 (got {distance_m!r}, {bandwidth_hz!r})"
+            )
+        self.spec = spec
+        self.distance_m = distance_m
+        self.bandwidth_hz = bandwidth_hz
         ss = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(int(seed))
         # generate_state does not advance the SeedSequence: the caller's object is left as it was.
         words = ss.generate_state(4, dtype=np.uint64)
         self._key = words[:2]  # Philox key for the fading blocks
-        shadow = np.random.default_rng(words[2:]).standard_normal() if params.shadowing_db_std > 0 else 0.0
-        self.shadowing_db = float(params.shadowing_db_std * shadow)
-        self.path_loss_db = path_loss_db(params.distance_m) + self.shadowing_db
+        shadow = np.random.default_rng(words[2:]).standard_normal() if spec.shadowing_db > 0 else 0.0
+        self.shadowing_db = float(spec.shadowing_db * shadow)
+        self.path_loss_db = path_loss_db(distance_m) + self.shadowing_db
         self.large_scale_gain = db_to_linear(-self.path_loss_db)
-        self._rx_power_w = params.tx_power_w * self.large_scale_gain
-        self._noise_w_per_hz = noise_power_w(1.0, params.noise_psd_dbm_hz, params.noise_figure_db)
+        self._rx_power_w = spec.tx_power * self.large_scale_gain
+        self._noise_w_per_hz = noise_power_w(1.0, THERMAL_NOISE_DBM_HZ, spec.noise_figure_db)
         self._cached_block = -1
         self._cached_gain = 1.0
 
@@ -160,11 +133,11 @@ class Channel:
 
     @property
     def fading(self) -> bool:
-        return self.params.kind != "awgn"
+        return self.spec.kind != "awgn"
 
     def block_index(self, t: float) -> int:
         """The coherence block holding ``t``; block k is [k c, (k+1) c) with boundaries computed as k * c."""
-        c = self.params.coherence_s
+        c = self.spec.coherence
         k = math.floor(t / c)
         if (k + 1) * c <= t:  # t / c rounded down across a boundary
             k += 1
@@ -176,7 +149,7 @@ class Channel:
         """Start of the next coherence block (inf for AWGN: its rate never changes)."""
         if not self.fading:
             return math.inf
-        return (self.block_index(t) + 1) * self.params.coherence_s
+        return (self.block_index(t) + 1) * self.spec.coherence
 
     def block_gain(self, k: int) -> float:
         """Fading power gain |h|^2 of block ``k`` (mean 1): a pure function of (seed, k)."""
@@ -185,10 +158,10 @@ class Channel:
         if k == self._cached_block:
             return self._cached_gain
         rng = np.random.Generator(np.random.Philox(key=self._key, counter=[0, k, 0, 0]))
-        if self.params.kind == "rayleigh":
+        if self.spec.kind == "rayleigh":
             g = rng.standard_exponential()  # |h|^2 for h ~ CN(0, 1)
         else:
-            kk = float(self.params.rician_k)
+            kk = float(self.spec.rician_k)
             # |h|^2 = noncentral chi^2(2 dof, nonc 2K) / (2 (K + 1)): LOS power K/(K+1), scatter 1/(K+1)
             g = rng.noncentral_chisquare(2.0, 2.0 * kk) / (2.0 * (kk + 1.0))
         self._cached_block, self._cached_gain = k, float(g)
@@ -198,7 +171,7 @@ class Channel:
 
     def bandwidth(self, bandwidth_hz: float | None = None) -> float:
         """The bandwidth a transfer uses: ``bandwidth_hz`` (a share of the link's) if given, else the link's."""
-        return self.params.bandwidth_hz if bandwidth_hz is None else bandwidth_hz
+        return self.bandwidth_hz if bandwidth_hz is None else bandwidth_hz
 
     def mean_snr(self, bandwidth_hz: float | None = None) -> float:
         """Average SNR (path loss and shadowing, no fading) over ``bandwidth_hz`` (default: the link's)."""
@@ -220,31 +193,31 @@ class Channel:
     def capacity(self, t: float, bandwidth_hz: float | None = None) -> float:
         """The adaptive link's rate at ``t``: Shannon capacity, at most ``max_spectral_efficiency`` x bandwidth."""
         b = self.bandwidth(bandwidth_hz)
-        return min(shannon_rate(b, self.snr(t, b)), self.params.max_spectral_efficiency * b)
+        return min(shannon_rate(b, self.snr(t, b)), self.spec.max_spectral_efficiency * b)
 
     def outage(self, t: float, bandwidth_hz: float | None = None, rate_bps: float | None = None) -> bool:
         """Whether a fixed-rate packet sent at ``t`` is lost: Shannon capacity below the rate (the link's by
         default)."""
-        rate = self.params.rate_bps if rate_bps is None else rate_bps
+        rate = self.spec.rate if rate_bps is None else rate_bps
         if rate is None:
-            raise ValueError("outage needs a fixed rate: set ChannelParams.rate_bps or pass rate_bps")
+            raise ValueError("outage needs a fixed rate: set the channel's rate or pass rate_bps")
         return self.shannon_capacity(t, bandwidth_hz) < rate
 
     def outage_probability(self, bandwidth_hz: float | None = None, rate_bps: float | None = None) -> float:
         """Outage probability of this link: AWGN 0 or 1; Rayleigh 1 - exp(-x); Rician the non-central
         chi-square CDF (2(K+1)|h|^2 ~ chi'^2 with 2 degrees of freedom and non-centrality 2K), x being the
         fading power below which capacity falls short of the rate."""
-        rate = self.params.rate_bps if rate_bps is None else rate_bps
+        rate = self.spec.rate if rate_bps is None else rate_bps
         if rate is None:
             raise ValueError("outage_probability needs a fixed rate")
         b = self.bandwidth(bandwidth_hz)
-        if self.params.kind == "awgn":
+        if self.spec.kind == "awgn":
             return float(shannon_rate(b, self.mean_snr(b)) < rate)
-        if self.params.kind == "rayleigh":
+        if self.spec.kind == "rayleigh":
             return rayleigh_outage_probability(rate, b, self.mean_snr(b))
         from scipy.stats import ncx2  # imported here: scipy.stats costs every process a second and a half
 
-        k = self.params.rician_k
+        k = self.spec.rician_k
         threshold = (2.0 ** (rate / b) - 1.0) / self.mean_snr(b)
         return float(ncx2.cdf(2.0 * (k + 1.0) * threshold, 2, 2.0 * k))
 
@@ -292,22 +265,22 @@ def transfer_time(
 ) -> TransferOutcome:
     """Exact time to push ``bits`` through ``channel`` alone, starting at ``start_t``.
 
-    Adaptive rate (``rate_bps=None``): bits flow at capacity(t), integrated
-    block by block. Fixed rate: packets of ``packet_bits`` (the last one
-    shorter) at ``rate_bps``; a packet whose *start* falls in an outage block
+    Adaptive rate (no ``rate``): bits flow at capacity(t), integrated
+    block by block. Fixed rate: packets of ``packet_size`` (the last one
+    shorter) at ``rate``; a packet whose *start* falls in an outage block
     is lost and resent at once (stop-and-wait ARQ without ACK delay, the
     block assumed much longer than a packet); after ``max_attempts`` losses
     of one packet the transfer fails. Work is O(blocks), not O(packets):
     the outage state is constant within a block.
     """
-    p = channel.params
+    p = channel.spec
     b = channel.bandwidth(bandwidth_hz)
     if bits <= 0:
         return TransferOutcome(0.0, 0.0, 0, 0, True)
     n_packets = math.ceil(bits / p.packet_bits)
     t = float(start_t)
 
-    if p.rate_bps is None:
+    if p.rate is None:
         remaining = float(bits)
         elapsed = 0.0  # summed per segment, so an AWGN transfer takes exactly bits / capacity
         while True:
@@ -317,13 +290,13 @@ def transfer_time(
                 elapsed += remaining / rate
                 break
             if math.isinf(end):
-                raise ValueError(f"link capacity is 0 (tx power {p.tx_power_w} W): the transfer never ends")
+                raise ValueError(f"link capacity is 0 (tx power {p.tx_power} W): the transfer never ends")
             remaining -= rate * (end - t)
             elapsed += end - t
             t = end
         return TransferOutcome(elapsed, elapsed, n_packets, 0, True)
 
-    rate = p.rate_bps
+    rate = p.rate
     full_air = p.packet_bits / rate
     last_bits = bits - (n_packets - 1) * p.packet_bits
     last_air = last_bits / rate

@@ -24,7 +24,7 @@ Both draw the same world from one seed (tests/engine/test_one_world.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -56,13 +56,13 @@ class DeviceStats:
 
     @property
     def energy_j(self) -> np.ndarray:
-        return sum(self.energy_by_activity_j.values(), np.zeros(len(self.group)))
+        return summed(self.energy_by_activity_j.values(), len(self.group))
 
     @property
     def work_energy_j(self) -> np.ndarray:
         """What federated learning cost each device: all but standing by and its owner's use."""
         work = [e for activity, e in self.energy_by_activity_j.items() if activity not in NOT_FL]
-        return sum(work, np.zeros(len(self.group)))
+        return summed(work, len(self.group))
 
 
 @dataclass
@@ -182,6 +182,14 @@ def _fraction(level_j: float, capacity_j: float) -> float:
     return math.nan if math.isinf(capacity_j) else level_j / capacity_j
 
 
+def _fractions(level_j: np.ndarray, capacity_j: np.ndarray) -> np.ndarray:
+    """:func:`_fraction` of every device, computed in ``level_j`` (an array the caller gives up)."""
+    with np.errstate(invalid="ignore"):
+        level_j /= capacity_j
+    level_j[np.isinf(capacity_j)] = math.nan
+    return level_j
+
+
 def _by_activity(energy: list[dict[str, float]]) -> dict[str, np.ndarray]:
     """Per-device energy dicts as one array per activity (the standard activities first, in their order)."""
     activities = dict.fromkeys(ACTIVITIES) | {a: None for e in energy for a in e}
@@ -198,7 +206,16 @@ def fleet_energy_j(by_activity: dict[str, np.ndarray], *, work_only: bool = Fals
     FL spends)."""
     n = len(next(iter(by_activity.values()))) if by_activity else 0
     arrays = [e for activity, e in by_activity.items() if not (work_only and activity in NOT_FL)]
-    return float(sum(arrays, np.zeros(n)).sum())
+    return float(summed(arrays, n).sum())
+
+
+def summed(arrays: Iterable[np.ndarray], n: int) -> np.ndarray:
+    """``sum(arrays, np.zeros(n))`` -- the same additions in the same order, so the same bits -- in one array, not
+    one per addition (at ten million devices each is 80 MB)."""
+    total = np.zeros(n)
+    for values in arrays:
+        total += values
+    return total
 
 
 @dataclass(frozen=True)
@@ -250,6 +267,7 @@ class LazyFleet:
         self.worked: dict[int, WorkAccount] = {}  # the devices that have worked (at scale a few among millions)
         self.active: dict[int, Device] = {}
         self.upload_bps: dict[int, float] = {}  # what each device's last upload achieved (partial work plans with it)
+        self._final: DeviceStats | None = None  # the totals, once the run is over (stats)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -290,11 +308,7 @@ class LazyFleet:
         rows = self.rows
         g = int(self.table.group[index])
         row, group = index - self.slices[g].start, rows.groups[g]
-        usage = (
-            Usage(SessionRow.row_of(group.usage.model, row), group.usage.power_w, group.usage.train_while_in_use)
-            if group.usage is not None
-            else None
-        )
+        usage = Usage(SessionRow.row_of(group.usage.model, row), group.usage.spec) if group.usage is not None else None
         return Handover(
             LazyPolicy(rows, index),
             float(rows.level[index]),
@@ -349,35 +363,52 @@ class LazyFleet:
             )
         return column
 
+    def _plus_worked(self, column: np.ndarray, read: Callable[[WorkAccount], float]) -> np.ndarray:
+        """``column + self._worked_column(read)``, computed in ``column`` (an array of the caller's own): the same
+        additions -- 0.0 for a device that has not worked, which changes nothing but a -0.0 -- without a whole
+        column of zeros beside it."""
+        column += 0.0
+        if self.worked:
+            index = np.fromiter(self.worked, dtype=np.int64, count=len(self.worked))
+            column[index] += np.fromiter((read(a) for a in self.worked.values()), dtype=np.float64, count=index.size)
+        return column
+
     def _energy(self, idle_rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        energy = {"idle": idle_rows["idle"] + self._worked_column(lambda a: a.idle_j)}
+        """Every device's energy by activity: the idle rows' loads (``idle_rows``, added to in place) and the
+        working accounts'."""
+        energy = {"idle": self._plus_worked(idle_rows["idle"], lambda a: a.idle_j)}
         activities = dict.fromkeys(a for a in ACTIVITIES if a != "idle")
         for account in self.worked.values():
             activities.update(dict.fromkeys(account.energy_j))
         for activity in activities:
             energy[activity] = self._worked_column(lambda a, activity=activity: a.energy_j.get(activity, 0.0))
         if self.rows.use_w.any():
-            energy["use"] = idle_rows["use"] + self._worked_column(lambda a: a.use_j)
+            energy["use"] = self._plus_worked(idle_rows["use"], lambda a: a.use_j)
         return energy
 
     def stats(self) -> DeviceStats:
+        """Every device's totals at the end of the run, made once: the working devices are accounted as they are,
+        and the idle rows' accounts become the totals' columns in place (at ten million devices copies of them
+        would be gigabytes beside the world), so the fleet is neither advanced nor read after."""
+        if self._final is None:
+            self._final = self._totals()
+        return self._final
+
+    def _totals(self) -> DeviceStats:
         now = self.env.now
         self._fold(list(self.active), stop=False)  # the run is over: account the working devices as they are
         rows = self.rows
         rows.advance(now)
-        rows.settle(np.flatnonzero(~rows.busy), now)  # the run is over
-        capacity = self.table.capacity_j
-        with np.errstate(invalid="ignore"):
-            fraction = np.where(np.isinf(capacity), math.nan, rows.level / capacity)
+        rows.settle_idle(now)
         return DeviceStats(
             group=self.table.group,
             group_names=list(self.table.group_names),
             tasks_started=self._worked_column(lambda a: a.tasks_started, np.int64),
             updates_delivered=self._worked_column(lambda a: a.updates_delivered, np.int64),
-            online_time_s=rows.online_time_s.copy(),
+            online_time_s=rows.online_time_s,
             energy_by_activity_j=self._energy(rows.energy_j),
-            charged_j=rows.charged_j + self._worked_column(lambda a: a.charged_j),
-            battery_fraction=fraction,
+            charged_j=self._plus_worked(rows.charged_j, lambda a: a.charged_j),
+            battery_fraction=_fractions(rows.level, self.table.capacity_j),
             battery_empty=rows.finite & ~rows.alive,
         )
 
@@ -386,14 +417,15 @@ class LazyFleet:
         on when it is advanced; nothing is settled), the working devices' actors read as they are."""
         rows = self.rows
         rows.advance(now)
-        everyone = slice(None)  # whole arrays: no gathering of ten million rows
         online = rows.online & rows.alive
-        level = rows.level_at(everyone, now)
-        below = rows.below_min(everyone, now)
+        level, below = np.empty(len(self)), np.empty(len(self), dtype=bool)
+        for g, part in rows.steps():  # ranges of rows, not gathered, a bounded step at a time
+            level[part] = rows.level_at(part, now, g=g)
+            below[part] = rows.below_min(part, now, g=g)
         working, dead = np.zeros(len(self), dtype=bool), rows.finite & ~rows.alive
         charging = rows.charging.copy()
-        started = self._worked_column(lambda a: a.tasks_started, np.int64)
-        delivered = self._worked_column(lambda a: a.updates_delivered, np.int64)
+        started = self._worked_column(lambda a: a.tasks_started, np.int32)  # the timeline's counts: 32 bits
+        delivered = self._worked_column(lambda a: a.updates_delivered, np.int32)
         for index, device in self.active.items():  # a working device's battery and counts are its actor's
             level[index] = device.battery.level_at(now)
             below[index], dead[index] = device.below_min, device.dead
@@ -402,9 +434,7 @@ class LazyFleet:
             charging[index] = device.battery.charging
             started[index] += device.tasks_started
             delivered[index] += device.updates_delivered
-        capacity = self.table.capacity_j
-        with np.errstate(invalid="ignore"):
-            battery = np.where(np.isinf(capacity), math.nan, level / capacity)
+        battery = _fractions(level, self.table.capacity_j)
         return FleetState(
             online=online,
             available=online & ~below,

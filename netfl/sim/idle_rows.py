@@ -31,24 +31,24 @@ changes either way.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from netfl.policies.population import PopulationModel
+from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_events import BATTERY_EMPTY, CHARGING, NO_CAUSE, IdleEvents
 
 
 @dataclass(frozen=True)
 class UsageSetup:
-    """A device group's own use (netfl/policies/usage.py): when (a population model), its power, and whether a
-    device in use is still idle enough to train."""
+    """A device group's own use (netfl/policies/usage.py): when (a population model), and as the group declares it
+    (``devices[].usage``): its power, and whether a device in use is still idle enough to train."""
 
     model: PopulationModel
-    power_w: float
-    train_while_in_use: bool = False
+    spec: UsageSpec
 
 
 @dataclass(frozen=True)
@@ -78,12 +78,6 @@ _BATTERY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
 def _when(mask: np.ndarray, value: np.ndarray | float) -> np.ndarray:
     """``value`` where ``mask``, else 0 (``value`` finite and >= 0: exactly ``np.where(mask, value, 0.0)``)."""
     return mask * value
-
-
-def _never_unless(mask: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """``at`` where ``mask``, else inf (``at`` is the caller's fresh array, changed in place)."""
-    at[np.flatnonzero(~mask)] = _INF
-    return at
 
 
 def _first_change(sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -132,7 +126,7 @@ class IdleRows:
         self.busy = np.zeros(n, dtype=bool)  # held by an actor
         self.energy_j = {"idle": np.zeros(n), "use": np.zeros(n)}
         self.charged_j = np.zeros(n)
-        self.use_w = _per_group([group.usage.power_w if group.usage else 0.0 for group in self.groups], self.slices)
+        self.use_w = _per_group([group.usage.spec.power if group.usage else 0.0 for group in self.groups], self.slices)
         self.battery_at = np.full(n, _INF)  # the battery's next mark at its present drain (see _battery_at)
         self.next_at = np.full(n, _INF)  # the earliest of the device's next changes
         self._columns = {
@@ -143,21 +137,29 @@ class IdleRows:
             "use_w": self.use_w,
             "finite": self.finite,
         }
+        for name in ("idle_w", "charge_w", "use_w"):  # _when's products are exact for these alone
+            if not np.all(np.isfinite(self._columns[name]) & (self._columns[name] >= 0)):
+                raise ValueError(f"{name}: every device's power must be finite and >= 0")
         self._constants = [self._constant_in(sl) for sl in self.slices]
-        for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
-            rows = np.arange(sl.stop - sl.start)
-            d = rows + sl.start
-            if group.charger is not None:
-                self.charging[d] = group.charger.state
-                self._boot(g, rows, d, 0.0)
-            if group.usage is not None:
-                self.using[d] = group.usage.model.state & self.alive[d]
-            if group.availability.time_base == "continuous":
-                self.online[d] = self._says_online(g, rows, d)
-            self._schedule(g, rows)
+        for g, sl in enumerate(self.slices):
+            for first in range(0, sl.stop - sl.start, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
+                self._start(g, np.arange(first, min(first + _ROWS_PER_STEP, sl.stop - sl.start)))
         self.below: np.ndarray | None = None  # below min_level as the actor's battery watch says (events only)
         if events is not None:
             self._log_start(events)
+
+    def _start(self, g: int, rows: np.ndarray) -> None:
+        """Rows ``rows`` of group ``g`` at time 0: plugged in, in use and online as their models start, and their
+        first change scheduled."""
+        group, d = self.groups[g], rows + self.slices[g].start
+        if group.charger is not None:
+            self.charging[d] = group.charger.state[rows]
+            self._boot(g, rows, d, 0.0)
+        if group.usage is not None:
+            self.using[d] = group.usage.model.state[rows] & self.alive[d]
+        if group.availability.time_base == "continuous":
+            self.online[d] = self._says_online(g, rows, d)
+        self._schedule(g, rows)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -519,7 +521,7 @@ class IdleRows:
             ok = self.online & self.alive
             ok &= ~self.busy
             for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
-                if group.usage is not None and not group.usage.train_while_in_use:
+                if group.usage is not None and not group.usage.spec.train_while_in_use:
                     ok[sl] &= ~self.using[sl]
                 mine = ok[sl]
                 check = np.flatnonzero(mine & (self._of("min_level", sl, g) > 0) & self._of("finite", sl, g))
@@ -530,7 +532,7 @@ class IdleRows:
         d = np.sort(devices)
         ok = self.online[d] & self.alive[d] & ~self.busy[d]
         for sl, group in zip(self.slices, self.groups):
-            if group.usage is not None and not group.usage.train_while_in_use:
+            if group.usage is not None and not group.usage.spec.train_while_in_use:
                 mine = (d >= sl.start) & (d < sl.stop)
                 ok[mine] &= ~self.using[d[mine]]
         check = np.flatnonzero(ok & (self.table.min_level[d] > 0) & self.finite[d])
@@ -599,12 +601,24 @@ class IdleRows:
 
     def energy_at(self, now: float) -> dict[str, np.ndarray]:
         """The idle devices' energy by load up to ``now`` (advanced to ``now``), settling nothing."""
-        idle = ~self.busy
-        dt = np.where(idle, now - self.since, 0.0)
-        return {
-            "idle": self.energy_j["idle"] + np.where(idle & self.alive, self.table.idle_w * dt, 0.0),
-            "use": self.energy_j["use"] + np.where(idle & self.using, self.use_w * dt, 0.0),
-        }
+        out = {"idle": np.empty(len(self)), "use": np.empty(len(self))}
+        for _, part in self.steps():
+            idle = ~self.busy[part]
+            dt = np.where(idle, now - self.since[part], 0.0)
+            for load, on, watts in (("idle", self.alive, self.table.idle_w), ("use", self.using, self.use_w)):
+                out[load][part] = self.energy_j[load][part] + np.where(idle & on[part], watts[part] * dt, 0.0)
+        return out
+
+    def settle_idle(self, now: float) -> None:
+        """Settle every idle device's accounts up to ``now`` (the run is over)."""
+        for _, part in self.steps():
+            self.settle(part.start + np.flatnonzero(~self.busy[part]), now)
+
+    def steps(self) -> Iterator[tuple[int, slice]]:
+        """Every device, a bounded step of one group's rows at a time (see _ROWS_PER_STEP): (group, rows)."""
+        for g, sl in enumerate(self.slices):
+            for first in range(sl.start, sl.stop, _ROWS_PER_STEP):
+                yield g, slice(first, min(first + _ROWS_PER_STEP, sl.stop))
 
 
 __all__ = ["GroupRows", "IdleRows", "UsageSetup"]

@@ -252,12 +252,12 @@ class FdmaMedium(Medium):
         return len(self._flows)
 
     def _share(self, flow: _Flow) -> float:
-        total = flow.channel.params.bandwidth_hz if self.bandwidth_hz is None else self.bandwidth_hz
+        total = flow.channel.bandwidth_hz if self.bandwidth_hz is None else self.bandwidth_hz
         return total / len(self._flows)
 
     def _goodput(self, flow: _Flow, now: float) -> float:
         b = self._share(flow)
-        fixed = flow.channel.params.rate_bps
+        fixed = flow.channel.spec.rate
         if fixed is None:
             return flow.channel.capacity(now, b)
         return 0.0 if flow.channel.outage(now, b, fixed) else fixed
@@ -268,7 +268,7 @@ class FdmaMedium(Medium):
         if dt > 0:
             for f in self._flows:
                 f.remaining = max(0.0, f.remaining - f.rate * dt)
-                fixed = f.channel.params.rate_bps
+                fixed = f.channel.spec.rate
                 if fixed is not None and f.rate == 0.0:
                     f.lost_bits += fixed * dt
         self._t = now
@@ -328,12 +328,12 @@ class FdmaMedium(Medium):
                 self._flows.remove(flow)
                 self._reschedule()
             radio.off()
-            self._log_abort(sender, flow.start, interrupt, round(flow.lost_bits / channel.params.packet_bits))
+            self._log_abort(sender, flow.start, interrupt, round(flow.lost_bits / channel.spec.packet_bits))
             raise
         radio.off()
         duration = env.now - flow.start
-        packets = math.ceil(bits / channel.params.packet_bits)
-        retx = round(flow.lost_bits / channel.params.packet_bits)
+        packets = math.ceil(bits / channel.spec.packet_bits)
+        retx = round(flow.lost_bits / channel.spec.packet_bits)
         report = TxReport(duration, duration, packets + retx, 0, retx, not flow.failed)
         self._log_end(sender, bits, report, radio)
         return report
@@ -498,7 +498,7 @@ class SlottedAlohaMedium(Medium):
             s = tx[0]
             if s.left:
                 return
-            b = s.channel.params.bandwidth_hz if self.bandwidth_hz is None else self.bandwidth_hz
+            b = s.channel.bandwidth_hz if self.bandwidth_hz is None else self.bandwidth_hz
             if s.channel.outage(k * self.slot_s, b, self.rate_bps):
                 self.stats.outages += 1
                 self._lost(s)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import networkx as nx
 import numpy as np
@@ -217,10 +217,10 @@ class Network:
         if att.channel is None:
             return bits / att.uplink_bps
         channel = att.channel
-        fixed = getattr(self.media[att.node], "rate_bps", None) or channel.params.rate_bps
+        fixed = getattr(self.media[att.node], "rate_bps", None) or channel.spec.rate
         if fixed is None:
-            b = channel.params.bandwidth_hz
-            fixed = min(shannon_rate(b, channel.mean_snr(b)), channel.params.max_spectral_efficiency * b)
+            b = channel.bandwidth_hz
+            fixed = min(shannon_rate(b, channel.mean_snr(b)), channel.spec.max_spectral_efficiency * b)
         return bits / fixed
 
     def in_flight(self, device: int):
@@ -247,6 +247,7 @@ class Attachments:
         self.table = table
         self._links = links
         self._broadcast = [nodes[link.node].downlink_bps if link.node in nodes else None for link in links]
+        self._band = [nodes[link.node].medium.bandwidth_hz if link.node in nodes else None for link in links]
 
     def __len__(self) -> int:
         return len(self.table)
@@ -266,8 +267,10 @@ class Attachments:
         channel = None
         if link.channel is not None:
             channel = Channel(
-                replace(link.channel, distance_m=float(self.table.distance_m[device])),
+                link.channel,
                 self.streams.seed_sequence("channel", device),
+                distance_m=float(self.table.distance_m[device]),
+                bandwidth_hz=self._band[group],
             )
         down = float(self.table.downlink_bps[device])
         if math.isnan(down):

@@ -24,6 +24,11 @@ own number of local steps and sends the update back; the server aggregates
 whenever ``buffer`` updates have arrived, each tagged with the model version
 it started from. Staleness (current version minus start version) is not
 drawn: it comes out of the simulated devices, availability and network.
+
+Each server reads its parameters from their declaration, the object a
+scenario's ``server.round`` or ``server.async`` was validated into
+(:mod:`netfl.registry.server_params`): a new one is a field there and its
+use here.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from collections.abc import Callable, Sequence
 import simpy
 
 from netfl.backend import CloudContext, RoundContext, TrainingBackend, Work
+from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.sim.device import Deadline, Device
 from netfl.sim.edge import EdgeServer, EdgeTier
 from netfl.sim.fleet import LazyFleet
@@ -120,31 +126,19 @@ class SyncServer(_ServerBase):
         backend,
         recorder,
         network,
+        params: RoundSpec,
         *,
-        participants: int | None,
-        deadline_s: float,
-        idle_wait_s: float,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
         stop_s: float | None = None,
-        interval_s: float = 0.0,
         relays: dict[str, RamRelay] | None = None,
-        goal: int | None = None,
-        partial_work: bool = False,
-        partial_margin: float = 0.0,
         edges: EdgeTier | None = None,
     ):
         super().__init__(
             env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
         )
-        self.participants = participants
-        self.goal = goal
-        self.deadline_s = deadline_s
-        self.idle_wait_s = idle_wait_s
-        self.interval_s = interval_s
+        self.params = params  # deadline, idle_wait, interval, over-commit's goal, partial work (seconds)
         self.relays = relays or {}
-        self.partial_work = partial_work  # needs a finite deadline_s: netfl.config.server_checks refuses it without
-        self.partial_margin = partial_margin
         self.edges = edges
         self._stops = set(self.relays) | self.network.edges  # where an update's trip ends before the server
 
@@ -156,8 +150,8 @@ class SyncServer(_ServerBase):
             yield from self._round()
             if self.edges is not None and self.edges.cloud_round(self.round_index):
                 yield from self._cloud()
-            if self.env.now - started < self.interval_s:
-                yield self.env.timeout(started + self.interval_s - self.env.now)
+            if self.env.now - started < self.params.interval:
+                yield self.env.timeout(started + self.params.interval - self.env.now)
             self.rounds_done += 1
             self.on_round_end(self.round_index)
             self.round_index += 1
@@ -172,17 +166,17 @@ class SyncServer(_ServerBase):
         if not plan.work:
             for relay in self.relays.values():
                 relay.idle_round()
-            yield self.env.timeout(self.idle_wait_s)
+            yield self.env.timeout(self.params.idle_wait)
             self._aggregate(available=(), selected=[], delivered=[], dropped=0, versions={})
             return
-        deadline = None if math.isinf(self.deadline_s) else self.env.timeout(self.deadline_s)
-        self._deadline_at = self.env.now + self.deadline_s
+        deadline = None if math.isinf(self.params.deadline) else self.env.timeout(self.params.deadline)
+        self._deadline_at = self.env.now + self.params.deadline
         selected = sorted({w.client for w in plan.work})
         if plan.probe:
             probes = yield from self._run(plan.work, deadline)
             plan = self.backend.plan_after_probe(r, probes.delivered)
             selected = sorted(set(selected) | {w.client for w in plan.work})
-        state = yield from self._run(plan.work, deadline, self.goal)
+        state = yield from self._run(plan.work, deadline, self.params.goal)
         for relay_name, relay in self.relays.items():  # each relay passes its one update of the round
             job = relay.release()
             if job is not None:
@@ -239,7 +233,7 @@ class SyncServer(_ServerBase):
                 w,
                 uploaded=lambda j, d=device: self.env.process(self._carry(j, d, state)),
                 lost=lambda j: _settle(state.done[j], False),
-                deadline=self._partial(w) if self.partial_work else None,
+                deadline=self._partial(w) if self.params.partial_work else None,
             )
         everyone = self.env.all_of(list(state.done.values()))
         close = everyone if deadline is None else everyone | deadline
@@ -263,7 +257,7 @@ class SyncServer(_ServerBase):
         before the deadline."""
         bits = 8.0 * work.upload_bytes
         carry_s = self.network.attachments.latency(work.client) + sum(h.time(bits) for h in self._hops_in(work.client))
-        return Deadline(self._deadline_at - carry_s, self.backend.cut, self.partial_margin)
+        return Deadline(self._deadline_at - carry_s, self.backend.cut, self.params.partial_margin)
 
     def _carry(self, job: int, device: Device, state: _RoundState):
         """An upload that left its device: its own hop's latency, then the wired hops to the server or to a RAM
@@ -307,9 +301,9 @@ class AsyncServer(_ServerBase):
         backend,
         recorder,
         network,
+        params: AsyncSpec,
         draws: WorkerDraws,
         *,
-        buffer: int,
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
         stop_s: float | None = None,
@@ -317,8 +311,8 @@ class AsyncServer(_ServerBase):
         super().__init__(
             env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
         )
-        self.draws = draws  # each worker's pauses and local steps
-        self.buffer = buffer
+        self.params = params  # buffer: aggregate every this many arrivals
+        self.draws = draws  # each worker's pauses and local steps (params.pause, params.local_steps)
         self._arrived: list[int] = []
         self._versions: dict[int, int] = {}
         self._lost = 0
@@ -335,10 +329,10 @@ class AsyncServer(_ServerBase):
             if self.stopping():
                 yield self.env.event()  # the stop is due at this instant: wait for it
             self.log("round_start", "waiting for updates")
-            while len(self._arrived) < self.buffer:
+            while len(self._arrived) < self.params.buffer:
                 self._full = self.env.event()
                 yield self._full
-            batch, self._arrived = self._arrived[: self.buffer], self._arrived[self.buffer :]
+            batch, self._arrived = self._arrived[: self.params.buffer], self._arrived[self.params.buffer :]
             versions = {job: self._versions.pop(job) for job in batch}
             self._aggregate(available=[], selected=[], delivered=batch, dropped=self._lost, versions=versions)
             self._lost = 0
@@ -393,6 +387,6 @@ class AsyncServer(_ServerBase):
             _settle(done, True)  # the worker goes on once its update reached its node
             yield from self.network.forward(hops, 8.0 * work.upload_bytes)
         self._arrived.append(work.job)
-        if len(self._arrived) >= self.buffer and not self._full.triggered:
+        if len(self._arrived) >= self.params.buffer and not self._full.triggered:
             self._full.succeed()  # scheduled before the worker wakes: a same-instant pull sees the new model
         _settle(done, True)

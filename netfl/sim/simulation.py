@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
 from netfl.policies.rows import Lookahead, SessionRow
+from netfl.registry.server_params import AsyncSpec
 from netfl.sim.device import Device, Usage
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
@@ -79,9 +80,7 @@ def _usage_views(usage: list[UsageSetup | None], table: DeviceTable) -> list[Usa
     for setup, sl in zip(usage, table.group_slices()):
         rows = Lookahead(setup.model) if setup is not None else None
         for row in range(sl.stop - sl.start):
-            views.append(
-                None if setup is None else Usage(SessionRow.row_of(rows, row), setup.power_w, setup.train_while_in_use)
-            )
+            views.append(None if setup is None else Usage(SessionRow.row_of(rows, row), setup.spec))
     return views
 
 
@@ -152,37 +151,13 @@ class Simulation:
             )
         self.relays = self._build_relays(log)
         self.edges = self._build_edges(current_round)
-        server = world.server
-        common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time_s, on_round_end=self._round_ended)
-        if server.mode == "async":
-            self.server = AsyncServer(
-                self.env,
-                self.devices,
-                backend,
-                self.recorder,
-                self.network,
-                WorkerDraws(streams.integer_seed("workers"), server.pause_s, server.local_steps),
-                buffer=server.buffer,
-                **common,
-            )
+        common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time, on_round_end=self._round_ended)
+        parts = (self.env, self.devices, backend, self.recorder, self.network)
+        if isinstance(world.server, AsyncSpec):
+            draws = WorkerDraws(streams.integer_seed("workers"), world.server.pause, world.server.local_steps)
+            self.server = AsyncServer(*parts, world.server, draws, **common)
         else:
-            self.server = SyncServer(
-                self.env,
-                self.devices,
-                backend,
-                self.recorder,
-                self.network,
-                participants=server.participants,
-                deadline_s=server.deadline_s,
-                idle_wait_s=server.idle_wait_s,
-                interval_s=server.interval_s,
-                relays=self.relays,
-                goal=server.goal,
-                partial_work=server.partial_work,
-                partial_margin=server.partial_margin,
-                edges=self.edges,
-                **common,
-            )
+            self.server = SyncServer(*parts, world.server, relays=self.relays, edges=self.edges, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
         self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
         self.timeline = Timeline(table.group, table.group_names, self.recorder)
@@ -230,12 +205,14 @@ class Simulation:
         ]
         if min(group_edge) < 0:
             raise ValueError("with edge servers, every device group's route to the server must cross an edge")
-        return EdgeTier(edges, [group_edge[g] for g in self.world.devices.group], setup.cloud_every, setup.model_bytes)
+        device_edges = [group_edge[g] for g in self.world.devices.group]
+        return EdgeTier(edges, device_edges, self.world.server.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
         if self.idle_events is not None:
             self._round_ends.append(self.env.now)
-        if self.world.stop.eval_every_s is None and (round_index + 1) % self.world.stop.eval_every == 0:
+        every = self.world.evaluate
+        if every.seconds is None and (round_index + 1) % every.rounds == 0:
             self._evaluate(round_index + 1)
         if self.progress is not None:
             last = self.metrics[-1].test_accuracy if self.metrics else None
@@ -261,6 +238,8 @@ class Simulation:
     def _evaluate(self, rounds_done: int) -> None:
         result: Evaluation = self.backend.evaluate()
         energy = self.devices.energy_at(self.env.now)
+        spent = fleet_energy_j(energy), fleet_energy_j(energy, work_only=True)
+        del energy  # every device's energy by activity: not kept while the timeline reads the fleet
         received = self.server.updates_received
         self.metrics.append(
             MetricRow(
@@ -271,8 +250,7 @@ class Simulation:
                 received - self._last_participants,
                 result.per_class_accuracy,
                 result.tasks,
-                fleet_energy_j(energy),
-                fleet_energy_j(energy, work_only=True),
+                *spent,
             )
         )
         self._last_participants = received
@@ -283,16 +261,16 @@ class Simulation:
             self.target_reached.succeed()
 
     def run(self) -> SimulationResult:
-        stop = self.world.stop
+        stop, every_s = self.world.stop, self.world.evaluate.seconds
         if not self.metrics:
             self._evaluate(0)  # the starting point of every accuracy-vs-time curve
             self.env.process(self._read_start())
         server = self.env.process(self.server.run())
-        if stop.eval_every_s is not None:
-            self.env.process(self._evaluate_on_grid(stop.eval_every_s))
+        if every_s is not None:
+            self.env.process(self._evaluate_on_grid(every_s))
         limits = [server] + ([self.target_reached] if stop.accuracy is not None else [])
-        if stop.sim_time_s is not None:
-            limits.append(self.env.timeout(stop.sim_time_s))
+        if stop.sim_time is not None:
+            limits.append(self.env.timeout(stop.sim_time))
         try:
             self.env.run(until=limits[0] if len(limits) == 1 else self.env.any_of(limits))
             stopped_by = (
@@ -306,7 +284,7 @@ class Simulation:
             return self._result("diverged", exc.divergence)
         last = self.metrics[-1]
         changed = last.round != self.server.rounds_done  # the model changed since the last evaluation
-        on_grid = stop.eval_every_s is not None
+        on_grid = every_s is not None
         if stopped_by != "accuracy" and (changed or (on_grid and last.sim_time_s < self.env.now)):
             try:
                 self._evaluate(self.server.rounds_done)  # on a time grid, the curve also ends at the stop time

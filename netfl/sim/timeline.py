@@ -55,7 +55,7 @@ class Timeline:
 
     def __init__(self, group: np.ndarray, group_names: list[str], recorder: EventRecorder):
         self.names = list(group_names)
-        self.members = [np.asarray(group) == g for g in range(len(self.names))]
+        self.members = _members(np.asarray(group), len(self.names))
         self.recorder = recorder
         #: One tuple per reading and group, in TIMELINE_COLUMNS' order: a row is added by one append, so a
         #: Ctrl-C during a reading leaves whole rows only (the partial results are written from them).
@@ -83,7 +83,6 @@ class Timeline:
             self._seen_events = len(kinds)
         for name, members in zip(self.names, self.members):
             counts = {
-                "devices": members,
                 "online": state.online,
                 "available": state.available,
                 "working": state.working,
@@ -97,7 +96,8 @@ class Timeline:
                 (
                     float(now),
                     name,
-                    *(int(np.count_nonzero(flags & members)) for flags in counts.values()),
+                    _size(members),
+                    *(int(np.count_nonzero(flags[members])) for flags in counts.values()),
                     int(delivered[members].sum()),
                     *battery_stats(state.battery[members]),
                 )
@@ -108,9 +108,26 @@ class Timeline:
         return {name: [row[i] for row in self._rows] for i, name in enumerate(TIMELINE_COLUMNS)}
 
 
+def _members(group: np.ndarray, count: int) -> list[slice | np.ndarray]:
+    """Each group's devices: a range where they are contiguous, as a scenario's groups are (a reading then selects
+    them without copying ten million values), else a mask."""
+    members: list[slice | np.ndarray] = []
+    for g in range(count):
+        where = np.flatnonzero(group == g)
+        contiguous = where.size == 0 or where[-1] - where[0] + 1 == where.size
+        members.append(slice(int(where[0]), int(where[-1]) + 1) if where.size and contiguous else group == g)
+    return members
+
+
+def _size(members: slice | np.ndarray) -> int:
+    return members.stop - members.start if isinstance(members, slice) else int(np.count_nonzero(members))
+
+
 def battery_stats(levels: np.ndarray) -> tuple[float, ...]:
     """Mean, min, 10th, 50th and 90th percentile and max of the battery-powered devices' levels (NaN for none)."""
-    levels = levels[~np.isnan(levels)]
+    absent = np.isnan(levels)
+    if absent.any():  # a group's devices are all on mains power or none: no copy at scale
+        levels = levels[~absent]
     if not levels.size:
         return (math.nan,) * len(BATTERY_STATS)
     p10, p50, p90 = np.percentile(levels, [10, 50, 90])

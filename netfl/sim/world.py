@@ -2,7 +2,11 @@
 
 :mod:`netfl.assemble` turns a validated scenario into a :class:`World`; a test
 or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
-hertz); ``None`` means "not given" where the engine has a default.
+hertz); ``None`` means "not given" where the engine has a default. The server's
+parameters and when to stop and evaluate are their declarations themselves
+(:mod:`netfl.registry.server_params`, :mod:`netfl.registry.run_params`), the objects
+the scenario was validated into, or made in code: ``RoundSpec(participants=3,
+deadline=60.0)``, ``StopSpec(rounds=2)``, ``Every(seconds=4.0)``.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from netfl.distributions import Distribution
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
+from netfl.registry.device_params import ChannelSpec
+from netfl.registry.run_params import EVERY_ROUND, Every, StopSpec
+from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
 
@@ -64,55 +69,23 @@ class WiredLink:
 class GroupLink:
     """How the devices of one group reach the network: a node (or the server) over a fixed rate or a channel.
 
-    ``channel`` is a template: each device's ``distance_m`` replaces the template's, from the device table.
+    ``channel`` is the group's declaration (``devices[].link.channel``); each device's channel takes its own
+    distance from the device table, and the band of the node's medium.
     """
 
     node: str = SERVER
     latency_s: float = 0.0
-    channel: ChannelParams | None = None
-
-
-@dataclass(frozen=True)
-class ServerSetup:
-    """Synchronous rounds (``participants`` asked, aggregate at ``deadline_s``) or asynchronous arrivals.
-
-    ``goal`` (over-commit): a round closes as soon as this many updates reached the server and stops the
-    rest; the backend asks more devices than that. None: a round waits for every asked device (or the deadline).
-    """
-
-    mode: Literal["sync", "async"] = "sync"
-    participants: int | None = None  # all eligible devices if None
-    goal: int | None = None  # sync: close the round at this many arrived updates (over-commit); None: wait for all
-    deadline_s: float = float("inf")
-    idle_wait_s: float = 10.0
-    interval_s: float = 0.0
-    buffer: int = 10  # async: aggregate every `buffer` arrivals
-    local_steps: Distribution | None = None  # async: each job's K; the task's own if None
-    pause_s: float = 0.0  # async: mean pause before a worker pulls again
-    partial_work: bool = False  # sync: a device trains the local steps that fit before the deadline
-    partial_margin: float = 0.0  # partial work: the upload planned to take (1 + margin) times its estimate
-
-
-@dataclass(frozen=True)
-class StopSetup:
-    """When to stop (whichever comes first) and when to evaluate: every ``eval_every`` rounds, or on a grid of
-    ``eval_every_s`` simulated seconds when given."""
-
-    rounds: int | None = None
-    sim_time_s: float | None = None
-    accuracy: float | None = None  # stop at the first evaluation reaching it
-    eval_every: int = 1
-    eval_every_s: float | None = None
+    channel: ChannelSpec | None = None
 
 
 @dataclass(frozen=True)
 class HierarchySetup:
     """Edge servers (HierFAVG): the edge nodes, in order (a device's edge is the first on its route to the server),
-    how often the cloud averages their models, each edge's availability (absent: always up) and the bytes of an
-    edge model on the wired links (the learner's model; set once the learner is built)."""
+    each edge's availability (absent: always up) and the bytes of an edge model on the wired links (the learner's
+    model; set once the learner is built). How often the cloud averages their models is the round's
+    (``World.server.cloud_every``)."""
 
     edges: tuple[str, ...]
-    cloud_every: int = 1
     policies: dict[str, AvailabilityPolicy] = field(default_factory=dict)
     model_bytes: float = 0.0
 
@@ -126,8 +99,9 @@ class World:
     devices: DeviceTable
     links: list[GroupLink]  # one per device group, in the table's group order
     streams: RandomStreams
-    stop: StopSetup
-    server: ServerSetup = ServerSetup()
+    stop: StopSpec  # when to stop (whichever limit comes first)
+    server: RoundSpec | AsyncSpec = RoundSpec()  # synchronous rounds, or asynchronous arrivals
+    evaluate: Every = EVERY_ROUND  # every so many rounds, or on a grid of simulated seconds
     nodes: dict[str, NodeSetup] = field(default_factory=dict)
     wires: list[WiredLink] = field(default_factory=list)
     policies: Sequence[AvailabilityPolicy] | None = None
@@ -150,5 +124,5 @@ class World:
             raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
         if self.usage is not None and len(self.usage) != len(self.devices.group_names):
             raise ValueError(f"{len(self.usage)} usage setups for {len(self.devices.group_names)} device groups")
-        if self.hierarchy is not None and (self.population is not None or self.server.mode != "sync"):
+        if self.hierarchy is not None and (self.population is not None or not isinstance(self.server, RoundSpec)):
             raise ValueError("edge servers aggregate synchronous rounds of the actor form")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from engine_support import FakeBackend, approx, kinds, network_scenario, run_network
+from engine_support import FakeBackend, approx, channel, kinds, network_scenario, run_network
 
-from netfl.sim.channel import Channel, ChannelParams, transfer_time
+from netfl.registry.device_params import ChannelSpec
+from netfl.sim.channel import Channel, transfer_time
 
 B = 5e6
 CAP = 5.5547
@@ -27,7 +28,7 @@ def snr_by_hand(distance_m: float) -> float:
 
 
 def awgn(distance_m: float, **kw) -> Channel:
-    return Channel(ChannelParams(kind="awgn", distance_m=distance_m, tx_power_w=0.2, bandwidth_hz=B, **kw), 0)
+    return channel(0, kind="awgn", distance_m=distance_m, tx_power=0.2, bandwidth_hz=B, **kw)
 
 
 def test_a_close_device_hits_the_cap_a_far_one_stays_below_it():
@@ -53,14 +54,14 @@ def test_a_close_device_hits_the_cap_a_far_one_stays_below_it():
 
 def test_a_fixed_rate_is_decided_by_shannon_not_by_the_cap():
     """A fixed rate is the modulation the user chose: above the cap it still gets through where SNR allows."""
-    near = awgn(20.0, rate_bps=8 * B)  # 8 bit/s/Hz > 5.5547, < 19.5
+    near = awgn(20.0, rate=8 * B)  # 8 bit/s/Hz > 5.5547, < 19.5
     assert not near.outage(0.0) and near.outage_probability() == 0.0
 
 
 @pytest.mark.parametrize("value", [0.0, -1.0, math.nan])
 def test_the_cap_must_be_positive(value):
-    with pytest.raises(ValueError, match="max_spectral_efficiency must be > 0"):
-        ChannelParams(max_spectral_efficiency=value)
+    with pytest.raises(ValueError, match="max_spectral_efficiency"):
+        ChannelSpec(distance_m=100.0, max_spectral_efficiency=value)
 
 
 def test_uploads_over_tdma_take_bits_over_the_capped_rate_near_and_shannon_far():

@@ -20,6 +20,7 @@ from test_one_world import CHARGERS, POLICIES, USE, csv_trace, fedscale_trace, u
 
 from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.policies.population import AlwaysModel
+from netfl.registry.device_params import UsageSpec
 from netfl.results.writer import events_frame
 from netfl.rng import RandomStreams
 from netfl.sim import idle_rows
@@ -222,7 +223,7 @@ def day_phone(events: IdleEvents, initial_j: float = 50.0, charger: tuple[float,
     table.initial_j[:] = initial_j
     always = AlwaysModel(None, 1, 0, np.ones((1, 1)), 0)
     always.policy = "always"
-    usage = UsageSetup(Windows(50.0, 60.0), power_w=2.0)
+    usage = UsageSetup(Windows(50.0, 60.0), UsageSpec(sessions={"policy": "windows"}, power=2.0))
     return IdleRows(table, [GroupRows(always, Windows(*charger), usage)], events)
 
 

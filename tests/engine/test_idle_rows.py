@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from netfl.policies.population import AlwaysModel, PopulationModel
+from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 
@@ -52,7 +53,7 @@ def phone(charge_w: float = 3.0) -> IdleRows:
         downlink_bps=np.ones(1),
         distance_m=np.ones(1),
     )
-    usage = UsageSetup(Windows(50.0, 60.0), power_w=2.0)
+    usage = UsageSetup(Windows(50.0, 60.0), UsageSpec(sessions={"policy": "windows"}, power=2.0))
     always = AlwaysModel(None, 1, 0, np.ones((1, 1)), 0)
     return IdleRows(table, [GroupRows(always, Windows(10.0, 40.0, 200.0, 260.0), usage)])
 

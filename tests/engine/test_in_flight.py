@@ -13,10 +13,12 @@ import math
 import numpy as np
 from engine_support import AlwaysRound, FakeBackend, PluggedBetween, approx, events, info
 
+from netfl.registry.run_params import StopSpec
+from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
+from netfl.sim.world import GroupLink, World
 
 LATENCY = 0.5
 UPLOAD_END, ARRIVAL = 7.0, 7.5
@@ -46,7 +48,7 @@ def _table(capacity_j: list[float]) -> DeviceTable:
     )
 
 
-def _world(server: ServerSetup, stop: StopSetup) -> World:
+def _world(server: RoundSpec | AsyncSpec, stop: StopSpec) -> World:
     """Device 0 goes offline at 7.2 s (its session ends); device 1's battery empties at 7.25 s."""
     streams = RandomStreams(0)
     policies = [
@@ -65,7 +67,7 @@ def _world(server: ServerSetup, stop: StopSetup) -> World:
 
 def test_device_offline_or_dead_during_the_latency_still_delivers_at_upload_end_plus_latency():
     backend = FakeBackend()
-    sim = Simulation(_world(ServerSetup(), StopSetup(rounds=1)), backend)
+    sim = Simulation(_world(RoundSpec(), StopSpec(rounds=1)), backend)
     result = sim.run()
 
     assert [e.time for e in events(sim, "upload_end")] == [approx(UPLOAD_END)] * 2
@@ -86,7 +88,7 @@ def test_a_deadline_inside_the_latency_makes_the_update_late_not_a_dropout():
     """The deadline (7.3 s) closes the round while both updates are in flight: they arrive late at 7.5 s
     (during the second round, in which nobody is available)."""
     backend = FakeBackend()
-    sim = Simulation(_world(ServerSetup(deadline_s=7.3), StopSetup(rounds=2)), backend)
+    sim = Simulation(_world(RoundSpec(deadline=7.3), StopSpec(rounds=2)), backend)
     result = sim.run()
 
     assert events(sim, "dropout") == []
@@ -98,7 +100,7 @@ def test_a_deadline_inside_the_latency_makes_the_update_late_not_a_dropout():
 def test_async_worker_offline_during_the_latency_still_delivers():
     """An asynchronous worker whose session ends in flight: its update is aggregated at 7.5 s all the same."""
     backend = FakeBackend()
-    sim = Simulation(_world(ServerSetup(mode="async", buffer=1), StopSetup(rounds=1)), backend)
+    sim = Simulation(_world(AsyncSpec(buffer=1), StopSpec(rounds=1)), backend)
     result = sim.run()
 
     mine = [e for e in events(sim) if e.device == 0]

@@ -7,8 +7,9 @@ import math
 import numpy as np
 import pytest
 import simpy
+from engine_support import channel
 
-from netfl.sim.channel import Channel, ChannelParams
+from netfl.sim.channel import Channel
 from netfl.sim.medium import MEDIA, SlottedAlohaMedium, TxReport
 
 B = 1e6  # access point band, Hz
@@ -39,7 +40,7 @@ class Radio:
 
 
 def awgn(distance_m: float = 100.0, seed: int = 0, **kw) -> Channel:
-    return Channel(ChannelParams(kind="awgn", distance_m=distance_m, bandwidth_hz=B, **kw), seed)
+    return channel(seed, kind="awgn", distance_m=distance_m, bandwidth_hz=B, **kw)
 
 
 def send(env, medium, sender, channel, bits, radio, results, delay=0.0):
@@ -169,7 +170,7 @@ def test_fdma_late_joiner_slows_the_first_by_hand():
 def test_fdma_single_fading_sender_matches_dedicated():
     from netfl.sim.channel import transfer_time
 
-    ch = Channel(ChannelParams(kind="rayleigh", distance_m=400.0, coherence_s=0.05, bandwidth_hz=B), 5)
+    ch = channel(5, kind="rayleigh", distance_m=400.0, coherence=0.05, bandwidth_hz=B)
     env = simpy.Environment()
     m = MEDIA["fdma"](env, bandwidth_hz=B)
     res = {}
@@ -204,7 +205,7 @@ def test_fdma_fixed_rate_in_outage_alone_fails():
     env = simpy.Environment()
     m = MEDIA["fdma"](env, bandwidth_hz=B)
     res = {}
-    env.process(send(env, m, 0, awgn(5000.0, rate_bps=2e6), 1e6, Radio(env), res))
+    env.process(send(env, m, 0, awgn(5000.0, rate=2e6), 1e6, Radio(env), res))
     env.run()
     assert res[0][0] == 0.0 and not res[0][1].success
 

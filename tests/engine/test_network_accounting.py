@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from engine_support import FakeBackend, approx, events, network_scenario, run_network
+from engine_support import FakeBackend, approx, channel, events, network_scenario, run_network
 
 from netfl.config import scenario_from_dict
-from netfl.sim.channel import Channel, ChannelParams, path_loss_db
+from netfl.sim.channel import path_loss_db
 from netfl.sim.network import ram_weights
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def test_aloha_collisions_carry_bytes_and_energy():
 
 def test_channel_quality_rho_is_proportional_to_mean_snr():
     # same power and noise: the mean SNR ratio is the path-loss difference, 37.6 log10(200/100) dB
-    near, far = (Channel(ChannelParams(kind="awgn", distance_m=d), 0) for d in (100.0, 200.0))
+    near, far = (channel(0, kind="awgn", distance_m=d) for d in (100.0, 200.0))
     w = ram_weights("channel_quality", [near, far])
     ratio_db = path_loss_db(200.0) - path_loss_db(100.0)
     assert ratio_db == pytest.approx(37.6 * np.log10(2.0))

@@ -10,10 +10,12 @@ import pytest
 from engine_support import AlwaysRound, FakeBackend, approx, events, group, info, scenario, simulate
 
 from netfl.assemble import build_world
+from netfl.registry.run_params import StopSpec
+from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
+from netfl.sim.world import GroupLink, World
 
 # Four mains-powered devices, 1 Mbit/s both ways, no latency; each job moves 250 kB down and up (2 s each) and
 # computes 2.5 GFLOP: 2.5, 5, 1 and 2 s at these speeds. So device d's update arrives 6.5, 9, 5 and 6 s after
@@ -21,7 +23,7 @@ from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
 SPEEDS = [1e9, 0.5e9, 2.5e9, 1.25e9]
 
 
-def world(goal: int | None, *, deadline_s: float = math.inf, rounds: int = 2) -> World:
+def world(goal: int | None, *, deadline_s: float | None = None, rounds: int = 2) -> World:
     n = len(SPEEDS)
     table = DeviceTable(
         group=np.zeros(n, dtype=np.int32),
@@ -44,8 +46,12 @@ def world(goal: int | None, *, deadline_s: float = math.inf, rounds: int = 2) ->
         devices=table,
         links=[GroupLink()],
         streams=streams,
-        stop=StopSetup(rounds=rounds),
-        server=ServerSetup(participants=n, goal=goal, deadline_s=deadline_s),
+        stop=StopSpec(rounds=rounds),
+        server=RoundSpec(
+            participants=goal or n,
+            over_commit=0.3 if goal else 0.0,
+            **({} if deadline_s is None else {"deadline": deadline_s}),
+        ),
         policies=[AlwaysRound(AlwaysRound.Params(), info(i), streams.numpy("availability", i)) for i in range(n)],
     )
 
@@ -164,4 +170,4 @@ def test_no_over_commit_builds_the_world_of_today() -> None:
             RandomStreams(0),
             policies=[AlwaysRound(AlwaysRound.Params(), info(i), np.random.default_rng(i)) for i in range(5)],
         ).server
-        assert server == ServerSetup(participants=3)
+        assert server is sc.server.round and server.goal is None and server.asked == 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from engine_support import FakeBackend, simulate
 from test_lazy_engine import batteries_world, lazy, sessions_world
@@ -86,6 +87,27 @@ def test_a_reading_counts_each_group_and_what_happened_since_the_last_one() -> N
     assert rows["battery_p10"][0] == pytest.approx(0.04) and rows["battery_p50"][0] == pytest.approx(0.2)
     assert rows["battery_p90"][0] == pytest.approx(0.68) and rows["battery_max"][0] == 0.8
     assert all(math.isnan(rows[f"battery_{s}"][1]) for s in ("mean", "min", "p10", "p50", "p90", "max"))
+
+
+def test_groups_whose_devices_are_interleaved_are_counted_alike() -> None:
+    """A scenario's groups are contiguous ranges, read without copies; devices of interleaved groups (here the
+    board first) are counted the same, device by device."""
+    order = [3, 0, 1, 2]  # the board, then the three phones
+
+    def shuffled(**flags) -> FleetState:
+        return FleetState(**{k: np.asarray(v)[order] for k, v in vars(state(**flags)).items()})
+
+    contiguous = Timeline(np.array([0, 0, 0, 1]), ["phones", "boards"], EventRecorder())
+    interleaved = Timeline(np.array([1, 0, 0, 0]), ["phones", "boards"], EventRecorder())
+    assert isinstance(contiguous.members[0], slice) and isinstance(contiguous.members[1], slice)
+    for timeline, reading in ((contiguous, state), (interleaved, shuffled)):
+        timeline.read(0.0, reading(), start=True)
+        timeline.read(10.0, reading(tasks_started=[2, 1, 0, 2], updates_delivered=[1, 0, 0, 3]))
+    a, b = contiguous.columns(), interleaved.columns()
+    assert a["devices"] == [3, 1, 3, 1] and a["participated"] == [0, 0, 2, 1]
+    assert a.keys() == b.keys() and all(pd.Series(a[k]).equals(pd.Series(b[k])) for k in a)
+    interleaved = Timeline(np.array([0, 1, 0, 1]), ["phones", "boards"], EventRecorder())
+    assert not isinstance(interleaved.members[0], slice)
 
 
 def test_both_engines_read_the_same_world_where_they_draw_the_same_one() -> None:

@@ -21,11 +21,13 @@ from engine_support import FakeBackend, NeverRound, info
 from netfl.cli.main import main
 from netfl.errors import PolicyError
 from netfl.policies import SessionPolicy
+from netfl.registry.run_params import Every, StopSpec
+from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.watchdog import SimulationStuck, event_limit
-from netfl.sim.world import GroupLink, ServerSetup, StopSetup, World
+from netfl.sim.world import GroupLink, World
 
 TOPOLOGY = """\
 name: stuck
@@ -107,8 +109,8 @@ class WakeAtNow(SessionPolicy):
         return now
 
 
-def _world(policy_cls, *, server: ServerSetup | None = None, chargers=None, n: int = 2) -> World:
-    server = server or ServerSetup()
+def _world(policy_cls, *, server: RoundSpec | None = None, chargers=None, n: int = 2) -> World:
+    server = server or RoundSpec()
     streams = RandomStreams(0)
     table = DeviceTable(
         group=np.zeros(n, dtype=np.int32),
@@ -132,7 +134,8 @@ def _world(policy_cls, *, server: ServerSetup | None = None, chargers=None, n: i
         links=[GroupLink()],
         streams=streams,
         server=server,
-        stop=StopSetup(sim_time_s=60.0, eval_every=10**9),
+        stop=StopSpec(sim_time=60.0),
+        evaluate=Every(rounds=10**9),
         policies=policies,
         chargers=[c(c.Params(), info(i), streams.numpy("c", i)) for i, c in enumerate(chargers)] if chargers else None,
     )
@@ -155,7 +158,7 @@ def test_rounds_that_take_no_time_are_stopped_and_the_server_named():
     """Nobody is ever available and idle rounds wait 0 s: rounds would repeat at t = 0 forever."""
     started = time.perf_counter()
     with pytest.raises(SimulationStuck) as err:
-        Simulation(_world(NeverRound, server=ServerSetup(idle_wait_s=0.0)), FakeBackend()).run()
+        Simulation(_world(NeverRound, server=RoundSpec.model_construct(idle_wait=0.0)), FakeBackend()).run()
     assert "simulated time stopped advancing at 0 s" in str(err.value)
     assert "the server's rounds" in str(err.value)
     assert time.perf_counter() - started < 5

@@ -9,11 +9,13 @@ from engine_support import AlwaysRound, FakeBackend, approx, events, info, netwo
 
 from netfl.assemble import build_world
 from netfl.backend import Evaluation
+from netfl.registry.device_params import ChannelSpec
+from netfl.registry.run_params import Every, StopSpec
+from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
-from netfl.sim.channel import ChannelParams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, ServerSetup, StopSetup, WiredLink, World
+from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, WiredLink, World
 
 
 def _table(
@@ -49,7 +51,7 @@ def test_one_device_world_in_code_follows_the_hand_computed_timeline():
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
         links=[GroupLink()],
         streams=streams,
-        stop=StopSetup(rounds=2),
+        stop=StopSpec(rounds=2),
         policies=_always(1, streams),
     )
     sim = Simulation(world, FakeBackend())
@@ -96,10 +98,13 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
             downlink=[2e6, 2e6, math.nan, math.nan],
             distance=[math.nan, math.nan, *distances[2:]],
         ),
-        links=[GroupLink(latency_s=0.01), GroupLink("ap", channel=ChannelParams(kind="rayleigh", bandwidth_hz=5e6))],
+        links=[
+            GroupLink(latency_s=0.01),
+            GroupLink("ap", channel=ChannelSpec(kind="rayleigh", distance_m={"choice": [50.0, 80.0]})),
+        ],
         streams=streams,
-        stop=StopSetup(rounds=4),
-        server=ServerSetup(participants=3, deadline_s=60.0),
+        stop=StopSpec(rounds=4),
+        server=RoundSpec(participants=3, deadline=60.0),
         nodes={"ap": NodeSetup("access_point", MediumSetup("tdma", 5e6), downlink_bps=20e6)},
         wires=[WiredLink("ap", "server", 1e8, 0.005)],
         policies=_always(4, streams),
@@ -123,7 +128,7 @@ class RisingAccuracy(FakeBackend):
         return Evaluation(accuracy=0.1 * len(self.contexts), loss=1.0)
 
 
-def _one_device(stop: StopSetup, server: ServerSetup | None = None) -> Simulation:
+def _one_device(stop: StopSpec, server: RoundSpec | None = None, every_s: float | None = None) -> Simulation:
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
@@ -132,13 +137,14 @@ def _one_device(stop: StopSetup, server: ServerSetup | None = None) -> Simulatio
         stop=stop,
         policies=_always(1, streams),
         **({"server": server} if server is not None else {}),
+        **({"evaluate": Every(seconds=every_s)} if every_s is not None else {}),
     )
     return Simulation(world, RisingAccuracy())
 
 
 def test_evaluation_on_a_time_grid_falls_on_its_multiples_and_at_the_stop():
     """Rounds of 6.5 s, evaluated every 4 s up to 20 s: rows at 0, 4, ..., 20 with the rounds done by then."""
-    result = _one_device(StopSetup(sim_time_s=20.0, eval_every_s=4.0)).run()
+    result = _one_device(StopSpec(sim_time=20.0), every_s=4.0).run()
     assert [m.sim_time_s for m in result.metrics] == [0.0, 4.0, 8.0, 12.0, 16.0, 20.0]
     assert [m.round for m in result.metrics] == [0, 0, 1, 1, 2, 3]  # rounds end at 6.5, 13, 19.5
     assert result.stopped_by == "sim_time"
@@ -147,7 +153,7 @@ def test_evaluation_on_a_time_grid_falls_on_its_multiples_and_at_the_stop():
 def test_a_round_due_at_the_stop_time_is_not_started():
     """Rounds of 6.5 s started every 10 s, stopped at 20 s: the third round would start at 20 s exactly and never
     finish, so nothing of it is logged (no round_start, selected or download_start at the stop instant)."""
-    sim = _one_device(StopSetup(sim_time_s=20.0, eval_every_s=4.0), ServerSetup(interval_s=10.0))
+    sim = _one_device(StopSpec(sim_time=20.0), RoundSpec(interval=10.0), every_s=4.0)
     result = sim.run()
     assert result.stopped_by == "sim_time" and result.sim_time_s == 20.0 and result.rounds == 2
     assert [e.time for e in events(sim, "round_start")] == [0.0, 10.0]
@@ -156,14 +162,14 @@ def test_a_round_due_at_the_stop_time_is_not_started():
 
 
 def test_the_run_stops_at_the_first_evaluation_reaching_the_target_accuracy():
-    result = _one_device(StopSetup(rounds=50, accuracy=0.3)).run()
+    result = _one_device(StopSpec(rounds=50, accuracy=0.3)).run()
     assert result.stopped_by == "accuracy"
     assert result.rounds == 3 and result.sim_time_s == approx(19.5)
     assert [m.test_accuracy for m in result.metrics] == [0.0, 0.1, 0.2, approx(0.3)]
 
 
 def test_a_target_never_reached_leaves_the_other_limits_in_charge():
-    result = _one_device(StopSetup(rounds=4, accuracy=0.9)).run()
+    result = _one_device(StopSpec(rounds=4, accuracy=0.9)).run()
     assert result.stopped_by == "rounds" and result.rounds == 4
 
 
@@ -181,7 +187,7 @@ def _energy_by_hand(t: float) -> float:
 def test_cumulative_energy_at_each_evaluation_is_the_hand_computed_draw():
     """Evaluated every second, in the middle of downloads, training and uploads, up to the stop at 13 s (where the
     grid's evaluation comes just before the second round ends, and the final one just after)."""
-    sim = _one_device(StopSetup(rounds=2, eval_every_s=1.0))
+    sim = _one_device(StopSpec(rounds=2), every_s=1.0)
     result = sim.run()
     times = [*range(14), 13]
     assert [m.sim_time_s for m in result.metrics] == [approx(t) for t in times]

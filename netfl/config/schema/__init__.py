@@ -9,51 +9,47 @@ downstream parses units.
 
 One module per part of the topology file: :mod:`~netfl.config.schema.task_spec` (``task``),
 :mod:`~netfl.config.schema.device_spec` (``devices``), :mod:`~netfl.config.schema.server_spec` (``server``),
-:mod:`~netfl.config.schema.network_spec` (``network``), :mod:`~netfl.config.schema.run_spec` (``stop``,
-``eval``, ``engine``, ``events``, ``output``, ``tracking``) and :mod:`~netfl.config.schema.scenario` (the whole).
+:mod:`~netfl.config.schema.network_spec` (``network``), :mod:`~netfl.config.schema.run_spec` (``eval``,
+``engine``, ``events``, ``output``, ``tracking``) and :mod:`~netfl.config.schema.scenario` (the whole).
 A parameter whose rules another layer applies too is declared in the registry, below both, and imported here:
-the partition (:mod:`netfl.registry.partitions`), and the closed choices the learner or the engine act on
-(:mod:`netfl.registry.choices`).
+the partition (:mod:`netfl.registry.partitions`), the closed choices the learner or the engine act on
+(:mod:`netfl.registry.choices`), and the parameters the engine reads (:mod:`netfl.registry.server_params`,
+:mod:`netfl.registry.device_params`, :mod:`netfl.registry.run_params`).
 """
 
 from netfl.config.schema.device_spec import (
     BatterySpec,
-    ChannelSpec,
     ComputeSpec,
     DeviceGroupSpec,
     LinkSpec,
     PowerSpec,
-    UsageSpec,
 )
-from netfl.config.schema.fields import Strict
 from netfl.config.schema.network_spec import MediumSpec, NetworkSpec, NodeSpec, RamSpec, WiredLinkSpec
 from netfl.config.schema.run_spec import (
-    EVERY_SPELLINGS,
     IDLE_EVENTS_BELOW,
     MLFLOW_SCHEMES,
     EngineSpec,
     EvalSpec,
     EventsSpec,
-    Every,
     OutputSpec,
-    StopSpec,
     TrackingSpec,
 )
 from netfl.config.schema.scenario import Scenario, Seeds
 from netfl.config.schema.server_spec import (
-    MAX_OVER_COMMIT,
     MAX_QSGD_LEVELS,
     AlgorithmSpec,
-    AsyncSpec,
     CompressionSpec,
     CompressorSpec,
     QsgdSpec,
-    RoundSpec,
     ServerOptimizerSpec,
     ServerSpec,
 )
 from netfl.config.schema.task_spec import DatasetSpec, LocalSpec, ModelSpec, TaskSpec
+from netfl.numbers import Strict
+from netfl.registry.device_params import ChannelSpec, UsageSpec
 from netfl.registry.partitions import ExclusiveGroupSpec, PartitionSpec, QuantitySkewSpec
+from netfl.registry.run_params import EVERY_SPELLINGS, Every, StopSpec
+from netfl.registry.server_params import MAX_OVER_COMMIT, AsyncSpec, RoundSpec
 
 __all__ = [
     "EVERY_SPELLINGS",

@@ -8,28 +8,24 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from netfl.component_spec import PolicySpec
-from netfl.config.schema.fields import (
-    DistanceDistribution,
+from netfl.distributions import (
+    Distribution,
     FlopsDistribution,
     FractionDistribution,
     RateDistribution,
-    Strict,
     positive_distribution,
 )
-from netfl.distributions import Distribution
+from netfl.numbers import Strict
 from netfl.problems import one_of
-from netfl.registry.choices import ChannelKind
-from netfl.registry.media import MAX_SPECTRAL_EFFICIENCY
-from netfl.units import BitsPerSecond, Bytes, Fraction, Joules, Seconds, Watts
+from netfl.registry.device_params import ChannelSpec, UsageSpec
+from netfl.units import Fraction, Joules, Seconds, Watts
 
 __all__ = [
     "BatterySpec",
-    "ChannelSpec",
     "ComputeSpec",
     "DeviceGroupSpec",
     "LinkSpec",
     "PowerSpec",
-    "UsageSpec",
 ]
 
 
@@ -78,51 +74,6 @@ class BatterySpec(Strict):
         return d
 
 
-class ChannelSpec(Strict):
-    """A wireless uplink from the device to its access point (see netfl/sim/channel.py).
-
-    Defaults: 0.2 W (23 dBm) transmit power, the maximum of an LTE handset;
-    noise figure 7 dB; path loss 128.1 + 37.6 log10(d km) dB (3GPP TR 36.814).
-    """
-
-    kind: ChannelKind = Field("rayleigh", description="the fading: none (awgn), Rayleigh, or Rician (with rician_k)")
-    distance_m: DistanceDistribution = Field(description="metres to the access point")
-    tx_power: Watts = Field(0.2, gt=0, description="radiated power")
-    shadowing_db: float = Field(0.0, ge=0, description="std of log-normal shadowing, drawn once per device")
-    rician_k: float | None = Field(None, ge=0, description="Rician K factor (kind rician)")
-    coherence: Seconds = Field(
-        0.1, ge=1e-6, description="block-fading coherence time, at least 1 us (the channel is drawn once per block)"
-    )
-    noise_figure_db: float = Field(
-        7.0, ge=0, description="noise figure in dB, on top of thermal noise of -174 dBm/Hz (3GPP TR 36.814: 7 dB)"
-    )
-    rate: BitsPerSecond | None = Field(
-        None, gt=0, description="fixed transmission rate (outage => retransmit); adaptive Shannon rate if omitted"
-    )
-    packet_size: Bytes = Field(
-        1500, gt=0, description="with a fixed rate: bytes per packet; a packet begun in an outage is sent again"
-    )
-    max_spectral_efficiency: float = Field(
-        MAX_SPECTRAL_EFFICIENCY,
-        gt=0,
-        description="bit/s/Hz an adaptive rate reaches at most (the radio's top "
-        "modulation and coding; 5.5547 is LTE's 64-QAM CQI 15, 7.4063 its 256-QAM; .inf: Shannon uncapped)",
-    )
-
-    @field_validator("distance_m")
-    @classmethod
-    def _positive(cls, d: Distribution):
-        return positive_distribution(d)
-
-    @model_validator(mode="after")
-    def _k_for_rician(self):
-        if self.kind == "rician" and self.rician_k is None:
-            raise ValueError("kind rician needs rician_k (e.g. rician_k: 3)")
-        if self.kind != "rician" and self.rician_k is not None:
-            raise ValueError(f"rician_k applies to kind rician only (kind is {self.kind})")
-        return self
-
-
 class LinkSpec(Strict):
     """The device's link: straight to the server (``uplink``/``downlink``), or to a node of ``network``."""
 
@@ -160,22 +111,6 @@ def _usage_preset(value: Any) -> Any:
             )
         return PRESETS[value]
     return value
-
-
-class UsageSpec(Strict):
-    """A device's own use (screen on, apps): sessions that draw their own power (netfl/policies/usage.py).
-
-    ``usage: phone`` is the preset of a typical smartphone day; a mapping names the sessions (a continuous-time
-    policy) and their power.
-    """
-
-    sessions: PolicySpec = Field(description="when the device is in use: a continuous-time policy (e.g. diurnal)")
-    power: Watts = Field(gt=0, le=1e6, description="drawn while in use, on top of the idle draw")
-    train_while_in_use: bool = Field(
-        False,
-        description="false: a device in use is not idle, so it is not asked to train and its work stops when a "
-        "session begins (production FL trains on idle devices); true: use only draws power",
-    )
 
 
 class DeviceGroupSpec(Strict):

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from pydantic import BeforeValidator, ConfigDict, Field, model_validator
 
 from netfl.component_spec import PolicySpec
-from netfl.config.schema.fields import Strict
+from netfl.numbers import Strict
 from netfl.registry import registered
 from netfl.registry.choices import AlohaBackoff, RamDraw
 from netfl.registry.media import MEDIUM_KINDS

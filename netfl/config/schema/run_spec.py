@@ -1,93 +1,33 @@
-"""How a run goes, beside the world it simulates: when it stops (``stop``) and evaluates (``eval``), how the
-engine holds the devices (``engine``), what the event log records (``events``), where the results go
-(``output``) and which experiment trackers it also logs to (``tracking``)."""
+"""How a run goes, beside the world it simulates: when it evaluates (``eval``; when it stops, ``stop``, and how
+often it evaluates are the engine's, declared in :mod:`netfl.registry.run_params`), how the engine holds the
+devices (``engine``), what the event log records (``events``), where the results go (``output``) and which
+experiment trackers it also logs to (``tracking``)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
-from netfl.config.schema.fields import Strict
-from netfl.units import Fraction, Seconds, bare_number, parse_quantity, parse_rounds
+from netfl.numbers import Strict
+from netfl.registry.run_params import EVERY_ROUND, EveryValue
 
 __all__ = [
-    "EVERY_SPELLINGS",
     "IDLE_EVENTS_BELOW",
     "MLFLOW_SCHEMES",
     "EngineSpec",
     "EvalSpec",
     "EventsSpec",
-    "Every",
     "OutputSpec",
-    "StopSpec",
     "TrackingSpec",
 ]
 
 
-class StopSpec(Strict):
-    """Stop at whichever limit comes first."""
-
-    sim_time: Seconds | None = Field(None, gt=0, description="simulated seconds")
-    rounds: int | None = Field(None, gt=0, description="server rounds (aggregations)")
-    accuracy: Fraction | None = Field(
-        None,
-        gt=0,
-        le=1,
-        description="stop at the first evaluation reaching this test accuracy (needs sim_time or rounds too)",
-    )
-
-    @model_validator(mode="after")
-    def _one_limit(self):
-        if self.sim_time is None and self.rounds is None:
-            raise ValueError("give sim_time, rounds, or both (also with accuracy: it may never be reached)")
-        return self
-
-
-@dataclass(frozen=True)
-class Every:
-    """How often the model is evaluated: every ``rounds`` rounds, or every ``seconds`` of simulated time (a grid
-    shared by every run of a study, whatever their round lengths)."""
-
-    rounds: int | None = None
-    seconds: float | None = None
-
-    def as_scenario_value(self) -> str:
-        return f"{self.rounds} rounds" if self.rounds is not None else f"{self.seconds!r}s"
-
-
-EVERY_SPELLINGS = "a number of rounds with the word ('10 rounds') or a simulated time ('5min', '30s')"
-
-
-def _every(value: object) -> Every:
-    if isinstance(value, Every):
-        return value
-    number = bare_number(value)
-    if number is not None:
-        spelled = f"'{number:g} rounds' or '{number:g}s'" if number.is_integer() else f"'{number:g}s'"
-        raise ValueError(f"{value!r} without a unit could mean rounds or seconds: write {spelled} ({EVERY_SPELLINGS})")
-    rounds = parse_rounds(value)
-    if rounds is not None:
-        if rounds <= 0:
-            raise ValueError(f"must be > 0 rounds (got {value!r})")
-        return Every(rounds=rounds)
-    if isinstance(value, str):
-        try:
-            seconds = parse_quantity(value, "time")
-        except ValueError:
-            raise ValueError(f"{value!r}: write {EVERY_SPELLINGS}") from None
-        if not seconds > 0:
-            raise ValueError(f"must be a positive time (got {value!r})")
-        return Every(seconds=seconds)
-    raise ValueError(f"{value!r}: write {EVERY_SPELLINGS}")
-
-
 class EvalSpec(Strict):
-    every: Annotated[Every, BeforeValidator(_every)] = Field(
-        Every(rounds=1),
+    every: EveryValue = Field(
+        EVERY_ROUND,
         description="rounds between evaluations ('10 rounds'), or simulated time ('5min'): a time grid "
         "gives the curves of different runs the same time points",
     )

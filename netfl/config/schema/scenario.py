@@ -8,12 +8,12 @@ from typing import Any, NamedTuple
 from pydantic import Field, field_validator, model_validator
 
 from netfl.config.schema.device_spec import DeviceGroupSpec
-from netfl.config.schema.fields import Strict
 from netfl.config.schema.network_spec import NetworkSpec
-from netfl.config.schema.run_spec import EngineSpec, EvalSpec, EventsSpec, OutputSpec, StopSpec, TrackingSpec
+from netfl.config.schema.run_spec import EngineSpec, EvalSpec, EventsSpec, OutputSpec, TrackingSpec
 from netfl.config.schema.server_spec import ServerSpec
 from netfl.config.schema.task_spec import TaskSpec
-from netfl.numbers import ANY_SIZE
+from netfl.numbers import ANY_SIZE, Strict
+from netfl.registry.run_params import StopSpec
 
 __all__ = ["Scenario", "Seeds"]
 

@@ -1,36 +1,31 @@
 """The server (``server``): the algorithm, a server optimiser, compression, and how rounds or asynchronous
-arrivals are aggregated."""
+arrivals are aggregated (``round`` and ``async``: the engine's parameters, declared in
+:mod:`netfl.registry.server_params`)."""
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from netfl.component_spec import WithParams
-from netfl.config.schema.fields import CountDistribution, Strict
-from netfl.distributions import Distribution
+from netfl.numbers import Strict
 from netfl.registry.choices import OnDivergence
-from netfl.units import Fraction, Seconds
+from netfl.registry.server_params import AsyncSpec, RoundSpec
+from netfl.units import Fraction
 
 __all__ = [
-    "MAX_OVER_COMMIT",
     "MAX_QSGD_LEVELS",
     "AlgorithmSpec",
-    "AsyncSpec",
     "CompressionSpec",
     "CompressorSpec",
     "QsgdSpec",
-    "RoundSpec",
     "ServerOptimizerSpec",
     "ServerSpec",
 ]
 
 #: QSGD's levels at most: float32 resolves |v_i| / ||v|| to 24 bits.
 MAX_QSGD_LEVELS = 2**24
-#: Over-commitment at most (10000%: a round asks 101 times its participants).
-MAX_OVER_COMMIT = 100.0
 
 
 class AlgorithmSpec(WithParams):
@@ -108,70 +103,6 @@ class CompressionSpec(Strict):
         if self.uplink is None and self.downlink is None:
             raise ValueError("give uplink, downlink or both")
         return self
-
-
-class RoundSpec(Strict):
-    participants: int | None = Field(None, gt=0, description="clients asked per round; all available if omitted")
-    deadline: Seconds = Field(float("inf"), gt=0, description="aggregate what arrived by then")
-    idle_wait: Seconds = Field(10.0, gt=0, description="wait before retrying when nobody is available")
-    interval: Seconds = Field(0.0, ge=0, description="minimum time from one round's start to the next (pace steering)")
-    over_commit: Fraction = Field(
-        0.0,
-        ge=0,
-        le=MAX_OVER_COMMIT,
-        description="ask ceil((1 + over_commit) x participants) devices and close "
-        "the round at the first participants updates; the "
-        "stragglers are stopped (30% is production FL's 130%); at most 10000%",
-    )
-    partial_work: bool = Field(
-        False,
-        description="a device that would miss the deadline trains only the local steps it can finish in "
-        "time and uploads them (FedNova's partial work)",
-    )
-    partial_margin: Fraction = Field(
-        0.0,
-        ge=0,
-        description="partial work plans each upload to take this much longer than its estimate (100%: twice as "
-        "long), for a shared uplink on which the devices that planned to the deadline all send at once",
-    )
-    cloud_every: int = Field(
-        1,
-        gt=0,
-        description="with edge nodes: the cloud averages the edge models every this many rounds (HierFAVG's kappa2)",
-    )
-
-    @property
-    def asked(self) -> int | None:
-        """How many devices a round asks: ``participants``, over-committed by ``over_commit`` (None: all available).
-
-        Rounded to 9 decimals before the ceiling, so that 10% of 10 asks 11, not ceil(11.000000000000002) = 12.
-        """
-        if self.participants is None or not self.over_commit:
-            return self.participants
-        return math.ceil(round((1 + self.over_commit) * self.participants, 9))
-
-
-class AsyncSpec(Strict):
-    """Anarchic / asynchronous arrivals: workers train whenever they are available."""
-
-    buffer: int = Field(10, gt=0, description="m: the server aggregates whenever m updates have arrived")
-    local_steps: CountDistribution | None = Field(
-        None,
-        description="K of each job, drawn per job: {uniform: [1, 10]} is U{1..10}; a lognormal is rounded "
-        "(at least 1); task.local otherwise",
-    )
-
-    @field_validator("local_steps")
-    @classmethod
-    def _at_least_one_step(cls, d: Distribution | None):
-        if d is not None and d.kind != "lognormal" and (d.kind == "normal" or d.support_min < 1):
-            raise ValueError(
-                f"every job needs at least one local step; {d.describe()} can draw less than 1 "
-                "(use e.g. {uniform: [1, 10]})"
-            )
-        return d
-
-    pause: Seconds = Field(0.0, ge=0, description="mean of an exponential pause before a worker pulls again")
 
 
 class ServerSpec(Strict):

@@ -8,8 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from netfl.config.schema.fields import Strict
-from netfl.numbers import Float32
+from netfl.numbers import Float32, Strict
 from netfl.problems import one_of
 from netfl.registry import registered
 from netfl.registry.choices import DataTargets, LrSchedule

@@ -15,21 +15,32 @@ import numpy as np
 
 from netfl.registry.partitions import partition_spec
 
-__all__ = ["ClientParts", "natural_parts", "sample_parts"]
+__all__ = ["ClientParts", "index_dtype", "natural_parts", "sample_parts", "uniform_picks"]
+
+
+def index_dtype(samples: int) -> np.dtype:
+    """The narrowest of 16, 32 and 64 bits that holds the indices of a data set of ``samples`` samples."""
+    return np.dtype(np.uint16 if samples <= 1 << 16 else np.int32 if samples <= 1 << 31 else np.int64)
 
 
 class ClientParts:
     """Every client's sample indices in one array: client c holds ``indices[offsets[c]:offsets[c + 1]]``.
 
     One array, not one per client: a million clients' parts cost their indices and nothing per client. The
-    indices are 32-bit where the data set allows it (torch indexes with them as with 64-bit ones): ten million
-    phones holding 20 samples each keep 0.8 GB of indices, not 1.6 GB.
+    indices are kept in the narrowest type that holds them (:func:`index_dtype`): ten million phones holding 20
+    samples each of Fashion-MNIST's 60 000 keep 0.4 GB of indices, not 1.6 GB. A client's part reads as 32-bit
+    indices at least (torch indexes with them as with 64-bit ones, not with 16-bit ones).
     """
 
     def __init__(self, indices: np.ndarray, offsets: np.ndarray):
         indices = np.asarray(indices)
-        fits = indices.size == 0 or (indices.min() >= 0 and indices.max() < 2**31)
-        self.indices = indices.astype(np.int32 if fits else np.int64, copy=False)
+        if indices.size == 0:
+            kept = np.dtype(np.int32)
+        elif indices.dtype.kind == "u" or indices.min() >= 0:
+            kept = index_dtype(int(indices.max()) + 1)
+        else:
+            kept = np.dtype(np.int64)  # negative: kept as given, for the consumer to refuse
+        self.indices = indices.astype(kept, copy=False)
         self.offsets = np.asarray(offsets, dtype=np.int64)
         if self.offsets[0] != 0 or self.offsets[-1] != len(self.indices) or np.any(np.diff(self.offsets) < 0):
             raise ValueError("offsets must rise from 0 to the number of indices")
@@ -44,7 +55,8 @@ class ClientParts:
         return len(self.offsets) - 1
 
     def __getitem__(self, client: int) -> np.ndarray:
-        return self.indices[self.offsets[client] : self.offsets[client + 1]]
+        part = self.indices[self.offsets[client] : self.offsets[client + 1]]
+        return part.astype(np.int32) if part.dtype.itemsize < 4 else part
 
     def __iter__(self):
         return (self[c] for c in range(len(self)))
@@ -52,6 +64,24 @@ class ClientParts:
     @property
     def sizes(self) -> np.ndarray:
         return np.diff(self.offsets)
+
+
+#: Uniform picks drawn in one call of the generator (bounds the temporaries of ten million clients' picks).
+_PICKS_PER_STEP = 1 << 22
+
+
+def uniform_picks(rng: np.random.Generator, samples: int, count: int) -> np.ndarray:
+    """``rng.integers(0, samples, size=count)`` -- the same values, leaving ``rng`` in the same state -- drawn a
+    bounded step at a time into :func:`index_dtype`'s array: numpy draws an integer below 2**32 from the
+    generator's next 32 bits whatever the output type, and the generator keeps an unused half of 64 bits from one
+    call to the next, so the steps continue one stream."""
+    if samples > 1 << 31:
+        return rng.integers(0, samples, size=count)
+    out = np.empty(count, dtype=index_dtype(samples))
+    for first in range(0, count, _PICKS_PER_STEP):
+        last = min(count, first + _PICKS_PER_STEP)
+        out[first:last] = rng.integers(0, samples, size=last - first, dtype=np.int32)
+    return out
 
 
 def sample_parts(
@@ -80,10 +110,11 @@ def sample_parts(
     )  # the partition's rules: a kind that samples, its parameters
     if num_clients < 1 or n < 1:
         raise ValueError(f"need clients >= 1 and samples >= 1, got {num_clients}, {n}")
-    offsets = np.arange(num_clients + 1, dtype=np.int64) * k
+    offsets = np.arange(num_clients + 1, dtype=np.int64)
+    offsets *= k
     if kind == "iid":
         total = num_clients * k
-        picks = rng.permutation(n)[:total] if total <= n else rng.integers(0, n, size=total)
+        picks = rng.permutation(n)[:total] if total <= n else uniform_picks(rng, n, total)
         return ClientParts(picks, offsets)
     present = np.unique(labels)
     num_labels = len(present)
@@ -97,8 +128,9 @@ def sample_parts(
         mix = np.zeros((num_clients, num_labels))
         np.put_along_axis(mix, chosen, 1.0 / c, axis=1)
     counts = rng.multinomial(k, mix / mix.sum(axis=1, keepdims=True))  # clients x labels
-    slot_label = np.repeat(np.tile(np.arange(num_labels), num_clients), counts.ravel())  # client-major slots
-    indices = np.empty(num_clients * k, dtype=np.int64)
+    positions = np.arange(num_labels, dtype=np.min_scalar_type(num_labels))  # narrow: one per sample of each client
+    slot_label = np.repeat(np.tile(positions, num_clients), counts.ravel())  # client-major slots
+    indices = np.empty(num_clients * k, dtype=index_dtype(n))
     for position, label in enumerate(present):
         slots = np.flatnonzero(slot_label == position)
         pool = np.flatnonzero(labels == label)

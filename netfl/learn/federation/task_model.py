@@ -95,7 +95,7 @@ class TaskModel:
             )
         self.dataset = dataset
         parts = setup.parts if isinstance(setup.parts, ClientParts) else ClientParts.of(setup.parts)
-        self._indices = torch.from_numpy(parts.indices)  # every client's samples, client after client
+        self._parts = parts  # every client's samples, client after client, in one array
         self._offsets = parts.offsets  # an array, not a list: ten million clients' offsets as 80 MB, not 400
         self.local = setup.local
         self.num_classes = dataset.num_classes
@@ -134,7 +134,7 @@ class TaskModel:
 
     def part(self, client: int) -> torch.Tensor:
         """The client's sample indices into the training set."""
-        return self._indices[int(self._offsets[client]) : int(self._offsets[client + 1])]
+        return torch.from_numpy(self._parts[client])
 
     def steps_of(self, client: int) -> int:
         return num_local_steps(self.client_size(client), self.local.batch_size, self.local.steps, self.local.epochs)

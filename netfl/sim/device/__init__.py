@@ -96,7 +96,7 @@ class Device(Availability, Power, TaskPipeline):
             self._in_session = bool(usage.policy.online(env.now, self))
             if using:
                 self.using = True
-                self.set_load("use", usage.power_w)
+                self.set_load("use", usage.spec.power)
         # below the threshold as the battery watch says it (at it exactly: while draining), so that the watch's
         # first look agrees: a device the array form hands over at its min_level, charging, is not below it
         level_j, threshold_j = battery.level_j, battery.min_level * battery.capacity_j

@@ -28,16 +28,17 @@ import simpy
 
 from netfl.errors import PolicyError
 from netfl.policies.base import RoundPolicy, SessionPolicy, policy_origin
+from netfl.registry.device_params import UsageSpec
 
 
 @dataclass(frozen=True)
 class Usage:
-    """Its owner's use of a device: when (a session policy: online = in use), the power drawn meanwhile, and
-    whether a device in use may train (netfl/policies/usage.py)."""
+    """Its owner's use of a device: when (a session policy: online = in use), and as its group declares it
+    (``devices[].usage``): the power drawn meanwhile, and whether a device in use may train
+    (netfl/policies/usage.py)."""
 
     policy: SessionPolicy
-    power_w: float
-    train_while_in_use: bool = False
+    spec: UsageSpec
 
 
 def after_now(policy: SessionPolicy, now: float, at: float, whose: str) -> float:
@@ -89,7 +90,7 @@ class Availability:
         return self.online and not self.dead and self.task is None and not self._in_use_blocks()
 
     def _in_use_blocks(self) -> bool:
-        return self.using and not self.usage.train_while_in_use
+        return self.using and not self.usage.spec.train_while_in_use
 
     # DeviceState, as session policies see it
     @property
@@ -160,9 +161,9 @@ class Availability:
                 self._in_session = in_use
                 if in_use and not self.dead:
                     self.using = True
-                    self.set_load("use", usage.power_w)
+                    self.set_load("use", usage.spec.power)
                     self.log("use_start")
-                    if self.task is not None and not usage.train_while_in_use:
+                    if self.task is not None and not usage.spec.train_while_in_use:
                         self.task.interrupt("in_use")
                     self.state_changed()
                 elif not in_use and self.using:
