@@ -718,8 +718,9 @@ def _world(world: str, devices: int, trace: Path | None = None) -> dict:
     group = {"battery": phone, "usage": "phone"}
     changes: dict = {"devices_update": group}
     if world == "async":
-        # a quarter of the phones available on average, each pausing so that the day holds ASYNC_JOBS_PER_DAY jobs
-        pause_s = devices * 0.25 * 86_400 / ASYNC_JOBS_PER_DAY
+        # each phone pausing so that the day holds about ASYNC_JOBS_PER_DAY jobs: a worker whose pause is over pulls
+        # as soon as it can, so each pulls about once a pause (a little less: the wait for its device to be free)
+        pause_s = devices * 86_400 / ASYNC_JOBS_PER_DAY
         changes["server"] = {
             "algorithm": {"name": "fedbuff"},
             "mode": "async",

@@ -24,7 +24,7 @@ from netfl.learn.federation.algorithms import ClientInfo, build_strategy
 from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
 from netfl.learn.federation.learner import Learner
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
-from netfl.learn.federation.task_model import LocalConfig, TaskSetup
+from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.user import ModelRecipe, builtin_recipe, user_recipe
 from netfl.registry.partitions import LABEL_KINDS, fit_problems
 from netfl.rng import RandomStreams
@@ -63,15 +63,7 @@ def build_task(scenario: Scenario, task: int, streams: RandomStreams, data_dir: 
             f"epochs would train on {spec.local.epochs * largest:.3g}, more than the "
             f"{MAX_JOB_SAMPLES:.0e} netfl accepts per job",
         )
-    local = LocalConfig(
-        spec.local.steps,
-        spec.local.epochs,
-        spec.local.batch_size,
-        spec.local.lr,
-        spec.local.weight_decay,
-        spec.local.lr_schedule,
-    )
-    return TaskSetup(dataset, parts, model_recipe(scenario, task, dataset), local)
+    return TaskSetup(dataset, parts, model_recipe(scenario, task, dataset), spec.local)
 
 
 def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, data_dir: Path | None) -> Dataset:

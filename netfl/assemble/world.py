@@ -13,22 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from netfl.assemble.availability import usage_setups
-from netfl.config.schema import LinkSpec, MediumSpec, NodeSpec, Scenario
+from netfl.config.schema import Scenario
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
-from netfl.sim.world import (
-    SERVER,
-    GroupLink,
-    HierarchySetup,
-    MediumSetup,
-    NodeSetup,
-    RamSetup,
-    WiredLink,
-    World,
-)
+from netfl.sim.world import HierarchySetup, World
 
 # Radio receive power when the scenario gives none: about half the uplink
 # transmit power (receive chains draw less than the power amplifier).
@@ -51,17 +42,16 @@ def build_world(
     included: per device (``policies``, ``chargers``: the actor form) or per group (``population``, ``charging``:
     the array form). The devices' own use is the scenario's unless ``usage`` is given. ``idle_events``: the array
     form logs idle devices' events too (:func:`netfl.config.engine_form.engine_choice` says whether)."""
-    nodes = {name: _node(node) for name, node in scenario.network.nodes.items()}
     server = scenario.server
     return World(
         devices=device_table(scenario, streams),
-        links=[_group_link(g.link) for g in scenario.devices],
+        links=[g.link for g in scenario.devices],
         streams=streams,
         stop=scenario.stop,
         evaluate=scenario.eval.every,
         server=server.round if server.mode == "sync" else server.async_,
-        nodes=nodes,
-        wires=[WiredLink(w.source, w.to, w.rate, w.latency) for w in scenario.network.links],
+        nodes=scenario.network.nodes,
+        wires=scenario.network.links,
         policies=policies,
         chargers=chargers,
         population=population,
@@ -78,31 +68,6 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
     if not edges:
         return None
     return HierarchySetup(edges, policies)
-
-
-def _node(node: NodeSpec) -> NodeSetup:
-    ram = RamSetup(node.ram.mode, node.ram.rho, node.ram.draw) if node.ram is not None else None
-    return NodeSetup(node.kind, _medium(node.medium), node.downlink, ram)
-
-
-def _medium(m: MediumSpec) -> MediumSetup:
-    params = (
-        {
-            "rate_bps": m.rate,
-            "q": m.q,
-            "packet_bits": 8 * m.packet_size,
-            "max_attempts": m.max_attempts,
-            "backoff": m.backoff,
-        }
-        if m.kind == "slotted_aloha"
-        else {}
-    )
-    return MediumSetup(m.kind, m.bandwidth, params)
-
-
-def _group_link(link: LinkSpec) -> GroupLink:
-    """A group's attachment: its node (the server if none) and its channel's declaration, as the scenario gives it."""
-    return GroupLink(link.to or SERVER, link.latency, link.channel)
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:

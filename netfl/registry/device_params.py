@@ -1,4 +1,5 @@
-"""A device group's parameters that the engine reads as they were declared: the wireless channel of its link
+"""A device group's parameters that the engine reads as they were declared: its link (:class:`LinkSpec`,
+``devices[].link``, read by :class:`netfl.sim.network.Attachments`), the link's wireless channel
 (:class:`ChannelSpec`, ``devices[].link.channel``, read by :class:`netfl.sim.channel.Channel`) and its owner's use
 (:class:`UsageSpec`, ``devices[].usage``, read by :class:`netfl.sim.device.availability.Usage` for a device that
 works and by :class:`netfl.sim.idle_rows.IdleRows` for idle ones).
@@ -16,12 +17,13 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from netfl.component_spec import PolicySpec
-from netfl.distributions import DistanceDistribution, Distribution, positive_distribution
+from netfl.distributions import DistanceDistribution, Distribution, RateDistribution, positive_distribution
 from netfl.numbers import Strict
 from netfl.registry.choices import ChannelKind
+from netfl.registry.network_params import SERVER
 from netfl.units import BitsPerSecond, Bytes, Seconds, Watts
 
-__all__ = ["MAX_SPECTRAL_EFFICIENCY", "ChannelSpec", "UsageSpec"]
+__all__ = ["MAX_SPECTRAL_EFFICIENCY", "ChannelSpec", "LinkSpec", "UsageSpec"]
 
 #: bit/s/Hz an adaptive-rate channel reaches at most: LTE's top modulation and coding, CQI 15 (64-QAM, code rate
 #: 948/1024), 3GPP TS 36.213 Table 7.2.3-1 (netfl/sim/channel.py says why a cap and gives other radios' values).
@@ -76,6 +78,41 @@ class ChannelSpec(Strict):
     def packet_bits(self) -> float:
         """``packet_size`` in bits, as the engine counts a fixed-rate link's packets."""
         return 8.0 * self.packet_size
+
+
+class LinkSpec(Strict):
+    """The device's link: straight to the server (``uplink``/``downlink``), or to a node of ``network``."""
+
+    # The engine reads the group's declaration as it is (World.links): its node, its latency and its channel; each
+    # device's rates are its own, drawn from uplink and downlink into the device table.
+
+    to: str | None = Field(None, description="an access point or relay of network.nodes; the server if omitted")
+    uplink: RateDistribution | None = Field(None, description="bit/s of a fixed-rate (wired-like) link")
+    downlink: RateDistribution | None = Field(None, description="bit/s; same as uplink if omitted")
+    latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
+    channel: ChannelSpec | None = Field(
+        None, description="a wireless channel to the access point `to`, instead of uplink (its table)"
+    )
+
+    @field_validator("uplink", "downlink")
+    @classmethod
+    def _positive(cls, d: Distribution | None):
+        return None if d is None else positive_distribution(d)
+
+    @model_validator(mode="after")
+    def _rate_or_channel(self):
+        if self.uplink is None and self.channel is None:
+            raise ValueError("give uplink (a fixed rate) or channel (a wireless link to an access point)")
+        if self.uplink is not None and self.channel is not None:
+            raise ValueError("give either uplink or channel, not both")
+        if self.channel is not None and self.to is None:
+            raise ValueError("a wireless channel needs `to: <access point>` (a node of network.nodes)")
+        return self
+
+    @property
+    def node(self) -> str:
+        """The node the devices attach to: ``to``, or the server on a link without one."""
+        return self.to or SERVER
 
 
 class UsageSpec(Strict):

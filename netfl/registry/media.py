@@ -1,7 +1,7 @@
 """How the devices of one access point share its uplink: the one list of medium kinds.
 
-The scenario checks ``network.nodes.*.medium.kind`` against it; a class of
-:mod:`netfl.sim.medium` implements each, naming it as its ``kind``, and
+The scenario checks ``network.nodes.*.medium.kind`` against it; a class of a
+module of :mod:`netfl.sim.medium` implements each, naming it as its ``kind``, and
 :data:`netfl.sim.medium.MEDIA` gathers them (refusing a kind without a class,
 or a class whose kind is not here).
 """

@@ -356,8 +356,11 @@ class IdleRows:
             for first in range(0, rows.size, _ROWS_PER_STEP):  # devices are independent: a bounded step at a time
                 self._take_changes(g, rows[first : first + _ROWS_PER_STEP], now, models)
 
-    def _take_changes(self, g: int, rows: np.ndarray, now: float, models: dict[int, PopulationModel]) -> None:
-        """Take rows ``rows`` of group ``g`` through their changes up to ``now``, vectorised over the rows."""
+    def _take_changes(
+        self, g: int, rows: np.ndarray, now: float | np.ndarray, models: dict[int, PopulationModel]
+    ) -> None:
+        """Take rows ``rows`` of group ``g`` through their changes up to ``now`` (one time, or one per row),
+        vectorised over the rows."""
         start = self.slices[g].start
         sources = self._sources(g, rows)
         while rows.size:
@@ -389,6 +392,7 @@ class IdleRows:
             self.next_at[d] = upcoming
             due = np.flatnonzero(upcoming <= now)
             rows, sources = rows[due], sources[:, due]
+            now = now if np.ndim(now) == 0 else now[due]
 
     def _battery_mark(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
         """Devices ``d`` reached their battery's mark (settled to it): emptied if draining, else at min_level."""
@@ -548,6 +552,45 @@ class IdleRows:
         level = self.level_at(d, now, drain, g)
         below = (level < threshold) | ((level == threshold) & (drain > 0))
         return (self._of("min_level", d, g) > 0) & self._of("finite", d, g) & below
+
+    # ------------------------------------------- each device at its own instant (asynchronous arrivals)
+
+    def advance_each(self, devices: np.ndarray, until: np.ndarray) -> None:
+        """Take each of ``devices``' (distinct, idle) changes up to its own time ``until[k]``: asynchronous workers
+        waiting for their device ask at each device's own instants (netfl/sim/workers.py)."""
+        for g, sl in enumerate(self.slices):
+            mine = (devices >= sl.start) & (devices < sl.stop)
+            d, t = devices[mine], until[mine]
+            due = self.next_at[d] <= t
+            if due.any():
+                self._take_changes(g, d[due] - sl.start, t[due], self._models(g))
+
+    def eligible_each(self, devices: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """Whether each of ``devices`` (advanced to its own time ``at[k]``) is eligible then: what
+        :meth:`eligible` says of it at that instant."""
+        ok = self.online[devices] & self.alive[devices] & ~self.busy[devices]
+        for sl, group in zip(self.slices, self.groups):
+            if group.usage is not None and not group.usage.spec.train_while_in_use:
+                mine = (devices >= sl.start) & (devices < sl.stop)
+                ok[mine] &= ~self.using[devices[mine]]
+        check = np.flatnonzero(ok & (self.table.min_level[devices] > 0) & self.finite[devices])
+        if check.size:
+            ok[check[self.below_min(devices[check], at[check])]] = False
+        return ok
+
+    def offline_until(self, devices: np.ndarray) -> np.ndarray:
+        """Until when each of ``devices`` is offline for sure: the next change of its availability where that (a
+        continuous one) says offline now, else -inf."""
+        until = np.full(len(devices), -_INF)
+        for sl, group in zip(self.slices, self.groups):
+            model = group.availability
+            if model.time_base != "continuous":
+                continue
+            mine = np.flatnonzero((devices >= sl.start) & (devices < sl.stop))
+            rows = devices[mine] - sl.start
+            off = ~model.state[rows]
+            until[mine[off]] = model.change[rows[off]]
+        return until
 
     # -------------------------------------------------------- actors take over
 

@@ -4,7 +4,7 @@ Nodes are the server, access points and relays; wired links carry a rate
 and a latency. A device attaches either straight to the server (a fixed-rate
 link, the simplest model) or to a node, over a fixed-rate link or a wireless
 channel shared with the other devices of that node through its medium
-(dedicated, FDMA, TDMA or slotted ALOHA; netfl/sim/medium.py).
+(dedicated, FDMA, TDMA or slotted ALOHA; netfl/sim/medium/).
 
 Transfer time is physics, hop by hop, store-and-forward: the device's own
 hop (its radio is on while it transmits: energy), then each wired hop on the
@@ -27,11 +27,12 @@ import networkx as nx
 import numpy as np
 import simpy
 
+from netfl.registry.device_params import LinkSpec
+from netfl.registry.network_params import SERVER, NodeSpec, WiredLinkSpec
 from netfl.rng import RandomStreams
 from netfl.sim.channel import Channel, shannon_rate
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.medium import MEDIA, Medium
-from netfl.sim.world import SERVER, GroupLink, NodeSetup, WiredLink
 
 DEFAULT_BROADCAST_BPS = 50e6  # an access point's downlink when none is given (LTE/Wi-Fi class)
 
@@ -49,13 +50,16 @@ class Hop:
 
 @dataclass
 class Attachment:
-    """How one device reaches the network."""
+    """How one device reaches the network: its group's link as declared, and its own rates and channel."""
 
-    node: str  # SERVER for a direct link
+    link: LinkSpec  # its node (the server for a direct link) and the latency of its own hop
     uplink_bps: float | None  # fixed-rate link; None when a wireless channel is used
     downlink_bps: float
-    latency_s: float
     channel: Channel | None = None
+
+    @property
+    def node(self) -> str:
+        return self.link.node
 
 
 @dataclass
@@ -102,8 +106,8 @@ class Network:
     def __init__(
         self,
         env: simpy.Environment,
-        nodes: dict[str, NodeSetup],
-        wires: list[WiredLink],
+        nodes: dict[str, NodeSpec],
+        wires: list[WiredLinkSpec],
         attachments: Attachments,
         streams: RandomStreams,
         log: Callable[..., None],
@@ -117,17 +121,11 @@ class Network:
         for name, node in nodes.items():
             self.graph.add_node(name, kind=node.kind)
         for wire in wires:
-            self.graph.add_edge(wire.source, wire.target, rate=wire.rate_bps, latency=wire.latency_s)
+            self.graph.add_edge(wire.source, wire.to, rate=wire.rate, latency=wire.latency)
         self._paths: dict[str, list[str]] = {SERVER: [SERVER]}  # node -> its path to the server (the graph is fixed)
         self.edges = {name for name, node in nodes.items() if node.kind == "edge"}  # hierarchical FL's edge servers
         self.media: dict[str, Medium] = {
-            name: MEDIA[node.medium.kind](
-                env,
-                bandwidth_hz=node.medium.bandwidth_hz,
-                log=log,
-                rng=streams.numpy("medium", name),
-                **node.medium.params,
-            )
+            name: MEDIA[node.medium.kind](env, node.medium, log=log, rng=streams.numpy("medium", name))
             for name, node in nodes.items()
         }
 
@@ -174,7 +172,7 @@ class Network:
         att = self.attachments[device]
         for hop in reversed(self.route_below(att.node, self.edges)):
             yield self.env.timeout(hop.time(bits))
-        yield self.env.timeout(att.latency_s)
+        yield self.env.timeout(att.link.latency)
         receive.on()
         try:
             yield self.env.timeout(bits / att.downlink_bps)
@@ -217,7 +215,7 @@ class Network:
         if att.channel is None:
             return bits / att.uplink_bps
         channel = att.channel
-        fixed = getattr(self.media[att.node], "rate_bps", None) or channel.spec.rate
+        fixed = self.media[att.node].spec.rate or channel.spec.rate
         if fixed is None:
             b = channel.bandwidth_hz
             fixed = min(shannon_rate(b, channel.mean_snr(b)), channel.spec.max_spectral_efficiency * b)
@@ -242,12 +240,12 @@ class Attachments:
     it again gives the same channel; the array form asks only for the devices that work.
     """
 
-    def __init__(self, table: DeviceTable, links: list[GroupLink], nodes: dict[str, NodeSetup], streams: RandomStreams):
+    def __init__(self, table: DeviceTable, links: list[LinkSpec], nodes: dict[str, NodeSpec], streams: RandomStreams):
         self.streams = streams
         self.table = table
         self._links = links
-        self._broadcast = [nodes[link.node].downlink_bps if link.node in nodes else None for link in links]
-        self._band = [nodes[link.node].medium.bandwidth_hz if link.node in nodes else None for link in links]
+        self._broadcast = [nodes[link.node].downlink if link.node in nodes else None for link in links]
+        self._band = [nodes[link.node].medium.bandwidth if link.node in nodes else None for link in links]
 
     def __len__(self) -> int:
         return len(self.table)
@@ -257,7 +255,7 @@ class Attachments:
 
     def latency(self, device: int) -> float:
         """One-way latency of the device's own hop."""
-        return self._links[int(self.table.group[device])].latency_s
+        return self._links[int(self.table.group[device])].latency
 
     def __getitem__(self, device: int) -> Attachment:
         group = int(self.table.group[device])
@@ -275,7 +273,7 @@ class Attachments:
         down = float(self.table.downlink_bps[device])
         if math.isnan(down):
             down = self._broadcast[group] or up_bps or DEFAULT_BROADCAST_BPS
-        return Attachment(link.node, up_bps, down, link.latency_s, channel)
+        return Attachment(link, up_bps, down, channel)
 
 
 def ram_weights(rho, channels: list[Channel | None]) -> np.ndarray:

@@ -307,12 +307,17 @@ class AsyncServer(_ServerBase):
         max_rounds: int | None,
         on_round_end: Callable[[int], None],
         stop_s: float | None = None,
+        reads_at: Callable[[float], float] = lambda now: now,
     ):
+        """``reads_at(now)``: the first instant from ``now`` on at which the simulation reads every device on its
+        own schedule (its evaluations on a time grid); the array form takes idle devices no further ahead of the
+        clock (netfl/sim/workers.py). By default, every instant."""
         super().__init__(
             env, devices, backend, recorder, network, max_rounds=max_rounds, on_round_end=on_round_end, stop_s=stop_s
         )
         self.params = params  # buffer: aggregate every this many arrivals
         self.draws = draws  # each worker's pauses and local steps (params.pause, params.local_steps)
+        self.reads_at = reads_at
         self._arrived: list[int] = []
         self._versions: dict[int, int] = {}
         self._lost = 0
@@ -320,7 +325,19 @@ class AsyncServer(_ServerBase):
 
     def run(self):
         if isinstance(self.devices, LazyFleet):  # idle devices are rows: their pulls come from one queue
-            arrivals = ArrayArrivals(self.env, self.devices, self.draws, self._pull_device, self.stopping)
+            attachments = self.network.attachments
+            arrivals = ArrayArrivals(
+                self.env,
+                self.devices,
+                self.draws,
+                self._pull_device,
+                self.stopping,
+                reads_at=lambda now: min(self.reads_at(now), self.stop_s),
+                updates_needed=lambda: self.params.buffer - len(self._versions),  # submitted: arrived, or under way
+                latency_s=min(
+                    (attachments.latency(g.start) for g in self.devices.slices if g.stop > g.start), default=0
+                ),
+            )
             self.env.process(arrivals.run())
         else:
             for device in self.devices:

@@ -155,12 +155,13 @@ class Simulation:
         parts = (self.env, self.devices, backend, self.recorder, self.network)
         if isinstance(world.server, AsyncSpec):
             draws = WorkerDraws(streams.integer_seed("workers"), world.server.pause, world.server.local_steps)
-            self.server = AsyncServer(*parts, world.server, draws, **common)
+            self.server = AsyncServer(*parts, world.server, draws, reads_at=self._reads_at, **common)
         else:
             self.server = SyncServer(*parts, world.server, relays=self.relays, edges=self.edges, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
         self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
         self.timeline = Timeline(table.group, table.group_names, self.recorder)
+        self._grid_read_s = math.inf  # the next evaluation on the time grid (_evaluate_on_grid)
 
     def _build_relays(self, log) -> dict[str, RamRelay]:
         """A RAM relay for each node that has one, over the devices whose route to the server crosses it."""
@@ -222,11 +223,19 @@ class Simulation:
         """Evaluate at every multiple of ``every_s`` simulated seconds, whatever the rounds are doing."""
         k = 1
         while True:
-            yield self.env.timeout(k * every_s - self.env.now)
+            delay = k * every_s - self.env.now
+            self._grid_read_s = self.env.now + delay  # when the timeout fires, to the bit
+            yield self.env.timeout(delay)
             if self.env.peek() == math.inf:  # nothing else will ever happen: let the run end as stalled
                 return
             self._evaluate(self.server.rounds_done)
             k += 1
+
+    def _reads_at(self, now: float) -> float:
+        """The first instant from ``now`` on at which the simulation reads every device on its own schedule: time 0
+        (the timeline's first reading), each evaluation on a time grid (the array form's asynchronous arrivals take
+        idle devices no further ahead of the clock, netfl/sim/workers.py)."""
+        return 0.0 if now <= 0 else self._grid_read_s
 
     def _read_start(self):
         """The timeline's first reading: time 0 once its events are over (devices asked their policies, round 0
@@ -304,7 +313,7 @@ class Simulation:
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
         stats = self.devices.stats()  # the array form takes its idle devices' last changes
         if self.idle_events is not None:
-            self.idle_events.into(self.recorder, self._round_ends)
+            self.idle_events.into(self.recorder, self._round_ends, until=self.env.now)
         return SimulationResult(
             rounds=self.server.rounds_done,
             sim_time_s=self.env.now,

@@ -62,6 +62,9 @@ class WatchedEnvironment(simpy.Environment):
         #: Asked after every event; True stops the run there with KeyboardInterrupt, between two events (a Ctrl-C
         #: noted while an event ran), never inside a process, where SimPy would hold it while other events run.
         self.stop_requested: Callable[[], bool] | None = None
+        #: A stop asked for before this simulated time waits for it: the array form's asynchronous arrivals took idle
+        #: devices ahead of the clock up to there (netfl/sim/workers.py), and the results read at a stop would see them.
+        self.stops_held_until = -math.inf
 
     def process(self, generator) -> simpy.Process:  # type: ignore[override]
         """SimPy's, noting who started the process: the ``self`` of the generator method (the device, the server),
@@ -74,7 +77,7 @@ class WatchedEnvironment(simpy.Environment):
 
     def step(self) -> None:
         super().step()
-        if self.stop_requested is not None and self.stop_requested():
+        if self.stop_requested is not None and self.now >= self.stops_held_until and self.stop_requested():
             raise KeyboardInterrupt
         now = self.now
         if now - self._instant > INSTANT_S:

@@ -4,78 +4,29 @@
 or a script may equally fill one in by hand. Units are SI (seconds, bit/s,
 hertz); ``None`` means "not given" where the engine has a default. The server's
 parameters and when to stop and evaluate are their declarations themselves
-(:mod:`netfl.registry.server_params`, :mod:`netfl.registry.run_params`), the objects
+(:mod:`netfl.registry.server_params`, :mod:`netfl.registry.run_params`), and so are
+the network's nodes and wired links (:mod:`netfl.registry.network_params`) and each device group's link
+(:class:`netfl.registry.device_params.LinkSpec`): the objects
 the scenario was validated into, or made in code: ``RoundSpec(participants=3,
-deadline=60.0)``, ``StopSpec(rounds=2)``, ``Every(seconds=4.0)``.
+deadline=60.0)``, ``StopSpec(rounds=2)``, ``Every(seconds=4.0)``,
+``NodeSpec(kind="access_point", medium=MediumSpec(kind="tdma"))``, ``LinkSpec(uplink=2e6, latency=0.01)``
+(the device table holds each device's rates, drawn from the link's distributions).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
 
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
-from netfl.registry.device_params import ChannelSpec
+from netfl.registry.device_params import LinkSpec
+from netfl.registry.network_params import NodeSpec, WiredLinkSpec
 from netfl.registry.run_params import EVERY_ROUND, Every, StopSpec
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
-
-SERVER = "server"
-
-
-@dataclass(frozen=True)
-class MediumSetup:
-    """How the devices of one node share its uplink: a kind of :data:`netfl.sim.medium.MEDIA` and its parameters."""
-
-    kind: str = "dedicated"
-    bandwidth_hz: float = 10e6
-    params: dict[str, Any] = field(default_factory=dict)  # the kind's own, e.g. slotted_aloha's rate_bps and q
-
-
-@dataclass(frozen=True)
-class RamSetup:
-    """A Random Access Model relay: one update passes per round, drawn by ``rho`` (weights per device behind it,
-    ``uniform`` or ``channel_quality``) among all of them (``draw="all"``: nothing passes if the drawn user's update
-    is missing, the paper's erasure) or among those whose update arrived (``"arrived"``)."""
-
-    mode: Literal["abstract", "first"] = "abstract"
-    rho: Sequence[float] | Literal["uniform", "channel_quality"] = "uniform"
-    draw: Literal["all", "arrived"] = "all"
-
-
-@dataclass(frozen=True)
-class NodeSetup:
-    """An access point or a relay between devices and the server."""
-
-    kind: Literal["access_point", "relay", "edge"]
-    medium: MediumSetup = MediumSetup()
-    downlink_bps: float | None = None  # broadcast rate to its devices
-    ram: RamSetup | None = None
-
-
-@dataclass(frozen=True)
-class WiredLink:
-    source: str
-    target: str
-    rate_bps: float
-    latency_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class GroupLink:
-    """How the devices of one group reach the network: a node (or the server) over a fixed rate or a channel.
-
-    ``channel`` is the group's declaration (``devices[].link.channel``); each device's channel takes its own
-    distance from the device table, and the band of the node's medium.
-    """
-
-    node: str = SERVER
-    latency_s: float = 0.0
-    channel: ChannelSpec | None = None
 
 
 @dataclass(frozen=True)
@@ -97,13 +48,13 @@ class World:
     model each); the devices' own use (one model per group) in either form."""
 
     devices: DeviceTable
-    links: list[GroupLink]  # one per device group, in the table's group order
+    links: list[LinkSpec]  # each device group's link as declared, in the table's group order
     streams: RandomStreams
     stop: StopSpec  # when to stop (whichever limit comes first)
     server: RoundSpec | AsyncSpec = RoundSpec()  # synchronous rounds, or asynchronous arrivals
     evaluate: Every = EVERY_ROUND  # every so many rounds, or on a grid of simulated seconds
-    nodes: dict[str, NodeSetup] = field(default_factory=dict)
-    wires: list[WiredLink] = field(default_factory=list)
+    nodes: dict[str, NodeSpec] = field(default_factory=dict)  # access points, relays and edges, as declared
+    wires: list[WiredLinkSpec] = field(default_factory=list)
     policies: Sequence[AvailabilityPolicy] | None = None
     chargers: Sequence[SessionPolicy | None] | None = None
     population: Sequence[PopulationModel] | None = None

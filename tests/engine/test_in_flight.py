@@ -13,12 +13,13 @@ import math
 import numpy as np
 from engine_support import AlwaysRound, FakeBackend, PluggedBetween, approx, events, info
 
+from netfl.registry.device_params import LinkSpec
 from netfl.registry.run_params import StopSpec
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, World
+from netfl.sim.world import World
 
 LATENCY = 0.5
 UPLOAD_END, ARRIVAL = 7.0, 7.5
@@ -57,7 +58,7 @@ def _world(server: RoundSpec | AsyncSpec, stop: StopSpec) -> World:
     ]
     return World(
         devices=_table([math.inf, CAPACITY_J]),
-        links=[GroupLink(latency_s=LATENCY)],
+        links=[LinkSpec(uplink=1e6, latency=LATENCY)],
         streams=streams,
         stop=stop,
         server=server,

@@ -9,8 +9,9 @@ import pytest
 import simpy
 from engine_support import channel
 
+from netfl.registry.network_params import MediumSpec
 from netfl.sim.channel import Channel
-from netfl.sim.medium import MEDIA, SlottedAlohaMedium, TxReport
+from netfl.sim.medium import MEDIA, Medium, SlottedAlohaMedium, TxReport
 
 B = 1e6  # access point band, Hz
 
@@ -39,6 +40,15 @@ class Radio:
         return self.since is not None
 
 
+def medium(kind: str, env: simpy.Environment, *, log=None, rng=None, q_min=None, **fields) -> Medium:
+    """The medium of ``kind`` over the band B, built from its declaration (slotted ALOHA at 1 Mbit/s unless
+    ``rate`` is given)."""
+    if kind == "slotted_aloha":
+        fields.setdefault("rate", 1e6)
+    spec = MediumSpec(kind=kind, bandwidth=B, **fields)
+    return MEDIA[kind](env, spec, log=log, rng=rng, **({} if q_min is None else {"q_min": q_min}))
+
+
 def awgn(distance_m: float = 100.0, seed: int = 0, **kw) -> Channel:
     return channel(seed, kind="awgn", distance_m=distance_m, bandwidth_hz=B, **kw)
 
@@ -58,7 +68,11 @@ def test_registry_and_errors():
     assert set(MEDIA) == {"dedicated", "fdma", "tdma", "slotted_aloha"}
     env = simpy.Environment()
     with pytest.raises(ValueError, match="rng"):
-        MEDIA["slotted_aloha"](env)
+        MEDIA["slotted_aloha"](env, MediumSpec(kind="slotted_aloha", rate=1e6))
+    with pytest.raises(ValueError, match="a tdma medium is built from a declaration of kind tdma, not fdma"):
+        MEDIA["tdma"](env, MediumSpec(kind="fdma"))
+    with pytest.raises(ValueError, match="q_min <= q"):
+        medium("slotted_aloha", env, q=1 / 2048, rng=np.random.default_rng(0))
 
 
 # ------------------------------------------------------------ dedicated
@@ -67,7 +81,7 @@ def test_registry_and_errors():
 def test_dedicated_is_transfer_time_and_radio_follows_airtime():
     env = simpy.Environment()
     log = []
-    m = MEDIA["dedicated"](env, bandwidth_hz=B, log=lambda s, k, d="", **fields: log.append((s, k, fields)))
+    m = medium("dedicated", env, log=lambda s, k, d="", **fields: log.append((s, k, fields)))
     ch, r, res = awgn(), Radio(env), {}
     bits = 8e6
     env.process(send(env, m, 0, ch, bits, r, res, delay=1.0))
@@ -87,7 +101,7 @@ def test_dedicated_is_transfer_time_and_radio_follows_airtime():
 
 def test_tdma_fifo_finishes_at_T_2T_3T():
     env = simpy.Environment()
-    m = MEDIA["tdma"](env, bandwidth_hz=B)
+    m = medium("tdma", env)
     ch, bits, res = awgn(), 4e6, {}
     radios = [Radio(env) for _ in range(3)]
     for i in range(3):
@@ -103,7 +117,7 @@ def test_tdma_fifo_finishes_at_T_2T_3T():
 
 def test_tdma_interrupts_free_the_slot_and_the_queue():
     env = simpy.Environment()
-    m = MEDIA["tdma"](env, bandwidth_hz=B)
+    m = medium("tdma", env)
     ch, bits, res = awgn(), 4e6, {}
     T = bits / ch.capacity(0.0, B)
     radios = [Radio(env) for _ in range(3)]
@@ -128,7 +142,7 @@ def test_tdma_interrupts_free_the_slot_and_the_queue():
 
 def test_fdma_two_equal_senders_get_half_band_capacity():
     env = simpy.Environment()
-    m = MEDIA["fdma"](env, bandwidth_hz=B)
+    m = medium("fdma", env)
     ch, bits, res = awgn(300.0, max_spectral_efficiency=math.inf), 4e6, {}  # Shannon's gain from less noise
     radios = [Radio(env), Radio(env)]
     for i in range(2):
@@ -144,7 +158,7 @@ def test_fdma_two_equal_senders_get_half_band_capacity():
 
 def test_fdma_late_joiner_slows_the_first_by_hand():
     env = simpy.Environment()
-    m = MEDIA["fdma"](env, bandwidth_hz=B)
+    m = medium("fdma", env)
     a, b = awgn(200.0), awgn(400.0)
     bits_a, bits_b, t1 = 6e6, 3e6, 0.2
     res = {}
@@ -172,7 +186,7 @@ def test_fdma_single_fading_sender_matches_dedicated():
 
     ch = channel(5, kind="rayleigh", distance_m=400.0, coherence=0.05, bandwidth_hz=B)
     env = simpy.Environment()
-    m = MEDIA["fdma"](env, bandwidth_hz=B)
+    m = medium("fdma", env)
     res = {}
     env.process(send(env, m, 0, ch, 4e6, Radio(env), res, delay=0.237))
     env.run()
@@ -183,7 +197,7 @@ def test_fdma_single_fading_sender_matches_dedicated():
 
 def test_fdma_interrupt_returns_the_band():
     env = simpy.Environment()
-    m = MEDIA["fdma"](env, bandwidth_hz=B)
+    m = medium("fdma", env)
     ch, bits, res = awgn(300.0), 4e6, {}
     ra, rb = Radio(env), Radio(env)
     pa = env.process(send(env, m, 0, ch, bits, ra, res))
@@ -203,7 +217,7 @@ def test_fdma_interrupt_returns_the_band():
 
 def test_fdma_fixed_rate_in_outage_alone_fails():
     env = simpy.Environment()
-    m = MEDIA["fdma"](env, bandwidth_hz=B)
+    m = medium("fdma", env)
     res = {}
     env.process(send(env, m, 0, awgn(5000.0, rate=2e6), 1e6, Radio(env), res))
     env.run()
@@ -217,9 +231,9 @@ def saturate(n: int, q: float, slots: int, seed: int = 1, **kw):
     """n senders with endless backlogs over ``slots`` slots; high-SNR AWGN links (no outage)."""
     env = simpy.Environment()
     collisions = []
-    m = MEDIA["slotted_aloha"](
+    m = medium(
+        "slotted_aloha",
         env,
-        bandwidth_hz=B,
         q=q,
         rng=np.random.default_rng(seed),
         log=lambda s, k, d, **fields: collisions.append(s) if k == "collision" else None,
@@ -254,7 +268,7 @@ def test_aloha_saturated_throughput(n, q):
 
 def test_aloha_single_sender_exact_accounting():
     env = simpy.Environment()
-    m = MEDIA["slotted_aloha"](env, bandwidth_hz=B, q=0.25, rng=np.random.default_rng(3))
+    m = medium("slotted_aloha", env, q=0.25, rng=np.random.default_rng(3))
     r, res = Radio(env), {}
     env.process(send(env, m, 0, awgn(10.0), 10 * 12000 - 5, r, res, delay=0.005))  # 10 packets, mid-slot start
     env.run()
@@ -269,7 +283,7 @@ def test_aloha_single_sender_exact_accounting():
 def test_aloha_deterministic_per_seed():
     def run(seed):
         env = simpy.Environment()
-        m = MEDIA["slotted_aloha"](env, bandwidth_hz=B, q=0.3, rng=np.random.default_rng(seed))
+        m = medium("slotted_aloha", env, q=0.3, rng=np.random.default_rng(seed))
         res = {}
         for i in range(4):
             env.process(send(env, m, i, awgn(10.0, seed=i), 20 * 12000, Radio(env), res, delay=0.001 * i))
@@ -282,13 +296,13 @@ def test_aloha_deterministic_per_seed():
 def test_aloha_binary_exponential_backoff_beats_greedy_q():
     slots = 5000
     fixed, _, _ = saturate(10, 0.5, slots)  # 10 * 0.5^10 ~ 0.0098 per slot
-    beb, _, _ = saturate(10, 0.5, slots, backoff={"kind": "binary_exponential", "q_min": 1 / 64})
+    beb, _, _ = saturate(10, 0.5, slots, backoff="binary_exponential", q_min=1 / 64)
     assert fixed.stats.successes / slots < 0.02 < 0.2 < beb.stats.successes / slots
 
 
 def test_aloha_interrupt_mid_slot_and_others_carry_on():
     env = simpy.Environment()
-    m: SlottedAlohaMedium = MEDIA["slotted_aloha"](env, bandwidth_hz=B, q=1.0, rng=np.random.default_rng(0))
+    m: SlottedAlohaMedium = medium("slotted_aloha", env, q=1.0, rng=np.random.default_rng(0))
     ra, rb, res = Radio(env), Radio(env), {}
     pa = env.process(send(env, m, 0, awgn(10.0), 50 * 12000, ra, res))
 
@@ -310,7 +324,7 @@ def test_aloha_interrupt_mid_slot_and_others_carry_on():
 
 def test_aloha_outage_is_lost_and_retried():
     env = simpy.Environment()
-    m = MEDIA["slotted_aloha"](env, bandwidth_hz=B, q=1.0, rate_bps=2e6, rng=np.random.default_rng(0), max_attempts=4)
+    m = medium("slotted_aloha", env, q=1.0, rate=2e6, rng=np.random.default_rng(0), max_attempts=4)
     res = {}
     env.process(send(env, m, 0, awgn(5000.0), 12000, Radio(env), res))  # far: capacity < 2 Mbit/s
     env.run()

@@ -14,6 +14,7 @@ from engine_support import WORK_KINDS, FakeBackend, events, group, scenario
 
 from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.rng import RandomStreams
+from netfl.sim.idle_rows import IdleRows
 from netfl.sim.simulation import Simulation
 
 POLICIES = {
@@ -219,24 +220,20 @@ def assert_same_world(sc, name: str):
 ASYNC_KINDS = WORK_KINDS | {"pull"}
 
 
-@pytest.mark.parametrize("pause", ["0s", "5s"])
-@pytest.mark.parametrize("name", ["sessions", "daily", "eligible on the charger"])
-def test_asynchronous_arrivals_are_the_same_in_both_forms(name: str, pause: str) -> None:
-    """Anarchic FL: every worker pulls whenever it is available, after its own pause; the array form queues the
-    idle devices' pulls and must start the same jobs at the same instants."""
-    policy = POLICIES[name] if name in POLICIES else {**POLICIES["eligible"], "charging": True}
-    sc = world(policy, count=30, charging=CHARGERS["sessions"], usage={**USE, "train_while_in_use": False})
-    server = {"mode": "async", "async": {"buffer": 4, "pause": pause, "local_steps": {"uniform": [1, 4]}}}
-    sc = sc.model_copy(
+def asynchronous(sc, pause: str, buffer: int, stop_s: float):
+    server = {"mode": "async", "async": {"buffer": buffer, "pause": pause, "local_steps": {"uniform": [1, 4]}}}
+    return sc.model_copy(
         update={
             "server": type(sc.server).model_validate({**server}),
-            "stop": type(sc.stop).model_validate({"sim_time": 150.0}),
+            "stop": type(sc.stop).model_validate({"sim_time": stop_s}),
         }
     )
+
+
+def assert_same_arrivals(sc):
+    """The same jobs pulled at the same instants, the same work events and the same devices in both forms."""
     actor_sim, actors = run(sc, "actors")
     array_sim, arrays = run(sc, "arrays")
-    pulls = [e for e in events(actor_sim, "pull")]
-    assert len(pulls) > 20 and len({e.device for e in pulls}) > 10
     mine = sorted((e for e in events(actor_sim) if e.kind in ASYNC_KINDS), key=lambda e: (e.time, e.device))
     theirs = sorted((e for e in events(array_sim) if e.kind in ASYNC_KINDS), key=lambda e: (e.time, e.device))
     assert len(mine) == len(theirs)
@@ -252,6 +249,37 @@ def test_asynchronous_arrivals_are_the_same_in_both_forms(name: str, pause: str)
     assert a.online_time_s == pytest.approx(b.online_time_s, rel=1e-9, abs=1e-9)
     for activity in a.energy_by_activity_j:
         assert a.energy_by_activity_j[activity] == pytest.approx(b.energy_by_activity_j[activity], rel=1e-9, abs=1e-9)
+    return actor_sim, array_sim
+
+
+@pytest.mark.parametrize("pause", ["0s", "5s"])
+@pytest.mark.parametrize("name", ["sessions", "daily", "eligible on the charger"])
+def test_asynchronous_arrivals_are_the_same_in_both_forms(name: str, pause: str) -> None:
+    """Anarchic FL: every worker pulls whenever it is available, after its own pause; the array form queues the
+    idle devices' pulls and must start the same jobs at the same instants."""
+    policy = POLICIES[name] if name in POLICIES else {**POLICIES["eligible"], "charging": True}
+    sc = world(policy, count=30, charging=CHARGERS["sessions"], usage={**USE, "train_while_in_use": False})
+    actor_sim, _ = assert_same_arrivals(asynchronous(sc, pause, buffer=4, stop_s=150.0))
+    pulls = [e for e in events(actor_sim, "pull")]
+    assert len(pulls) > 20 and len({e.device for e in pulls}) > 10
+
+
+def test_asynchronous_arrivals_alike_when_most_devices_wait(monkeypatch) -> None:
+    """Most workers wait most of the time -- seldom available, their batteries emptying and recharging, their
+    owners' use keeping them from training -- and the array form decides what they answer at their instants
+    ahead of the clock, many devices per step (netfl/sim/workers.py); the actors, each waking at its own
+    changes, must pull the same jobs at the same instants."""
+    asked = []
+    advance_each = IdleRows.advance_each
+    monkeypatch.setattr(
+        IdleRows, "advance_each", lambda self, d, t: (asked.append(len(d)), advance_each(self, d, t))[1]
+    )
+    scarce = {"policy": "sessions", "on": {"exponential": {"mean": "6s"}}, "off": {"exponential": {"mean": "60s"}}}
+    sc = world(scarce, count=120, charging=CHARGERS["sessions"], usage={**USE, "train_while_in_use": False})
+    actor_sim, _ = assert_same_arrivals(asynchronous(sc, "20s", buffer=30, stop_s=400.0))
+    pulls = len(events(actor_sim, "pull"))
+    assert pulls > 100 and sum(asked) > 10 * pulls  # the devices wait: many instants asked per pull
+    assert sum(asked) > 5 * len(asked)  # and they are asked many at a time
 
 
 def test_partial_work_plans_alike_in_both_forms() -> None:

@@ -10,12 +10,13 @@ import pytest
 from engine_support import AlwaysRound, FakeBackend, approx, events, group, info, scenario, simulate
 
 from netfl.assemble import build_world
+from netfl.registry.device_params import LinkSpec
 from netfl.registry.run_params import StopSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, World
+from netfl.sim.world import World
 
 # Four mains-powered devices, 1 Mbit/s both ways, no latency; each job moves 250 kB down and up (2 s each) and
 # computes 2.5 GFLOP: 2.5, 5, 1 and 2 s at these speeds. So device d's update arrives 6.5, 9, 5 and 6 s after
@@ -44,7 +45,7 @@ def world(goal: int | None, *, deadline_s: float | None = None, rounds: int = 2)
     streams = RandomStreams(0)
     return World(
         devices=table,
-        links=[GroupLink()],
+        links=[LinkSpec(uplink=1e6)],
         streams=streams,
         stop=StopSpec(rounds=rounds),
         server=RoundSpec(

@@ -21,13 +21,14 @@ from engine_support import FakeBackend, NeverRound, info
 from netfl.cli.main import main
 from netfl.errors import PolicyError
 from netfl.policies import SessionPolicy
+from netfl.registry.device_params import LinkSpec
 from netfl.registry.run_params import Every, StopSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
 from netfl.sim.watchdog import SimulationStuck, event_limit
-from netfl.sim.world import GroupLink, World
+from netfl.sim.world import World
 
 TOPOLOGY = """\
 name: stuck
@@ -131,7 +132,7 @@ def _world(policy_cls, *, server: RoundSpec | None = None, chargers=None, n: int
     policies = [policy_cls(policy_cls.Params(), info(i), streams.numpy("a", i)) for i in range(n)]
     return World(
         devices=table,
-        links=[GroupLink()],
+        links=[LinkSpec(uplink=1e6)],
         streams=streams,
         server=server,
         stop=StopSpec(sim_time=60.0),

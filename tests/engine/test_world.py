@@ -9,13 +9,14 @@ from engine_support import AlwaysRound, FakeBackend, approx, events, info, netwo
 
 from netfl.assemble import build_world
 from netfl.backend import Evaluation
-from netfl.registry.device_params import ChannelSpec
+from netfl.registry.device_params import ChannelSpec, LinkSpec
+from netfl.registry.network_params import MediumSpec, NodeSpec, WiredLinkSpec
 from netfl.registry.run_params import Every, StopSpec
 from netfl.registry.server_params import RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.simulation import Simulation
-from netfl.sim.world import GroupLink, MediumSetup, NodeSetup, WiredLink, World
+from netfl.sim.world import World
 
 
 def _table(
@@ -49,7 +50,7 @@ def test_one_device_world_in_code_follows_the_hand_computed_timeline():
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
-        links=[GroupLink()],
+        links=[LinkSpec(uplink=1e6)],
         streams=streams,
         stop=StopSpec(rounds=2),
         policies=_always(1, streams),
@@ -99,14 +100,14 @@ def test_a_world_in_code_runs_like_the_same_world_from_a_scenario():
             distance=[math.nan, math.nan, *distances[2:]],
         ),
         links=[
-            GroupLink(latency_s=0.01),
-            GroupLink("ap", channel=ChannelSpec(kind="rayleigh", distance_m={"choice": [50.0, 80.0]})),
+            LinkSpec(uplink=2e6, latency=0.01),
+            LinkSpec(to="ap", channel=ChannelSpec(kind="rayleigh", distance_m={"choice": [50.0, 80.0]})),
         ],
         streams=streams,
         stop=StopSpec(rounds=4),
         server=RoundSpec(participants=3, deadline=60.0),
-        nodes={"ap": NodeSetup("access_point", MediumSetup("tdma", 5e6), downlink_bps=20e6)},
-        wires=[WiredLink("ap", "server", 1e8, 0.005)],
+        nodes={"ap": NodeSpec(kind="access_point", medium=MediumSpec(kind="tdma", bandwidth=5e6), downlink=20e6)},
+        wires=[WiredLinkSpec(source="ap", to="server", rate=1e8, latency=0.005)],
         policies=_always(4, streams),
     )
     assert set(distances[2:]) <= {50.0, 80.0}
@@ -132,7 +133,7 @@ def _one_device(stop: StopSpec, server: RoundSpec | None = None, every_s: float 
     streams = RandomStreams(0)
     world = World(
         devices=_table([("phone", 1)], uplink=[1e6], downlink=[1e6], distance=[math.nan]),
-        links=[GroupLink()],
+        links=[LinkSpec(uplink=1e6)],
         streams=streams,
         stop=stop,
         policies=_always(1, streams),

@@ -17,7 +17,7 @@ from netfl.learn.data.partition import partition_indices
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.federation.algorithms.fedcvar import cvar_objective
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -174,7 +174,7 @@ def _blobs_learner(strategy, parts, *, lr: float = 0.05, steps: int = 6) -> Lear
                 parts,
                 "mlp",
                 [16],
-                LocalConfig(steps=steps, epochs=None, batch_size=20, lr=lr),
+                LocalSpec(steps=steps, batch_size=20, lr=lr),
             )
         ],
         strategy=strategy,

@@ -363,7 +363,7 @@ def test_lr_schedule() -> None:
 def test_learner_passes_the_scheduled_lr() -> None:
     from netfl.learn.data.datasets import Dataset
     from netfl.learn.federation.learner import Learner
-    from netfl.learn.federation.task_model import LocalConfig
+    from netfl.registry.learning_params import LocalSpec
     from netfl.rng import RandomStreams
 
     seen: list[ClientUpdate] = []
@@ -391,7 +391,7 @@ def test_learner_passes_the_scheduled_lr() -> None:
                 parts,
                 "logistic",
                 [],
-                LocalConfig(steps=1, epochs=None, batch_size=2, lr=0.4, lr_schedule="inverse_round"),
+                LocalSpec(steps=1, batch_size=2, lr=0.4, lr_schedule="inverse_round"),
             )
         ],
         strategy=Recorder(Recorder.Params(), ClientInfo((4, 4), 0.4)),

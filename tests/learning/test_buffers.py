@@ -12,11 +12,12 @@ from netfl.backend import BYTES_PER_VALUE, RoundContext
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig, TaskSetup
+from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.flat_model import Network
 from netfl.learn.models.user import ModelRecipe
 from netfl.learn.training.reference import train_one
 from netfl.learn.training.replicas import Evaluator
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 30), np.arange(30, 40)]
@@ -40,7 +41,7 @@ def _dataset() -> Dataset:
 
 
 def _learner(rule: str) -> Learner:
-    local = LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.1)
+    local = LocalSpec(steps=3, batch_size=4, lr=0.1)
     recipe = ModelRecipe("with_bn", WithBN, buffers=rule)
     strategy = ALGORITHMS["fedavg"](ALGORITHMS["fedavg"].Params(), ClientInfo((10, 20, 10), local_lr=0.1))
     return Learner([TaskSetup(_dataset(), PARTS, recipe, local)], strategy=strategy, streams=RandomStreams(SEED))

@@ -13,7 +13,7 @@ from netfl.backend import Diverged, Evaluation, RoundContext
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 20)]
@@ -45,7 +45,7 @@ def learner(cls: type = FedAvg) -> Learner:
     x, test_x = torch.rand(20, 1, 2, 2, generator=g), torch.rand(9, 1, 2, 2, generator=g)
     data = Dataset("toy", x, torch.arange(20) % 3, test_x, torch.arange(9) % 3, 3, (1, 2, 2))
     return Learner(
-        [task_setup(data, PARTS, "logistic", [], LocalConfig(4, None, 4, 0.5))],
+        [task_setup(data, PARTS, "logistic", [], LocalSpec(steps=4, batch_size=4, lr=0.5))],
         strategy=cls(cls.Params(), ClientInfo((10, 10), local_lr=0.5)),
         streams=RandomStreams(2),
     )

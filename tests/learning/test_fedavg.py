@@ -14,11 +14,11 @@ from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ClientInfo, ClientUpdate, build_strategy
 from netfl.learn.federation.algorithms.fedavg import FedAvg
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
 from netfl.learn.models.builtin import build_model
 from netfl.learn.models.flat_model import Network
 from netfl.learn.models.params import ParamLayout
 from netfl.learn.training.reference import minibatch_indices, num_local_steps, train_one
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 CTX = RoundContext(round_index=0, sim_time_s=0.0, available=(0, 1), selected=(0, 1), delivered=(0, 1))
@@ -194,7 +194,7 @@ def _learner(
     epochs: float | None = None,
 ) -> Learner:
     strategy = FedAvg(FedAvg.Params(weighting=weighting), ClientInfo(tuple(len(p) for p in parts), local_lr=0.1))
-    local = LocalConfig(steps=None if epochs else 3, epochs=epochs, batch_size=4, lr=0.2, weight_decay=weight_decay)
+    local = LocalSpec(steps=None if epochs else 3, epochs=epochs, batch_size=4, lr=0.2, weight_decay=weight_decay)
     return Learner(
         [task_setup(_dataset(8 if model == "lenet5" else 2), parts, model, [8], local)],
         strategy=strategy,

@@ -12,7 +12,7 @@ from netfl.backend import RoundContext
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -39,7 +39,7 @@ def _strategy(name: str, **params):
 
 
 def _learner(strategy, *, model: str = "logistic", batched: bool = True) -> Learner:
-    local = LocalConfig(steps=STEPS, epochs=None, batch_size=BATCH, lr=LR)
+    local = LocalSpec(steps=STEPS, batch_size=BATCH, lr=LR)
     return Learner(
         [task_setup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
         strategy=strategy,

@@ -12,8 +12,9 @@ from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.learner import Learner
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
-from netfl.learn.federation.task_model import LocalConfig, TaskSetup
+from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.user import user_recipe
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 1), np.arange(1, 4), np.arange(4, 8), np.arange(8, 12)]  # 1, 3, 4 and 4 samples
@@ -47,7 +48,7 @@ def toy() -> Dataset:
 
 def learner(name: str = "fedavg", *, edge_count: int | None = None, optimizer: dict | None = None) -> HandMade:
     data = toy()
-    local = LocalConfig(steps=2, epochs=None, batch_size=2, lr=0.1)
+    local = LocalSpec(steps=2, batch_size=2, lr=0.1)
     cls = ALGORITHMS[name]
     strategy = cls(cls.Params(), ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.1))
     out = HandMade(
@@ -138,6 +139,6 @@ def test_fednova_at_the_edges_and_a_refused_model_with_buffers() -> None:
 
     data = toy()
     recipe = user_recipe(with_statistics, {}, (1, 2, 2), 3)
-    setup = TaskSetup(data, PARTS, recipe, LocalConfig(steps=2, epochs=None, batch_size=2, lr=0.1))
+    setup = TaskSetup(data, PARTS, recipe, LocalSpec(steps=2, batch_size=2, lr=0.1))
     with pytest.raises(ValueError, match="buffers: local"):
         Learner([setup], strategy=lrn.strategy, streams=RandomStreams(1), client_edges=EDGES)

@@ -10,9 +10,10 @@ from learn_support import job_minibatches, linear_ce_gradient
 
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.jobs import JobBook
-from netfl.learn.federation.task_model import LocalConfig, TaskModel, TaskSetup
+from netfl.learn.federation.task_model import TaskModel, TaskSetup
 from netfl.learn.models.user import builtin_recipe
 from netfl.learn.training.objective import Correction
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 SEED = 3
@@ -26,7 +27,7 @@ def book(schedule: str = "constant") -> JobBook:
         (1, 2, 2),
     )  # fmt: skip
     recipe = builtin_recipe("logistic", data.input_shape, 3, hidden=())
-    local = LocalConfig(steps=5, epochs=None, batch_size=4, lr=0.1, lr_schedule=schedule)
+    local = LocalSpec(steps=5, batch_size=4, lr=0.1, lr_schedule=schedule)
     task = TaskModel(
         TaskSetup(data, PARTS, recipe, local), init_seed=0, extras=None, max_test_samples=None,
         device=torch.device("cpu"), training_path="reference",

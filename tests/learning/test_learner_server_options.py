@@ -14,7 +14,7 @@ from netfl.config.schema import CompressionSpec, ServerOptimizerSpec
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]
@@ -40,7 +40,7 @@ class Seen(ALGORITHMS["fedavg"]):
 
 
 def learner(*, steps: int = 5, optimizer: dict | None = None, compression: dict | None = None) -> Learner:
-    local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=0.2)
+    local = LocalSpec(steps=steps, batch_size=4, lr=0.2)
     return Learner(
         [task_setup(dataset(), PARTS, "logistic", [], local)],
         strategy=Seen(Seen.Params(), ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.2)),

@@ -16,7 +16,7 @@ from netfl.learn.federation.compression import CompressionSettings, CompressorSe
 from netfl.learn.federation.learner import Learner
 from netfl.learn.federation.learner_state import learner_state, restore_learner
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)]
@@ -28,7 +28,11 @@ def learner(hidden: tuple[int, ...] = ()) -> Learner:
     data = Dataset("toy", x, torch.arange(30) % 3, test_x, torch.arange(6) % 3, 3, (1, 2, 2))
     cls = ALGORITHMS["fedavg"]
     return Learner(
-        [task_setup(data, PARTS, "mlp" if hidden else "logistic", list(hidden), LocalConfig(3, None, 4, 0.2))],
+        [
+            task_setup(
+                data, PARTS, "mlp" if hidden else "logistic", list(hidden), LocalSpec(steps=3, batch_size=4, lr=0.2)
+            )
+        ],
         strategy=cls(cls.Params(), ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.2)),
         streams=RandomStreams(4),
         participants=2,

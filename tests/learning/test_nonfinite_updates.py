@@ -17,7 +17,7 @@ from netfl.learn.federation.algorithms.mifa import MIFA
 from netfl.learn.federation.algorithms.probes import UpdateNorm
 from netfl.learn.federation.divergence_watch import all_finite
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 16), np.arange(16, 32), np.arange(32, 48)]
@@ -37,7 +37,7 @@ def _dataset(poisoned: bool) -> Dataset:
 def _learner(*, poisoned: bool = True, on_divergence: str = "stop", strategy=None, batched: bool = True) -> Learner:
     clients = ClientInfo(tuple(len(p) for p in PARTS), local_lr=0.1)
     strategy = strategy or FedAvg(FedAvg.Params(weighting="uniform"), clients)
-    local = LocalConfig(steps=3, epochs=None, batch_size=4, lr=0.1)
+    local = LocalSpec(steps=3, batch_size=4, lr=0.1)
     return Learner(
         [task_setup(_dataset(poisoned), PARTS, "logistic", [], local)],
         strategy=strategy,

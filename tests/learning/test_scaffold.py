@@ -20,7 +20,7 @@ from netfl.backend import RoundContext
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -121,7 +121,7 @@ class Seen:
 def _learner(name: str, *, model: str = "logistic", steps: int = 1, batched: bool = True, **params) -> Learner:
     cls = type("Seen" + ALGORITHMS[name].__name__, (Seen, ALGORITHMS[name]), {})
     strategy = cls(cls.Params(**params), ClientInfo(tuple(len(p) for p in PARTS), local_lr=LR))
-    local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=LR)
+    local = LocalSpec(steps=steps, batch_size=4, lr=LR)
     return Learner(
         [task_setup(_dataset(8 if model == "lenet5" else 2), PARTS, model, [8], local)],
         strategy=strategy,

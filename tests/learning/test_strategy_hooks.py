@@ -17,12 +17,12 @@ from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.algorithms.probes import Probe
 from netfl.learn.federation.learner import Learner
-from netfl.learn.federation.task_model import LocalConfig
 from netfl.learn.models.builtin import build_model
 from netfl.learn.models.flat_model import Network
 from netfl.learn.training.objective import Correction
 from netfl.learn.training.reference import minibatch_indices, train_one
 from netfl.learn.training.trainer import Trainer, TrainJob
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 F64 = torch.float64
@@ -139,7 +139,7 @@ PARTS = [np.arange(0, 10), np.arange(10, 26), np.arange(26, 48)]
 
 
 def _learner(strategy, *, batched: bool = True, steps: int = 3) -> Learner:
-    local = LocalConfig(steps=steps, epochs=None, batch_size=4, lr=0.2)
+    local = LocalSpec(steps=steps, batch_size=4, lr=0.2)
     return Learner(
         [task_setup(_dataset(), PARTS, "logistic", [], local)],
         strategy=strategy,

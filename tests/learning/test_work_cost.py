@@ -12,9 +12,10 @@ from netfl.learn.federation.algorithms.probes import LocalLoss, UpdateNorm
 from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
 from netfl.learn.federation.jobs import Job
 from netfl.learn.federation.model_transfer import ModelTransfer
-from netfl.learn.federation.task_model import LocalConfig, TaskModel, TaskSetup
+from netfl.learn.federation.task_model import TaskModel, TaskSetup
 from netfl.learn.federation.work_cost import WorkCost
 from netfl.learn.models.user import builtin_recipe
+from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 
 PARTS = [np.arange(0, 10), np.arange(10, 12)]  # 10 samples, 2 samples
@@ -33,7 +34,7 @@ def task() -> TaskModel:
         (1, 2, 2),
     )
     recipe = builtin_recipe("logistic", data.input_shape, 3, hidden=(), flops_per_sample=300.0)
-    local = LocalConfig(steps=5, epochs=None, batch_size=4, lr=0.1)
+    local = LocalSpec(steps=5, batch_size=4, lr=0.1)
     return TaskModel(
         TaskSetup(data, PARTS, recipe, local),
         init_seed=0,

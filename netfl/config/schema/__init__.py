@@ -13,8 +13,9 @@ One module per part of the topology file: :mod:`~netfl.config.schema.task_spec` 
 ``engine``, ``events``, ``output``, ``tracking``) and :mod:`~netfl.config.schema.scenario` (the whole).
 A parameter whose rules another layer applies too is declared in the registry, below both, and imported here:
 the partition (:mod:`netfl.registry.partitions`), the closed choices the learner or the engine act on
-(:mod:`netfl.registry.choices`), and the parameters the engine reads (:mod:`netfl.registry.server_params`,
-:mod:`netfl.registry.device_params`, :mod:`netfl.registry.run_params`).
+(:mod:`netfl.registry.choices`), the parameters the engine reads (:mod:`netfl.registry.server_params`,
+:mod:`netfl.registry.device_params`, :mod:`netfl.registry.run_params`, :mod:`netfl.registry.network_params`),
+and the local training the learner reads (:mod:`netfl.registry.learning_params`).
 """
 
 from netfl.config.schema.device_spec import (

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator
 
 from netfl.component_spec import PolicySpec
 from netfl.distributions import (
     Distribution,
     FlopsDistribution,
     FractionDistribution,
-    RateDistribution,
     positive_distribution,
 )
 from netfl.numbers import Strict
 from netfl.problems import one_of
-from netfl.registry.device_params import ChannelSpec, UsageSpec
-from netfl.units import Fraction, Joules, Seconds, Watts
+from netfl.registry.device_params import LinkSpec, UsageSpec
+from netfl.units import Fraction, Joules, Watts
 
 __all__ = [
     "BatterySpec",
@@ -72,33 +71,6 @@ class BatterySpec(Strict):
         if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
             raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
         return d
-
-
-class LinkSpec(Strict):
-    """The device's link: straight to the server (``uplink``/``downlink``), or to a node of ``network``."""
-
-    to: str | None = Field(None, description="an access point or relay of network.nodes; the server if omitted")
-    uplink: RateDistribution | None = Field(None, description="bit/s of a fixed-rate (wired-like) link")
-    downlink: RateDistribution | None = Field(None, description="bit/s; same as uplink if omitted")
-    latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
-    channel: ChannelSpec | None = Field(
-        None, description="a wireless channel to the access point `to`, instead of uplink (its table)"
-    )
-
-    @field_validator("uplink", "downlink")
-    @classmethod
-    def _positive(cls, d: Distribution | None):
-        return None if d is None else positive_distribution(d)
-
-    @model_validator(mode="after")
-    def _rate_or_channel(self):
-        if self.uplink is None and self.channel is None:
-            raise ValueError("give uplink (a fixed rate) or channel (a wireless link to an access point)")
-        if self.uplink is not None and self.channel is not None:
-            raise ValueError("give either uplink or channel, not both")
-        if self.channel is not None and self.to is None:
-            raise ValueError("a wireless channel needs `to: <access point>` (a node of network.nodes)")
-        return self
 
 
 def _usage_preset(value: Any) -> Any:

@@ -1,110 +1,15 @@
 """The network (``network``): access points, relays and edge servers, how each node's devices share its uplink,
-and the wired links between the nodes and the server."""
+and the wired links between the nodes and the server. The nodes and links are declared once, in
+:mod:`netfl.registry.network_params`, because the engine reads them as they are."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from pydantic import Field
 
-from pydantic import BeforeValidator, ConfigDict, Field, model_validator
-
-from netfl.component_spec import PolicySpec
 from netfl.numbers import Strict
-from netfl.registry import registered
-from netfl.registry.choices import AlohaBackoff, RamDraw
-from netfl.registry.media import MEDIUM_KINDS
-from netfl.units import BitsPerSecond, Bytes, Hertz, Seconds
+from netfl.registry.network_params import MediumSpec, NodeSpec, RamSpec, WiredLinkSpec
 
 __all__ = ["MediumSpec", "NetworkSpec", "NodeSpec", "RamSpec", "WiredLinkSpec"]
-
-
-class MediumSpec(Strict):
-    """How the devices attached to a node share its uplink (see netfl/sim/medium.py)."""
-
-    kind: Annotated[str, BeforeValidator(registered(MEDIUM_KINDS))] = Field(
-        "dedicated",
-        description="dedicated (each sender the whole band), fdma (the band shared equally among those sending), "
-        "tdma (one sender at a time) or slotted_aloha (random access; collisions lose packets)",
-    )
-    bandwidth: Hertz = Field(10e6, gt=0, description="uplink bandwidth of the access point")
-    rate: BitsPerSecond | None = Field(None, gt=0, description="slotted_aloha: rate of every packet")
-    q: float = Field(0.1, gt=0, le=1, description="slotted_aloha: per-slot transmit probability of a backlogged device")
-    packet_size: Bytes = Field(1500, gt=0, description="slotted_aloha: bytes per packet (one packet per slot)")
-    backoff: AlohaBackoff = Field(
-        "none",
-        description="slotted_aloha: binary_exponential halves a device's q after each collision (down to "
-        "q/1024) and resets it after a success",
-    )
-    max_attempts: int | None = Field(
-        None,
-        gt=0,
-        description="slotted_aloha: a packet dropped after this many "
-        "transmissions fails the upload; unlimited if omitted",
-    )
-
-    @model_validator(mode="after")
-    def _aloha_only(self):
-        if self.kind == "slotted_aloha" and self.rate is None:
-            raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
-        aloha = {"rate", "q", "packet_size", "backoff", "max_attempts"} & self.model_fields_set
-        if self.kind != "slotted_aloha" and aloha:
-            raise ValueError(
-                f"{', '.join(sorted(aloha))} appl{'ies' if len(aloha) == 1 else 'y'} to kind "
-                f"slotted_aloha only (kind is {self.kind})"
-            )
-        return self
-
-
-class RamSpec(Strict):
-    """The Random Access Model relay: one update passes per round."""
-
-    mode: Literal["abstract", "first"] = Field(
-        "abstract", description="abstract: one user drawn by rho passes; first: the first update to arrive passes"
-    )
-    rho: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]] | Literal["channel_quality", "uniform"] = Field(
-        "uniform",
-        description="abstract: each user's probability of being drawn, a list, uniform, or channel_quality "
-        "(proportional to mean SNR)",
-    )
-    draw: RamDraw = Field(
-        "all",
-        description="abstract: draw user i ~ rho among all users, nothing passing if i's update is missing "
-        "(all: the paper's erasure), or among the users whose update arrived (arrived)",
-    )
-
-    @model_validator(mode="after")
-    def _draw_when_abstract(self):
-        if self.mode != "abstract" and "draw" in self.model_fields_set:
-            raise ValueError(f"draw applies to mode abstract only (mode {self.mode} passes the first arrival)")
-        return self
-
-
-class NodeSpec(Strict):
-    kind: Literal["access_point", "relay", "edge"] = Field(
-        description="access_point (devices attach to it), relay (passes updates on; one per round with ram) or "
-        "edge (an edge server that aggregates for the devices behind it)"
-    )
-    medium: MediumSpec = Field(MediumSpec(), description="how the attached devices share its uplink (its table)")
-    downlink: BitsPerSecond | None = Field(None, gt=0, description="broadcast rate to the attached devices")
-    ram: RamSpec | None = Field(None, description="relays only: pass one update per round (RAM)")
-    availability: PolicySpec | None = Field(
-        None, description="edges only: when the edge server is up (any availability policy); always if omitted"
-    )
-
-    @model_validator(mode="after")
-    def _ram_on_relays(self):
-        if self.ram is not None and self.kind != "relay":
-            raise ValueError("ram belongs to a node of kind relay")
-        if self.availability is not None and self.kind != "edge":
-            raise ValueError("availability belongs to a node of kind edge (an edge server that may go down)")
-        return self
-
-
-class WiredLinkSpec(Strict):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    source: str = Field(alias="from", description="a node of network.nodes")
-    to: str = Field(description="a node of network.nodes, or server")
-    rate: BitsPerSecond = Field(gt=0, description="the link's rate")
-    latency: Seconds = Field(0.0, ge=0, description="one-way, per transfer")
 
 
 class NetworkSpec(Strict):

@@ -8,11 +8,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from netfl.numbers import Float32, Strict
+from netfl.numbers import Strict
 from netfl.problems import one_of
 from netfl.registry import registered
-from netfl.registry.choices import DataTargets, LrSchedule
+from netfl.registry.choices import DataTargets
 from netfl.registry.datasets import DATASET_NAMES
+from netfl.registry.learning_params import LocalSpec
 from netfl.registry.models import MODEL_NAMES
 from netfl.registry.partitions import PartitionSpec
 from netfl.user_code import is_user_reference, python_only_problem
@@ -156,27 +157,6 @@ class ModelSpec(Strict):
     @property
     def builtin(self) -> bool:
         return self.name is not None
-
-
-class LocalSpec(Strict):
-    """Local training: ``steps`` minibatch SGD steps, or ``epochs`` passes over the client's data."""
-
-    steps: int | None = Field(None, gt=0, description="minibatch SGD steps of each local training; steps or epochs")
-    epochs: float | None = Field(
-        None, gt=0, description="passes over the device's own samples instead of steps (0.5: half of them)"
-    )
-    batch_size: int = Field(16, gt=0, description="samples per minibatch")
-    lr: Float32 = Field(0.05, gt=0, description="the client's learning rate (its SGD step size)")
-    weight_decay: Float32 = Field(0.0, ge=0, description="L2 weight decay of the client's SGD steps")
-    lr_schedule: LrSchedule = Field(
-        "constant", description="client lr per round t: constant, or lr / (t + 1) (MIFA's reference)"
-    )
-
-    @model_validator(mode="after")
-    def _steps_or_epochs(self):
-        if (self.steps is None) == (self.epochs is None):
-            raise ValueError("give exactly one of steps or epochs")
-        return self
 
 
 class TaskSpec(Strict):

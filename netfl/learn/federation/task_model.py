@@ -29,18 +29,7 @@ from netfl.learn.training.reference import num_local_steps
 from netfl.learn.training.replicas import Evaluator
 from netfl.learn.training.runtime import parallel_map
 from netfl.learn.training.trainer import Trainer
-
-
-@dataclass(frozen=True)
-class LocalConfig:
-    """A task's local training recipe as plain values (the assemble layer copies ``task.local`` into it)."""
-
-    steps: int | None
-    epochs: float | None
-    batch_size: int
-    lr: float
-    weight_decay: float = 0.0
-    lr_schedule: str = "constant"  # "constant" or "inverse_round" (lr / (round + 1))
+from netfl.registry.learning_params import LocalSpec
 
 
 @dataclass(frozen=True)
@@ -50,7 +39,7 @@ class TaskSetup:
     dataset: Dataset
     parts: ClientParts | Sequence[np.ndarray]
     model: ModelRecipe
-    local: LocalConfig
+    local: LocalSpec  # task.local as declared
 
 
 class TaskModel:
