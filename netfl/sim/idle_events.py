@@ -24,6 +24,7 @@ start).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -122,12 +123,13 @@ class IdleEvents:
             },
         )
 
-    def into(self, recorder: EventRecorder, round_ends: Sequence[float]) -> None:
+    def into(self, recorder: EventRecorder, round_ends: Sequence[float], until: float = math.inf) -> None:
         """Put the events into ``recorder``'s log, in its time order (the module docstring); ``round_ends``: the
         instants at which the server's round index went up, in order. An event's round is the one in progress at
         its time; at an instant the index went up, the one that ended then (a change at that instant precedes the
         round that starts then, which sees it), but for a per-round availability's answer to that round (its
-        ``round_index``). Empties this buffer."""
+        ``round_index``). ``until``: the run's end; a change taken ahead of the clock past it (asynchronous workers
+        decide ahead, netfl/sim/workers.py; a run stopped from outside) did not happen. Empties this buffer."""
         if not self._chunks:
             return
         chunks = self._chunks
@@ -136,6 +138,7 @@ class IdleEvents:
         kinds, causes, rounds = (np.repeat(np.array([chunk[k] for chunk in chunks]), sizes) for k in (2, 3, 5))
         levels = np.concatenate([np.full(n, np.nan) if c[4] is None else c[4] for n, c in zip(sizes, chunks)])
         order = np.lexsort((np.arange(len(times)), devices, times))  # time, device, then each device's own order
+        order = order[times[order] <= until]
         times, devices, kinds, causes, levels, rounds = (
             column[order] for column in (times, devices, kinds, causes, levels, rounds)
         )

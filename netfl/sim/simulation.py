@@ -313,7 +313,7 @@ class Simulation:
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
         stats = self.devices.stats()  # the array form takes its idle devices' last changes
         if self.idle_events is not None:
-            self.idle_events.into(self.recorder, self._round_ends)
+            self.idle_events.into(self.recorder, self._round_ends, until=self.env.now)
         return SimulationResult(
             rounds=self.server.rounds_done,
             sim_time_s=self.env.now,

@@ -145,13 +145,15 @@ def test_traces_and_users_policies_log_alike(name: str, tmp_path: Path) -> None:
     assert f"policy:{LABELS[name]}" in causes
 
 
+@pytest.mark.parametrize("pause", ["0s", "5s"])
 @pytest.mark.parametrize("name", ["sessions", "eligible on the charger"])
-def test_asynchronous_arrivals_log_alike(name: str) -> None:
+def test_asynchronous_arrivals_log_alike(name: str, pause: str) -> None:
     """Workers that pull whenever they are available: a device waiting for its battery pulls at the instant it
-    reaches min_level, handed to an actor at exactly that level (which is not below it)."""
+    reaches min_level, handed to an actor at exactly that level (which is not below it); waiting devices are
+    taken through their changes ahead of the clock (netfl/sim/workers.py), their events put in time order."""
     policy = POLICIES[name] if name in POLICIES else {**POLICIES["eligible"], "charging": True}
     sc = world(policy, count=30, charging=CHARGERS["sessions"], usage={**USE, "train_while_in_use": False})
-    server = {"mode": "async", "async": {"buffer": 4, "pause": "0s", "local_steps": {"uniform": [1, 4]}}}
+    server = {"mode": "async", "async": {"buffer": 4, "pause": pause, "local_steps": {"uniform": [1, 4]}}}
     sc = sc.model_copy(
         update={
             "server": type(sc.server).model_validate(server),
