@@ -534,15 +534,7 @@ class IdleRows:
                     mine[some[self.below_min(some + sl.start, now, g)]] = False
             return np.flatnonzero(ok)
         d = np.sort(devices)
-        ok = self.online[d] & self.alive[d] & ~self.busy[d]
-        for sl, group in zip(self.slices, self.groups):
-            if group.usage is not None and not group.usage.spec.train_while_in_use:
-                mine = (d >= sl.start) & (d < sl.stop)
-                ok[mine] &= ~self.using[d[mine]]
-        check = np.flatnonzero(ok & (self.table.min_level[d] > 0) & self.finite[d])
-        if check.size:
-            ok[check[self.below_min(d[check], now)]] = False
-        return d[ok]
+        return d[self.eligible_each(d, np.full(len(d), now))]
 
     def below_min(self, d: np.ndarray | slice, now: float, g: int | None = None) -> np.ndarray:
         """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as
