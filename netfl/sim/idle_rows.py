@@ -1,18 +1,14 @@
 """Idle devices as rows of arrays: availability, the owner's use, the charger and the battery, in closed form.
 
-Between two changes of its own a device's power is constant -- the idle draw
-(while it is on), its owner's use (while a session runs that began while it
-was on), less the charger (while plugged in) -- so its battery level is
-linear in time, clipped to [0, capacity]. Its changes are the flips of its
+Between two changes of its own a device's battery level is linear in time
+(:mod:`netfl.sim.idle_battery`). Its changes are the flips of its
 availability, usage and charger models (:mod:`netfl.policies.population`)
-and the instant its battery empties, computed from the level and the net
-drain. :class:`IdleRows` processes each device's changes in its own time
-order, vectorised over the devices due, and only when the engine asks: a
-million devices cost a few arrays, and a device nobody asks about costs
-nothing per change. The physics is :class:`~netfl.sim.device.Device`'s with
-its :class:`~netfl.sim.battery.Battery`: a dead phone draws nothing, charges
-while plugged in and powers on when plugged into a charger that out-supplies
-its idle draw; a full battery stays full; the charger feeds the loads first.
+and its battery's marks, computed from the level and the net drain.
+:class:`IdleRows` processes each device's changes in its own time order,
+vectorised over the devices due, and only when the engine asks: a device
+nobody asks about costs nothing per change. The physics is
+:class:`~netfl.sim.device.Device`'s with its
+:class:`~netfl.sim.battery.Battery`.
 
 The accounts (energy by load, charge, online time) are settled only at a
 device's own changes and when it starts or stops working, never at the
@@ -20,12 +16,9 @@ instant someone reads them, so reading the world (the timeline, the energy
 at an evaluation) changes no result.
 
 Given somewhere to put them (:class:`~netfl.sim.idle_events.IdleEvents`),
-the rows also log the idle devices' events as the actor form does: each
-change as it is taken, and the marks a battery passes between two changes
-without changing anything here (full, and min_level on the way down: the
-actor's battery watch wakes at both), found from each stretch's level and
-drain as it is settled. Without, none of that is done and nothing else
-changes either way.
+the rows also log the idle devices' events as the actor form does (the
+battery's marks between changes: :mod:`netfl.sim.idle_battery`). Without,
+none of that is done and nothing else changes either way.
 """
 
 from __future__ import annotations
@@ -39,7 +32,10 @@ import numpy as np
 from netfl.policies.population import PopulationModel
 from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
+from netfl.sim.idle_battery import IdleBattery
 from netfl.sim.idle_events import BATTERY_EMPTY, CHARGING, NO_CAUSE, IdleEvents
+
+_INF = math.inf
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,6 @@ class GroupRows:
     usage: UsageSetup | None = None
 
 
-_INF = math.inf
 #: Rows taken in one vectorised step: the temporaries of a step (a few arrays of this many values) stay below
 #: the size above which the C library maps fresh pages for each one and returns them after -- at ten million
 #: devices whole-size temporaries at every round cost more time in page faults than in arithmetic.
@@ -68,16 +63,6 @@ _ROWS_PER_STEP = 1 << 18
 # the sources of a device's changes, in the order in which changes at the same instant are taken (_BATTERY: its
 # battery empties, or, charging below its min_level, reaches it -- which makes the device eligible again)
 _BATTERY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
-
-
-# numpy's boolean indexing and np.where take a branch per row, and on the random masks of devices' changes they
-# cost about ten times a product or an index: the steps below select rows by index (np.flatnonzero) and zero loads
-# by multiplying with a mask -- the same numbers, for the finite, non-negative powers and times they are given.
-
-
-def _when(mask: np.ndarray, value: np.ndarray | float) -> np.ndarray:
-    """``value`` where ``mask``, else 0 (``value`` finite and >= 0: exactly ``np.where(mask, value, 0.0)``)."""
-    return mask * value
 
 
 def _first_change(sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -99,52 +84,28 @@ def _per_group(values: list[float], slices: list[slice]) -> np.ndarray:
     return np.concatenate([np.full(sl.stop - sl.start, v) for v, sl in zip(values, slices)])
 
 
-class IdleRows:
+class IdleRows(IdleBattery):
     """Every device's state between its tasks (see the module docstring); the fleet hands working devices to
     actors (:meth:`take`) and back (:meth:`give_back`)."""
 
     def __init__(self, table: DeviceTable, groups: Sequence[GroupRows], events: IdleEvents | None = None):
         """``events``: where the idle devices' events go (:mod:`netfl.sim.idle_events`); None: nowhere, at no
         cost."""
-        self.table = table
-        self.events: IdleEvents | None = None  # set once the rows have started (their first events: _log_start)
         self.groups = list(groups)
-        self.slices = table.group_slices()
-        if len(self.groups) != len(self.slices):
-            raise ValueError(f"{len(self.groups)} availability models for {len(self.slices)} groups")
+        slices = table.group_slices()
+        if len(self.groups) != len(slices):
+            raise ValueError(f"{len(self.groups)} availability models for {len(slices)} groups")
         n = len(table)
-        self.capacity = table.capacity_j
-        self.finite = np.isfinite(self.capacity)
-        self.level = np.where(self.finite, table.initial_j, _INF)
-        self.since = np.zeros(n)  # the battery and the energy are accounted up to here
-        self.alive = ~self.finite | (self.level > 0)
-        self.charging = np.zeros(n, dtype=bool)
-        self.using = np.zeros(n, dtype=bool)  # in a session of use that began while the device was on
+        super().__init__(table, _per_group([g.usage.spec.power if g.usage else 0.0 for g in self.groups], slices))
         self.online = np.zeros(n, dtype=bool)  # its availability says so and it is on
         self.online_since = np.zeros(n)
         self.online_time_s = np.zeros(n)
         self.busy = np.zeros(n, dtype=bool)  # held by an actor
-        self.energy_j = {"idle": np.zeros(n), "use": np.zeros(n)}
-        self.charged_j = np.zeros(n)
-        self.use_w = _per_group([group.usage.spec.power if group.usage else 0.0 for group in self.groups], self.slices)
         self.battery_at = np.full(n, _INF)  # the battery's next mark at its present drain (see _battery_at)
         self.next_at = np.full(n, _INF)  # the earliest of the device's next changes
-        self._columns = {
-            "idle_w": table.idle_w,
-            "charge_w": table.charge_w,
-            "capacity": self.capacity,
-            "min_level": table.min_level,
-            "use_w": self.use_w,
-            "finite": self.finite,
-        }
-        for name in ("idle_w", "charge_w", "use_w"):  # _when's products are exact for these alone
-            if not np.all(np.isfinite(self._columns[name]) & (self._columns[name] >= 0)):
-                raise ValueError(f"{name}: every device's power must be finite and >= 0")
-        self._constants = [self._constant_in(sl) for sl in self.slices]
         for g, sl in enumerate(self.slices):
             for first in range(0, sl.stop - sl.start, _ROWS_PER_STEP):  # bounded temporaries (see _ROWS_PER_STEP)
                 self._start(g, np.arange(first, min(first + _ROWS_PER_STEP, sl.stop - sl.start)))
-        self.below: np.ndarray | None = None  # below min_level as the actor's battery watch says (events only)
         if events is not None:
             self._log_start(events)
 
@@ -160,9 +121,6 @@ class IdleRows:
         if group.availability.time_base == "continuous":
             self.online[d] = self._says_online(g, rows, d)
         self._schedule(g, rows)
-
-    def __len__(self) -> int:
-        return len(self.table)
 
     def _log_start(self, events: IdleEvents) -> None:
         """Log time 0 as the actor form does, each device's events in its order: those of building it (below
@@ -206,115 +164,6 @@ class IdleRows:
         ]
         events.now(0.0, 0, online(self.online & at_once) + first)  # each device's processes' first answers
         events.now(0.0, 0, online(self.online & ~at_once))  # their answers once the charger has been asked
-
-    def _constant_in(self, sl: slice) -> dict[str, float | bool]:
-        """The fixed quantities (:attr:`_columns`) that one group's devices all share, as Python values: a step
-        over that group's rows uses the value instead of gathering it for every row (same arithmetic)."""
-        constants = {}
-        for name, column in self._columns.items():
-            part = column[sl]
-            if part.size and (part.strides == (0,) or bool(np.all(part == part[0]))):
-                constants[name] = part[0].item()
-        return constants
-
-    def _of(self, name: str, d: np.ndarray | slice, g: int | None) -> np.ndarray | float | bool:
-        """Quantity ``name`` of devices ``d`` (of group ``g``, if the caller knows it): the group's one value, or
-        the devices' own."""
-        if g is not None:
-            value = self._constants[g].get(name)
-            if value is not None:
-                return value
-        return self._columns[name][d]
-
-    # ----------------------------------------------------------------- power
-
-    def net_drain_w(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray:
-        """The rate at which each device's level falls (negative while the charger out-supplies its loads);
-        ``g``: the devices' group, where they are all of one."""
-        load = _when(self.alive[d], self._of("idle_w", d, g))
-        load += _when(self.using[d], self._of("use_w", d, g))
-        load -= _when(self.charging[d], self._of("charge_w", d, g))
-        return load
-
-    def level_at(
-        self, d: np.ndarray | slice, now: float, drain: np.ndarray | None = None, g: int | None = None
-    ) -> np.ndarray:
-        """The charge of devices ``d`` (idle, advanced to ``now``; ``slice(None)``: all, read without gathering)
-        at ``now``, settling nothing (inf: mains); ``drain``: their :meth:`net_drain_w`, if the caller has it."""
-        drain = self.net_drain_w(d, g) if drain is None else drain
-        level = self.level[d] - drain * (now - self.since[d])
-        finite = self._of("finite", d, g)
-        if isinstance(finite, bool):
-            return np.clip(level, 0.0, self._of("capacity", d, g)) if finite else np.full(level.shape, _INF)
-        return np.where(finite, np.clip(level, 0.0, self._of("capacity", d, g)), _INF)
-
-    def _settle(self, d: np.ndarray, t: np.ndarray, g: int | None = None) -> None:
-        """Account devices ``d``'s energy and charge from their ``since`` up to ``t`` (their next change or now)."""
-        dt = t - self.since[d]
-        self.energy_j["idle"][d] += _when(self.alive[d], self._of("idle_w", d, g) * dt)
-        using = np.flatnonzero(self.using[d])  # only they add anything
-        use_w = self._of("use_w", d, g)
-        self.energy_j["use"][d[using]] += (use_w[using] if isinstance(use_w, np.ndarray) else use_w) * dt[using]
-        finite = self._of("finite", d, g)
-        if isinstance(finite, np.ndarray):
-            keep = np.flatnonzero(finite)
-            f, dt = d[keep], dt[keep]
-        else:
-            keep = None
-            f = d if finite else d[:0]
-        if f.size:
-            before = self.level[f]
-            drain = self.net_drain_w(f, g)
-            after = np.clip(before - drain * dt, 0.0, self._of("capacity", f, g))
-            if self.events is not None:
-                self._marks_passed(f, g, before, after, drain, t if keep is None else t[keep])
-            gained = after - before
-            charged = np.flatnonzero(gained > 0)  # only they add anything
-            self.charged_j[f[charged]] += gained[charged]
-            self.level[f] = after
-        self.since[d] = t
-
-    def _marks_passed(
-        self, f: np.ndarray, g: int | None, before: np.ndarray, after: np.ndarray, drain: np.ndarray, until: np.ndarray
-    ) -> None:
-        """Log the marks that devices ``f``'s batteries passed from ``before`` (at their ``since``) to ``after`` (at
-        ``until``) at ``drain``, which change nothing here but at which the actor's battery watch wakes: full while
-        charging, min_level on the way down. Each at the instant the level reached it, as the watch computes it."""
-        events, since = self.events, self.since[f]
-        capacity, min_level = self._of("capacity", f, g), self._of("min_level", f, g)
-        full = np.flatnonzero((drain < 0) & (after >= capacity) & (before < capacity))
-        if full.size:
-            top = capacity[full] if isinstance(capacity, np.ndarray) else capacity
-            at = since[full] + (before[full] - top) / drain[full]
-            events.add("battery_full", f[full], np.clip(at, since[full], until[full]))
-        floor = min_level * capacity
-        down = np.flatnonzero((drain > 0) & (min_level > 0) & (after <= floor) & ~self.below[f])
-        if down.size:
-            mark = floor[down] if isinstance(floor, np.ndarray) else floor
-            at = since[down] + (before[down] - mark) / drain[down]
-            self.below[f[down]] = True
-            level = min_level[down] if isinstance(min_level, np.ndarray) else min_level
-            events.add("below_min_level", f[down], np.clip(at, since[down], until[down]), level=level)
-
-    def _floor(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray | float:
-        """Devices ``d``'s min_level in joules (0 on mains power)."""
-        return self._of("min_level", d, g) * np.where(self._of("finite", d, g), self._of("capacity", d, g), 0.0)
-
-    def _battery_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
-        """When each of devices ``d`` reaches its battery's next mark at its present ``drain``: empty while it
-        drains, its min_level while it charges below it (inf: neither, on mains power, or off). The two never
-        coincide: the sign of the drain says which one a mark is."""
-        level, since = self.level[d], self.since[d]
-        live = self.alive[d] & self._of("finite", d, g)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = since + level / drain
-        out[np.flatnonzero(~(live & (drain > 0)))] = _INF
-        floor = self._floor(d, g)
-        rising = np.flatnonzero(live & (drain < 0) & (level < floor))
-        if rising.size:
-            below = floor[rising] if isinstance(floor, np.ndarray) else floor
-            out[rising] = since[rising] + (below - level[rising]) / -drain[rising]
-        return out
 
     # ---------------------------------------------------------------- changes
 
@@ -535,15 +384,6 @@ class IdleRows:
             return np.flatnonzero(ok)
         d = np.sort(devices)
         return d[self.eligible_each(d, np.full(len(d), now))]
-
-    def below_min(self, d: np.ndarray | slice, now: float, g: int | None = None) -> np.ndarray:
-        """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as
-        the actor's battery watch says."""
-        threshold = self._floor(d, g)
-        drain = self.net_drain_w(d, g)
-        level = self.level_at(d, now, drain, g)
-        below = (level < threshold) | ((level == threshold) & (drain > 0))
-        return (self._of("min_level", d, g) > 0) & self._of("finite", d, g) & below
 
     # ------------------------------------------- each device at its own instant (asynchronous arrivals)
 
