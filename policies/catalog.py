@@ -129,7 +129,13 @@ def population_model(
     """The population model of the policy ``spec`` names (it must have one: :func:`supports_population`) for a
     group of ``n`` devices, the first of which is device ``first`` of the scenario; the rest as
     :func:`~netfl.policies.population.build_population_model`."""
-    cls = policy_class(spec.policy, base_dir)
-    params = cls.Params.model_validate(spec.params)
-    model = spec.policy if spec.policy in POPULATION_MODELS else cls.population  # type: ignore[attr-defined]
+    params = policy_class(spec.policy, base_dir).Params.model_validate(spec.params)
+    model = spec.policy if spec.policy in POPULATION_MODELS else population_class(spec, base_dir)
     return build_population_model(model, params, n, key, label_mix, seed, base_dir=base_dir, first=first)
+
+
+def population_class(spec: Any, base_dir: Path | None = None) -> type[PopulationModel]:
+    """The population model class of the policy ``spec`` names (it must have one: :func:`supports_population`)."""
+    if spec.policy in POPULATION_MODELS:
+        return POPULATION_MODELS[spec.policy]
+    return policy_class(spec.policy, base_dir).population  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netfl.config.idle_estimate import policy_of
 from netfl.config.schema import Scenario
 from netfl.policies import AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy, policy_class
 from netfl.policies.catalog import population_model, supports_population
@@ -24,9 +25,6 @@ from netfl.policies.population import PopulationModel
 from netfl.policies.rows import Lookahead, PopulationRow
 from netfl.rng import RandomStreams
 from netfl.sim.idle_rows import UsageSetup
-
-#: The roles a policy plays for a device group, each drawing from its own streams.
-ROLES = ("availability", "charging", "usage")
 
 
 def group_models(
@@ -41,7 +39,7 @@ def group_models(
     start = 0
     base_dir = scenario.source.parent if scenario.source is not None else None
     for group in scenario.devices:
-        spec = _spec(group, role)
+        spec = policy_of(group, role)
         if spec is None or not supports_population(spec, base_dir):
             models.append(None)
         else:
@@ -60,14 +58,6 @@ def group_models(
             )
         start += group.count
     return models
-
-
-def _spec(group, role: str):
-    if role == "availability":
-        return group.availability
-    if role == "usage":
-        return group.usage.sessions if group.usage is not None else None
-    return group.battery.charging if group.battery is not None else None
 
 
 def usage_setups(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray | None) -> list[UsageSetup | None]:
@@ -105,7 +95,7 @@ def device_policies(
         models = group_models(scenario, streams, label_mix, role)
         views: list = []
         for group, model in zip(scenario.devices, models):
-            spec = _spec(group, role)
+            spec = policy_of(group, role)
             rows = Lookahead(model) if model is not None else None
             first = len(views)
             for info in infos[first : first + group.count]:

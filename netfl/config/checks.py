@@ -58,7 +58,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_usage(scenario, base_dir)
     problems += check_engine(scenario)
     work = workload(scenario)  # the budget's problems, and the job costs the schedule's estimate uses
-    problems += work.problems + check_schedule(scenario, work)
+    problems += work.problems + check_schedule(scenario, work, idle=not problems)  # idle: the policies are built
     if scenario.server.mode == "async":
         for i, group in enumerate(scenario.devices):
             try:

@@ -14,8 +14,9 @@ metrics row -- until something gave. The estimate:
 * rounds: ``stop.rounds``, or fewer when ``stop.sim_time`` ends the run first at that pace;
 * events: per round (or asynchronous aggregation) its start and aggregate, and seven per job (selected or, for
   an asynchronous worker, pull; then the download, the training and the upload, each starting and ending), as
-  :data:`netfl.events.JOB_EVENTS` and :data:`~netfl.events.AGGREGATION_EVENTS` declare them -- availability,
-  battery and radio events come on top;
+  :data:`netfl.events.JOB_EVENTS` and :data:`~netfl.events.AGGREGATION_EVENTS` declare them; where the log
+  holds idle devices' events (``events.idle_devices``), theirs from a sample of each group's availability,
+  charger and use (:mod:`netfl.config.idle_estimate`); a working device's battery and radio events come on top;
 * evaluations: one at the start and one at the end, and between them one every ``eval.every`` rounds, or
   every ``eval.every`` seconds of the run's simulated time (``stop.sim_time``, else its rounds at that pace).
 
@@ -31,6 +32,8 @@ import math
 from dataclasses import dataclass
 
 from netfl.config.budget import MAX_MEMORY_BYTES, Workload, size, workload
+from netfl.config.engine_form import engine_choice
+from netfl.config.idle_estimate import idle_event_rate
 from netfl.config.schema import DeviceGroupSpec, Scenario
 from netfl.events import AGGREGATION_EVENTS, JOB_EVENTS
 
@@ -50,21 +53,24 @@ class Schedule:
     duration_s: float | None  # simulated: stop.sim_time, or the rounds at the shortest round if they end first
     evaluations: float | None
     events: float | None
+    idle_events: float = 0.0  # of ``events``: idle devices' (online/offline, plugs, use), where the log holds them
 
     def describe(self) -> str:
         """``about 60 rounds, 14 evaluations and 4,000 engine events (~781.2 KiB)``."""
         if self.rounds is None:
             return "not estimated (rounds that take no simulated time of their own; stop.rounds would bound them)"
         evaluations = f"{_count(self.evaluations)} evaluations" if self.evaluations is not None else "evaluations"
+        idle = f", {_count(self.idle_events)} of them idle devices'" if self.idle_events else ""
         return (
             f"about {_count(self.rounds)} rounds, {evaluations} and {_count(self.events)} engine events "
-            f"(~{size(self.events * BYTES_PER_EVENT)})"
+            f"(~{size(self.events * BYTES_PER_EVENT)}{idle})"
         )
 
 
-def estimate_schedule(scenario: Scenario, work: Workload | None = None) -> Schedule:
+def estimate_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bool = True) -> Schedule:
     """The estimate of the module docstring; ``work``: the scenario's :func:`~netfl.config.budget.workload`, if
-    already known."""
+    already known; ``idle``: count idle devices' events where the log holds them (False where the policies have
+    not been checked yet: their models are built to count)."""
     work = work or workload(scenario)
     job_s, group = min((_job_s(g, work), g.group) for g in scenario.devices)
     server, stop = scenario.server, scenario.stop
@@ -85,12 +91,18 @@ def estimate_schedule(scenario: Scenario, work: Workload | None = None) -> Sched
     duration = min(stop.sim_time if stop.sim_time is not None else math.inf, rounds * round_s)
     every = scenario.eval.every
     evaluations = 2 + (rounds // every.rounds if every.rounds is not None else duration // every.seconds)
-    return Schedule(round_s, set_by, rounds, duration, evaluations, rounds * per_round)
+    idle_events = (
+        idle_event_rate(scenario, duration, rounds).events(duration, rounds)
+        if idle and engine_choice(scenario).idle_events
+        else 0.0
+    )
+    return Schedule(round_s, set_by, rounds, duration, evaluations, rounds * per_round + idle_events, idle_events)
 
 
-def check_schedule(scenario: Scenario, work: Workload | None = None) -> list[tuple[str, str]]:
-    """(path, message) for a run whose estimated evaluations or event log are past their bounds."""
-    schedule = estimate_schedule(scenario, work)
+def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bool = True) -> list[tuple[str, str]]:
+    """(path, message) for a run whose estimated evaluations or event log are past their bounds (``idle``: as
+    :func:`estimate_schedule`'s)."""
+    schedule = estimate_schedule(scenario, work, idle=idle)
     if schedule.rounds is None:
         return []
     stop, problems = scenario.stop, []
@@ -118,15 +130,29 @@ def check_schedule(scenario: Scenario, work: Workload | None = None) -> list[tup
         )
     log_bytes = schedule.events * BYTES_PER_EVENT
     if log_bytes > MAX_EVENT_LOG_BYTES:
+        mostly_idle = schedule.idle_events > schedule.events / 2
         problems.append(
             (
-                "stop.sim_time" if timed else "stop.rounds",
+                "events.idle_devices" if mostly_idle else "stop.sim_time" if timed else "stop.rounds",
                 f"{how_many} would log about {_count(schedule.events)} engine events (~{size(log_bytes)} "
-                f"in memory); netfl refuses an event log over {size(MAX_EVENT_LOG_BYTES)} (about "
-                f"{_count(MAX_EVENT_LOG_BYTES / BYTES_PER_EVENT)} events): stop sooner, or make rounds longer",
+                f"in memory{_of_them(schedule)}); netfl refuses an event log over {size(MAX_EVENT_LOG_BYTES)} "
+                f"(about {_count(MAX_EVENT_LOG_BYTES / BYTES_PER_EVENT)} events): "
+                + (
+                    "set events: {idle_devices: false} (idle devices then log nothing), or stop sooner"
+                    if mostly_idle
+                    else "stop sooner, or make rounds longer"
+                ),
             )
         )
     return problems
+
+
+def _of_them(schedule: Schedule) -> str:
+    return (
+        f", {_count(schedule.idle_events)} of them idle devices' online/offline, plugs and use"
+        if schedule.idle_events
+        else ""
+    )
 
 
 def _job_s(group: DeviceGroupSpec, work: Workload) -> float:

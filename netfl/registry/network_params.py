@@ -30,6 +30,10 @@ __all__ = ["SERVER", "MediumSpec", "NodeSpec", "RamSpec", "WiredLinkSpec"]
 SERVER = "server"
 
 
+#: slotted_aloha's binary exponential backoff halves a device's q at most this many times (q/1024 at the floor).
+BACKOFF_STAGES = 10
+
+
 class MediumSpec(Strict):
     """How the devices attached to a node share its uplink (see netfl/sim/medium.py)."""
 

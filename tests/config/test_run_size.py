@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from cli_support import TINY, assert_user_error, run
 
@@ -46,7 +47,10 @@ def test_the_schedule_estimate_by_hand(tmp_path: Path) -> None:
     assert two_rounds.round_s == pytest.approx(TINY_JOB_S)  # no deadline: the job, 4.22 ms
     assert two_rounds.rounds == 2
     assert two_rounds.evaluations == 2 + 2  # the initial, one per round (eval.every: 1), the final
-    assert two_rounds.events == 2 * (2 + 7 * 4)  # all 4 devices each round: a start and an aggregate, 7 per job
+    # all 4 devices each round: a start and an aggregate, 7 per job; and the 4 always-on boards' "online" at time 0
+    # (idle devices' events: logged by default below 10^4 devices)
+    assert two_rounds.events == 2 * (2 + 7 * 4) + 4
+    assert two_rounds.idle_events == 4
     ten_seconds = estimate_schedule(tiny(tmp_path, "stop={sim_time: 10s}", "eval.every=1s"))
     assert ten_seconds.rounds == pytest.approx(10 / TINY_JOB_S)
     assert ten_seconds.evaluations == 2 + 10
@@ -54,7 +58,7 @@ def test_the_schedule_estimate_by_hand(tmp_path: Path) -> None:
     assert (paced.round_s, paced.round_set_by, paced.rounds) == (2.0, "the interval", 5)
     buffered = estimate_schedule(tiny(tmp_path, "stop={sim_time: 10s}", "server.mode=async", "server.async.buffer=2"))
     assert buffered.round_s == pytest.approx(2 * TINY_JOB_S / 4)  # 2 updates from 4 devices working at once
-    assert buffered.events == pytest.approx(10 / buffered.round_s * (2 + 7 * 2))
+    assert buffered.events == pytest.approx(10 / buffered.round_s * (2 + 7 * 2) + 4)
     timeless = estimate_schedule(tiny(tmp_path, "stop={sim_time: 10s}", "devices[0].link={uplink: 1e300}"))
     assert timeless.rounds == pytest.approx(10 / (3 * 1290 * 16 / 1e9))
 
@@ -95,7 +99,80 @@ def test_validate_states_the_estimate(tmp_path: Path) -> None:
     path = tmp_path / "tiny.yaml"
     path.write_text(TINY)
     result = run("validate", path)
-    assert "estimate   about 2 rounds, 4 evaluations and 60 engine events (~11.7 KiB)" in result.stdout
+    assert "estimate   about 2 rounds, 4 evaluations and 64 engine events (~12.5 KiB, 4 of them idle devices')" in (
+        result.stdout
+    )
+
+
+NIGHTS = "devices[0].availability={policy: daily, start: '22:00', end: '07:00'}"
+
+
+def test_idle_devices_events_by_hand(tmp_path: Path) -> None:
+    """100 boards online from 22:00 to 07:00 over two days: each online at midnight, then off at 07:00 and on at
+    22:00 each day -- 100 + 4 x 100 events, whatever the rounds."""
+    days = estimate_schedule(
+        tiny(tmp_path, "devices[0].count=100", NIGHTS, "stop={sim_time: 2d}", "server.round.interval=1h")
+    )
+    assert days.idle_events == 100 + 4 * 100
+    left_out = tiny(
+        tmp_path,
+        "devices[0].count=100",
+        NIGHTS,
+        "stop={sim_time: 2d}",
+        "server.round.interval=1h",
+        "events.idle_devices=false",
+    )
+    assert estimate_schedule(left_out).idle_events == 0
+    per_round = estimate_schedule(
+        tiny(tmp_path, "devices[0].count=100", "devices[0].availability={policy: bernoulli, p: 0.5}")
+    )
+    # independent rounds at p = 1/2 flip a device at a round with probability 2 p (1 - p) = 1/2; a sample of 100
+    assert per_round.idle_events - 100 * per_round.rounds / 2 == pytest.approx(50, abs=25)
+
+
+def test_the_estimate_of_idle_events_is_near_the_events_a_run_logs(tmp_path: Path) -> None:
+    """Sessions of availability and of the owner's use on 40 boards for 6 simulated hours."""
+    settings = (
+        "devices[0].count=40",
+        "devices[0].availability={policy: sessions, on: {exponential: {mean: 20min}}, "
+        "off: {exponential: {mean: 40min}}}",
+        "devices[0].usage=phone",
+        "devices[0].battery={capacity: 55kJ}",
+        "stop={sim_time: 6h}",
+        "server.round.interval=10min",
+        "eval.every=6h",
+    )
+    estimate = estimate_schedule(tiny(tmp_path, *settings)).idle_events
+    out = tmp_path / "out"
+    assert (
+        run("simulate", tmp_path / "tiny.yaml", *[a for s in settings for a in ("--set", s)], "--out", out).exit_code
+        == 0
+    )
+    kinds = pq.read_table(out / "events.parquet", columns=["kind"]).column("kind").to_pylist()
+    logged = sum(kind in ("online", "offline", "use_start", "use_end") for kind in kinds)
+    assert estimate == pytest.approx(logged, rel=0.2), (estimate, logged)
+
+
+def test_a_world_whose_idle_events_would_fill_memory_is_refused_with_the_way_out(tmp_path: Path) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    phones = ("--set", "devices[0].count=3000000", "--set", NIGHTS, "--set", "stop={sim_time: 400d}")
+    hourly = (
+        "--set",
+        "server.round.interval=1h",
+        "--set",
+        "server.round.participants=10",
+        "--set",
+        "eval.every=10d",
+        "--set",
+        "task.dataset.partition={kind: iid, samples_per_client: 1}",
+    )
+    assert_user_error(
+        run("validate", path, *phones, *hourly, "--set", "events.idle_devices=true"),
+        "events.idle_devices: about 9,600 rounds",
+        "set events: {idle_devices: false} (idle devices then log nothing), or stop sooner",
+    )
+    assert run("validate", path, *phones, *hourly).exit_code == 0  # above 10^4 devices: not logged by default
 
 
 def study(tmp_path: Path, text: str) -> Path:
@@ -140,13 +217,14 @@ def test_max_runs_raises_the_bound(tmp_path: Path) -> None:
 
 
 def test_a_study_of_long_runs_is_refused_by_their_events_together(tmp_path: Path) -> None:
-    """Two runs of 10^6 rounds (30 events each): 6e7 events, past 2 runs' allowance, within 10 runs'."""
+    """Two runs of 10^6 rounds (30 events each, and 4 at the start): 6e7 events, past 2 runs' allowance, within 10
+    runs'."""
     path = study(tmp_path, "set: {stop.rounds: 1000000}\nseeds: 2\n")
     assert_user_error(
         run("sweep", path, "--max-runs", "2", "--dry-run"),
         "the study's 2 runs would log about 6e+07 engine events in all (up to 3e+07 for one run: study, seed 1)",
         f"refuses more than {2 * RUN_EVENTS_ALLOWANCE:.2g}",
-        "--max-runs 6",
+        "--max-runs 7",  # 6e7 events and the boards' 4 onlines at the start of each run
     )
     assert run("sweep", path, "--max-runs", "10", "--dry-run").exit_code == 0
 

@@ -72,7 +72,16 @@ def test_registry_and_errors():
     with pytest.raises(ValueError, match="a tdma medium is built from a declaration of kind tdma, not fdma"):
         MEDIA["tdma"](env, MediumSpec(kind="fdma"))
     with pytest.raises(ValueError, match="q_min <= q"):
-        medium("slotted_aloha", env, q=1 / 2048, rng=np.random.default_rng(0))
+        medium("slotted_aloha", env, q=1 / 2048, q_min=1 / 1024, rng=np.random.default_rng(0))
+
+
+def test_the_backoff_floor_is_q_over_1024_whatever_q():
+    """The declaration's rule (halved down to q/1024): a q below 1/1024 is accepted by the schema and runs."""
+    for q in (0.5, 1 / 4096):
+        aloha = medium(
+            "slotted_aloha", simpy.Environment(), q=q, backoff="binary_exponential", rng=np.random.default_rng(0)
+        )
+        assert aloha.q_min == q / 1024
 
 
 # ------------------------------------------------------------ dedicated

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from netfl.registry.network_params import MediumSpec
+from netfl.registry.network_params import BACKOFF_STAGES, MediumSpec
 from netfl.sim.channel import Channel
 from netfl.sim.medium.base import Medium, RadioHooks, TxReport, _empty_report, _energy
 
@@ -67,12 +67,14 @@ class SlottedAlohaMedium(Medium):
 
     kind = "slotted_aloha"
 
-    def __init__(self, env: simpy.Environment, spec: MediumSpec, *, q_min: float = 1.0 / 1024, **kw: Any):
+    def __init__(self, env: simpy.Environment, spec: MediumSpec, *, q_min: float | None = None, **kw: Any):
+        """``q_min``: the backoff's floor; ``q / 2**BACKOFF_STAGES`` (the declaration's q/1024) if None."""
         super().__init__(env, spec, **kw)
         if self.rng is None:
             raise ValueError("slotted_aloha medium needs rng (a seeded numpy Generator)")
         if spec.rate is None:
             raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
+        q_min = spec.q / 2**BACKOFF_STAGES if q_min is None else q_min
         if not 0 < q_min <= spec.q:
             raise ValueError(f"slotted_aloha needs 0 < q_min <= q <= 1, got q={spec.q!r}, q_min={q_min!r}")
         self.slot_s = spec.packet_bits / spec.rate
