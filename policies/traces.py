@@ -70,7 +70,7 @@ class FedScaleModel(TraceModel):
     ``(n + client_offset) mod count``, repeating every client's ``finish_time``."""
 
     def _trace(self, params: Any, path: Path, first: int) -> tuple[Toggles, np.ndarray]:
-        self.trace = load_fedscale(path, trusted=params.trust_pickle)
+        self.trace = load_fedscale(path, trusted=params.trust_pickle)  # kept: a device names its client id
         count = self.trace.count
         return self.trace.toggles, ((first + params.client_offset) % count + np.arange(self.n)) % count
 
