@@ -17,7 +17,9 @@ change of any rows at any times by a binary search vectorised over the rows.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -169,14 +171,32 @@ def _first_above(points: np.ndarray, lo: np.ndarray, hi: np.ndarray, x: np.ndarr
 
 
 class TraceModel(PopulationModel):
-    """A device group replaying rows of a trace: device j replays ``rows[j]`` from time 0."""
+    """A device group replaying rows of a trace: device j replays ``rows[j]`` from time 0. A subclass reads its
+    kind of trace file (:meth:`_trace`)."""
 
     placed = True  # reads a file relative to the topology, and replays rows by the devices' indices
 
-    def _replay(self, toggles: Toggles, rows: np.ndarray) -> None:
+    def __init__(
+        self,
+        params: Any,
+        n: int,
+        key: int,
+        label_mix: np.ndarray,
+        seed: int,
+        *,
+        base_dir: Path | None = None,
+        first: int = 0,
+    ):
+        super().__init__(n, key, params)
+        toggles, rows = self._trace(params, self.resolve(params.file, base_dir), first)
         self.toggles, self.rows = toggles, np.asarray(rows, dtype=np.int64)
         state, self.cycle, self.pos, change = toggles.seek(self.rows, np.zeros(self.n))
         self.state[:], self.change[:] = state, change
+
+    @abstractmethod
+    def _trace(self, params: Any, path: Path, first: int) -> tuple[Toggles, np.ndarray]:
+        """The trace in the file ``path`` and the row each of the group's n devices replays (device j is the
+        scenario's device ``first + j``)."""
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         self.cycle[due], self.pos[due], change = self.toggles.step(self.rows[due], self.cycle[due], self.pos[due])

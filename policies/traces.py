@@ -34,7 +34,7 @@ from pydantic import Field
 from netfl.errors import PolicyError
 from netfl.policies.base import PolicyParams
 from netfl.policies.rows import SessionRow
-from netfl.policies.trace_arrays import TraceModel, merge_intervals
+from netfl.policies.trace_arrays import Toggles, TraceModel, merge_intervals
 from netfl.policies.trace_files import PICKLE_REFUSED, load_csv, load_fedscale
 from netfl.units import Seconds
 
@@ -69,21 +69,10 @@ class FedScaleModel(TraceModel):
     """A device group replaying a FedScale trace: device n (the scenario's index) replays sorted client
     ``(n + client_offset) mod count``, repeating every client's ``finish_time``."""
 
-    def __init__(
-        self,
-        params: Any,
-        n: int,
-        key: int,
-        label_mix: np.ndarray,
-        seed: int,
-        *,
-        base_dir: Path | None = None,
-        first: int = 0,
-    ):
-        super().__init__(n, key, params)
-        self.trace = load_fedscale(self.resolve(params.file, base_dir), trusted=params.trust_pickle)
+    def _trace(self, params: Any, path: Path, first: int) -> tuple[Toggles, np.ndarray]:
+        self.trace = load_fedscale(path, trusted=params.trust_pickle)  # kept: a device names its client id
         count = self.trace.count
-        self._replay(self.trace.toggles, ((first + params.client_offset) % count + np.arange(n)) % count)
+        return self.trace.toggles, ((first + params.client_offset) % count + np.arange(self.n)) % count
 
 
 class FedScaleTrace(_TraceRow):
@@ -203,20 +192,9 @@ def fedscale_client_count(pickle_path: str | Path, *, allow_pickle: bool = False
 class IntervalTraceModel(TraceModel):
     """A device group replaying a CSV of intervals: device n (the scenario's index) replays the CSV's device n."""
 
-    def __init__(
-        self,
-        params: Any,
-        n: int,
-        key: int,
-        label_mix: np.ndarray,
-        seed: int,
-        *,
-        base_dir: Path | None = None,
-        first: int = 0,
-    ):
-        super().__init__(n, key, params)
-        trace = load_csv(self.resolve(params.file, base_dir))
-        self._replay(trace.toggles(params.period), trace.rows_of(first + np.arange(n, dtype=np.int64)))
+    def _trace(self, params: Any, path: Path, first: int) -> tuple[Toggles, np.ndarray]:
+        trace = load_csv(path)
+        return trace.toggles(params.period), trace.rows_of(first + np.arange(self.n, dtype=np.int64))
 
 
 class IntervalTrace(_TraceRow):

@@ -7,7 +7,7 @@ algorithm, with its fields' defaults, bounds and descriptions; unknown keys are 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -39,6 +39,17 @@ class StrategyParams(NoBooleanNumbers):
     """Base of every algorithm's parameters: unknown keys are errors."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    #: Keys a user may well give here by mistake, each refused with a message of its own: where it belongs, or why not.
+    refused_keys: ClassVar[dict[str, str]] = {}
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refused_keys(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key, message in cls.refused_keys.items():
+                if key in data:
+                    raise ValueError(message)
+        return data
 
 
 class FedAvgParams(StrategyParams):
@@ -132,16 +143,10 @@ class FedBuffParams(StrategyParams):
         "inverse_sqrt",
         description="w(s) of an update s model versions stale: 1/sqrt(1+s) (the paper's), or none (w = 1)",
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _k_is_the_servers(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "K" in data:
-            raise ValueError(
-                "FedBuff's buffer size K is the asynchronous server's: give it as server.async.buffer "
-                "(the server steps, and the model version advances, every K arrivals)"
-            )
-        return data
+    refused_keys = {
+        "K": "FedBuff's buffer size K is the asynchronous server's: give it as server.async.buffer "
+        "(the server steps, and the model version advances, every K arrivals)"
+    }
 
 
 class FedNovaParams(StrategyParams):

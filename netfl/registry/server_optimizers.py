@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from netfl.numbers import Float32
 from netfl.problems import params_problems
@@ -88,15 +88,9 @@ class YogiParams(StrategyParams):
     beta1: float = _beta1()
     beta2: float = _beta2()
     tau: float = _tau()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _no_bias_correction(cls, data: Any) -> Any:
-        if isinstance(data, dict) and "bias_correction" in data:
-            raise ValueError(
-                "bias_correction is Adam's (Kingma & Ba); Yogi, in Reddi et al. and its own paper, has none"
-            )
-        return data
+    refused_keys = {
+        "bias_correction": "bias_correction is Adam's (Kingma & Ba); Yogi, in Reddi et al. and its own paper, has none"
+    }
 
 
 SERVER_OPTIMIZERS: dict[str, Entry] = {

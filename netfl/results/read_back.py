@@ -20,20 +20,10 @@ import pyarrow.parquet as pq
 from netfl.errors import FileError
 from netfl.numbers import is_integer, is_number
 
+#: A run's outcome in summary.json: how far it got, and at what cost (the first of the numbers read back).
+OUTCOME_NUMBERS = ("rounds", "sim_time_s", "final_test_accuracy", "best_test_accuracy", "energy_j", "work_energy_j")
 #: summary.json numbers that are read back (a report tabulates them); a missing one (an older run) is NaN.
-SUMMARY_NUMBERS = (
-    "rounds",
-    "sim_time_s",
-    "final_test_accuracy",
-    "best_test_accuracy",
-    "energy_j",
-    "work_energy_j",
-    "updates_received",
-    "updates_applied",
-    "updates_dropped",
-    "bytes_up",
-    "bytes_down",
-)
+SUMMARY_NUMBERS = (*OUTCOME_NUMBERS, "updates_received", "updates_applied", "updates_dropped", "bytes_up", "bytes_down")
 #: metrics.csv columns a reader needs, and those it uses when present (energy_j: cumulative joules, newer runs).
 METRICS_REQUIRED = ("sim_time_s", "round", "test_accuracy")
 METRICS_OPTIONAL = ("test_loss", "participants", "energy_j", "work_energy_j")

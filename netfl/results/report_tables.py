@@ -26,17 +26,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from netfl.results.read_back import SUMMARY_NUMBERS
+from netfl.results.read_back import OUTCOME_NUMBERS, SUMMARY_NUMBERS
 from netfl.results.report_load import Run
 
 #: Per-run numbers averaged per case: summary.json's, plus updates_sent (devices.parquet's updates_delivered summed).
 CASE_NUMBERS = (
-    "rounds",
-    "sim_time_s",
-    "final_test_accuracy",
-    "best_test_accuracy",
-    "energy_j",
-    "work_energy_j",
+    *OUTCOME_NUMBERS,
     "updates_sent",
     "updates_received",
     "updates_dropped",

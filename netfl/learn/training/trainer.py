@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 
 import torch
 
@@ -167,66 +168,51 @@ class Trainer:
         """Each job's final vector (parameters, then any extras) and buffers, trained from ``start`` (and its
         buffers ``start_buffers`` or the job's own); the jobs of a fused or stacked call share a minibatch
         size and a correction pull."""
-        if self.path == "replicas":
-            return self._replicas.train(
+        # the replicas guard the module in the worker threads that run it; the other paths run it in this thread
+        with nullcontext() if self.path == "replicas" else self.guard():
+            if self.path == "reference":
+                return [self._train_reference(start, job, lr, weight_decay, start_buffers) for job in jobs]
+            train, parallel = self._trainer(start, jobs)
+            return train(
                 start,
                 self.x,
                 self.y,
                 jobs,
                 lr=lr,
                 weight_decay=weight_decay,
-                start_buffers=start_buffers,
-                parallel=parallel_map,
+                start_buffers=start_buffers if self.network.buffers else None,
+                parallel=parallel,
             )
-        with self.guard():
-            return self._train_here(start, jobs, lr=lr, weight_decay=weight_decay, start_buffers=start_buffers)
 
-    def _train_here(
-        self,
-        start: torch.Tensor,
-        jobs: Sequence[TrainJob],
-        *,
-        lr: float,
-        weight_decay: float,
-        start_buffers: torch.Tensor | None,
-    ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-        """The reference, fused and stacked paths, which run the module in this thread (or the fused kernel's
-        chunks in the worker threads, which never run the module itself)."""
-        if self.path == "reference":
-            out = []
-            for job in jobs:
-                if self.global_random:
-                    torch.manual_seed(job.seed)
-                buffers = job.buffers if job.buffers is not None else start_buffers
-                out.append(
-                    train_one(
-                        self.network,
-                        start,
-                        self.x,
-                        self.y,
-                        job.minibatches,
-                        lr=lr,
-                        weight_decay=weight_decay,
-                        buffers=buffers,
-                        extras=self.extras,
-                        correction=job.correction,
-                    )
-                )
-            return out
+    def _trainer(self, start: torch.Tensor, jobs: Sequence[TrainJob]) -> tuple[Callable, Callable | None]:
+        """The replicas', fused or stacked training function (``start``, data and jobs in, the jobs' final vectors
+        and buffers out), and the map that spreads its work over the worker threads (None: this thread)."""
+        if self.path == "replicas":
+            return self._replicas.train, parallel_map
         kernel = self.fused if self.path == "fused" else self._functional_kernel()
         per_chunk = jobs_per_chunk(self._per_job_bytes(start, jobs[0].minibatches.shape[1]), self.device)
+        # the fused kernel's chunks may train in the worker threads: they never run the module itself
         parallel = parallel_map if self.path == "fused" and self.device.type == "cpu" else None
-        return train_stacked(
-            kernel,
+        return partial(train_stacked, kernel, per_chunk=per_chunk), parallel
+
+    def _train_reference(
+        self, start: torch.Tensor, job: TrainJob, lr: float, weight_decay: float, start_buffers: torch.Tensor | None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One job alone through ``functional_call``, torch's generator seeded from it where the module draws."""
+        if self.global_random:
+            torch.manual_seed(job.seed)
+        buffers = job.buffers if job.buffers is not None else start_buffers
+        return train_one(
+            self.network,
             start,
             self.x,
             self.y,
-            jobs,
+            job.minibatches,
             lr=lr,
             weight_decay=weight_decay,
-            per_chunk=per_chunk,
-            start_buffers=start_buffers if self.network.buffers else None,
-            parallel=parallel,
+            buffers=buffers,
+            extras=self.extras,
+            correction=job.correction,
         )
 
     def _functional_kernel(self) -> FunctionalKernel:

@@ -22,6 +22,8 @@ default the client lr itself, which again means "add the weighted mean delta").
 
 from __future__ import annotations
 
+from abc import abstractmethod
+
 import torch
 
 from netfl.backend import RoundContext
@@ -29,7 +31,21 @@ from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, data_
 from netfl.registry.algorithm_params import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
 
 
-class FedAvg(Strategy):
+class _ServerStep(Strategy):
+    """``x <- x + eta * sum_k w_k delta_k`` over the updates that arrived (none: x stays), eta = ``server_lr``;
+    the rule is its weights ``w_k``."""
+
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+        if not updates:
+            return x
+        return x + self.params.server_lr * weighted_sum(updates, self.weights(updates), x)
+
+    @abstractmethod
+    def weights(self, updates: list[ClientUpdate]) -> list[float]:
+        """``w_k`` of each update that arrived (there is at least one)."""
+
+
+class FedAvg(_ServerStep):
     """FedAvg over the updates that arrived.
 
     Rule: ``x <- x + eta * sum_k w_k delta_k`` with ``w_k = n_k / sum_j n_j``
@@ -42,13 +58,11 @@ class FedAvg(Strategy):
     name = "fedavg"
     Params = FedAvgParams
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
-        if not updates:
-            return x
-        return x + self.params.server_lr * weighted_sum(updates, data_weights(updates, self.params.weighting), x)
+    def weights(self, updates: list[ClientUpdate]) -> list[float]:
+        return data_weights(updates, self.params.weighting)
 
 
-class FedAvgAll(Strategy):
+class FedAvgAll(_ServerStep):
     """FedAU's "average all" baseline: the arrived updates summed and divided by all N clients.
 
     Rule: ``x <- x + eta * (1/N) * sum_{k arrived} delta_k`` (a client that
@@ -60,14 +74,11 @@ class FedAvgAll(Strategy):
     name = "fedavg_all"
     Params = FedAvgAllParams
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
-        if not updates:
-            return x
-        n = self.num_clients
-        return x + self.params.server_lr * weighted_sum(updates, [1.0 / n] * len(updates), x)
+    def weights(self, updates: list[ClientUpdate]) -> list[float]:
+        return [1.0 / self.num_clients] * len(updates)
 
 
-class FedAvgKnown(Strategy):
+class FedAvgKnown(_ServerStep):
     """FedAU's "known participation statistics" baseline: inverse-probability weights.
 
     Rule: ``x <- x + eta * (1/N) * sum_{k arrived} delta_k / p_k`` with p_k the
@@ -86,12 +97,9 @@ class FedAvgKnown(Strategy):
     name = "fedavg_known"
     Params = FedAvgKnownParams
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
-        if not updates:
-            return x
+    def weights(self, updates: list[ClientUpdate]) -> list[float]:
         n = self.num_clients
-        weights = [1.0 / (n * self.probabilities[u.client]) for u in updates]
-        return x + self.params.server_lr * weighted_sum(updates, weights, x)
+        return [1.0 / (n * self.probabilities[u.client]) for u in updates]
 
 
 class FedAvgUnbiased(FedAvgKnown):
