@@ -42,7 +42,7 @@ from netfl.backend import CloudContext, RoundContext, TrainingBackend, Work
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.sim.device import Deadline, Device
 from netfl.sim.edge import EdgeServer, EdgeTier
-from netfl.sim.fleet import LazyFleet
+from netfl.sim.lazy_fleet import LazyFleet
 from netfl.sim.network import Network
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay

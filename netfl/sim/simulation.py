@@ -19,9 +19,11 @@ from netfl.registry.server_params import AsyncSpec
 from netfl.sim.device import Device, Usage
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
-from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, Handover, LazyFleet, fleet_energy_j
+from netfl.sim.fleet import EagerFleet, Fleet
+from netfl.sim.fleet_readings import DeviceStats, fleet_energy_j
 from netfl.sim.idle_events import IdleEvents
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
+from netfl.sim.lazy_fleet import Handover, LazyFleet
 from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay

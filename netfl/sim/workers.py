@@ -63,7 +63,7 @@ import simpy
 
 from netfl import keyed_random
 from netfl.distributions import Distribution
-from netfl.sim.fleet import LazyFleet
+from netfl.sim.lazy_fleet import LazyFleet
 
 
 class WorkerDraws:
@@ -99,7 +99,7 @@ _CHUNK = 64
 
 
 class ArrayArrivals:
-    """When each idle device of a :class:`~netfl.sim.fleet.LazyFleet` is next asked, and what it answers (see
+    """When each idle device of a :class:`~netfl.sim.lazy_fleet.LazyFleet` is next asked, and what it answers (see
     the module docstring).
 
     ``start(device, job)`` pulls and starts job number ``job`` of ``device`` (an actor by then) and returns the

@@ -17,7 +17,7 @@ from netfl import runner
 from netfl.api import from_dict
 from netfl.results import writer
 from netfl.results.writer import ROW_GROUP_ROWS, write_devices
-from netfl.sim.fleet import DeviceStats
+from netfl.sim.fleet_readings import DeviceStats
 
 
 def stats() -> DeviceStats:
