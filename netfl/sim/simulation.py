@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
 from netfl.policies.rows import Lookahead, SessionRow
 from netfl.registry.server_params import AsyncSpec
+from netfl.sim.async_server import AsyncServer
 from netfl.sim.device import Device, Usage
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.edge import EdgeServer, EdgeTier
@@ -27,7 +28,7 @@ from netfl.sim.lazy_fleet import Handover, LazyFleet
 from netfl.sim.network import Attachments, Counters, Network, ram_weights
 from netfl.sim.recorder import SERVER, EventRecorder
 from netfl.sim.relay import RamRelay
-from netfl.sim.server import AsyncServer, SyncServer
+from netfl.sim.sync_server import SyncServer
 from netfl.sim.timeline import Timeline
 from netfl.sim.watchdog import WatchedEnvironment, event_limit
 from netfl.sim.workers import WorkerDraws
@@ -157,7 +158,7 @@ class Simulation:
         parts = (self.env, self.devices, backend, self.recorder, self.network)
         if isinstance(world.server, AsyncSpec):
             draws = WorkerDraws(streams.integer_seed("workers"), world.server.pause, world.server.local_steps)
-            self.server = AsyncServer(*parts, world.server, draws, reads_at=self._reads_at, **common)
+            self.server = AsyncServer(*parts, world.server, draws=draws, reads_at=self._reads_at, **common)
         else:
             self.server = SyncServer(*parts, world.server, relays=self.relays, edges=self.edges, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None

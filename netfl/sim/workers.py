@@ -2,7 +2,7 @@
 
 Every device is a worker that, whenever it is available, pulls the current
 model, trains its own number of local steps and sends the update back
-(:class:`~netfl.sim.server.AsyncServer`). What a worker draws -- the pause
+(:class:`~netfl.sim.async_server.AsyncServer`). What a worker draws -- the pause
 before each pull, the local steps of each job -- is keyed by (seed, device,
 job number) (:class:`WorkerDraws`), so a device's timing is the same whether
 the engine holds it as an actor or as a row, and does not depend on which
