@@ -45,6 +45,7 @@ class ServerBase:
         self.recorder = recorder
         self.network = network
         self.params = params
+        self.max_rounds = max_rounds
         self.stop_s = math.inf if stop_s is None else stop_s  # the run ends here (stop.sim_time)
         self.on_round_end = on_round_end
         self.round_index = 0  # the round in progress (or next to start); = the global model version
