@@ -29,8 +29,9 @@ import pandas as pd
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
 from netfl.config.schema import DatasetSpec, ModelSpec
 from netfl.results.claim import claim_out_dir
+from netfl.results.events_file import events_frame
+from netfl.results.metrics_file import metrics_columns
 from netfl.results.tracking import check_tracking, tracking_of
-from netfl.results.writer import events_frame, metrics_columns
 from netfl.runner import RunOutcome, device_columns, run_scenario
 
 __all__ = ["Result", "from_dict", "load", "run", "with_own"]

@@ -91,8 +91,9 @@ EVENT_FIELDS: dict[str, type] = {
 }
 
 #: The events one job logs, in order, when nothing stops it (``kind`` column): the server starts it, with ``selected``
-#: in a synchronous round or ``pull`` when an asynchronous worker takes the model (netfl/sim/server.py); the device's
-#: task logs the rest (netfl/sim/device/task.py). The schedule estimate (netfl/config/schedule.py) counts them.
+#: in a synchronous round (netfl/sim/sync_server.py) or ``pull`` when an asynchronous worker takes the model
+#: (netfl/sim/async_server.py); the device's task logs the rest (netfl/sim/device/task.py). The schedule estimate
+#: (netfl/config/schedule.py) counts them.
 JOB_EVENTS: dict[str, tuple[str, ...]] = {
     mode: (first, "download_start", "download_end", "train_start", "train_end", "upload_start", "upload_end")
     for mode, first in (("sync", "selected"), ("async", "pull"))

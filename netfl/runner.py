@@ -28,7 +28,7 @@ from netfl.results.row_table import RowTable
 from netfl.results.tracking import Label, Tracking, check_tracking, track_run, tracking_of
 from netfl.results.writer import write_run
 from netfl.signals import Interrupted, signals_deferred
-from netfl.sim.fleet import NOT_FL, summed
+from netfl.sim.fleet_readings import NOT_FL, summed
 from netfl.sim.simulation import SimulationResult
 from netfl.version import __version__
 

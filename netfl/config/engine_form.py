@@ -1,7 +1,7 @@
 """Which form of the engine holds the devices, and why: one engine, chosen for the user.
 
 The engine holds a device as a row of arrays while it is idle and as a SimPy
-actor while it works (netfl/sim/idle_rows.py, netfl/sim/fleet.py): the
+actor while it works (netfl/sim/idle_rows.py, netfl/sim/lazy_fleet.py): the
 *array form*, exact and cheap at any scale. The *actor form* keeps every
 device an actor from the start; it is used only where a feature still needs
 it, which this module names, so that ``netfl validate`` can say which form a

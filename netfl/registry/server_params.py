@@ -1,6 +1,6 @@
 """The engine server's parameters, each declared once: ``server.round`` (:class:`RoundSpec`, read by
-:class:`netfl.sim.server.SyncServer`) and ``server.async`` (:class:`AsyncSpec`, read by
-:class:`netfl.sim.server.AsyncServer` and its workers).
+:class:`netfl.sim.sync_server.SyncServer`) and ``server.async`` (:class:`AsyncSpec`, read by
+:class:`netfl.sim.async_server.AsyncServer` and its workers).
 
 A field is the whole declaration: its YAML key, its unit (a :mod:`netfl.units` type: ``"2min"`` arrives as 120.0
 seconds), its default, its bounds and its description. The scenario's schema takes these classes as the types of

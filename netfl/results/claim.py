@@ -18,7 +18,7 @@ from pathlib import Path
 
 from netfl.errors import NetflError
 from netfl.results.folders import RUN, kinds_of
-from netfl.results.writer import check_out_dir, process_alive
+from netfl.results.staging import check_out_dir, process_alive
 
 __all__ = ["Claim", "FolderBusy", "claim_folder", "claim_out_dir", "holder", "lock_path"]
 
@@ -127,7 +127,7 @@ def claim_out_dir(
     never lost to a folder that cannot take its results, nor to another run writing it).
 
     An earlier run there is replaced only with ``overwrite`` (never a report, a study or the user's files:
-    :func:`~netfl.results.writer.check_out_dir`); otherwise a folder the user ``chosen`` is an error, which
+    :func:`~netfl.results.staging.check_out_dir`); otherwise a folder the user ``chosen`` is an error, which
     names ``overwrite_option`` where the command has one, and a default folder (``results/<name>``) becomes the
     first free ``results/<name>-2``, ``-3``...
     """

@@ -25,7 +25,7 @@ from netfl.results.report_ranking import evaluation_spacing, paired_table, rank
 from netfl.results.report_tables import cases_table, run_summary, runs_table
 from netfl.results.report_verdict import Verdict
 from netfl.results.report_world import device_timelines, world_over_time
-from netfl.results.writer import check_out_dir, replace_folder
+from netfl.results.staging import check_out_dir, replace_folder
 
 UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0}
 

@@ -2,7 +2,7 @@
 
 devices.parquet has a row per device: at ten million devices each derived column (the device numbers, the group
 names, the online fraction, the energy sums) is 80 MB or more. The writer asks for one row group at a time
-(:func:`netfl.results.writer.write_devices`), so that only that group's columns exist at once; the runner says
+(:func:`netfl.results.devices_file.write_devices`), so that only that group's columns exist at once; the runner says
 how a column is made (:func:`netfl.runner.device_columns`).
 """
 

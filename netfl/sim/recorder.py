@@ -158,7 +158,7 @@ class EventRecorder:
 
     def columns(self) -> dict[str, Any]:
         """The log's columns: lists for ``sim_time_s``, ``round``, ``device``, ``kind`` and ``detail``, a
-        :class:`Sparse` for each typed one (:func:`netfl.results.writer.events_frame` makes them whole)."""
+        :class:`Sparse` for each typed one (:func:`netfl.results.events_file.events_frame` makes them whole)."""
         return {
             "sim_time_s": self.times,
             "round": self.rounds,

@@ -12,20 +12,19 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
-from netfl.policies.rows import Lookahead, SessionRow
 from netfl.registry.server_params import AsyncSpec
-from netfl.sim.device import Device, Usage
-from netfl.sim.device_table import DeviceTable
-from netfl.sim.edge import EdgeServer, EdgeTier
-from netfl.sim.fleet import DeviceStats, EagerFleet, Fleet, Handover, LazyFleet, fleet_energy_j
+from netfl.sim.async_server import AsyncServer
+from netfl.sim.build import build_edges, build_fleet, build_relays
+from netfl.sim.device import Device
+from netfl.sim.fleet import EagerFleet, Fleet
+from netfl.sim.fleet_readings import DeviceStats, fleet_energy_j
 from netfl.sim.idle_events import IdleEvents
-from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
-from netfl.sim.network import Attachments, Counters, Network, ram_weights
+from netfl.sim.network import Attachments, Counters, Network
 from netfl.sim.recorder import SERVER, EventRecorder
-from netfl.sim.relay import RamRelay
-from netfl.sim.server import AsyncServer, SyncServer
+from netfl.sim.sync_server import SyncServer
 from netfl.sim.timeline import Timeline
 from netfl.sim.watchdog import WatchedEnvironment, event_limit
 from netfl.sim.workers import WorkerDraws
@@ -74,16 +73,6 @@ class SimulationResult:
         return fleet_energy_j(self.stats.energy_by_activity_j, work_only=True)
 
 
-def _usage_views(usage: list[UsageSetup | None], table: DeviceTable) -> list[Usage | None]:
-    """Each device's own use in the actor form: a view of its row of its group's usage model."""
-    views: list[Usage | None] = []
-    for setup, sl in zip(usage, table.group_slices()):
-        rows = Lookahead(setup.model) if setup is not None else None
-        for row in range(sl.stop - sl.start):
-            views.append(None if setup is None else Usage(SessionRow.row_of(rows, row), setup.spec))
-    return views
-
-
 class Simulation:
     """One world and the learner it drives, ready to :meth:`run`."""
 
@@ -106,108 +95,20 @@ class Simulation:
         self.network = Network(
             self.env, world.nodes, world.wires, Attachments(table, world.links, world.nodes, streams), streams, log
         )
-        usage = list(world.usage) if world.usage is not None else [None] * len(table.group_names)
-        if world.population is not None:
-            charging = list(world.charging) if world.charging is not None else [None] * len(usage)
-            groups = [GroupRows(*g) for g in zip(world.population, charging, usage)]
-
-            def make_device(index: int, handover: Handover) -> Device:
-                battery = table.battery(index, handover.level_j, self.env.now)
-                battery.charging = handover.charging
-                return Device(
-                    self.env,
-                    table.profile(index),
-                    battery,
-                    handover.policy,
-                    self.recorder,
-                    current_round,
-                    self.network,
-                    handover.charger,
-                    online=True,
-                    usage=handover.usage,
-                    using=handover.using,
-                )
-
-            self.devices: Fleet = LazyFleet(self.env, IdleRows(table, groups, self.idle_events), make_device)
-        else:
-            chargers = world.chargers if world.chargers is not None else [None] * len(table)
-            self.devices = EagerFleet(
-                [
-                    Device(
-                        self.env,
-                        table.profile(i),
-                        table.battery(i),
-                        policy,
-                        self.recorder,
-                        current_round,
-                        self.network,
-                        charger,
-                        usage=use,
-                    )
-                    for i, (policy, charger, use) in enumerate(
-                        zip(world.policies, chargers, _usage_views(usage, table))
-                    )
-                ]
-            )
-        self.relays = self._build_relays(log)
-        self.edges = self._build_edges(current_round)
+        self.devices: Fleet = build_fleet(self.env, world, self.network, self.recorder, current_round, self.idle_events)
+        self.relays = build_relays(world, self.network, log)
+        self.edges = build_edges(self.env, world, self.network, partial(log, SERVER))
         common = dict(max_rounds=world.stop.rounds, stop_s=world.stop.sim_time, on_round_end=self._round_ended)
         parts = (self.env, self.devices, backend, self.recorder, self.network)
         if isinstance(world.server, AsyncSpec):
             draws = WorkerDraws(streams.integer_seed("workers"), world.server.pause, world.server.local_steps)
-            self.server = AsyncServer(*parts, world.server, draws, reads_at=self._reads_at, **common)
+            self.server = AsyncServer(*parts, world.server, draws=draws, reads_at=self._reads_at, **common)
         else:
             self.server = SyncServer(*parts, world.server, relays=self.relays, edges=self.edges, **common)
         self.progress: Callable[[float, int, float | None], None] | None = None
         self.target_reached = self.env.event()  # succeeds at the first evaluation reaching stop.accuracy
         self.timeline = Timeline(table.group, table.group_names, self.recorder)
         self._grid_read_s = math.inf  # the next evaluation on the time grid (_evaluate_on_grid)
-
-    def _build_relays(self, log) -> dict[str, RamRelay]:
-        """A RAM relay for each node that has one, over the devices whose route to the server crosses it."""
-        relays = {}
-        groups = self.world.devices.group_slices()
-        for name, node in self.world.nodes.items():
-            if node.ram is None:
-                continue
-            behind: list[int] = []
-            for link, devices in zip(self.world.links, groups):
-                if name in self.network.path_nodes(link.node):
-                    behind += range(devices.start, devices.stop)
-            channels = (
-                [self.network.attachments[i].channel for i in behind]
-                if node.ram.rho == "channel_quality"
-                else [None] * len(behind)
-            )
-            weights = ram_weights(node.ram.rho, channels)
-            relays[name] = RamRelay(
-                name,
-                node.ram.mode,
-                dict(zip(behind, weights)),
-                self.world.streams.numpy("relay", name),
-                log,
-                node.ram.draw,
-            )
-        return relays
-
-    def _build_edges(self, current_round: Callable[[], int]) -> EdgeTier | None:
-        """The edge servers of hierarchical FL, and each device's: the first edge on its group's route."""
-        setup = self.world.hierarchy
-        if setup is None:
-            return None
-
-        def log(kind: str, detail: str = "", **fields) -> None:
-            self.recorder.log(self.env.now, current_round(), SERVER, kind, detail, **fields)
-
-        index = {name: i for i, name in enumerate(setup.edges)}
-        edges = [EdgeServer(self.env, name, i, setup.policies.get(name), log) for name, i in index.items()]
-        group_edge = [
-            next((index[n] for n in self.network.path_nodes(link.node) if n in index), -1) for link in self.world.links
-        ]
-        if min(group_edge) < 0:
-            raise ValueError("with edge servers, every device group's route to the server must cross an edge")
-        device_edges = [group_edge[g] for g in self.world.devices.group]
-        return EdgeTier(edges, device_edges, self.world.server.cloud_every, setup.model_bytes)
 
     def _round_ended(self, round_index: int) -> None:
         if self.idle_events is not None:

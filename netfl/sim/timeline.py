@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from netfl.sim.fleet import FleetState
+from netfl.sim.fleet_readings import FleetState
 from netfl.sim.recorder import EventRecorder
 
 #: The columns of timeline.parquet, in order, and their type.

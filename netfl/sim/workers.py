@@ -2,7 +2,7 @@
 
 Every device is a worker that, whenever it is available, pulls the current
 model, trains its own number of local steps and sends the update back
-(:class:`~netfl.sim.server.AsyncServer`). What a worker draws -- the pause
+(:class:`~netfl.sim.async_server.AsyncServer`). What a worker draws -- the pause
 before each pull, the local steps of each job -- is keyed by (seed, device,
 job number) (:class:`WorkerDraws`), so a device's timing is the same whether
 the engine holds it as an actor or as a row, and does not depend on which
@@ -63,7 +63,7 @@ import simpy
 
 from netfl import keyed_random
 from netfl.distributions import Distribution
-from netfl.sim.fleet import LazyFleet
+from netfl.sim.lazy_fleet import LazyFleet
 
 
 class WorkerDraws:
@@ -99,7 +99,7 @@ _CHUNK = 64
 
 
 class ArrayArrivals:
-    """When each idle device of a :class:`~netfl.sim.fleet.LazyFleet` is next asked, and what it answers (see
+    """When each idle device of a :class:`~netfl.sim.lazy_fleet.LazyFleet` is next asked, and what it answers (see
     the module docstring).
 
     ``start(device, job)`` pulls and starts job number ``job`` of ``device`` (an actor by then) and returns the

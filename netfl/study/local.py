@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from netfl.results.writer import recover_folder
+from netfl.results.staging import recover_folder
 from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan
 
@@ -199,7 +199,7 @@ def _run_in_child(
 def _end_with_the_driver() -> None:
     """A run never outlives its sweep: when the driver's process ends, however it ends (SIGKILL included), the
     pipe it holds to this process closes, and this process ends too (its folder is left for the next run into
-    it to clean up, :func:`~netfl.results.writer.clean_stale_staging`)."""
+    it to clean up, :func:`~netfl.results.staging.clean_stale_staging`)."""
     parent = multiprocessing.parent_process()
     if parent is None or parent.sentinel is None:
         return

@@ -29,8 +29,9 @@ from netfl.errors import NetflError
 from netfl.results.claim import claim_folder
 from netfl.results.folders import STUDY, describe, kinds_of, write_marker
 from netfl.results.read_back import STUDY_MARKER, read_summary
+from netfl.results.staging import replace_folder
 from netfl.results.tracking import Label, Tracking, check_tracking, track_run
-from netfl.results.writer import replace_folder, write_scenario
+from netfl.results.writer import write_scenario
 from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan, Study
 

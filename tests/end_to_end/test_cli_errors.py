@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 from cli_support import TINY, assert_user_error, run
 
+import netfl.results.staging as staging
 import netfl.results.writer as writer
 from netfl.errors import NetflError
 from netfl.sim.recorder import EventRecorder
@@ -396,8 +397,8 @@ def test_unusable_training_device(in_tmp: Path, device: str, expected: str) -> N
 def stage_as(out: Path, pid: int) -> None:
     """What process ``pid`` leaves beside ``out`` when killed while replacing it: netfl's marker, then staging."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    writer.staging_marker(out, pid).write_text(writer._marker_text(out, pid))
-    writer.staging_folders(out, pid)[0].mkdir()
+    staging.staging_marker(out, pid).write_text(staging._marker_text(out, pid))
+    staging.staging_folders(out, pid)[0].mkdir()
 
 
 def test_staging_left_by_a_killed_process_is_cleaned_and_a_parked_run_put_back(tmp_path: Path) -> None:
@@ -407,7 +408,7 @@ def test_staging_left_by_a_killed_process_is_cleaned_and_a_parked_run_put_back(t
     stage_as(out, dead)
     parked = tmp_path / "results" / f".fake.previous-{dead}"
     make_old_run(parked)
-    writer.clean_stale_staging(out)
+    staging.clean_stale_staging(out)
     assert sorted(p.name for p in (tmp_path / "results").iterdir()) == ["fake"]
     assert (out / "summary.json").exists()  # the earlier run, back in place
     stage_as(out, dead)

@@ -15,9 +15,9 @@ import pytest
 
 from netfl import runner
 from netfl.api import from_dict
-from netfl.results import writer
-from netfl.results.writer import ROW_GROUP_ROWS, write_devices
-from netfl.sim.fleet import DeviceStats
+from netfl.results import devices_file
+from netfl.results.devices_file import ROW_GROUP_ROWS, write_devices
+from netfl.sim.fleet_readings import DeviceStats
 
 
 def stats() -> DeviceStats:
@@ -79,7 +79,7 @@ def _whole_write(path, columns) -> None:
 def test_row_groups_written_one_at_a_time_give_the_bytes_of_one_whole_write(tmp_path, monkeypatch) -> None:
     """Two rows a group: three row groups, made from the totals one at a time, are the file pyarrow writes from
     the whole table with row groups of two rows."""
-    monkeypatch.setattr(writer, "ROW_GROUP_ROWS", 2)
+    monkeypatch.setattr(devices_file, "ROW_GROUP_ROWS", 2)
     rows = columns()
     write_devices(tmp_path / "parts.parquet", rows)
     whole = {name: rows[name] for name in rows}

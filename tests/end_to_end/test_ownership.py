@@ -12,7 +12,7 @@ import pytest
 from cli_support import TINY, assert_user_error, run
 
 from netfl.errors import NetflError
-from netfl.results import writer
+from netfl.results import staging, writer
 from netfl.results.read_back import STUDY_MARKER
 from netfl.study import load_study, run_sweep
 from netfl.study.local import LocalRunner
@@ -73,7 +73,7 @@ def test_a_look_alike_staging_folder_is_left_untouched(tmp_path: Path) -> None:
     writer.write_files(out, {"summary.json": b"{}"})
     assert [contents(folder) for folder in looks_like] == [{"summary.json": b'{"mine": true}\n'}] * 2
     assert contents(out) == {".netfl-run": contents(out)[".netfl-run"], "summary.json": b"{}"}
-    writer.recover_folder(out, DEAD)  # what a sweep does for a run that died: still nothing of theirs touched
+    staging.recover_folder(out, DEAD)  # what a sweep does for a run that died: still nothing of theirs touched
     assert all(folder.exists() for folder in looks_like)
 
 

@@ -12,8 +12,8 @@ from engine_support import FakeBackend, group
 from netfl.assemble import build_world, group_models, population_models
 from netfl.config import scenario_from_dict
 from netfl.rng import RandomStreams
-from netfl.sim.fleet import LazyFleet
 from netfl.sim.idle_rows import IdleRows
+from netfl.sim.lazy_fleet import LazyFleet
 from netfl.sim.simulation import Simulation
 from netfl.sim.workers import ArrayArrivals
 

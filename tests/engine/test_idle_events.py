@@ -21,7 +21,7 @@ from test_one_world import CHARGERS, POLICIES, USE, csv_trace, fedscale_trace, u
 from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.policies.population import AlwaysModel
 from netfl.registry.device_params import UsageSpec
-from netfl.results.writer import events_frame
+from netfl.results.events_file import events_frame
 from netfl.rng import RandomStreams
 from netfl.sim import idle_rows
 from netfl.sim.idle_events import KINDS, IdleEvents

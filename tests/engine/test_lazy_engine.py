@@ -17,7 +17,9 @@ from netfl.assemble import build_world, population_models
 from netfl.config.schema import Every
 from netfl.rng import RandomStreams
 from netfl.sim import idle_rows
-from netfl.sim.fleet import EagerFleet, LazyFleet, summed
+from netfl.sim.fleet import EagerFleet
+from netfl.sim.fleet_readings import summed
+from netfl.sim.lazy_fleet import LazyFleet
 from netfl.sim.simulation import Simulation
 
 

@@ -11,7 +11,9 @@ from engine_support import FakeBackend, simulate
 from test_lazy_engine import batteries_world, lazy, sessions_world
 
 from netfl.sim import timeline as timeline_module
-from netfl.sim.fleet import EagerFleet, FleetState, LazyFleet
+from netfl.sim.fleet import EagerFleet
+from netfl.sim.fleet_readings import FleetState
+from netfl.sim.lazy_fleet import LazyFleet
 from netfl.sim.recorder import EventRecorder
 from netfl.sim.simulation import Simulation
 from netfl.sim.timeline import Timeline

@@ -21,7 +21,7 @@ from netfl.config import scenario_from_dict
 from netfl.errors import ScenarioError
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.federation.algorithms.mmfl import optimal_probabilities
-from netfl.results.writer import events_frame
+from netfl.results.events_file import events_frame
 
 
 def mmfl(sizes: list[list[int]], **params):
