@@ -23,7 +23,6 @@ from netfl.policies.population import AlwaysModel
 from netfl.registry.device_params import UsageSpec
 from netfl.results.events_file import events_frame
 from netfl.rng import RandomStreams
-from netfl.sim import idle_rows
 from netfl.sim.idle_events import KINDS, IdleEvents
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.recorder import EventRecorder
@@ -185,7 +184,7 @@ def test_the_log_is_in_time_order_whatever_the_step(monkeypatch) -> None:
     before that round's start, in its round, as the actor form logs them."""
     sc = world(POLICIES["markov"], count=40, rounds=30, charging=CHARGERS["daily"], usage=USE)
     whole_sim, _ = run(sc, "arrays")
-    monkeypatch.setattr(idle_rows, "_ROWS_PER_STEP", 3)
+    monkeypatch.setattr(IdleRows, "ROWS_PER_STEP", 3)
     stepped_sim, _ = run(sc, "arrays")
     frame = events_frame(whole_sim.recorder.columns())
     assert frame.equals(events_frame(stepped_sim.recorder.columns()))

@@ -16,9 +16,9 @@ from engine_support import WORK_KINDS, FakeBackend, events, group, scenario, sim
 from netfl.assemble import build_world, population_models
 from netfl.config.schema import Every
 from netfl.rng import RandomStreams
-from netfl.sim import idle_rows
 from netfl.sim.fleet import EagerFleet
 from netfl.sim.fleet_readings import summed
+from netfl.sim.idle_rows import IdleRows
 from netfl.sim.lazy_fleet import LazyFleet
 from netfl.sim.simulation import Simulation
 
@@ -277,7 +277,7 @@ def test_the_rows_taken_a_few_at_a_time_give_the_same_run(monkeypatch) -> None:
     a bounded step of rows at a time; steps of two rows give the run of one step, to the bit."""
     sc = _on_a_grid(batteries_world(), 0.7)
     whole, whole_energy, whole_result = _run("lazy", sc)
-    monkeypatch.setattr(idle_rows, "_ROWS_PER_STEP", 2)
+    monkeypatch.setattr(IdleRows, "ROWS_PER_STEP", 2)
     stepped, stepped_energy, stepped_result = _run("lazy", sc)
     assert whole == stepped and whole_energy == stepped_energy and len(whole_energy) > 50
     assert whole_result.timeline.columns() == stepped_result.timeline.columns()

@@ -312,11 +312,10 @@ def test_partial_work_plans_alike_in_both_forms() -> None:
 def test_the_array_form_gives_the_same_world_whatever_its_step(monkeypatch) -> None:
     """Rows are taken through their changes a bounded step of devices at a time (netfl/sim/idle_rows.py): the
     step's size changes nothing, since every device's changes are its own."""
-    from netfl.sim import idle_rows
 
     sc = world(POLICIES["sessions"], count=40, rounds=30, charging=CHARGERS["daily"], usage=USE)
     whole_sim, whole = run(sc, "arrays")
-    monkeypatch.setattr(idle_rows, "_ROWS_PER_STEP", 3)
+    monkeypatch.setattr(IdleRows, "ROWS_PER_STEP", 3)
     stepped_sim, stepped = run(sc, "arrays")
     assert rounds(whole_sim) == rounds(stepped_sim) and work(whole_sim) == work(stepped_sim)
     for name in ("online_time_s", "charged_j", "battery_fraction", "tasks_started"):
