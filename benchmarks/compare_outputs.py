@@ -6,10 +6,11 @@ A redesign that must change no result is checked with it: record on the old tree
     python benchmarks/compare_outputs.py compare DIR_A DIR_B
 
 ``record`` runs each item (below) with ``stop.rounds=ROUNDS`` (a world of more than 2 000 devices in a group
-shrunk to 2 000; see ``SHRINK``) and keeps its ``events.parquet``, ``metrics.csv`` and ``devices.parquet`` in
-``DIR/<item>/``. The items are every topology in topologies/, every topology and study in examples/ and
-docs/studies/ (each case and grid point of a study with its first seed only). ``compare`` exits 0 when the two
-folders hold the same items with the same files, byte for byte, and 1 otherwise, naming each file that differs.
+shrunk to 2 000, in the engine's form and with the event log it has at full size; see ``SHRINK``) and keeps its
+``events.parquet``, ``metrics.csv`` and ``devices.parquet`` in ``DIR/<item>/``. The items are every topology in
+topologies/, every topology and study in examples/ and docs/studies/ (each case and grid point of a study with its
+first seed only). ``compare`` exits 0 when the two folders hold the same items with the same files, byte for byte,
+and 1 otherwise, naming each file that differs.
 
 The comparison is of bytes, parquet files included: pyarrow writes no time stamp or host into a file, so the
 same table written by the same pyarrow gives the same bytes (tests/end_to_end/test_determinism.py relies on it
@@ -83,12 +84,17 @@ def runs(item: Item, rounds: int) -> Iterator[tuple[str, object]]:
 
 
 def _shrunk(scenario, item: Item, rounds: int):
-    """``scenario`` with no group of more than MAX_GROUP devices (reloaded through --set paths, so validated)."""
+    """``scenario`` with no group of more than MAX_GROUP devices (reloaded through --set paths, so validated), in
+    the form of the engine it has at full size: idle devices' events, logged by default only below
+    IDLE_EVENTS_BELOW devices (and then by actors), stay as the full-size world has them."""
     big = [f"devices[{i}].count={MAX_GROUP}" for i, group in enumerate(scenario.devices) if group.count > MAX_GROUP]
     if not big:
         return scenario
     from netfl.config import load_scenario
+    from netfl.config.engine_form import idle_events
 
+    if scenario.events.idle_devices is None:
+        big.append(f"events.idle_devices={str(idle_events(scenario)).lower()}")
     if item.study:
         raise SystemExit(f"{item.path}: a study of more than {MAX_GROUP} devices in a group is not shrunk here")
     return load_scenario(item.path, overrides=[*item.overrides(rounds), *big])
