@@ -154,17 +154,10 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
     gantt = device_timelines(runs, names)
     if gantt is not None:
         figures.append(("device_timeline.png", "Device timelines", gantt[1], gantt[0]))
-    scatter = plots.participation(runs, names, colours)
-    if scatter is not None:
-        figures.append(
-            (
-                "participation.png",
-                "Participation per device",
-                "One panel per case, one dot per device and seed (devices.parquet): updates it delivered against "
-                "the share of the run it was online.",
-                scatter,
-            )
-        )
+    participation = plots.participation(runs, names, colours)
+    if participation is not None:
+        png, caption = participation
+        figures.append(("participation.png", "Participation per device", caption, png))
     histograms = _staleness_by_case(runs)
     if histograms:
         fresh = [name for name in names if name not in histograms]

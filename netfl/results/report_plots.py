@@ -174,9 +174,9 @@ def grid_of(
     return fig, axes[:panels]
 
 
-def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, tuple]) -> bytes | None:
+def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, tuple]) -> tuple[bytes, str] | None:
     """One panel per case (overlaid, the cases' dots would hide each other): updates each device delivered against
-    the share of the run it was online, every seed."""
+    the share of the run it was online, every seed; and the figure's caption."""
     rng = np.random.default_rng(0)  # which devices are shown when there are too many: the same every time
     shown = []
     for case in cases:
@@ -190,6 +190,9 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
             shown.append((case, members, pd.concat(frames, ignore_index=True)))
     if not shown:
         return None
+    online = np.concatenate([devices["online_fraction"].to_numpy(dtype=float) for _, _, devices in shown])
+    if np.ptp(online) < 1e-9:  # every device online for the same share of its run (the whole run, say): a histogram
+        return _updates_histograms(shown, colours, float(online[0]))
     fig, axes = grid_of(len(shown), "time online (% of the run)", "updates delivered")
     for ax, (case, members, devices) in zip(axes, shown):
         note = ""
@@ -205,10 +208,36 @@ def participation(runs: Sequence[Run], cases: Sequence[str], colours: dict[str, 
             edgecolors="none",
         )
         ax.set_title(seeds_label(case, members) + note, fontsize=8)
+        ax.set_xlim(-3, 103)  # a share of the run: never past 100 %
         ax.grid(alpha=0.3)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     fig.suptitle("Participation per device: one dot per device and seed", fontsize=11)
-    return _png(fig)
+    return _png(fig), (
+        "One panel per case, one dot per device and seed (devices.parquet): updates it delivered against the share "
+        "of the run it was online."
+    )
+
+
+def _updates_histograms(shown: list, colours: dict[str, tuple], online: float) -> tuple[bytes, str]:
+    """Where every device was online for the same share of the run, online time tells the devices nothing apart:
+    one panel per case of how many devices (every seed) delivered each number of updates."""
+    fig, axes = grid_of(len(shown), "updates delivered", "devices")
+    most = max(int(devices["updates_delivered"].max()) for _, _, devices in shown)
+    bins = np.arange(-0.5, most + 1.5, max(1, math.ceil((most + 1) / 40)))  # whole numbers, at most 40 bars
+    for ax, (case, members, devices) in zip(axes, shown):
+        ax.hist(devices["updates_delivered"], bins=bins, color=colours[case], alpha=0.8)
+        ax.set_title(seeds_label(case, members), fontsize=8)
+        ax.grid(alpha=0.3)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.suptitle(
+        f"Participation per device: every device was online {100 * online:.0f} % of the run; updates each delivered",
+        fontsize=11,
+    )
+    return _png(fig), (
+        f"One panel per case (devices.parquet, every seed): how many devices delivered each number of updates. Every "
+        f"device was online {100 * online:.0f} % of its run, so online time tells none apart."
+    )
 
 
 def staleness(histograms: dict[str, dict[int, int]], colours: dict[str, tuple]) -> bytes:

@@ -27,7 +27,8 @@ def refused(tmp_path: Path, text: str) -> str:
     started = time.perf_counter()
     with pytest.raises(ScenarioError) as caught:
         load_scenario(path)
-    assert time.perf_counter() - started < 5, "refusing took too long"
+    # a guard, not a speed target: expanding the bomb takes minutes and gigabytes; refusing it, well under a second
+    assert time.perf_counter() - started < 30, "refusing took too long"
     return str(caught.value)
 
 

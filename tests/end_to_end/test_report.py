@@ -15,8 +15,11 @@ import pytest
 import yaml
 from chromium_support import dom_of, needs_chromium, screenshot
 from cli_support import assert_user_error, run
+from matplotlib.axes import Axes
 
 import netfl
+from netfl.results import report_plots
+from netfl.results.report_load import Run
 from netfl.results.report_tables import mean_curve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -589,3 +592,23 @@ def test_readings_of_one_instant_are_merged() -> None:
     rows = pd.DataFrame({"sim_time_s": [0.0, 10.0, 10.0], "group": "g", "online": [3, 4, 6], "participated": [0, 5, 2]})
     merged = one_per_instant(rows)
     assert merged.to_dict("list") == {"sim_time_s": [0.0, 10.0], "online": [3, 6], "participated": [0, 7]}
+
+
+def _runs_with_devices(online: list[float]) -> list[Run]:
+    devices = pd.DataFrame({"online_fraction": online, "updates_delivered": [3, 0, 3, 7][: len(online)]})
+    return [Run(Path(f"r{seed}"), {}, pd.DataFrame(), devices, case="fedavg", seed=seed) for seed in (1, 2)]
+
+
+def test_participation_is_a_scatter_against_online_time_where_devices_differ_in_it() -> None:
+    png, caption = report_plots.participation(_runs_with_devices([0.2, 0.9, 1.0, 0.5]), ["fedavg"], {"fedavg": "C0"})
+    assert png.startswith(PNG_MAGIC) and "one dot per device and seed" in caption
+
+
+def test_participation_counts_updates_where_every_device_was_online_the_whole_run(monkeypatch) -> None:
+    """All at 100 %: a scatter would be one vertical line (docs/studies/slow-uplink); a histogram of updates instead,
+    its bars the devices of every seed that delivered each number of updates."""
+    bars = {}
+    monkeypatch.setattr(Axes, "hist", lambda self, x, bins, **kw: bars.update(x=list(x), bins=list(bins)))
+    png, caption = report_plots.participation(_runs_with_devices([1.0] * 4), ["fedavg"], {"fedavg": "C0"})
+    assert png.startswith(PNG_MAGIC) and "online 100 % of its run, so online time tells none apart" in caption
+    assert sorted(bars["x"]) == [0, 0, 3, 3, 3, 3, 7, 7] and bars["bins"] == [k - 0.5 for k in range(9)]

@@ -78,6 +78,11 @@ def simulate(tmp_path: Path, code: str, *, availability: str, battery: str = "")
     return result, time.perf_counter() - started
 
 
+#: A guard against a hang, not a speed target: the work is bounded by the events the messages count (a shared
+#: machine has taken 5.9 s for what takes 1 s alone).
+HANG_S = 60
+
+
 def test_a_user_policy_whose_clock_creeps_is_stopped_by_the_watchdog_and_named(tmp_path):
     result, seconds = simulate(tmp_path, CREEP, availability="pol.py:Creep")
     assert result.exit_code == 2, result.output
@@ -86,7 +91,7 @@ def test_a_user_policy_whose_clock_creeps_is_stopped_by_the_watchdog_and_named(t
     assert f"over {event_limit(2):,} events within 1 us" in result.output
     assert f"availability policy Creep ({tmp_path / 'pol.py'})" in result.output
     assert not (tmp_path / "out").exists()
-    assert seconds < 5
+    assert seconds < HANG_S
 
 
 def test_a_user_charger_that_wakes_at_now_is_refused_at_once(tmp_path):
@@ -94,7 +99,7 @@ def test_a_user_charger_that_wakes_at_now_is_refused_at_once(tmp_path):
     result, seconds = simulate(tmp_path, SAME_INSTANT, availability="always", battery=battery)
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "pol.py" in result.output and "Plug.next_wakeup(0) returned 0, which is not after now" in result.output
-    assert seconds < 5
+    assert seconds < HANG_S
 
 
 # ------------------------------------------------------------ worlds built in code (no user script, no guard)
@@ -162,4 +167,4 @@ def test_rounds_that_take_no_time_are_stopped_and_the_server_named():
         Simulation(_world(NeverRound, server=RoundSpec.model_construct(idle_wait=0.0)), FakeBackend()).run()
     assert "simulated time stopped advancing at 0 s" in str(err.value)
     assert "the server's rounds" in str(err.value)
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < HANG_S
