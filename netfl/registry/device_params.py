@@ -73,13 +73,16 @@ class PowerSpec(Strict):
     """
 
     compute: Watts = Field(2.0, ge=0, description="drawn while training, on top of idle")
-    transmit: Watts = Field(0.2, ge=0, description="drawn while uploading, on top of idle; half of it while receiving")
+    transmit: Watts = Field(0.2, ge=0, description="drawn while uploading, on top of idle")
+    receive: Watts | None = Field(
+        None, ge=0, description="drawn while downloading, on top of idle; half of transmit if omitted"
+    )
     idle: Watts = Field(0.05, ge=0, description="drawn at all times")
 
     @property
     def receive_w(self) -> float:
-        """Drawn while downloading, on top of idle."""
-        return self.transmit * RECEIVE_TO_TRANSMIT_POWER
+        """Drawn while downloading, on top of idle: ``receive``, or half of ``transmit`` without it."""
+        return self.receive if self.receive is not None else self.transmit * RECEIVE_TO_TRANSMIT_POWER
 
 
 class BatterySpec(Strict):
