@@ -61,6 +61,8 @@ def _value(value: Any, unit: Unit | None) -> str:
         return _call(getattr(value, next(iter(type(value).model_fields))), value.params)
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float) and math.isinf(value):
+        return "none (inf)"  # no deadline, no cap
     if unit is not None and isinstance(value, (int, float)):
         return unit.format(value)
     return _flow(value)
@@ -102,11 +104,14 @@ def _group(g: DeviceGroupSpec) -> str:
     """A device group: its size and policies, then each of its declared mappings (compute, power, battery, use,
     link) on a line of its own."""
     (_, top), *parts = _declared(g, skip=("group", "count"))
-    lines = _lines(f"  {g.group:<10} x{g.count}" + (":" if top else ""), top)
-    width = max(len(label) for label, _ in parts)
-    for label, items in parts:
-        lines += _lines(f"{'':<12} {label:<{width}}", items)
-    return "\n".join(lines)
+    return "\n".join(_lines(f"  {g.group:<10} x{g.count}" + (":" if top else ""), top) + _parts(parts))
+
+
+def _parts(parts: list[tuple[str, list[str]]], indent: int = 13) -> list[str]:
+    """Each declared mapping's line, indented under the one it belongs to, its values in a column."""
+    parts = [(label, items) for label, items in parts if items]  # a mapping of mappings (compression) has none
+    width = max((len(label) for label, _ in parts), default=0)
+    return [line for label, items in parts for line in _lines(f"{'':<{indent}}{label:<{width}}", items)]
 
 
 def _node(name: str, n: NodeSpec) -> str:
@@ -130,45 +135,17 @@ def _node(name: str, n: NodeSpec) -> str:
 
 
 def _server(s: Scenario) -> str:
+    """The algorithm and the mode, then the server's declared values: its round's (or its asynchronous mode's),
+    the compression's, the server optimiser."""
     server = s.server
-    algo = _call(server.algorithm.name, server.algorithm.params)
-    if server.mode == "async":
-        a = server.async_
-        steps = _dist(a.local_steps, None) if a.local_steps is not None else "the task's"
-        pause = f"; pause {format_duration(a.pause)}" if a.pause else ""
-        return f"server     {algo}, async: aggregate every {a.buffer} updates; local steps {steps}{pause}{_options(s)}"
+    mode = "async" if server.mode == "async" else "sync rounds"
     r = server.round
-    deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
-    interval = f"; a round at most every {format_duration(r.interval)}" if r.interval else ""
-    over = (
-        f" (over-commit {100 * r.over_commit:g}%: {r.asked} asked, the first {r.participants} updates aggregated)"
-        if r.over_commit
-        else ""
-    )
-    partial = "; partial work at the deadline" if r.partial_work else ""
-    partial += f" (uploads planned {100 * r.partial_margin:g}% longer)" if r.partial_margin else ""
-    edges = any(n.kind == "edge" for n in s.network.nodes.values())
-    cloud = f"; the cloud averages the edges every {r.cloud_every} round(s)" if edges else ""
-    return (
-        f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round{over}; "
-        f"deadline {deadline}{interval}{partial}{cloud}{_options(s)}"
-    )
-
-
-def _options(s: Scenario) -> str:
-    """The server optimiser and compression, as the summary's server line ends."""
-    out = ""
-    if s.server.optimizer is not None:
-        out += f"; server optimizer {_call(s.server.optimizer.name, s.server.optimizer.params)}"
-    compression = s.server.compression
-    if compression is not None:
-        for direction in ("uplink", "downlink"):
-            c = getattr(compression, direction)
-            if c is None:
-                continue
-            what = f"top-{100 * c.topk:g}%" if c.topk is not None else f"qsgd({c.qsgd.levels} levels)"
-            out += f"; {direction} {what}" + (" with error feedback" if c.error_feedback else "")
-    return out
+    if server.mode == "sync" and r.goal is not None:  # over-commit: what its fraction comes to
+        mode += f" ({r.asked} asked, the first {r.goal} updates aggregated)"
+    idle = "round" if server.mode == "async" else "async_"
+    (_, top), *parts = _declared(server, skip=("algorithm", "mode", idle))
+    head = f"server     {_value(server.algorithm, None)}, {mode}" + (";" if top else "")
+    return "\n".join(_lines(head, top) + _parts(parts, indent=11))
 
 
 def describe_scenario(s: Scenario) -> str:

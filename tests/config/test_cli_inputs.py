@@ -43,8 +43,8 @@ def test_summary_describes_wireless_links_network_async_and_charging() -> None:
     assert "rate 1 Mbit/s, packet_size 1.5 kB" in cellular
     assert "enb" in cellular and "fdma (10 MHz)" in cellular and "enb -> server: 1 Gbit/s" in cellular
     anarchic = describe_scenario(load_scenario(ROOT / "topologies" / "anarchic.yaml"))
-    assert "async: aggregate every 8 updates; local steps uniform(1, 10)" in anarchic
-    assert "participants per round" not in anarchic  # no rounds for devices in async mode
+    assert "async buffer 8, local_steps uniform(1, 10), pause 20s" in anarchic
+    assert "participants" not in anarchic  # no rounds for devices in async mode
     quickstart = describe_scenario(load_scenario(ROOT / "topologies" / "quickstart.yaml"))
     assert " compute 2 W, transmit 0.2 W, idle 0.05 W\n" in quickstart  # the phones' (the defaults)
     assert " compute 0.5 W, transmit 0.1 W, idle 0.005 W\n" in quickstart  # the boards' own
@@ -67,11 +67,13 @@ def test_summary_shows_every_declared_device_field_in_its_unit() -> None:
         "charging": {"policy": "daily", "start": "22:00", "end": "6:00"},
     }
     data["devices"][0]["link"] = {"uplink": "2Mbps", "latency": "500ms"}
+    data["devices"][0]["power"] = {"receive": "80mW"}  # every field given: one left out (None) is not shown
     text = describe_scenario(scenario_from_dict(data))
     flat = " ".join(text.split())  # a long line wraps between two values
     for label, spec in (("compute", ComputeSpec), ("power", PowerSpec), ("battery", BatterySpec)):
         values = flat.split(f" {label} ", 1)[1]
         assert all(f" {key} " in f" {values}" for key in spec.model_fields), (label, values)
+    assert "power compute 2 W, transmit 0.2 W, receive 0.08 W, idle 0.05 W battery capacity 10 kJ, " in flat
     assert "battery capacity 10 kJ, initial 100%, min_level 0%, charging daily(start=22:00, end=6:00), " in flat
     assert "charge_power 10 W link uplink 2 Mbit/s, latency 0.5s" in flat
     assert f"\n  {data['devices'][0]['group']:<10} x4: availability always\n" in text
