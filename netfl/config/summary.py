@@ -2,7 +2,10 @@
 
 It reads a validated :class:`~netfl.config.schema.Scenario`, in which every
 optional part may be absent (a wireless link has no ``uplink``, a network
-may have no nodes), so each line is built from what is there.
+may have no nodes), so each line is built from what is there. A device
+group's and the server's lines are read off their declarations: every field
+by its key, in the unit its type carries (:func:`netfl.units.unit_of`), so
+a field added to a declaration shows here without an edit.
 """
 
 from __future__ import annotations

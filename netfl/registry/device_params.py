@@ -7,11 +7,12 @@
 works and by :class:`netfl.sim.idle_rows.IdleRows` for idle ones).
 
 A field is the whole declaration: YAML key, unit (a :mod:`netfl.units` type), default, bounds, description. The
-scenario's schema takes the class as the type of ``LinkSpec.channel``, the docs' table and the JSON schema are
-generated from it, and the engine reads the same frozen object (a channel with the device's own distance, drawn from
-``distance_m``, and its node's band; the use with the sessions' model built from ``sessions``), so nothing is copied
-or renamed on the way. Here, below both the configuration
-and the engine (``tests/config/test_layers.py``), because both read it.
+scenario's schema takes each class as the type of its key (``DeviceGroupSpec.power``, ``LinkSpec.channel``), the
+docs' tables, the JSON schema and ``netfl validate``'s summary are generated from them, and the engine reads the
+same frozen objects (a channel with the device's own distance, drawn from ``distance_m``, and its node's band; the
+use with the sessions' model built from ``sessions``) or the device table's columns that :data:`DEVICE_COLUMNS`
+draws from them, so nothing is copied or renamed on the way. Here, below both the configuration and the engine
+(``tests/config/test_layers.py``), because both read it.
 """
 
 from __future__ import annotations
