@@ -24,7 +24,7 @@ from typing import Annotated
 import numpy as np
 from pydantic import BeforeValidator
 
-from netfl.units import parse_quantity
+from netfl.units import Unit, parse_quantity
 
 #: The forms of a per-device value (drawn once per device).
 PER_DEVICE_KINDS = ("uniform", "normal", "lognormal", "choice")
@@ -208,11 +208,11 @@ def _per_device(unit_kind: str) -> BeforeValidator:
 
 
 #: Per-device values of a declared parameter, each parsed in its unit (as :mod:`netfl.units`' quantities).
-FlopsDistribution = Annotated[Distribution, _per_device("flops")]
-RateDistribution = Annotated[Distribution, _per_device("rate")]
-FractionDistribution = Annotated[Distribution, _per_device("fraction")]
-DistanceDistribution = Annotated[Distribution, _per_device("distance")]
-CountDistribution = Annotated[Distribution, _per_device("count")]
+FlopsDistribution = Annotated[Distribution, _per_device("flops"), Unit("flops")]
+RateDistribution = Annotated[Distribution, _per_device("rate"), Unit("rate")]
+FractionDistribution = Annotated[Distribution, _per_device("fraction"), Unit("fraction")]
+DistanceDistribution = Annotated[Distribution, _per_device("distance"), Unit("distance")]
+CountDistribution = Annotated[Distribution, _per_device("count"), Unit("count")]
 
 
 def positive_distribution(d: Distribution) -> Distribution:

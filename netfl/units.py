@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+import types
+import typing
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Annotated, Any, Union
 
 from pydantic import BeforeValidator
 
@@ -164,12 +168,50 @@ def _round_count(value: object) -> int:
     return rounds
 
 
-Seconds = Annotated[float, _quantity("time")]
+#: The symbol of each kind's base unit, as a person reads a value (``format_si``); a fraction reads as a percentage.
+SYMBOLS = {
+    "time": "s",
+    "energy": "J",
+    "power": "W",
+    "rate": "bit/s",
+    "bytes": "B",
+    "flops": "FLOP/s",
+    "fraction": "%",
+    "frequency": "Hz",
+    "distance": "m",
+    "count": "",
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A quantity type's kind, in its ``Annotated`` metadata beside its parser (pydantic keeps it and ignores it):
+    how a reader of a declaration, such as ``netfl validate``'s summary, finds a field's unit."""
+
+    kind: str
+
+    def format(self, value: float) -> str:
+        """``value`` (in the base unit) as a person reads it: ``5 Mbit/s``, ``30%``, ``1m30s``."""
+        if self.kind == "fraction":
+            return f"{100 * value:g}%"
+        return format_duration(value) if self.kind == "time" else format_si(value, SYMBOLS[self.kind])
+
+
+def unit_of(annotation: Any, metadata: Iterable[Any] = ()) -> Unit | None:
+    """The :class:`Unit` of a field declared as ``annotation`` (with pydantic's ``metadata``): a quantity type,
+    a per-device distribution of one, or either ``| None``; None for a plain number or any other type."""
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        metadata = [*metadata, *(unit_of(arg) for arg in typing.get_args(annotation))]
+    metadata = [*metadata, *getattr(annotation, "__metadata__", ())]
+    return next((m for m in metadata if isinstance(m, Unit)), None)
+
+
+Seconds = Annotated[float, _quantity("time"), Unit("time")]
 #: A count of server rounds, always written with the word (``"100 rounds"``), never a bare number.
 Rounds = Annotated[int, BeforeValidator(_round_count)]
-Joules = Annotated[float, _quantity("energy")]
-Watts = Annotated[float, _quantity("power")]
-BitsPerSecond = Annotated[float, _quantity("rate")]
-Bytes = Annotated[float, _quantity("bytes")]
-Fraction = Annotated[float, _quantity("fraction")]
-Hertz = Annotated[float, _quantity("frequency")]
+Joules = Annotated[float, _quantity("energy"), Unit("energy")]
+Watts = Annotated[float, _quantity("power"), Unit("power")]
+BitsPerSecond = Annotated[float, _quantity("rate"), Unit("rate")]
+Bytes = Annotated[float, _quantity("bytes"), Unit("bytes")]
+Fraction = Annotated[float, _quantity("fraction"), Unit("fraction")]
+Hertz = Annotated[float, _quantity("frequency"), Unit("frequency")]

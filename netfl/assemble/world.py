@@ -7,23 +7,20 @@ engine's plain objects (:mod:`netfl.sim.world`); nothing under
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from netfl.assemble.availability import usage_setups
-from netfl.config.schema import Scenario
+from netfl.config.schema import DeviceGroupSpec, Scenario
+from netfl.distributions import Distribution
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
 from netfl.policies.population import PopulationModel
+from netfl.registry.device_params import DEVICE_COLUMNS, Column
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
 from netfl.sim.world import HierarchySetup, World
-
-# Radio receive power when the scenario gives none: about half the uplink
-# transmit power (receive chains draw less than the power amplifier).
-RECEIVE_TO_TRANSMIT_POWER = 0.5
 
 
 def build_world(
@@ -71,70 +68,34 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
 
 
 def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
-    """Draw every device's parameters: one seeded stream per group and quantity."""
-    cols: dict[str, list[np.ndarray]] = {
-        k: []
-        for k in (
-            "group",
-            "flops_per_s",
-            "compute_w",
-            "transmit_w",
-            "receive_w",
-            "idle_w",
-            "capacity_j",
-            "initial_j",
-            "min_level",
-            "charge_w",
-            "uplink_bps",
-            "downlink_bps",
-            "distance_m",
-        )
-    }
-    for g, group in enumerate(scenario.devices):
-        n = group.count
+    """Every device's quantities, as :data:`~netfl.registry.device_params.DEVICE_COLUMNS` declares them: one value
+    per group, or one drawn per device from a seeded stream per group and quantity."""
+    groups = scenario.devices
+    code = np.uint8 if len(groups) <= 256 else np.int32
+    index = [np.full(group.count, g, dtype=code) for g, group in enumerate(groups)]
+    parts: dict[str, list[np.ndarray]] = {column.name: [] for column in DEVICE_COLUMNS}
+    for group in groups:
+        for column in DEVICE_COLUMNS:
+            parts[column.name].append(_values(column, group, streams, parts))
+    columns = {name: _column(values) for name, values in parts.items()}
+    return DeviceTable(_column(index), [group.group for group in groups], **columns)
 
-        def draw(name, dist, group=group, n=n):
-            return np.asarray(dist.sample(streams.numpy("devices", group.group, name), n), dtype=float)
 
-        def same(value, n=n):  # one value for the whole group: no memory per device
-            return np.broadcast_to(np.float64(value), (n,))
-
-        cols["group"].append(np.full(n, g, dtype=np.uint8 if len(scenario.devices) <= 256 else np.int32))
-        cols["flops_per_s"].append(draw("flops_per_s", group.compute.flops_per_s))
-        power = group.power
-        for name, watts in (
-            ("compute_w", power.compute),
-            ("transmit_w", power.transmit),
-            ("receive_w", power.transmit * RECEIVE_TO_TRANSMIT_POWER),
-            ("idle_w", power.idle),
-        ):
-            cols[name].append(same(watts))
-        spec = group.battery
-        if spec is None:
-            cols["capacity_j"].append(same(math.inf))
-            cols["initial_j"].append(same(math.inf))
-            cols["min_level"].append(same(0.0))
-            cols["charge_w"].append(same(0.0))
-        else:
-            cols["capacity_j"].append(same(spec.capacity))
-            initial = draw("battery_initial", spec.initial)
-            initial *= spec.capacity
-            cols["initial_j"].append(initial)
-            cols["min_level"].append(same(spec.min_level))
-            cols["charge_w"].append(same(spec.charge_power))
-        link = group.link
-        up = draw("uplink", link.uplink) if link.uplink is not None else same(math.nan)
-        if link.downlink is not None:
-            down = draw("downlink", link.downlink)
-        else:
-            down = up if link.to is None else same(math.nan)
-        cols["uplink_bps"].append(up)
-        cols["downlink_bps"].append(down)
-        cols["distance_m"].append(
-            draw("distance", link.channel.distance_m) if link.channel is not None else same(math.nan)
-        )
-    arrays = {k: _column(v) for k, v in cols.items()}
-    return DeviceTable(group_names=[g.group for g in scenario.devices], **arrays)
+def _values(column: Column, group: DeviceGroupSpec, streams: RandomStreams, parts: dict[str, list[np.ndarray]]):
+    """One group's values of ``column``: its draw per device, or its one value broadcast to the group (no memory
+    per device); ``parts``: the columns before it, this group's last (the one it is a fraction ``of``)."""
+    value: object = group
+    for name in column.key.split("."):
+        value = getattr(value, name)
+        if value is None:
+            return np.broadcast_to(np.float64(column.absent), (group.count,))
+    if isinstance(value, Distribution):
+        rng = streams.numpy("devices", group.group, column.stream_name)
+        values = np.asarray(value.sample(rng, group.count), dtype=float)
+        if column.of:
+            values *= parts[column.of][-1]
+        return values
+    return np.broadcast_to(np.float64(value), (group.count,))
 
 
 def _column(parts: list[np.ndarray]) -> np.ndarray:

@@ -2,7 +2,10 @@
 
 It reads a validated :class:`~netfl.config.schema.Scenario`, in which every
 optional part may be absent (a wireless link has no ``uplink``, a network
-may have no nodes), so each line is built from what is there.
+may have no nodes), so each line is built from what is there. A device
+group's and the server's lines are read off their declarations: every field
+by its key, in the unit its type carries (:func:`netfl.units.unit_of`), so
+a field added to a declaration shows here without an edit.
 """
 
 from __future__ import annotations
@@ -10,26 +13,31 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from pydantic import BaseModel
+
+from netfl.component_spec import WithParams
 from netfl.config import Scenario
 from netfl.config.engine_form import engine_choice
 from netfl.config.schedule import estimate_schedule
-from netfl.config.schema import DeviceGroupSpec, LinkSpec, NodeSpec
+from netfl.config.schema import DeviceGroupSpec, NodeSpec
 from netfl.distributions import Distribution
-from netfl.units import format_duration
+from netfl.units import Unit, format_duration, unit_of
 from netfl.units import format_si as _si
 
 _MAX_VALUE_CHARS = 80  # a 24-value profile or a long rho list is cut, not allowed to wrap the screen
+_WIDTH = 118  # a line of declared values wraps here, between two values
 
 
-def _dist(d: Distribution, unit: str) -> str:
+def _dist(d: Distribution, unit: Unit | None) -> str:
     """A per-device value: a constant, or its distribution with the unit on each bound."""
+    q = unit.format if unit is not None else (lambda x: f"{x:g}")
     if d.kind == "constant":
-        return _si(d.params[0], unit)
+        return q(d.params[0])
     if d.kind == "normal":
-        return f"normal(mean {_si(d.params[0], unit)}, std {_si(d.params[1], unit)})"
+        return f"normal(mean {q(d.params[0])}, std {q(d.params[1])})"
     if d.kind == "lognormal":
-        return f"lognormal(median {_si(d.params[0], unit)}, sigma {d.params[1]:g})"
-    return f"{d.kind}({', '.join(_si(x, unit) for x in d.params)})"
+        return f"lognormal(median {q(d.params[0])}, sigma {d.params[1]:g})"
+    return f"{d.kind}({', '.join(q(x) for x in d.params)})"
 
 
 def _flow(value: Any) -> str:
@@ -48,49 +56,65 @@ def _call(name: str, params: dict[str, Any]) -> str:
     return f"{name}({args})" if args else name
 
 
-def _link(link: LinkSpec) -> str:
-    where = f"to {link.to}" if link.to else "to the server"
-    latency = f", latency {format_duration(link.latency)}" if link.latency else ""
-    if link.channel is not None:
-        c = link.channel
-        rate = (
-            f"fixed {_si(c.rate, 'bit/s')}"
-            if c.rate is not None
-            else "adaptive (Shannon) rate, uncapped"
-            if math.isinf(c.max_spectral_efficiency)
-            else f"adaptive (Shannon) rate up to {c.max_spectral_efficiency:g} bit/s/Hz"
-        )
-        article = "an" if c.kind[0] in "aeiou" else "a"
-        return f"{where} by {article} {c.kind} channel at {_dist(c.distance_m, 'm')}, {rate}{latency}"
-    down = (
-        _dist(link.downlink, "bit/s")
-        if link.downlink is not None
-        else ("the node's broadcast" if link.to else "= uplink")
-    )
-    up = _dist(link.uplink, "bit/s") if link.uplink is not None else "none"
-    return f"{where}: uplink {up}, downlink {down}{latency}"
+def _value(value: Any, unit: Unit | None) -> str:
+    """A declared field's value in its unit (``5 Mbit/s``, ``20%``), a policy as a call, anything else as written."""
+    if isinstance(value, Distribution):
+        return _dist(value, unit)
+    if isinstance(value, WithParams):  # {policy: NAME, ...}: its one declared field names the component
+        return _call(getattr(value, next(iter(type(value).model_fields))), value.params)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and math.isinf(value):
+        return "none (inf)"  # no deadline, no cap
+    if unit is not None and isinstance(value, (int, float)):
+        return unit.format(value)
+    return _flow(value)
+
+
+def _declared(spec: BaseModel, label: str = "", skip: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
+    """``spec``'s fields as their declarations name them (``key value``, each in its unit): its own values under
+    ``label``, then each nested mapping's under its key (``link.channel``). A field left out (None) is not shown;
+    so a field added to a declaration shows here without a line of its own."""
+    own: list[str] = []
+    nested: list[tuple[str, list[str]]] = []
+    for name, field in type(spec).model_fields.items():
+        value = getattr(spec, name)
+        if value is None or field.exclude or name in skip:
+            continue
+        key = field.alias or name
+        if isinstance(value, BaseModel) and not isinstance(value, WithParams):
+            nested += _declared(value, f"{label}.{key}" if label else key)
+        else:
+            own.append(f"{key} {_value(value, unit_of(field.annotation, field.metadata))}")
+    return [(label, own), *nested]
+
+
+def _lines(first: str, items: list[str]) -> list[str]:
+    """``first`` then ``items`` joined by commas, wrapped between two items at the summary's width (the next line
+    starts under the first item)."""
+    lines, line = [], first
+    for i, item in enumerate(items):
+        text = item + ("," if i < len(items) - 1 else "")
+        if i and len(line) + 1 + len(text) > _WIDTH:
+            lines.append(line)
+            line = " " * len(first) + " " + text
+        else:
+            line = f"{line} {text}"
+    return [*lines, line]
 
 
 def _group(g: DeviceGroupSpec) -> str:
-    b = g.battery
-    if b is None:
-        battery = "mains"
-    else:
-        battery = f"battery {_si(b.capacity, 'J')} (min {b.min_level:.0%})"
-        if b.charging is not None:
-            battery += f", charging {_call(b.charging.policy, b.charging.params)}"
-    if g.usage is not None:
-        u = g.usage
-        sessions = _call(u.sessions.policy, {k: v for k, v in u.sessions.params.items() if k != "profile"})
-        idle = "trains while in use" if u.train_while_in_use else "not asked while in use"
-        battery += f"; its owner's use {sessions} at {_si(u.power, 'W')} ({idle})"
-    w = g.power
-    power = f"power {_si(w.compute, 'W')} training, {_si(w.transmit, 'W')} sending, {_si(w.idle, 'W')} idle"
-    return (
-        f"  {g.group:<10} x{g.count}: compute {_dist(g.compute.flops_per_s, 'FLOP/s')}; {battery}\n"
-        f"  {'':<10} {power}\n"
-        f"  {'':<10} availability {_call(g.availability.policy, g.availability.params)}; link {_link(g.link)}"
-    )
+    """A device group: its size and policies, then each of its declared mappings (compute, power, battery, use,
+    link) on a line of its own."""
+    (_, top), *parts = _declared(g, skip=("group", "count"))
+    return "\n".join(_lines(f"  {g.group:<10} x{g.count}" + (":" if top else ""), top) + _parts(parts))
+
+
+def _parts(parts: list[tuple[str, list[str]]], indent: int = 13) -> list[str]:
+    """Each declared mapping's line, indented under the one it belongs to, its values in a column."""
+    parts = [(label, items) for label, items in parts if items]  # a mapping of mappings (compression) has none
+    width = max((len(label) for label, _ in parts), default=0)
+    return [line for label, items in parts for line in _lines(f"{'':<{indent}}{label:<{width}}", items)]
 
 
 def _node(name: str, n: NodeSpec) -> str:
@@ -114,45 +138,17 @@ def _node(name: str, n: NodeSpec) -> str:
 
 
 def _server(s: Scenario) -> str:
+    """The algorithm and the mode, then the server's declared values: its round's (or its asynchronous mode's),
+    the compression's, the server optimiser."""
     server = s.server
-    algo = _call(server.algorithm.name, server.algorithm.params)
-    if server.mode == "async":
-        a = server.async_
-        steps = _dist(a.local_steps, "") if a.local_steps is not None else "the task's"
-        pause = f"; pause {format_duration(a.pause)}" if a.pause else ""
-        return f"server     {algo}, async: aggregate every {a.buffer} updates; local steps {steps}{pause}{_options(s)}"
+    mode = "async" if server.mode == "async" else "sync rounds"
     r = server.round
-    deadline = "none" if math.isinf(r.deadline) else format_duration(r.deadline)
-    interval = f"; a round at most every {format_duration(r.interval)}" if r.interval else ""
-    over = (
-        f" (over-commit {100 * r.over_commit:g}%: {r.asked} asked, the first {r.participants} updates aggregated)"
-        if r.over_commit
-        else ""
-    )
-    partial = "; partial work at the deadline" if r.partial_work else ""
-    partial += f" (uploads planned {100 * r.partial_margin:g}% longer)" if r.partial_margin else ""
-    edges = any(n.kind == "edge" for n in s.network.nodes.values())
-    cloud = f"; the cloud averages the edges every {r.cloud_every} round(s)" if edges else ""
-    return (
-        f"server     {algo}, sync rounds; {r.participants or 'all available'} participants per round{over}; "
-        f"deadline {deadline}{interval}{partial}{cloud}{_options(s)}"
-    )
-
-
-def _options(s: Scenario) -> str:
-    """The server optimiser and compression, as the summary's server line ends."""
-    out = ""
-    if s.server.optimizer is not None:
-        out += f"; server optimizer {_call(s.server.optimizer.name, s.server.optimizer.params)}"
-    compression = s.server.compression
-    if compression is not None:
-        for direction in ("uplink", "downlink"):
-            c = getattr(compression, direction)
-            if c is None:
-                continue
-            what = f"top-{100 * c.topk:g}%" if c.topk is not None else f"qsgd({c.qsgd.levels} levels)"
-            out += f"; {direction} {what}" + (" with error feedback" if c.error_feedback else "")
-    return out
+    if server.mode == "sync" and r.goal is not None:  # over-commit: what its fraction comes to
+        mode += f" ({r.asked} asked, the first {r.goal} updates aggregated)"
+    idle = "round" if server.mode == "async" else "async_"
+    (_, top), *parts = _declared(server, skip=("algorithm", "mode", idle))
+    head = f"server     {_value(server.algorithm, None)}, {mode}" + (";" if top else "")
+    return "\n".join(_lines(head, top) + _parts(parts, indent=11))
 
 
 def describe_scenario(s: Scenario) -> str:

@@ -1,33 +1,113 @@
-"""A device group's parameters that the engine reads as they were declared: its link (:class:`LinkSpec`,
+"""A device group's parameters that the engine reads as they were declared: its compute speed (:class:`ComputeSpec`,
+``devices[].compute``), power (:class:`PowerSpec`, ``devices[].power``) and battery (:class:`BatterySpec`,
+``devices[].battery``), read through the device table (:data:`DEVICE_COLUMNS`); its link (:class:`LinkSpec`,
 ``devices[].link``, read by :class:`netfl.sim.network.Attachments`), the link's wireless channel
 (:class:`ChannelSpec`, ``devices[].link.channel``, read by :class:`netfl.sim.channel.Channel`) and its owner's use
 (:class:`UsageSpec`, ``devices[].usage``, read by :class:`netfl.sim.device.availability.Usage` for a device that
 works and by :class:`netfl.sim.idle_rows.IdleRows` for idle ones).
 
 A field is the whole declaration: YAML key, unit (a :mod:`netfl.units` type), default, bounds, description. The
-scenario's schema takes the class as the type of ``LinkSpec.channel``, the docs' table and the JSON schema are
-generated from it, and the engine reads the same frozen object (a channel with the device's own distance, drawn from
-``distance_m``, and its node's band; the use with the sessions' model built from ``sessions``), so nothing is copied
-or renamed on the way. Here, below both the configuration
-and the engine (``tests/config/test_layers.py``), because both read it.
+scenario's schema takes each class as the type of its key (``DeviceGroupSpec.power``, ``LinkSpec.channel``), the
+docs' tables, the JSON schema and ``netfl validate``'s summary are generated from them, and the engine reads the
+same frozen objects (a channel with the device's own distance, drawn from ``distance_m``, and its node's band; the
+use with the sessions' model built from ``sessions``) or the device table's columns that :data:`DEVICE_COLUMNS`
+draws from them, so nothing is copied or renamed on the way. Here, below both the configuration and the engine
+(``tests/config/test_layers.py``), because both read it.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+
 from pydantic import Field, field_validator, model_validator
 
 from netfl.component_spec import PolicySpec
-from netfl.distributions import DistanceDistribution, Distribution, RateDistribution, positive_distribution
+from netfl.distributions import (
+    DistanceDistribution,
+    Distribution,
+    FlopsDistribution,
+    FractionDistribution,
+    RateDistribution,
+    positive_distribution,
+)
 from netfl.numbers import Strict
 from netfl.registry.choices import ChannelKind
 from netfl.registry.network_params import SERVER
-from netfl.units import BitsPerSecond, Bytes, Seconds, Watts
+from netfl.units import BitsPerSecond, Bytes, Fraction, Joules, Seconds, Watts
 
-__all__ = ["MAX_SPECTRAL_EFFICIENCY", "ChannelSpec", "LinkSpec", "UsageSpec"]
+__all__ = [
+    "DEVICE_COLUMNS",
+    "MAX_SPECTRAL_EFFICIENCY",
+    "BatterySpec",
+    "ChannelSpec",
+    "Column",
+    "ComputeSpec",
+    "LinkSpec",
+    "PowerSpec",
+    "UsageSpec",
+]
 
 #: bit/s/Hz an adaptive-rate channel reaches at most: LTE's top modulation and coding, CQI 15 (64-QAM, code rate
 #: 948/1024), 3GPP TS 36.213 Table 7.2.3-1 (netfl/sim/channel.py says why a cap and gives other radios' values).
 MAX_SPECTRAL_EFFICIENCY = 5.5547
+
+#: Radio receive power when the scenario gives none: about half the uplink transmit power (receive chains draw
+#: less than the power amplifier).
+RECEIVE_TO_TRANSMIT_POWER = 0.5
+
+
+class ComputeSpec(Strict):
+    flops_per_s: FlopsDistribution = Field(description="sustained training speed, FLOP/s")
+
+    @field_validator("flops_per_s")
+    @classmethod
+    def _positive(cls, d: Distribution):
+        return positive_distribution(d)
+
+
+class PowerSpec(Strict):
+    """Electrical power drawn in each activity (on top of idle while busy).
+
+    Defaults: 2 W while training (a phone SoC under sustained load), 0.2 W
+    while transmitting (LTE uplink at most about 0.2 W), 50 mW idle.
+    """
+
+    compute: Watts = Field(2.0, ge=0, description="drawn while training, on top of idle")
+    transmit: Watts = Field(0.2, ge=0, description="drawn while uploading, on top of idle")
+    receive: Watts | None = Field(
+        None, ge=0, description="drawn while downloading, on top of idle; half of transmit if omitted"
+    )
+    idle: Watts = Field(0.05, ge=0, description="drawn at all times")
+
+    @property
+    def receive_w(self) -> float:
+        """Drawn while downloading, on top of idle: ``receive``, or half of ``transmit`` without it."""
+        return self.receive if self.receive is not None else self.transmit * RECEIVE_TO_TRANSMIT_POWER
+
+
+class BatterySpec(Strict):
+    """A battery; a device without one is mains powered and never empties.
+
+    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
+    """
+
+    capacity: Joules = Field(55e3, gt=0, description="energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery")
+    initial: FractionDistribution = Field(
+        Distribution("constant", (1.0,)), description="initial charge, fraction of capacity"
+    )
+    min_level: Fraction = Field(0.0, ge=0, le=1, description="at or below this fraction the device does not take part")
+    charging: PolicySpec | None = Field(None, description="when the charger is plugged in: a continuous-time policy")
+    charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
+
+    @field_validator("initial")
+    @classmethod
+    def _in_unit_interval(cls, d: Distribution):
+        low = d.support_min
+        high = max(d.params) if d.kind in ("constant", "uniform", "choice") else float("inf")
+        if d.kind in ("normal", "lognormal") or low < 0 or high > 1:
+            raise ValueError("initial must stay within [0, 1] (a constant, uniform or choice)")
+        return d
 
 
 class ChannelSpec(Strict):
@@ -129,3 +209,39 @@ class UsageSpec(Strict):
         description="false: a device in use is not idle, so it is not asked to train and its work stops when a "
         "session begins (production FL trains on idle devices); true: use only draws power",
     )
+
+
+@dataclass(frozen=True)
+class Column:
+    """One quantity of the engine's device table (:class:`netfl.sim.device_table.DeviceTable`): a float per device,
+    read from the group's declaration. The table's attribute, its row's (``DeviceProfile``) and the building
+    layer's draw (``netfl.assemble.world.device_table``) all follow from this line."""
+
+    name: str  # the table's attribute; its suffix says the unit (compute_w: W, capacity_j: J)
+    key: str  # where the group holds it, as the YAML path under devices[] (power.compute; a property of a spec too)
+    absent: float = math.nan  # where the key's mapping or value is omitted (a group without a battery: mains)
+    stream: str = ""  # a distribution is drawn per device from ("devices", group, stream); the key's last name if ""
+    of: str = ""  # a fraction of this column (the initial charge: of the capacity)
+
+    @property
+    def stream_name(self) -> str:
+        return self.stream or self.key.rsplit(".", 1)[-1]
+
+
+#: The device table's quantities, in its order. A number is the group's, shared by its devices (held once, not per
+#: device); a distribution is drawn per device from its own seeded stream, so a device's value depends only on the
+#: seed, its group, the column and its position in the group.
+DEVICE_COLUMNS: tuple[Column, ...] = (
+    Column("flops_per_s", "compute.flops_per_s"),
+    Column("compute_w", "power.compute"),
+    Column("transmit_w", "power.transmit"),
+    Column("receive_w", "power.receive_w"),
+    Column("idle_w", "power.idle"),
+    Column("capacity_j", "battery.capacity", absent=math.inf),  # inf: mains powered
+    Column("initial_j", "battery.initial", absent=math.inf, stream="battery_initial", of="capacity_j"),
+    Column("min_level", "battery.min_level", absent=0.0),
+    Column("charge_w", "battery.charge_power", absent=0.0),
+    Column("uplink_bps", "link.uplink"),  # nan: a wireless channel decides
+    Column("downlink_bps", "link.downlink"),  # nan: the node's broadcast, the uplink or the default decides
+    Column("distance_m", "link.channel.distance_m", stream="distance"),  # nan: a fixed-rate link
+)

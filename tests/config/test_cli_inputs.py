@@ -20,7 +20,9 @@ import yaml
 from cli_support import TINY, assert_user_error, idx_placeholders, run
 
 from netfl.config import load_scenario
+from netfl.config.loading import scenario_from_dict
 from netfl.config.summary import describe_scenario
+from netfl.registry.device_params import BatterySpec, ComputeSpec, PowerSpec
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((ROOT / "topologies").glob("*.yaml")) + sorted(  # topologies; study files have their own test
@@ -37,14 +39,16 @@ def test_validate_accepts_every_shipped_file(path: Path, tmp_path: Path) -> None
 
 def test_summary_describes_wireless_links_network_async_and_charging() -> None:
     cellular = describe_scenario(load_scenario(ROOT / "topologies" / "cellular.yaml"))
-    assert "rayleigh channel at uniform(50 m, 500 m), fixed 1 Mbit/s" in cellular
+    assert "link.channel kind rayleigh, distance_m uniform(50 m, 500 m), tx_power 0.2 W," in cellular
+    assert "rate 1 Mbit/s, packet_size 1.5 kB" in cellular
     assert "enb" in cellular and "fdma (10 MHz)" in cellular and "enb -> server: 1 Gbit/s" in cellular
     anarchic = describe_scenario(load_scenario(ROOT / "topologies" / "anarchic.yaml"))
-    assert "async: aggregate every 8 updates; local steps uniform(1, 10)" in anarchic
-    assert "participants per round" not in anarchic  # no rounds for devices in async mode
+    assert "async buffer 8, local_steps uniform(1, 10), pause 20s" in anarchic
+    assert "participants" not in anarchic  # no rounds for devices in async mode
     quickstart = describe_scenario(load_scenario(ROOT / "topologies" / "quickstart.yaml"))
-    assert "power 2 W training, 0.2 W sending, 0.05 W idle" in quickstart  # the phones' (the defaults)
-    assert "power 0.5 W training, 0.1 W sending, 0.005 W idle" in quickstart  # the boards' own
+    assert " compute 2 W, transmit 0.2 W, idle 0.05 W\n" in quickstart  # the phones' (the defaults)
+    assert " compute 0.5 W, transmit 0.1 W, idle 0.005 W\n" in quickstart  # the boards' own
+    assert " capacity 2 kJ, initial uniform(30%, 100%), min_level 10%, charge_power 10 W\n" in quickstart
     custom = describe_scenario(load_scenario(ROOT / "examples" / "custom_policy.yaml"))
     assert "charging daily(start=21:00, end=06:30, jitter=90min)" in custom
     relay = describe_scenario(load_scenario(ROOT / "topologies" / "ram-relay.yaml"))
@@ -52,6 +56,27 @@ def test_summary_describes_wireless_links_network_async_and_charging() -> None:
         "RAM abstract (rho: 10 weights; drawn among all users, nothing passing when the drawn user's update "
         "is missing)" in relay
     )
+
+
+def test_summary_shows_every_declared_device_field_in_its_unit() -> None:
+    """The device part is derived from the declarations: each field of a group's mappings is shown by its key,
+    a quantity in its unit, so a field added to a declaration shows without an edit of the summary."""
+    data = yaml.safe_load(TINY)
+    data["devices"][0]["battery"] = {
+        "capacity": "10kJ",
+        "charging": {"policy": "daily", "start": "22:00", "end": "6:00"},
+    }
+    data["devices"][0]["link"] = {"uplink": "2Mbps", "latency": "500ms"}
+    data["devices"][0]["power"] = {"receive": "80mW"}  # every field given: one left out (None) is not shown
+    text = describe_scenario(scenario_from_dict(data))
+    flat = " ".join(text.split())  # a long line wraps between two values
+    for label, spec in (("compute", ComputeSpec), ("power", PowerSpec), ("battery", BatterySpec)):
+        values = flat.split(f" {label} ", 1)[1]
+        assert all(f" {key} " in f" {values}" for key in spec.model_fields), (label, values)
+    assert "power compute 2 W, transmit 0.2 W, receive 0.08 W, idle 0.05 W battery capacity 10 kJ, " in flat
+    assert "battery capacity 10 kJ, initial 100%, min_level 0%, charging daily(start=22:00, end=6:00), " in flat
+    assert "charge_power 10 W link uplink 2 Mbit/s, latency 0.5s" in flat
+    assert f"\n  {data['devices'][0]['group']:<10} x4: availability always\n" in text
 
 
 # --------------------------------------------------------------- bad topologies

@@ -175,7 +175,7 @@ WHERE: dict[tuple[type, str], Edit] = {
     (S.LocalSpec, "batch_size"): _set("task", "local", "batch_size")(),
     (S.LocalSpec, "lr"): _set("task", "local", "lr")(),
     (S.LocalSpec, "weight_decay"): _set("task", "local", "weight_decay")(),
-    **{(S.PowerSpec, f): _set("devices", 0, "power", f)() for f in ("compute", "transmit", "idle")},
+    **{(S.PowerSpec, f): _set("devices", 0, "power", f)() for f in S.PowerSpec.model_fields},
     (S.UsageSpec, "power"): lambda d, v: d["devices"][0].update(
         usage={"sessions": {"policy": "sessions", "on": "1min", "off": "5min"}, "power": v}
     ),

@@ -94,5 +94,6 @@ def test_zero_needs_nothing() -> None:
 
 def test_the_summary_says_how_many_are_asked_and_kept() -> None:
     text = describe_scenario(scenario_from_dict(data({"participants": 10, "over_commit": "30%"})))
-    assert "10 participants per round (over-commit 30%: 13 asked, the first 10 updates aggregated)" in text
-    assert "over-commit" not in describe_scenario(scenario_from_dict(data({"participants": 10})))
+    assert "sync rounds (13 asked, the first 10 updates aggregated)" in text
+    assert "participants 10," in text and "over_commit 30%," in text
+    assert "asked" not in describe_scenario(scenario_from_dict(data({"participants": 10})))
