@@ -206,6 +206,7 @@ def test_a_bare_tensor_is_a_vector_without_metrics() -> None:
     ("returned", "message"),
     [
         ([1.0], "returned list; return the next global vector"),
+        (Aggregate([1.0]), "returned Aggregate with a list vector"),
         (Aggregate(vec(0.0), {"updates": "two"}), "metric 'updates' is str 'two'; a metric must be a number"),
         (Aggregate(vec(0.0), {"stepped": True}), "metric 'stepped' is bool"),
         (Aggregate(vec(0.0), {"round": 1}), "metric 'round': a metric's name must be"),

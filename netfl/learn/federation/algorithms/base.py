@@ -131,9 +131,10 @@ def as_aggregate(result: object, strategy: Strategy) -> Aggregate:
         return Aggregate(result)
     where = _source_of(type(strategy).aggregate)
     if not isinstance(result, Aggregate) or not isinstance(result.vector, torch.Tensor):
+        what = f"Aggregate with a {type(result.vector).__name__} vector" if isinstance(result, Aggregate) else None
         raise TypeError(
-            f"{where}: {type(strategy).__qualname__}.aggregate returned {type(result).__name__}; return the next "
-            "global vector (a torch.Tensor) or Aggregate(vector, metrics)"
+            f"{where}: {type(strategy).__qualname__}.aggregate returned {what or type(result).__name__}; return the "
+            "next global vector (a torch.Tensor) or Aggregate(vector, metrics)"
         )
     for name, value in result.metrics.items():
         if not isinstance(name, str) or not name or name in PLACE_COLUMNS:
