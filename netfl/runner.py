@@ -310,6 +310,7 @@ def run_scenario(
         trainers = [task.trainer.describe(threads, adaptive) for task in learner.tasks]
         num_classes = [task.num_classes for task in learner.tasks]
         updates_skipped, explosion = learner.updates_skipped, watch.explosion
+        algorithm_rows = learner.strategy_metrics
         stopped_at = simulation.env.now if checkpointed else None
         keeping = keeper is not None
         # The world and the learner are done with: at ten million devices their arrays (rows, models, the data's
@@ -342,6 +343,7 @@ def run_scenario(
                 scenario=scenario_document(scenario),
                 source=str(scenario.source.resolve()) if scenario.source is not None else None,
                 timeline=result.timeline.columns() if result.timeline is not None else None,
+                algorithm=algorithm_rows,
             )
     if not complete:
         raise Interrupted(outcome.out_dir, checkpointed_at=stopped_at)

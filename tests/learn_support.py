@@ -1,13 +1,34 @@
-"""Learning test support: hand-written gradients and the minibatches the learner draws for a job."""
+"""Learning test support: hand-written gradients, the minibatches the learner draws for a job, and strategies called
+by hand (vectors, round contexts)."""
 
 from __future__ import annotations
 
 import torch
 
+from netfl.backend import RoundContext
+from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
 from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.user import builtin_recipe
 from netfl.learn.training.reference import minibatch_indices
 from netfl.rng import RandomStreams
+
+F64 = torch.float64
+
+
+def vec(*values: float) -> torch.Tensor:
+    """A float64 vector of ``values``."""
+    return torch.tensor(values, dtype=F64)
+
+
+def ctx(r: int, n: int = 0) -> RoundContext:
+    """Round ``r`` at simulated second ``r``, ``n`` jobs delivered."""
+    return RoundContext(round_index=r, sim_time_s=float(r), available=(), selected=(), delivered=tuple(range(n)))
+
+
+def make(name: str, clients: ClientInfo, **params):
+    """The strategy of algorithm ``name`` with ``params``."""
+    cls = ALGORITHMS[name]
+    return cls(cls.Params(**params), clients)
 
 
 def linear_ce_gradient(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor, classes: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """Writing a run's results folder so that it is never half-written.
 
 summary.json, scenario.yaml and the figures are written here, each data file
-by its own module (metrics_file.py, events_file.py, devices_file.py), all
+by its own module (metrics_file.py, events_file.py, devices_file.py, algorithm_file.py), all
 into a staging folder that replaces the results folder as a whole
 (netfl/results/staging.py). A run stopped early (Ctrl-C) is still written,
 with ``"complete": false`` in summary.json.
@@ -19,6 +19,7 @@ import pandas as pd
 import yaml
 
 from netfl.errors import NetflError
+from netfl.results.algorithm_file import write_algorithm
 from netfl.results.devices_file import write_devices, write_timeline
 from netfl.results.events_file import write_events
 from netfl.results.metrics_file import write_metrics, write_staleness
@@ -61,6 +62,7 @@ def write_run(
     scenario: dict[str, Any] | None = None,
     source: str | None = None,
     timeline: dict[str, Any] | None = None,
+    algorithm: Sequence[Any] = (),
 ) -> Path:
     """Write summary.json, metrics.csv, events.parquet, devices.parquet and accuracy_vs_time.png into
     ``out_dir`` atomically.
@@ -68,7 +70,7 @@ def write_run(
     ``timeline`` (netfl/sim/timeline.py's columns) adds timeline.parquet and timeline.png.
     ``scenario`` (the resolved scenario as a topology mapping; ``source``: the file it came from) adds
     scenario.yaml; ``staleness`` (asynchronous runs: each received update's staleness) adds staleness.csv
-    and staleness.png.
+    and staleness.png; ``algorithm`` (the strategy's metrics of each aggregation) adds algorithm.csv.
     """
     out_dir = Path(out_dir)
 
@@ -78,6 +80,8 @@ def write_run(
         write_metrics(staging / "metrics.csv", metrics, num_classes)
         write_events(staging / "events.parquet", events)
         write_devices(staging / "devices.parquet", devices)
+        if algorithm:
+            write_algorithm(staging / "algorithm.csv", algorithm)
         plot_accuracy_vs_time(staging / "accuracy_vs_time.png", metrics, title=title)
         if timeline is not None and timeline["sim_time_s"]:
             write_world_over_time(staging, timeline, events, devices, title)

@@ -23,7 +23,7 @@ from netfl.runner import run_scenario
 from netfl.signals import Interrupted
 
 REPO = Path(__file__).resolve().parents[2]
-REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet", "timeline.parquet")
+REPRODUCED = ("events.parquet", "metrics.csv", "devices.parquet", "timeline.parquet", "algorithm.csv")
 
 
 class StopAt:

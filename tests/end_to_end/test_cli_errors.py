@@ -23,6 +23,7 @@ QUICKSTART = REPO / "topologies" / "quickstart.yaml"
 NETFL_SCRIPT = Path(sys.executable).parent / "netfl"
 RESULT_FILES = {
     ".netfl-run",
+    "algorithm.csv",
     "summary.json",
     "scenario.yaml",
     "metrics.csv",
@@ -338,7 +339,11 @@ def test_write_run_replaces_previous_run(tmp_path: Path) -> None:
     out = tmp_path / "fake"
     make_old_run(out)
     assert fake_run(out) == out
-    assert {p.name for p in out.iterdir()} == RESULT_FILES - {"timeline.parquet", "timeline.png"}  # none given
+    assert {p.name for p in out.iterdir()} == RESULT_FILES - {
+        "timeline.parquet",
+        "timeline.png",
+        "algorithm.csv",
+    }  # none given
     assert json.loads((out / "summary.json").read_text()) == {"scenario": "fake", "complete": True}
     assert hidden_entries(tmp_path) == []
 

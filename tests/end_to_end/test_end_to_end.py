@@ -55,6 +55,7 @@ def test_cli_exits_cleanly(quickstart_run) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         ".netfl-run",
         "accuracy_vs_time.png",
+        "algorithm.csv",
         "devices.parquet",
         "events.parquet",
         "metrics.csv",

@@ -7,7 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
-from learn_support import task_setup
+from learn_support import F64, ctx, make, task_setup, vec
 
 from netfl.backend import RoundContext
 from netfl.config import scenario_from_dict
@@ -19,21 +19,6 @@ from netfl.learn.federation.algorithms.fedcvar import cvar_objective
 from netfl.learn.federation.learner import Learner
 from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
-
-F64 = torch.float64
-
-
-def vec(*values: float) -> torch.Tensor:
-    return torch.tensor(values, dtype=F64)
-
-
-def ctx(r: int, n: int = 0) -> RoundContext:
-    return RoundContext(round_index=r, sim_time_s=float(r), available=(), selected=(), delivered=tuple(range(n)))
-
-
-def make(name: str, clients: ClientInfo, **params):
-    cls = ALGORITHMS[name]
-    return cls(cls.Params(**params), clients)
 
 
 def grad_update(client: int, g: tuple[float, ...], *, steps: int, lr: float, version: int = 0) -> ClientUpdate:
@@ -53,25 +38,25 @@ def test_afa_cd_stale_updates_with_different_k_by_hand() -> None:
         # client 3: 3 steps at 0.1 from version 2 (stale), moved by [0.3, 0]  ->  G = [-1, 0]
         ClientUpdate(3, 1, vec(0.3, 0.0), 2, 0.1, 3),
     ]
-    out = s.aggregate(x, updates, ctx(7, 2))
+    out = s.aggregate(x, updates, ctx(7, 2)).vector
     # G_t = mean = [0, -1];  x - eta * eta_L * G_t = [1, 2] - 2 * 0.1 * [0, -1] = [1, 2.2]
     torch.testing.assert_close(out, vec(1.0, 2.2), rtol=0, atol=1e-15)
-    assert torch.equal(s.aggregate(x, [], ctx(8)), x)
+    assert torch.equal(s.aggregate(x, [], ctx(8)).vector, x)
 
 
 def test_afa_cd_with_eta_k_and_fresh_updates_is_uniform_fedavg() -> None:
     clients = ClientInfo((1,) * 3, local_lr=0.05)
     updates = [ClientUpdate(i, 1, vec(0.1 * i, -0.3 + i), 0, 0.05, 4) for i in range(3)]
     x = vec(0.5, -0.5)
-    afa = make("afa_cd", clients, server_lr=4.0).aggregate(x, updates, ctx(0, 3))
-    fedavg = make("fedavg", clients, weighting="uniform").aggregate(x, updates, ctx(0, 3))
+    afa = make("afa_cd", clients, server_lr=4.0).aggregate(x, updates, ctx(0, 3)).vector
+    fedavg = make("fedavg", clients, weighting="uniform").aggregate(x, updates, ctx(0, 3)).vector
     torch.testing.assert_close(afa, fedavg, rtol=0, atol=1e-14)
 
 
 def test_afa_uses_the_round_lr_for_the_server_step() -> None:
     # lr schedule inverse_round: eta_L of round 3 is 0.4/4 = 0.1; the update trained at 0.2 (round 1)
     s = make("afa_cd", ClientInfo((1, 1), 0.4, lr_schedule="inverse_round"), server_lr=1.0)
-    out = s.aggregate(vec(0.0), [ClientUpdate(0, 1, vec(-0.4), 1, 0.2, 2)], ctx(3, 1))
+    out = s.aggregate(vec(0.0), [ClientUpdate(0, 1, vec(-0.4), 1, 0.2, 2)], ctx(3, 1)).vector
     # G = 0.4 / (2 * 0.2) = 1;  x - 1 * 0.1 * 1
     torch.testing.assert_close(out, vec(-0.1), rtol=0, atol=1e-15)
 
@@ -91,7 +76,7 @@ def test_afa_cs_memory_over_three_aggregations_by_hand() -> None:
     s = make("afa_cs", ClientInfo((1,) * 3, local_lr=lr), server_lr=1.0)
     x = vec(0.0, 0.0)
     # round 0: worker 0 arrives with G = [2, 0]; memory [[2,0],[0,0],[0,0]] -> mean [2/3, 0]
-    x = s.aggregate(x, [grad_update(0, (2.0, 0.0), steps=1, lr=lr)], ctx(0, 1))
+    x = s.aggregate(x, [grad_update(0, (2.0, 0.0), steps=1, lr=lr)], ctx(0, 1)).vector
     torch.testing.assert_close(x, vec(-lr * 2 / 3, 0.0), rtol=0, atol=1e-15)
     # round 1: worker 1 (K=2) with [0, 3] and worker 0 again (K=4, stale) with [1, 1]
     # memory [[1,1],[0,3],[0,0]] -> mean [1/3, 4/3]
@@ -99,17 +84,17 @@ def test_afa_cs_memory_over_three_aggregations_by_hand() -> None:
         x,
         [grad_update(1, (0.0, 3.0), steps=2, lr=lr), grad_update(0, (1.0, 1.0), steps=4, lr=lr, version=0)],
         ctx(1, 2),
-    )
+    ).vector
     torch.testing.assert_close(x, vec(-lr * (2 / 3 + 1 / 3), -lr * 4 / 3), rtol=0, atol=1e-14)
     # round 2: worker 2 with [3, -3]; memory [[1,1],[0,3],[3,-3]] -> mean [4/3, 1/3]
-    x = s.aggregate(x, [grad_update(2, (3.0, -3.0), steps=3, lr=lr)], ctx(2, 1))
+    x = s.aggregate(x, [grad_update(2, (3.0, -3.0), steps=3, lr=lr)], ctx(2, 1)).vector
     expect = vec(-lr * (2 / 3 + 1 / 3 + 4 / 3), -lr * (4 / 3 + 1 / 3))
     torch.testing.assert_close(x, expect, rtol=0, atol=1e-14)
     torch.testing.assert_close(
         s.memory, torch.tensor([[1.0, 1.0], [0.0, 3.0], [3.0, -3.0]], dtype=F64), rtol=0, atol=1e-14
     )
     # a round with nothing arrived changes nothing
-    assert torch.equal(s.aggregate(x, [], ctx(3)), x)
+    assert torch.equal(s.aggregate(x, [], ctx(3)).vector, x)
 
 
 def test_afa_cs_later_arrival_of_the_same_worker_wins() -> None:
@@ -117,15 +102,15 @@ def test_afa_cs_later_arrival_of_the_same_worker_wins() -> None:
     s = make("afa_cs", ClientInfo((1, 1), lr), server_lr=1.0)
     out = s.aggregate(
         vec(0.0), [grad_update(0, (5.0,), steps=1, lr=lr), grad_update(0, (1.0,), steps=2, lr=lr)], ctx(0, 2)
-    )
+    ).vector
     torch.testing.assert_close(out, vec(-lr * 0.5), rtol=0, atol=1e-15)  # memory [1, 0]
 
 
 def test_afa_cs_with_every_worker_fresh_is_afa_cd() -> None:
     clients = ClientInfo((1,) * 3, 0.2)
     updates = [grad_update(i, (1.0 + i, -i), steps=1 + i, lr=0.2) for i in range(3)]
-    cs = make("afa_cs", clients, server_lr=3.0).aggregate(vec(1.0, 1.0), updates, ctx(0, 3))
-    cd = make("afa_cd", clients, server_lr=3.0).aggregate(vec(1.0, 1.0), updates, ctx(0, 3))
+    cs = make("afa_cs", clients, server_lr=3.0).aggregate(vec(1.0, 1.0), updates, ctx(0, 3)).vector
+    cd = make("afa_cd", clients, server_lr=3.0).aggregate(vec(1.0, 1.0), updates, ctx(0, 3)).vector
     torch.testing.assert_close(cs, cd, rtol=0, atol=1e-14)
 
 
@@ -150,13 +135,13 @@ def test_cvar_gradients_autograd_vs_formula(alpha: float, gamma: float, f_value:
 def test_fed_cvar_server_adopts_one_update_and_averages_several() -> None:
     s = make("fed_cvar", ClientInfo((1,) * 3, 0.1))
     x = vec(1.0, 2.0, 0.0)  # (theta, t)
-    one = s.aggregate(x, [ClientUpdate(2, 1, vec(0.5, -1.0, 0.25), 0, 0.1, 5)], ctx(0, 1))
+    one = s.aggregate(x, [ClientUpdate(2, 1, vec(0.5, -1.0, 0.25), 0, 0.1, 5)], ctx(0, 1)).vector
     assert one.tolist() == [1.5, 1.0, 0.25]  # the relayed user's result
     two = s.aggregate(
         x, [ClientUpdate(0, 1, vec(1.0, 0.0, 1.0), 0), ClientUpdate(1, 9, vec(0.0, 2.0, 0.0), 0)], ctx(1, 2)
-    )
+    ).vector
     assert two.tolist() == [1.5, 3.0, 0.5]  # plain mean, not weighted by samples
-    assert torch.equal(s.aggregate(x, [], ctx(2)), x)
+    assert torch.equal(s.aggregate(x, [], ctx(2)).vector, x)
 
 
 def test_fed_cvar_params_and_t_lr_schedule() -> None:

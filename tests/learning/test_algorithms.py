@@ -44,7 +44,7 @@ def make(name: str, clients: ClientInfo, **params):
 def run_rounds(strategy, x: torch.Tensor, rounds: list[list[ClientUpdate]]) -> list[list[float]]:
     out = []
     for r, updates in enumerate(rounds):
-        x = strategy.aggregate(x, updates, ctx(r, len(updates)))
+        x = strategy.aggregate(x, updates, ctx(r, len(updates))).vector
         out.append(x.tolist())
     return out
 
@@ -117,31 +117,33 @@ P4 = (0.5, 0.25, 1.0, 0.8)
 
 def test_fedavg_all_divides_by_all_clients() -> None:
     s = make("fedavg_all", ClientInfo((1,) * 4, 0.1), server_lr=2.0)
-    out = s.aggregate(X, [upd(0, *D0), upd(3, *D1)], ctx(0, 2))
+    out = s.aggregate(X, [upd(0, *D0), upd(3, *D1)], ctx(0, 2)).vector
     # 2 * ([2,4] + [-1,3]) / 4 = [0.5, 3.5]
     assert out.tolist() == [1.5, 2.5]
-    assert torch.equal(s.aggregate(X, [], ctx(1)), X)
+    assert torch.equal(s.aggregate(X, [], ctx(1)).vector, X)
 
 
 def test_fedavg_known_weights_by_inverse_probability() -> None:
     s = make("fedavg_known", ClientInfo((1,) * 4, 0.1, P4), server_lr=2.0)
-    out = s.aggregate(X, [upd(0, *D0), upd(1, *D1)], ctx(0, 2))
+    out = s.aggregate(X, [upd(0, *D0), upd(1, *D1)], ctx(0, 2)).vector
     # 2 * (1/4) * ([2,4]/0.5 + [-1,3]/0.25) = 0.5 * ([4,8] + [-4,12]) = [0, 10]
     assert out.tolist() == [1.0, 9.0]
-    assert torch.equal(s.aggregate(X, [], ctx(1)), X)
+    assert torch.equal(s.aggregate(X, [], ctx(1)).vector, X)
 
 
 def test_fedavg_unbiased_is_fedavg_known_in_the_mifa_lr_convention() -> None:
     gamma = 0.25
     clients = ClientInfo((1,) * 4, gamma, P4)
     updates = [upd(0, *D0), upd(1, *D1)]
-    known = make("fedavg_known", clients, server_lr=2.0).aggregate(X, updates, ctx(0, 2))
+    known = make("fedavg_known", clients, server_lr=2.0).aggregate(X, updates, ctx(0, 2)).vector
     # Delta_i = -delta_i / gamma; G = (1/4)(Delta_0/0.5 + Delta_1/0.25) = -[0, 20]/0.25 = [0, -80]
-    unbiased = make("fedavg_unbiased", clients, server_lr=2.0 * gamma).aggregate(X, updates, ctx(0, 2))
+    unbiased = make("fedavg_unbiased", clients, server_lr=2.0 * gamma).aggregate(X, updates, ctx(0, 2)).vector
     assert unbiased.tolist() == known.tolist() == [1.0, 9.0]
     # server_lr omitted: eta = gamma, i.e. fedavg_known with eta = 1
-    default = make("fedavg_unbiased", clients).aggregate(X, updates, ctx(0, 2))
-    assert default.tolist() == make("fedavg_known", clients).aggregate(X, updates, ctx(0, 2)).tolist() == [1.0, 4.0]
+    default = make("fedavg_unbiased", clients).aggregate(X, updates, ctx(0, 2)).vector
+    assert (
+        default.tolist() == make("fedavg_known", clients).aggregate(X, updates, ctx(0, 2)).vector.tolist() == [1.0, 4.0]
+    )
 
 
 @pytest.mark.parametrize("name", ["fedavg_known", "fedavg_unbiased", "umifa", "umifam"])
@@ -246,7 +248,7 @@ def test_fedau_aggregate_by_hand() -> None:
     # client 0: [1, 2]; client 1: [1], two missed; client 2: [2, 1]
     assert s.interval_weights.weights.tolist() == [1.5, 1.0, 1.5]
     # an empty round changes nothing in x but counts as missed by everyone
-    x3 = s.aggregate(torch.tensor(xs[2], dtype=F64), [], ctx(3))
+    x3 = s.aggregate(torch.tensor(xs[2], dtype=F64), [], ctx(3)).vector
     assert x3.tolist() == pytest.approx([2.5, 2.0])
     assert s.interval_weights.missed.tolist() == [1, 3, 1]
 
@@ -255,7 +257,7 @@ def test_fedau_cutoff_changes_the_weight_of_a_long_absence() -> None:
     s = make("fedau", ClientInfo((1,) * 2, 0.1), K=2)
     x = vec(0.0)
     for r, updates in enumerate([[upd(0, 1.0)], [upd(0, 1.0)], [upd(0, 1.0)], [upd(0, 1.0), upd(1, 4.0)]]):
-        x = s.aggregate(x, updates, ctx(r, len(updates)))
+        x = s.aggregate(x, updates, ctx(r, len(updates))).vector
     # client 1 missed rounds 0-2: K=2 records 2 at round 1, counter 1 at round 2, so weight 2 in round 3
     # round 3: x += (1/2)(1*1 + 2*4) = 4.5 on top of 3 * (1/2)
     assert x.tolist() == pytest.approx([1.5 + 4.5])
@@ -343,9 +345,9 @@ def test_mifa_memory_uses_each_job_lr_and_the_round_lr_schedule() -> None:
     # lr_t = 0.5/(t+1): the memory keeps gradient-like Delta = -delta/gamma_job and is stepped with gamma_t
     clients = ClientInfo((1,), 0.5, lr_schedule="inverse_round")
     s = make("mifa", clients)
-    x = s.aggregate(vec(0.0), [upd(0, 1.0, lr=0.125)], ctx(3, 1))  # Delta = -8, eta_3 = 0.125: x += 1
+    x = s.aggregate(vec(0.0), [upd(0, 1.0, lr=0.125)], ctx(3, 1)).vector  # Delta = -8, eta_3 = 0.125: x += 1
     assert x.tolist() == [1.0]
-    x = s.aggregate(x, [], ctx(4))  # the remembered -8 at eta_4 = 0.1
+    x = s.aggregate(x, [], ctx(4)).vector  # the remembered -8 at eta_4 = 0.1
     assert x.tolist() == pytest.approx([1.8])
 
 
@@ -423,7 +425,7 @@ def _mc_mean_G(name: str, trials: int, batches: int, rounds: int, seed: int, **p
             delta = -gamma * (a + t * c)  # Delta_i(t) = a_i + t c_i, the same stream in every trial
             active = np.flatnonzero(rng.random(n * per_batch) < np.tile(p, per_batch))
             updates = [ClientUpdate(int(j), 1, delta[j % n], t, gamma) for j in active]
-            x_new = s.aggregate(x, updates, ctx(t, len(updates)))
+            x_new = s.aggregate(x, updates, ctx(t, len(updates))).vector
             means[b, t] = (x - x_new).numpy()  # G_t averaged over this batch's trials
             x = x_new
     return means.mean(axis=0), means.std(axis=0, ddof=1) / np.sqrt(batches)

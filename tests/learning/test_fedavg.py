@@ -39,22 +39,22 @@ def fedavg(**params) -> FedAvg:
 
 def test_fedavg_samples_weighting() -> None:
     # weights 1/4, 3/4: 0.25*[1,0,-1] + 0.75*[0,2,2] = [0.25, 1.5, 1.25]
-    out = fedavg().aggregate(X, UPDATES, CTX)
+    out = fedavg().aggregate(X, UPDATES, CTX).vector
     assert torch.equal(out, torch.tensor([1.25, 3.5, 4.25]))
 
 
 def test_fedavg_uniform_weighting() -> None:
     # weights 1/2, 1/2: [0.5, 1, 0.5]
-    out = fedavg(weighting="uniform").aggregate(X, UPDATES, CTX)
+    out = fedavg(weighting="uniform").aggregate(X, UPDATES, CTX).vector
     assert torch.equal(out, torch.tensor([1.5, 3.0, 3.5]))
 
 
 @pytest.mark.parametrize("weighting,avg", [("samples", [0.25, 1.5, 1.25]), ("uniform", [0.5, 1.0, 0.5])])
 def test_fedavg_server_learning_rate(weighting: str, avg: list[float]) -> None:
     eta = 0.5
-    out = fedavg(server_lr=eta, weighting=weighting).aggregate(X, UPDATES, CTX)
+    out = fedavg(server_lr=eta, weighting=weighting).aggregate(X, UPDATES, CTX).vector
     assert torch.equal(out, X + eta * torch.tensor(avg))
-    out = fedavg(server_lr=2.0, weighting=weighting).aggregate(X, UPDATES, CTX)
+    out = fedavg(server_lr=2.0, weighting=weighting).aggregate(X, UPDATES, CTX).vector
     assert torch.equal(out, X + 2.0 * torch.tensor(avg))
 
 
@@ -67,7 +67,7 @@ def test_fedavg_three_clients_float64() -> None:
     ]
     sizes = [2, 5, 13]
     updates = [ClientUpdate(i, n, d, 0) for i, (n, d) in enumerate(zip(sizes, deltas))]
-    out = FedAvg(FedAvg.Params(server_lr=0.7), ClientInfo(tuple(sizes), local_lr=0.1)).aggregate(x, updates, CTX)
+    out = FedAvg(FedAvg.Params(server_lr=0.7), ClientInfo(tuple(sizes), local_lr=0.1)).aggregate(x, updates, CTX).vector
     total = sum(sizes)
     expected = [x[j].item() + 0.7 * sum(n / total * d[j].item() for n, d in zip(sizes, deltas)) for j in range(2)]
     assert out.tolist() == pytest.approx(expected, rel=1e-12)
@@ -76,7 +76,7 @@ def test_fedavg_three_clients_float64() -> None:
 
 @pytest.mark.parametrize("weighting", ["samples", "uniform"])
 def test_fedavg_without_updates_keeps_the_model(weighting: str) -> None:
-    out = fedavg(server_lr=0.5, weighting=weighting).aggregate(X, [], CTX)
+    out = fedavg(server_lr=0.5, weighting=weighting).aggregate(X, [], CTX).vector
     assert torch.equal(out, X)
 
 

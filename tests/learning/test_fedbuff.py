@@ -45,20 +45,20 @@ def test_two_buffers_with_known_staleness_by_hand() -> None:
     x = vec(1.0, 2.0)
     # buffer 1, server at version 3: one fresh update (s = 0, w = 1), one from version 0 (s = 3, w = 1/2)
     # x += 0.5 * (1/2) * (1 * [0.4, -0.2] + 1/2 * [0.8, 0.4]) = 0.25 * [0.8, 0] = [0.2, 0]
-    x = s.aggregate(x, [ClientUpdate(0, 1, vec(0.4, -0.2), 3), ClientUpdate(1, 1, vec(0.8, 0.4), 0)], ctx(3, 2))
+    x = s.aggregate(x, [ClientUpdate(0, 1, vec(0.4, -0.2), 3), ClientUpdate(1, 1, vec(0.8, 0.4), 0)], ctx(3, 2)).vector
     torch.testing.assert_close(x, vec(1.2, 2.0), rtol=0, atol=1e-15)
     # buffer 2, server at version 8: one fresh update (w = 1), one from version 0 (s = 8, w = 1/3)
     # x += 0.5 * (1/2) * ([0.3, 0.3] + 1/3 * [0.9, -0.9]) = 0.25 * [0.6, 0] = [0.15, 0]
-    x = s.aggregate(x, [ClientUpdate(2, 1, vec(0.3, 0.3), 8), ClientUpdate(3, 1, vec(0.9, -0.9), 0)], ctx(8, 2))
+    x = s.aggregate(x, [ClientUpdate(2, 1, vec(0.3, 0.3), 8), ClientUpdate(3, 1, vec(0.9, -0.9), 0)], ctx(8, 2)).vector
     torch.testing.assert_close(x, vec(1.35, 2.0), rtol=0, atol=1e-15)
-    assert torch.equal(s.aggregate(x, [], ctx(9, 0)), x)  # an empty buffer changes nothing
+    assert torch.equal(s.aggregate(x, [], ctx(9, 0)).vector, x)  # an empty buffer changes nothing
 
 
 def test_without_staleness_weighting_it_is_the_uniform_mean() -> None:
     updates = [ClientUpdate(i, 1, vec(0.1 * i, 1.0 - i), i) for i in range(3)]
     x = vec(0.5, -0.5)
-    plain = make("fedbuff", server_lr=2.0, staleness_weight="none").aggregate(x, updates, ctx(5, 3))
-    fedavg = make("fedavg", server_lr=2.0, weighting="uniform").aggregate(x, updates, ctx(5, 3))
+    plain = make("fedbuff", server_lr=2.0, staleness_weight="none").aggregate(x, updates, ctx(5, 3)).vector
+    fedavg = make("fedavg", server_lr=2.0, weighting="uniform").aggregate(x, updates, ctx(5, 3)).vector
     assert torch.equal(plain, fedavg)
 
 
@@ -66,8 +66,8 @@ def test_k1_unweighted_is_the_afa_cd_step_with_eta_k() -> None:
     """AFA-CD moves x by eta * eta_L * delta / (K_steps * eta_L): with eta = K_steps it is FedBuff's x + delta."""
     update = ClientUpdate(2, 1, vec(0.3, -0.6), 1, 0.1, 4)
     x = vec(1.0, 1.0)
-    fedbuff = make("fedbuff", staleness_weight="none").aggregate(x, [update], ctx(7, 1))
-    afa = make("afa_cd", server_lr=4.0).aggregate(x, [update], ctx(7, 1))
+    fedbuff = make("fedbuff", staleness_weight="none").aggregate(x, [update], ctx(7, 1)).vector
+    afa = make("afa_cd", server_lr=4.0).aggregate(x, [update], ctx(7, 1)).vector
     torch.testing.assert_close(fedbuff, x + update.delta, rtol=0, atol=1e-15)
     torch.testing.assert_close(afa, fedbuff, rtol=0, atol=1e-15)
 

@@ -31,22 +31,22 @@ def test_fednova_normalises_unequal_step_counts_by_hand() -> None:
     tau_eff = 1/4 * 2 + 3/4 * 6 = 5, sum p_i Delta_i / tau_i = [1/8, 3/8], so x += 5 * [1/8, 3/8] = [5/8, 15/8]."""
     updates = [ClientUpdate(0, 1, vec(1.0, 0.0), 0, 0.1, 2), ClientUpdate(1, 3, vec(0.0, 3.0), 0, 0.1, 6)]
     x = vec(0.0, 0.0)
-    nova = make("fednova").aggregate(x, updates, ctx(0))
+    nova = make("fednova").aggregate(x, updates, ctx(0)).vector
     torch.testing.assert_close(nova, vec(0.625, 1.875), rtol=0, atol=1e-15)
     # FedAvg on the same updates, the biased baseline: the client that ran 6 steps pulls harder
-    fedavg = make("fedavg").aggregate(x, updates, ctx(0))
+    fedavg = make("fedavg").aggregate(x, updates, ctx(0)).vector
     torch.testing.assert_close(fedavg, vec(0.25, 2.25), rtol=0, atol=1e-15)
     # uniform p = (1/2, 1/2): tau_eff = 4, sum p d = [1/4, 1/4]; server_lr scales the step
-    uniform = make("fednova", weighting="uniform", server_lr=0.5).aggregate(x, updates, ctx(0))
+    uniform = make("fednova", weighting="uniform", server_lr=0.5).aggregate(x, updates, ctx(0)).vector
     torch.testing.assert_close(uniform, vec(0.5, 0.5), rtol=0, atol=1e-15)
 
 
 def test_fednova_with_equal_steps_is_fedavg() -> None:
     updates = [ClientUpdate(0, 1, vec(0.3, -0.1), 0, 0.1, 4), ClientUpdate(1, 3, vec(-0.2, 0.5), 0, 0.1, 4)]
     x = vec(1.0, 2.0)
-    nova = make("fednova").aggregate(x, updates, ctx(0))
-    torch.testing.assert_close(nova, make("fedavg").aggregate(x, updates, ctx(0)), rtol=0, atol=1e-15)
-    assert torch.equal(make("fednova").aggregate(x, [], ctx(0)), x)
+    nova = make("fednova").aggregate(x, updates, ctx(0)).vector
+    torch.testing.assert_close(nova, make("fedavg").aggregate(x, updates, ctx(0)).vector, rtol=0, atol=1e-15)
+    assert torch.equal(make("fednova").aggregate(x, [], ctx(0)).vector, x)
     with pytest.raises(ValueError, match="local steps"):
         make("fednova").aggregate(x, [ClientUpdate(0, 1, vec(1.0, 1.0), 0)], ctx(0))
 
@@ -72,7 +72,7 @@ def test_staleness_functions_by_hand() -> None:
 def test_fedasync_mixing_for_each_staleness_function(params: dict, version: int, expected: tuple) -> None:
     s = make("fedasync", alpha=0.5, **params)
     update = ClientUpdate(0, 1, vec(1.0, 1.0), 2, start=vec(0.0, 2.0))
-    got = s.aggregate(vec(1.0, 1.0), [update], ctx(version))
+    got = s.aggregate(vec(1.0, 1.0), [update], ctx(version)).vector
     torch.testing.assert_close(got, vec(*expected), rtol=0, atol=1e-15)
 
 
@@ -80,7 +80,7 @@ def test_fedasync_fresh_update_is_alpha_of_its_delta_and_the_bound_drops_stale_o
     s = make("fedasync", alpha=0.4, staleness="constant", max_staleness=2)
     x = vec(1.0, -1.0)
     fresh = ClientUpdate(0, 1, vec(0.5, 0.5), 7, start=x)
-    torch.testing.assert_close(s.aggregate(x, [fresh], ctx(7)), x + 0.4 * vec(0.5, 0.5), rtol=0, atol=1e-15)
+    torch.testing.assert_close(s.aggregate(x, [fresh], ctx(7)).vector, x + 0.4 * vec(0.5, 0.5), rtol=0, atol=1e-15)
     assert s.admit(ClientUpdate(0, 1, vec(0.0, 0.0), 5, start=x), ctx(7))  # s = 2
     assert not s.admit(ClientUpdate(0, 1, vec(0.0, 0.0), 4, start=x), ctx(7))  # s = 3 > 2
     assert make("fedasync").admit(ClientUpdate(0, 1, vec(0.0, 0.0), 0, start=x), ctx(10**6))

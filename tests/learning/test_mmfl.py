@@ -117,7 +117,7 @@ def test_optimal_sampling_is_unbiased_monte_carlo() -> None:
         assert len({c for c, _ in pairs}) == len(pairs)  # at most one model per client
         for t in range(2):
             ups = [ClientUpdate(c, sizes[t][c], deltas[c, t], 0, task=t) for c, tt in pairs if tt == t]
-            draws[k, t] = s.aggregate(torch.zeros(3, dtype=torch.float64), ups, ctx())
+            draws[k, t] = s.aggregate(torch.zeros(3, dtype=torch.float64), ups, ctx()).vector
     mean, err = draws.mean(0), draws.std(0) / trials**0.5
     for t in range(2):
         assert (abs(mean[t] - full[t]) < 4.5 * err[t] + 1e-12).all(), (mean[t], full[t], err[t])
@@ -131,10 +131,10 @@ def test_optimal_aggregation_by_hand() -> None:
     x = torch.zeros(2, dtype=torch.float64)
     up = ClientUpdate(1, 30, torch.tensor([1.0, 2.0], dtype=torch.float64), 0, task=0)
     # d_{1,0} = 30/40, p = 0.25: x + 0.5 * 3 * delta
-    torch.testing.assert_close(s.aggregate(x, [up], ctx()), torch.tensor([1.5, 3.0], dtype=torch.float64))
+    torch.testing.assert_close(s.aggregate(x, [up], ctx()).vector, torch.tensor([1.5, 3.0], dtype=torch.float64))
     up = ClientUpdate(0, 20, torch.tensor([4.0, 0.0], dtype=torch.float64), 0, task=1)
-    torch.testing.assert_close(s.aggregate(x, [up], ctx()), torch.tensor([2.0, 0.0], dtype=torch.float64))
-    assert torch.equal(s.aggregate(x, [], ctx()), x)
+    torch.testing.assert_close(s.aggregate(x, [up], ctx()).vector, torch.tensor([2.0, 0.0], dtype=torch.float64))
+    assert torch.equal(s.aggregate(x, [], ctx()).vector, x)
 
 
 def test_random_baseline_weights_and_round_robin_rotation() -> None:
@@ -148,7 +148,7 @@ def test_random_baseline_weights_and_round_robin_rotation() -> None:
     up = ClientUpdate(client, 10, torch.ones(2, dtype=torch.float64), 0, task=task)
     # d = 1/6, p = 1/6: weight 1
     torch.testing.assert_close(
-        rnd.aggregate(torch.zeros(2, dtype=torch.float64), [up], ctx()), torch.ones(2, dtype=torch.float64)
+        rnd.aggregate(torch.zeros(2, dtype=torch.float64), [up], ctx()).vector, torch.ones(2, dtype=torch.float64)
     )
 
     rr = mmfl(sizes, sampling="round_robin")
@@ -157,7 +157,7 @@ def test_random_baseline_weights_and_round_robin_rotation() -> None:
         assert pairs == [(c, (c // 2 + r) % 3) for c in range(6)]
     ups = [ClientUpdate(c, 10, torch.full((2,), float(c), dtype=torch.float64), 0) for c in (1, 3)]
     torch.testing.assert_close(
-        rr.aggregate(torch.zeros(2, dtype=torch.float64), ups, ctx()), torch.full((2,), 2.0, dtype=torch.float64)
+        rr.aggregate(torch.zeros(2, dtype=torch.float64), ups, ctx()).vector, torch.full((2,), 2.0, dtype=torch.float64)
     )  # the plain mean
 
 

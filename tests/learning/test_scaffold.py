@@ -53,7 +53,7 @@ def test_scaffold_two_rounds_by_hand() -> None:
     # round 0: c = c_i = 0, so plain SGD (no correction); clients 0 (K = 2) and 2 (K = 4) arrive
     first = [update(s, 0, vec(0.2, -0.4), 2), update(s, 2, vec(-0.8, 0.4), 4)]
     assert [u.correction for u in first] == [None, None]
-    x1 = s.aggregate(x0, first, ctx(0, 0, 2))
+    x1 = s.aggregate(x0, first, ctx(0, 0, 2)).vector
     assert torch.allclose(x1, vec(0.4, 2.0))  # x0 + 2 * mean(delta) = x0 + 2 * (-0.3, 0)
     assert torch.allclose(s.c_local[0], vec(-1.0, 2.0))  # -delta / (K eta_l) = -(0.2, -0.4) / 0.2
     assert torch.allclose(s.c_local[2], vec(2.0, -1.0))  # -(-0.8, 0.4) / 0.4
@@ -65,7 +65,7 @@ def test_scaffold_two_rounds_by_hand() -> None:
     assert torch.allclose(second[0].correction.shift, vec(1.25, -1.75))  # c - c_0
     assert torch.allclose(second[1].correction.shift, vec(0.25, 0.25))  # c - 0
     assert second[0].correction.pull == 0.0
-    x2 = s.aggregate(x1, second, ctx(1, 0, 1))
+    x2 = s.aggregate(x1, second, ctx(1, 0, 1)).vector
     assert torch.allclose(x2, vec(0.8, 2.0))  # x1 + 2 * mean((0.1, 0.1), (0.3, -0.1))
     # c_0+ = (-1, 2) - (0.25, 0.25) - (0.1, 0.1)/0.1;  c_1+ = 0 - (0.25, 0.25) - (0.3, -0.1)/0.3
     assert torch.allclose(s.c_local[0], vec(-2.25, 0.75))
@@ -76,7 +76,7 @@ def test_scaffold_two_rounds_by_hand() -> None:
     assert torch.allclose(s.c, (s.c_local[0] + s.c_local[1] + s.c_local[2]) / 4)
 
     # a round with no update changes nothing; a client that never arrived starts from c_i = 0
-    assert torch.equal(s.aggregate(x2, [], ctx(2)), x2)
+    assert torch.equal(s.aggregate(x2, [], ctx(2)).vector, x2)
     assert torch.allclose(s.correction(3, 0).shift, s.c)
 
 

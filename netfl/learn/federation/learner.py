@@ -47,6 +47,7 @@ from netfl.learn.federation.learner_state import learner_state, restore_learner
 from netfl.learn.federation.model_transfer import ModelTransfer
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
 from netfl.learn.federation.server_step import ServerStep
+from netfl.learn.federation.strategy_metrics import AggregationMetrics
 from netfl.learn.federation.task_model import TaskModel, TaskSetup
 from netfl.learn.federation.work_cost import WorkCost
 from netfl.learn.models.params import ParamLayout
@@ -131,6 +132,11 @@ class Learner:
     def updates_skipped(self) -> int:
         """Non-finite updates and probe reports dropped (``on_divergence: skip_update``)."""
         return self.watch.updates_skipped
+
+    @property
+    def strategy_metrics(self) -> list[AggregationMetrics]:
+        """The strategy's metrics of every aggregation so far, in order (algorithm.csv's rows)."""
+        return self.server.metrics.rows
 
     @property
     def edge_model_bytes(self) -> float:

@@ -1,6 +1,6 @@
 """What a checkpoint keeps of the learner: everything a run changes in it (global models and their snapshots, the
-strategy, jobs in flight, the server optimisers' and the devices' error memories, the edge models, the selection
-generator), without the data sets; and its return into a learner built from the same scenario.
+strategy and its metrics so far, jobs in flight, the server optimisers' and the devices' error memories, the edge
+models, the selection generator), without the data sets; and its return into a learner built from the same scenario.
 
 The state is one dict of plain containers and tensors (the strategy and server optimisers pickled whole); each
 task's parameter and buffer names and shapes go with it, so a model file changed since the run started is named
@@ -51,6 +51,7 @@ def learner_state(learner: Learner) -> dict:
         "selection": learner.selection.bit_generator.state,
         "strategy": learner.strategy,
         "server_optimizers": learner.server.optimizers,
+        "strategy_metrics": learner.server.metrics.rows,
         "error_memory": uplink.memory if uplink is not None else None,
         "edge_models": edges.vectors if edges is not None else None,
         "edges_fresh": edges.fresh if edges is not None else None,
@@ -79,6 +80,7 @@ def restore_learner(learner: Learner, state: dict) -> None:
     learner.watch.updates_skipped, learner.watch.made_by = state["updates_skipped"], state["made_by"]
     learner.book.jobs, learner.book.probes, learner.strategy = state["jobs"], state["probes"], state["strategy"]
     learner.server.optimizers = state["server_optimizers"]
+    learner.server.metrics.rows = list(state.get("strategy_metrics", ()))  # a checkpoint of netfl 0.2.0 has none
     uplink, edges = learner.transfer.uplink, learner.server.edges
     if uplink is not None:
         uplink.memory = {c: e.to(learner.device) for c, e in state["error_memory"].items()}

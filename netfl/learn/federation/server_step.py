@@ -1,6 +1,7 @@
 """The server's step once a round's updates are in: the strategy's rule, then the server optimiser (if any); with
 edge servers (hierarchical FL, :mod:`netfl.learn.federation.hierarchy`), each edge's rule every round and the
-cloud's average every few.
+cloud's average every few. Every call of the strategy's rule records its metrics
+(:mod:`netfl.learn.federation.strategy_metrics`).
 
 Without edges, task s's next global vector is the strategy's aggregate of its updates, or, with a server optimiser
 (:mod:`netfl.learn.federation.server_optimizers`), the optimiser's step on that aggregate minus the current vector (the
@@ -16,15 +17,17 @@ from collections.abc import Sequence
 import torch
 
 from netfl.backend import CloudContext, RoundContext
-from netfl.learn.federation.algorithms import ClientUpdate, Strategy
+from netfl.learn.federation.algorithms import ClientUpdate, Strategy, as_aggregate
 from netfl.learn.federation.divergence_watch import require_finite
 from netfl.learn.federation.hierarchy import EdgeModels
 from netfl.learn.federation.server_optimizers import ServerOptimizer, ServerOptimizerChoice, build_server_optimizer
+from netfl.learn.federation.strategy_metrics import StrategyMetrics
 from netfl.learn.federation.task_model import TaskModel
 
 
 class ServerStep:
-    """A server optimiser per task (or none), and the edge servers' models (or none)."""
+    """A server optimiser per task (or none), the edge servers' models (or none), and the strategy's metrics of
+    every aggregation (``metrics``)."""
 
     def __init__(
         self,
@@ -38,6 +41,7 @@ class ServerStep:
             [build_server_optimizer(optimizer) for _ in tasks] if optimizer is not None else None
         )
         self.edges: EdgeModels | None = None
+        self.metrics = StrategyMetrics()
         if client_edges is not None:
             if any(t.buffer_bytes for t in tasks):
                 raise ValueError(
@@ -66,7 +70,7 @@ class ServerStep:
         for s, edges in enumerate(self.edges.vectors):
             for edge in sorted({self.edges.edge(u.client) for u in updates if u.task == s}):
                 mine = [u for u in updates if u.task == s and self.edges.edge(u.client) == edge]
-                edges[edge] = strategy.aggregate(edges[edge], mine, context)
+                edges[edge] = self._rule(strategy, edges[edge], mine, context, s, edge)
                 self.edges.fresh = True
                 require_finite([edges[edge]], context.round_index, clients)
         return [task.global_vector for task in tasks]
@@ -75,10 +79,24 @@ class ServerStep:
         self, strategy: Strategy, s: int, task: TaskModel, updates: list[ClientUpdate], context: RoundContext
     ) -> torch.Tensor:
         mine = [u for u in updates if u.task == s]
-        model = strategy.aggregate(task.global_vector, mine, context)
+        model = self._rule(strategy, task.global_vector, mine, context, s)
         if self.optimizers is None or not mine:
             return model
         return self.optimizers[s].step(task.global_vector, model - task.global_vector)
+
+    def _rule(
+        self,
+        strategy: Strategy,
+        x: torch.Tensor,
+        updates: list[ClientUpdate],
+        context: RoundContext,
+        task: int,
+        edge: int | None = None,
+    ) -> torch.Tensor:
+        """The strategy's next vector from ``x`` and ``updates``, its metrics recorded."""
+        result = as_aggregate(strategy.aggregate(x, updates, context), strategy)
+        self.metrics.record(context, task, result.metrics, edge)
+        return result.vector
 
     def cloud(self, tasks: Sequence[TaskModel], context: CloudContext, version: int) -> None:
         """Hierarchical FL's cloud round: each task's global model (and its snapshot ``version``) becomes the

@@ -13,7 +13,14 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, StrategyParams
+from netfl.learn.federation.algorithms.base import (
+    Aggregate,
+    ClientInfo,
+    ClientUpdate,
+    Strategy,
+    StrategyParams,
+    as_aggregate,
+)
 from netfl.learn.federation.algorithms.fedau import IntervalWeights
 from netfl.registry import algorithms as registry
 from netfl.registry import implementations
@@ -27,11 +34,13 @@ ALGORITHMS: dict[str, type[Strategy]] = implementations(
 
 __all__ = [
     "ALGORITHMS",
+    "Aggregate",
     "ClientInfo",
     "ClientUpdate",
     "IntervalWeights",
     "Strategy",
     "StrategyParams",
+    "as_aggregate",
     "build_strategy",
 ]
 

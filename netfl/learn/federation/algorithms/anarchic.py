@@ -33,14 +33,30 @@ updates per round, each with its own staleness and K). ``mode: sync`` works
 too and is the non-anarchic special case: every round's updates are fresh
 and K is the task's (per client with ``epochs``); with a deadline or a RAM
 relay only what arrived is used.
+
+Metrics of each server iteration: ``updates`` (m, those that arrived),
+``staleness_mean`` and ``staleness_max`` (tau_i: the server's model version
+minus the one each update started from), ``steps_mean`` (the mean K_i; NaN
+without an update) and ``gradient_norm`` (||G_t||, the step's direction:
+the mean of the arrived G_i for CD, of every worker's latest for CS; NaN
+without a step).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.learn.federation.algorithms.base import (
+    Aggregate,
+    ClientInfo,
+    ClientUpdate,
+    Strategy,
+    norm,
+    staleness_metrics,
+)
 from netfl.registry.algorithm_params import AFAParams
 
 
@@ -59,6 +75,16 @@ class _AFABase(Strategy):
         eta_l = self.clients.client_lr(context.round_index)
         return x - (self.params.server_lr * eta_l) * g.view_as(x)
 
+    def metrics(self, updates: list[ClientUpdate], context: RoundContext, g: torch.Tensor | None) -> dict[str, float]:
+        """The iteration's metrics (module docstring); ``g`` is G_t, None without a step."""
+        steps = [self.update_steps(u) for u in updates]
+        return {
+            "updates": len(updates),
+            **staleness_metrics(updates, context),
+            "steps_mean": sum(steps) / len(steps) if steps else math.nan,
+            "gradient_norm": norm(g) if g is not None else math.nan,
+        }
+
 
 class AFACD(_AFABase):
     """AFA-CD: step on the mean of the (stale) updates that arrived.
@@ -74,10 +100,11 @@ class AFACD(_AFABase):
 
     name = "afa_cd"
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         if not updates:
-            return x
-        return self.step(x, self.gradients(x, updates).mean(dim=0), context)
+            return Aggregate(x, self.metrics(updates, context, None))
+        g = self.gradients(x, updates).mean(dim=0)
+        return Aggregate(self.step(x, g, context), self.metrics(updates, context, g))
 
 
 class AFACS(_AFABase):
@@ -99,12 +126,13 @@ class AFACS(_AFABase):
         super().__init__(params, clients)
         self.memory: torch.Tensor | None = None  # M x dim, zeros until a worker's first update
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         if self.memory is None:
             self.memory = torch.zeros(self.num_clients, x.numel(), dtype=x.dtype, device=x.device)
         if not updates:
-            return x
+            return Aggregate(x, self.metrics(updates, context, None))
         g = self.gradients(x, updates)
         for row, u in enumerate(updates):  # in arrival order: a later update of the same worker replaces it
             self.memory[u.client] = g[row]
-        return self.step(x, self.memory.mean(dim=0), context)
+        mean = self.memory.mean(dim=0)
+        return Aggregate(self.step(x, mean, context), self.metrics(updates, context, mean))

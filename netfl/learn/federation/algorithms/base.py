@@ -35,6 +35,13 @@ the simulated network times). ``admit`` may refuse an update that arrived
 (FedAsync drops one staler than its bound). ``evaluate`` is the hook the
 server tests the global model through (default: the task's test set).
 
+What ``aggregate`` returns, as Flower's ``aggregate_fit`` returns its
+parameters and metrics: an :class:`Aggregate`, the next global vector with
+the metrics of that aggregation (numbers by name, those a reader of the
+paper looks at: FedAU's estimated participation intervals, MIFA's clients
+in memory, ...), which the run writes to ``algorithm.csv``. A bare tensor is
+accepted as the vector with no metrics.
+
 Every strategy class carries ``name`` (the key in ``server.algorithm``) and
 ``Params`` (a pydantic model: its fields, defaults and descriptions are the
 algorithm's documented parameters; unknown keys are rejected). The algorithm
@@ -47,10 +54,12 @@ Params model (the class's must be the same), ``summary`` (one line for
 
 from __future__ import annotations
 
+import inspect
 import math
+import numbers
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -99,6 +108,54 @@ class ClientUpdate:
     task: int = 0  # which model (of ``tasks:``) this update belongs to
     correction: Correction | None = None  # what the strategy's ``correction`` gave the job when it started
     start: torch.Tensor | None = None  # the global vector the job started from, as the client received it
+
+
+#: The columns of algorithm.csv that say where an aggregation's metrics come from: no metric may take their names.
+PLACE_COLUMNS = ("sim_time_s", "round", "task", "edge")
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """What :meth:`Strategy.aggregate` returns: the next global ``vector`` and the ``metrics`` of this aggregation
+    (name -> number: an int for a count, else a float, NaN where it is undefined this time), which change nothing
+    in the run and are written to the run folder's algorithm.csv, one row per call."""
+
+    vector: torch.Tensor
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+
+def as_aggregate(result: object, strategy: Strategy) -> Aggregate:
+    """``strategy.aggregate``'s ``result`` as an :class:`Aggregate` (a bare tensor: no metrics); a TypeError naming
+    the strategy's ``aggregate`` (file and line) when it is neither, or a metric is not a named number."""
+    if isinstance(result, torch.Tensor):
+        return Aggregate(result)
+    where = _source_of(type(strategy).aggregate)
+    if not isinstance(result, Aggregate) or not isinstance(result.vector, torch.Tensor):
+        what = f"Aggregate with a {type(result.vector).__name__} vector" if isinstance(result, Aggregate) else None
+        raise TypeError(
+            f"{where}: {type(strategy).__qualname__}.aggregate returned {what or type(result).__name__}; return the "
+            "next global vector (a torch.Tensor) or Aggregate(vector, metrics)"
+        )
+    for name, value in result.metrics.items():
+        if not isinstance(name, str) or not name or name in PLACE_COLUMNS:
+            raise TypeError(
+                f"{where}: {type(strategy).__qualname__}.aggregate's metric {name!r}: a metric's name must be a "
+                f"non-empty string other than {', '.join(PLACE_COLUMNS)}"
+            )
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"{where}: {type(strategy).__qualname__}.aggregate's metric {name!r} is {type(value).__name__} "
+                f"{value!r}; a metric must be a number (an int or a float)"
+            )
+    return result
+
+
+def _source_of(function: Callable) -> str:
+    """``file:line`` of ``function``, or its qualified name where Python cannot say."""
+    try:
+        return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
+    except (OSError, TypeError):
+        return getattr(function, "__qualname__", repr(function))
 
 
 class Strategy(ABC):
@@ -204,8 +261,11 @@ class Strategy(ABC):
         return True
 
     @abstractmethod
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
-        """The next global vector from the current one and the updates that arrived (possibly none)."""
+    def aggregate(
+        self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext
+    ) -> Aggregate | torch.Tensor:
+        """The next global vector from the current one and the updates that arrived (possibly none), with the
+        metrics of this aggregation (:class:`Aggregate`), or the vector alone (no metrics)."""
 
     # ---- what the server tests
 
@@ -260,3 +320,17 @@ def participation_probabilities(algorithm: str, clients: ClientInfo) -> tuple[fl
             f"client {bad[0]} has p = {probs[bad[0]]}"
         )
     return tuple(float(p) for p in probs)
+
+
+def staleness_metrics(updates: Sequence[ClientUpdate], context: RoundContext) -> dict[str, float]:
+    """``staleness_mean`` and ``staleness_max`` of the updates: the server's version (``context.round_index``) minus
+    the one each started from (NaN with no update)."""
+    stale = [context.round_index - u.start_version for u in updates]
+    if not stale:
+        return {"staleness_mean": math.nan, "staleness_max": math.nan}
+    return {"staleness_mean": sum(stale) / len(stale), "staleness_max": max(stale)}
+
+
+def norm(vector: torch.Tensor | None) -> float:
+    """The Euclidean norm of ``vector`` as a float (0 for None, a vector not yet made: zero)."""
+    return 0.0 if vector is None else float(torch.linalg.vector_norm(vector))

@@ -15,14 +15,21 @@ applied: the ``aggregate`` event's ``applied=0``, its ``staleness`` the
 dropped update's), the paper's bound on staleness made a rule. A dropped
 update still takes its model version, the model unchanged: the version is
 the paper's server iteration t, which advances with every update received.
+
+Metrics of each aggregation: ``updates`` (those mixed in: one per version,
+none when the update was dropped), ``staleness_mean`` and ``staleness_max``
+(s) and ``alpha_mean`` (the mean alpha_t they were mixed in with; NaN
+without an update).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy
+from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, staleness_metrics
 from netfl.registry.algorithm_params import FedAsyncParams
 
 
@@ -58,11 +65,20 @@ class FedAsync(Strategy):
         bound = self.params.max_staleness
         return bound is None or context.round_index - update.start_version <= bound
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
+        alphas = []
         for u in updates:
             if u.start is None:
                 raise ValueError("fedasync needs the model each update started from (ClientUpdate.start)")
             alpha_t = self.mixing_weight(context.round_index - u.start_version)
             x_new = u.start.to(x) + u.delta.to(dtype=x.dtype, device=x.device).view_as(x)
             x = (1 - alpha_t) * x + alpha_t * x_new
-        return x
+            alphas.append(alpha_t)
+        return Aggregate(
+            x,
+            {
+                "updates": len(updates),
+                **staleness_metrics(updates, context),
+                "alpha_mean": sum(alphas) / len(alphas) if alphas else math.nan,
+            },
+        )

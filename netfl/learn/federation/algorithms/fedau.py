@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, weighted_sum
+from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, weighted_sum
 from netfl.registry.algorithm_params import FedAUParams
 
 
@@ -88,6 +88,10 @@ class FedAU(Strategy):
     = ``server_lr``; ``delta = y - x``. FedAU's CIFAR-10 setting: gamma 0.1,
     eta 1, K = 50 or infinite. The reference code's default K = 100000 is
     ``K: null`` here.
+
+    Metrics: ``updates`` (arrived), and ``interval_mean`` and ``interval_max``, the mean and largest w_n over
+    all N clients as this round used them: the estimated participation intervals (1/p_n for Bernoulli(p_n)
+    participation; 1 for a client with no interval recorded yet).
     """
 
     name = "fedau"
@@ -97,11 +101,18 @@ class FedAU(Strategy):
         super().__init__(params, clients)
         self.interval_weights = IntervalWeights(self.num_clients, self.params.K)
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         weights = self.interval_weights.weights
         participants = sorted({u.client for u in updates})
         self.interval_weights.step(np.asarray(participants, dtype=np.int64))
+        metrics = {
+            "updates": len(updates),
+            "interval_mean": float(weights.mean()),
+            "interval_max": float(weights.max()),
+        }
         if not updates:
-            return x
+            return Aggregate(x, metrics)
         n = self.num_clients
-        return x + self.params.server_lr * weighted_sum(updates, [weights[u.client] / n for u in updates], x)
+        return Aggregate(
+            x + self.params.server_lr * weighted_sum(updates, [weights[u.client] / n for u in updates], x), metrics
+        )

@@ -18,6 +18,12 @@ lr ``eta / gamma``. They are kept as two names so that each paper's
 hyper-parameters can be typed in as published (FedAU: eta = 1 means "add the
 weighted mean delta"; MIFA: eta is a step size on gradient-like updates, by
 default the client lr itself, which again means "add the weighted mean delta").
+
+Metrics of each aggregation: ``updates`` (how many were combined); ``fedavg``
+``samples`` (their sum_k n_k); the others ``weight_sum``, the total weight of
+the arrived updates on the mean over all N clients: |arrived| / N, or
+sum_k 1 / (N p_k) for the inverse-probability rules (1 in expectation when
+p_k is the probability of arriving; its spread is the estimator's).
 """
 
 from __future__ import annotations
@@ -27,22 +33,27 @@ from abc import abstractmethod
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, data_weights, weighted_sum
+from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, data_weights, weighted_sum
 from netfl.registry.algorithm_params import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
 
 
 class _ServerStep(Strategy):
     """``x <- x + eta * sum_k w_k delta_k`` over the updates that arrived (none: x stays), eta = ``server_lr``;
-    the rule is its weights ``w_k``."""
+    the rule is its weights ``w_k``, its metrics ``updates`` and those of :meth:`measures`."""
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
+        metrics = {"updates": len(updates), **self.measures(updates)}
         if not updates:
-            return x
-        return x + self.params.server_lr * weighted_sum(updates, self.weights(updates), x)
+            return Aggregate(x, metrics)
+        return Aggregate(x + self.params.server_lr * weighted_sum(updates, self.weights(updates), x), metrics)
 
     @abstractmethod
     def weights(self, updates: list[ClientUpdate]) -> list[float]:
         """``w_k`` of each update that arrived (there is at least one)."""
+
+    @abstractmethod
+    def measures(self, updates: list[ClientUpdate]) -> dict[str, float]:
+        """The rule's metrics beside ``updates`` (module docstring), also with no update."""
 
 
 class FedAvg(_ServerStep):
@@ -61,6 +72,9 @@ class FedAvg(_ServerStep):
     def weights(self, updates: list[ClientUpdate]) -> list[float]:
         return data_weights(updates, self.params.weighting)
 
+    def measures(self, updates: list[ClientUpdate]) -> dict[str, float]:
+        return {"samples": sum(u.num_samples for u in updates)}
+
 
 class FedAvgAll(_ServerStep):
     """FedAU's "average all" baseline: the arrived updates summed and divided by all N clients.
@@ -76,6 +90,9 @@ class FedAvgAll(_ServerStep):
 
     def weights(self, updates: list[ClientUpdate]) -> list[float]:
         return [1.0 / self.num_clients] * len(updates)
+
+    def measures(self, updates: list[ClientUpdate]) -> dict[str, float]:
+        return {"weight_sum": len(updates) / self.num_clients}
 
 
 class FedAvgKnown(_ServerStep):
@@ -101,6 +118,10 @@ class FedAvgKnown(_ServerStep):
         n = self.num_clients
         return [1.0 / (n * self.probabilities[u.client]) for u in updates]
 
+    def measures(self, updates: list[ClientUpdate]) -> dict[str, float]:
+        """``weight_sum`` = sum_k 1 / (N p_k) over the arrived updates (``fedavg_unbiased``'s too)."""
+        return {"weight_sum": sum(FedAvgKnown.weights(self, updates))}
+
 
 class FedAvgUnbiased(FedAvgKnown):
     """The MIFA notes' "FedAvg (unbiased)", in their learning-rate convention.
@@ -116,13 +137,14 @@ class FedAvgUnbiased(FedAvgKnown):
     name = "fedavg_unbiased"
     Params = FedAvgUnbiasedParams
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
+        metrics = {"updates": len(updates), **self.measures(updates)}
         if not updates:
-            return x
+            return Aggregate(x, metrics)
         n = self.num_clients
         eta = (
             self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
         )
         # x - eta * (1/N) sum (-delta/gamma)/p  =  x + sum (eta / (N gamma p)) delta
         weights = [eta / (n * self.update_lr(u) * self.probabilities[u.client]) for u in updates]
-        return x + weighted_sum(updates, weights, x)
+        return Aggregate(x + weighted_sum(updates, weights, x), metrics)

@@ -22,6 +22,10 @@ buffered mean (``fedavg`` with ``weighting: uniform`` in ``mode: async``).
 
 In ``mode: sync`` every update is fresh (s = 0) and 1/K is one over the
 round's arrivals: uniform FedAvg with server lr eta_g.
+
+Metrics of each server step: ``updates`` (K, the buffer's), ``staleness_mean``
+and ``staleness_max`` (s_i) and ``weight_mean`` (the mean w(s_i): 1 for
+fresh updates; NaN, as the staleness, for an empty buffer).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import math
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, weighted_sum
+from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, staleness_metrics, weighted_sum
 from netfl.registry.algorithm_params import FedBuffParams
 
 
@@ -55,11 +59,12 @@ class FedBuff(Strategy):
     name = "fedbuff"
     Params = FedBuffParams
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
+        metrics = {"updates": len(updates), **staleness_metrics(updates, context), "weight_mean": math.nan}
         if not updates:
-            return x
+            return Aggregate(x, metrics)
         k = len(updates)
-        weights = [
-            staleness_weight(context.round_index - u.start_version, self.params.staleness_weight) / k for u in updates
-        ]
-        return x + self.params.server_lr * weighted_sum(updates, weights, x)
+        w = [staleness_weight(context.round_index - u.start_version, self.params.staleness_weight) for u in updates]
+        metrics["weight_mean"] = sum(w) / k
+        weights = [w_i / k for w_i in w]
+        return Aggregate(x + self.params.server_lr * weighted_sum(updates, weights, x), metrics)

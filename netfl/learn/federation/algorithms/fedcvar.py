@@ -24,6 +24,11 @@ theta's gradient is ((1 - gamma) + gamma) grad f = grad f: plain
 cross-entropy SGD. (Started above the losses, t would first fall at
 (1 - gamma) t_lr per step while theta took only gamma-scaled steps.)
 gamma = 1 is FedAvg for theta whatever t does.
+
+Metrics of each aggregation: ``updates`` (those that arrived) and ``t``, the
+global threshold after it (the last value of the global vector): the
+estimated alpha-quantile of the users' losses, which the CVaR's variational
+form makes t.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from __future__ import annotations
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy
 from netfl.learn.training.objective import ExtraScalars
 from netfl.registry.algorithm_params import FedCVaRParams
 
@@ -60,13 +65,15 @@ class FedCVaR(Strategy):
         super().__init__(params, clients)
         self.extras = Threshold(params, clients.local_lr)
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         if not updates:
-            return x
-        if len(updates) == 1:
-            return x + updates[0].delta.to(dtype=x.dtype, device=x.device).view_as(x)
-        deltas = torch.stack([u.delta.to(dtype=x.dtype, device=x.device).reshape(-1) for u in updates])
-        return x + deltas.mean(dim=0).view_as(x)
+            new = x
+        elif len(updates) == 1:
+            new = x + updates[0].delta.to(dtype=x.dtype, device=x.device).view_as(x)
+        else:
+            deltas = torch.stack([u.delta.to(dtype=x.dtype, device=x.device).reshape(-1) for u in updates])
+            new = x + deltas.mean(dim=0).view_as(x)
+        return Aggregate(new, {"updates": len(updates), "t": float(new.reshape(-1)[-1])})
 
 
 class Threshold(ExtraScalars):

@@ -16,14 +16,20 @@ paper). With equal tau_i it is FedAvg. tau_i is the job's own number of
 steps: ``task.local``, ``async.local_steps`` or, with
 ``server.round.partial_work``, the steps a device finished before the
 deadline.
+
+Metrics of each aggregation: ``updates``, ``tau_eff`` and the fewest and
+most local steps among the updates, ``steps_min`` and ``steps_max`` (NaN
+without an update).
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientUpdate, Strategy, data_weights, weighted_sum
+from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, data_weights, weighted_sum
 from netfl.registry.algorithm_params import FedNovaParams
 
 
@@ -37,10 +43,12 @@ class FedNova(Strategy):
     name = "fednova"
     Params = FedNovaParams
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         if not updates:
-            return x
+            return Aggregate(x, {"updates": 0, "tau_eff": math.nan, "steps_min": math.nan, "steps_max": math.nan})
         p = data_weights(updates, self.params.weighting)
         tau = [self.update_steps(u) for u in updates]
         tau_eff = sum(pi * ti for pi, ti in zip(p, tau))
-        return x + self.params.server_lr * tau_eff * weighted_sum(updates, [pi / ti for pi, ti in zip(p, tau)], x)
+        metrics = {"updates": len(updates), "tau_eff": tau_eff, "steps_min": min(tau), "steps_max": max(tau)}
+        weights = [pi / ti for pi, ti in zip(p, tau)]
+        return Aggregate(x + self.params.server_lr * tau_eff * weighted_sum(updates, weights, x), metrics)

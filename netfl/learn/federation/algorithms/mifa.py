@@ -30,6 +30,13 @@ and the round in which the last client first arrives applies the first
 step. The reference trains *all* clients once when the table fills and
 starts its lr decay there; here jobs keep the engine's round index.
 
+Metrics of each round: ``updates`` (the clients whose update arrived, the
+latest of each), ``in_memory`` (the clients whose update the table holds:
+every one that has arrived at least once), ``stepped`` (1 when the round
+moved the model, 0 while ``wait_for_all`` waits) and ``direction_norm``
+(||G_t||, or ||v_t|| with momentum: the direction the step took; NaN without
+a step).
+
 FedAU's "MIFA" baseline (``x += eta_FedAU * mean_i of the last delta_i``, zero
 start, no wait) is ``mifa`` with ``eta_FedAU = eta / gamma`` (so eta_FedAU = 1
 is the default ``server_lr`` with a constant client lr).
@@ -37,11 +44,13 @@ is the default ``server_lr`` with a constant client lr).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy, norm
 from netfl.registry.algorithm_params import MIFAmParams, MIFAParams, UMIFAmParams, UMIFAParams
 
 
@@ -64,7 +73,7 @@ class _MemoryStrategy(Strategy):
             latest[u.client] = u
         return [latest[c] for c in sorted(latest)]
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         updates = self._latest_per_client(updates)
         if self.memory is None:
             self.memory = torch.zeros(self.num_clients, x.numel(), dtype=x.dtype, device=x.device)
@@ -84,9 +93,10 @@ class _MemoryStrategy(Strategy):
                     correction = ((inv_p - 1.0) * change).sum(dim=0) / self.num_clients
             self.memory[idx] = fresh
             self.seen[idx.cpu().numpy()] = True
+        metrics = {"updates": len(updates), "in_memory": int(self.seen.sum()), "stepped": 0, "direction_norm": math.nan}
         if not self.filled:
             if not self.seen.all():
-                return x
+                return Aggregate(x, metrics)
             self.filled = True
         g = self.memory.mean(dim=0)
         if correction is not None:
@@ -97,7 +107,8 @@ class _MemoryStrategy(Strategy):
         eta = (
             self.params.server_lr if self.params.server_lr is not None else self.clients.client_lr(context.round_index)
         )
-        return x - eta * g.view_as(x)
+        metrics.update(stepped=1, direction_norm=norm(g))
+        return Aggregate(x - eta * g.view_as(x), metrics)
 
 
 class MIFA(_MemoryStrategy):

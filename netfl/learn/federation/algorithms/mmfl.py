@@ -24,17 +24,25 @@ Aggregation per model s over the clients A_s whose update of s arrived:
 delta_{i,s} (unbiased for sum_i d_{i,s} delta_{i,s} over the eligible
 clients); ``round_robin``: w_s <- w_s + eta mean_{i in A_s} delta_{i,s}
 (the reference code's plain average). eta = ``server_lr`` (1 in the paper).
+
+Metrics of each model's aggregation (one row per task): ``updates``
+(|A_s|), ``weight_sum`` (the sum of the weights the updates took: sum
+d_{i,s} / p_{s|i}, 1 in expectation over the sampling, or 1 for
+round_robin's mean; 0 without an update) and ``p_min`` (the smallest
+p_{s|i} among the arrived updates, the one that weighs most; NaN for
+round_robin or without an update).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
 from netfl.backend import RoundContext, sample_uniform
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, weighted_sum
+from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy, weighted_sum
 from netfl.learn.federation.algorithms.probes import LocalLoss, UpdateNorm
 from netfl.registry.algorithm_params import MMFLParams
 
@@ -136,11 +144,14 @@ class MMFL(Strategy):
                 self._p[(client, pick)] = float(p[row, pick])
         return pairs
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         if not updates:
-            return x
+            return Aggregate(x, {"updates": 0, "weight_sum": 0.0, "p_min": math.nan})
         if self.params.sampling == "round_robin":
             weights = [1.0 / len(updates)] * len(updates)
+            p_min = math.nan
         else:
             weights = [self.shares[u.task, u.client] / self._p[(u.client, u.task)] for u in updates]
-        return x + self.params.server_lr * weighted_sum(updates, weights, x)
+            p_min = min(self._p[(u.client, u.task)] for u in updates)
+        metrics = {"updates": len(updates), "weight_sum": float(sum(weights)), "p_min": float(p_min)}
+        return Aggregate(x + self.params.server_lr * weighted_sum(updates, weights, x), metrics)

@@ -26,6 +26,11 @@ arrives: a lost upload leaves it as it was (the client commits c_i+ on the
 server's acknowledgement), so c stays the mean of all the c_i. With
 c = c_i = 0 (the first round) the local steps are plain SGD and the round is
 FedAvg's with uniform weights.
+
+Metrics of each aggregation: ``updates`` (|S|), ``control_norm`` (||c||
+after it: how far the server's estimate of the mean gradient is from zero)
+and ``control_change_norm`` (||(|S|/N) mean_S Delta c_i||, how far c moved;
+0 without an update).
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from dataclasses import dataclass
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, weighted_sum
+from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy, norm, weighted_sum
 from netfl.learn.training.objective import Correction
 from netfl.registry.algorithm_params import ScaffoldParams
 
@@ -79,9 +84,9 @@ class Scaffold(Strategy):
     def upload_bytes(self, model_bytes: float) -> float:
         return 2 * model_bytes  # Delta y_i and Delta c_i
 
-    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> torch.Tensor:
+    def aggregate(self, x: torch.Tensor, updates: list[ClientUpdate], context: RoundContext) -> Aggregate:
         if not updates:
-            return x
+            return Aggregate(x, {"updates": 0, "control_norm": norm(self.c), "control_change_norm": 0.0})
         change = torch.zeros_like(x)  # sum over S of Delta c_i
         for u in updates:
             sent = u.correction if isinstance(u.correction, Control) else None  # None: c = c_i = 0 were sent
@@ -93,4 +98,9 @@ class Scaffold(Strategy):
             change += step
         self.c = change / self.num_clients if self.c is None else self.c + change / self.num_clients
         n = len(updates)
-        return x + self.params.server_lr * weighted_sum(updates, [1 / n] * n, x)
+        metrics = {
+            "updates": n,
+            "control_norm": norm(self.c),
+            "control_change_norm": norm(change / self.num_clients),
+        }
+        return Aggregate(x + self.params.server_lr * weighted_sum(updates, [1 / n] * n, x), metrics)

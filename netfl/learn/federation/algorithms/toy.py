@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy
+from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, as_aggregate
 
 
 @dataclass(frozen=True)
@@ -85,6 +85,6 @@ class QuadraticToy:
                 selected=tuple(int(i) for i in active),
                 delivered=tuple(range(len(active))),
             )
-            x = strategy.aggregate(x, updates, context)
+            x = as_aggregate(strategy.aggregate(x, updates, context), strategy).vector
             errors[t] = float(((x - w_star) ** 2).sum())
         return errors
