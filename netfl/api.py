@@ -28,6 +28,7 @@ import pandas as pd
 
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
 from netfl.config.schema import DatasetSpec, ModelSpec
+from netfl.results.algorithm_file import algorithm_frame
 from netfl.results.claim import claim_out_dir
 from netfl.results.events_file import events_frame
 from netfl.results.metrics_file import metrics_columns
@@ -39,9 +40,9 @@ __all__ = ["Result", "from_dict", "load", "run", "with_own"]
 
 @dataclass
 class Result:
-    """What a run gives: ``summary`` (as summary.json) and ``metrics``, ``events``, ``devices`` and ``timeline``
-    as DataFrames (the columns of metrics.csv, events.parquet, devices.parquet and timeline.parquet); ``out_dir``
-    if the run was written."""
+    """What a run gives: ``summary`` (as summary.json) and ``metrics``, ``events``, ``devices``, ``timeline`` and
+    ``algorithm`` as DataFrames (the columns of metrics.csv, events.parquet, devices.parquet, timeline.parquet and
+    algorithm.csv: the strategy's own metrics of each aggregation); ``out_dir`` if the run was written."""
 
     summary: dict[str, Any]
     metrics: pd.DataFrame
@@ -49,6 +50,7 @@ class Result:
     devices: pd.DataFrame
     out_dir: Path | None = None
     timeline: pd.DataFrame | None = None
+    algorithm: pd.DataFrame | None = None
 
     @classmethod
     def of(cls, outcome: RunOutcome) -> Result:
@@ -60,6 +62,7 @@ class Result:
             pd.DataFrame(dict(device_columns(result))),
             outcome.out_dir,
             pd.DataFrame(result.timeline.columns()) if result.timeline is not None else None,
+            algorithm_frame(outcome.algorithm),
         )
 
 

@@ -76,6 +76,11 @@ class RoundPlan:
     probe: bool = False
 
 
+#: Where an aggregation's metrics (a strategy's, beside the next model) belong: the first columns of the run's
+#: algorithm.csv, which no metric may be named.
+AGGREGATION_PLACE = ("sim_time_s", "round", "task", "edge")
+
+
 @dataclass(frozen=True)
 class RoundContext:
     """What the server knew when it aggregated a round."""

@@ -8,7 +8,7 @@ import platform
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ class RunOutcome:
     out_dir: Path | None
     result: SimulationResult
     num_classes: list[int]  # per task, for the per-class metric columns
+    algorithm: list = field(default_factory=list)  # the strategy's metrics, a row per aggregation (algorithm.csv)
 
 
 def default_out_dir(scenario: Scenario) -> Path:
@@ -329,7 +330,7 @@ def run_scenario(
         summary.update(device=device, threads=threads, threads_adaptive=adaptive, **(extra_summary or {}))
         for task_summary, training in zip(summary["tasks"], trainers):
             task_summary["training"] = training
-        outcome = RunOutcome(summary, None, result, num_classes)
+        outcome = RunOutcome(summary, None, result, num_classes, algorithm_rows)
         if write:
             outcome.out_dir = write_run(
                 target,

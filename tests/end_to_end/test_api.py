@@ -53,6 +53,10 @@ def test_the_api_and_the_cli_give_the_same_run(tiny, tmp_path) -> None:
     written = json.loads((tmp_path / "cli" / "summary.json").read_text())
     assert written["final_test_accuracy"] == api.summary["final_test_accuracy"]
     assert pd.read_parquet(tmp_path / "cli" / "events.parquet").equals(api.events)
+    # the strategy's metrics of each aggregation: algorithm.csv's table (FedAvg: updates and samples per round)
+    written_metrics = pd.read_csv(tmp_path / "cli" / "algorithm.csv")
+    assert list(api.algorithm.columns) == ["sim_time_s", "round", "task", "updates", "samples"]
+    assert len(api.algorithm) == 2 and api.algorithm.equals(written_metrics)
 
 
 def test_a_world_built_in_code_is_checked_like_a_file(tiny) -> None:

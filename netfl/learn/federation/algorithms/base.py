@@ -65,7 +65,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from netfl.backend import Evaluation, RoundContext, sample_uniform
+from netfl.backend import AGGREGATION_PLACE, Evaluation, RoundContext, sample_uniform
 from netfl.learn.federation.algorithms.probes import Probe
 from netfl.learn.training.objective import Correction, ExtraScalars
 from netfl.learn.training.reference import scheduled_lr
@@ -110,10 +110,6 @@ class ClientUpdate:
     start: torch.Tensor | None = None  # the global vector the job started from, as the client received it
 
 
-#: The columns of algorithm.csv that say where an aggregation's metrics come from: no metric may take their names.
-PLACE_COLUMNS = ("sim_time_s", "round", "task", "edge")
-
-
 @dataclass(frozen=True)
 class Aggregate:
     """What :meth:`Strategy.aggregate` returns: the next global ``vector`` and the ``metrics`` of this aggregation
@@ -137,10 +133,10 @@ def as_aggregate(result: object, strategy: Strategy) -> Aggregate:
             "next global vector (a torch.Tensor) or Aggregate(vector, metrics)"
         )
     for name, value in result.metrics.items():
-        if not isinstance(name, str) or not name or name in PLACE_COLUMNS:
+        if not isinstance(name, str) or not name or name in AGGREGATION_PLACE:
             raise TypeError(
                 f"{where}: {type(strategy).__qualname__}.aggregate's metric {name!r}: a metric's name must be a "
-                f"non-empty string other than {', '.join(PLACE_COLUMNS)}"
+                f"non-empty string other than {', '.join(AGGREGATION_PLACE)}"
             )
         if isinstance(value, bool) or not isinstance(value, numbers.Real):
             raise TypeError(
