@@ -68,15 +68,20 @@ def _value(value: Any, unit: Unit | None) -> str:
         return "none (inf)"  # no deadline, no cap
     if unit is not None and isinstance(value, (int, float)):
         return unit.format(value)
-    return _flow(value)
+    text = _flow(value)
+    if isinstance(value, (list, tuple)) and len(text) > _MAX_VALUE_CHARS:  # a long rho list: its first values
+        text = text[: _MAX_VALUE_CHARS - 20].rsplit(", ", 1)[0] + f", ... ({len(value)} values)]"
+    return text
 
 
 def _declared(spec: BaseModel, label: str = "", skip: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:
     """``spec``'s fields as their declarations name them (``key value``, each in its unit): its own values under
-    ``label``, then each nested mapping's under its key (``link.channel``). A field left out (None) is not shown;
-    so a field added to a declaration shows here without a line of its own."""
+    ``label``, then each nested mapping's under its key (``link.channel``). A field left out (None), or one its
+    spec says does not apply (``not_applicable``: slotted ALOHA's keys on another medium), is not shown; so a
+    field added to a declaration shows here without a line of its own."""
     own: list[str] = []
     nested: list[tuple[str, list[str]]] = []
+    skip = (*skip, *getattr(spec, "not_applicable", ()))
     for name, field in type(spec).model_fields.items():
         value = getattr(spec, name)
         if value is None or field.exclude or name in skip:
@@ -118,23 +123,11 @@ def _parts(parts: list[tuple[str, list[str]]], indent: int = 13) -> list[str]:
 
 
 def _node(name: str, n: NodeSpec) -> str:
-    m = n.medium
-    medium = f", {m.kind} ({_si(m.bandwidth, 'Hz')}"  # how wireless devices share the node's band
-    medium += f", {_si(m.rate, 'bit/s')}, q={m.q:g})" if m.kind == "slotted_aloha" else ")"
-    down = f", downlink {_si(n.downlink, 'bit/s')}" if n.downlink else ""
-    ram = ""
-    if n.ram is not None:
-        rho = f"{len(n.ram.rho)} weights" if isinstance(n.ram.rho, list) else n.ram.rho
-        draw = (
-            "drawn among all users, nothing passing when the drawn user's update is missing"
-            if n.ram.draw == "all"
-            else "drawn among the users whose update arrived"
-        )
-        ram = f"; RAM {n.ram.mode}" + (
-            f" (rho: {rho}; {draw})" if n.ram.mode == "abstract" else " (the first update to arrive passes)"
-        )
-    up = f"; up by {_call(n.availability.policy, n.availability.params)}" if n.availability is not None else ""
-    return f"  {name:<10} {n.kind.replace('_', ' ')}{medium}{down}{ram}{up}"
+    """A network node: its kind, then its declared values (downlink, availability) and mappings (medium, ram), each
+    field that applies by its key in its unit."""
+    (_, top), *parts = _declared(n, skip=("kind",))
+    head = f"  {name:<10} {n.kind.replace('_', ' ')}" + (":" if top else "")
+    return "\n".join(_lines(head, top) + _parts(parts))
 
 
 def _server(s: Scenario) -> str:

@@ -58,15 +58,21 @@ class MediumSpec(Strict):
         "transmissions fails the upload; unlimited if omitted",
     )
 
+    @property
+    def not_applicable(self) -> tuple[str, ...]:
+        """The keys that mean nothing for this kind: slotted ALOHA's, for any other (refused where given, and not
+        shown by ``netfl validate``)."""
+        return () if self.kind == "slotted_aloha" else ("rate", "q", "packet_size", "backoff", "max_attempts")
+
     @model_validator(mode="after")
     def _aloha_only(self):
         if self.kind == "slotted_aloha" and self.rate is None:
             raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
-        aloha = {"rate", "q", "packet_size", "backoff", "max_attempts"} & self.model_fields_set
-        if self.kind != "slotted_aloha" and aloha:
+        given = sorted(set(self.not_applicable) & self.model_fields_set)
+        if given:
             raise ValueError(
-                f"{', '.join(sorted(aloha))} appl{'ies' if len(aloha) == 1 else 'y'} to kind "
-                f"slotted_aloha only (kind is {self.kind})"
+                f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to kind slotted_aloha only (kind is "
+                f"{self.kind})"
             )
         return self
 
@@ -93,10 +99,20 @@ class RamSpec(Strict):
         "(all: the paper's erasure), or among the users whose update arrived (arrived)",
     )
 
+    @property
+    def not_applicable(self) -> tuple[str, ...]:
+        """The keys that mean nothing for this mode: who is drawn, where the first arrival passes (refused where
+        given, and not shown by ``netfl validate``)."""
+        return () if self.mode == "abstract" else ("rho", "draw")
+
     @model_validator(mode="after")
     def _draw_when_abstract(self):
-        if self.mode != "abstract" and "draw" in self.model_fields_set:
-            raise ValueError(f"draw applies to mode abstract only (mode {self.mode} passes the first arrival)")
+        given = sorted(set(self.not_applicable) & self.model_fields_set)
+        if given:
+            raise ValueError(
+                f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to mode abstract only (mode "
+                f"{self.mode} passes the first arrival)"
+            )
         return self
 
 

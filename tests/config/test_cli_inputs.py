@@ -41,7 +41,8 @@ def test_summary_describes_wireless_links_network_async_and_charging() -> None:
     cellular = describe_scenario(load_scenario(ROOT / "topologies" / "cellular.yaml"))
     assert "link.channel kind rayleigh, distance_m uniform(50 m, 500 m), tx_power 0.2 W," in cellular
     assert "rate 1 Mbit/s, packet_size 1.5 kB" in cellular
-    assert "enb" in cellular and "fdma (10 MHz)" in cellular and "enb -> server: 1 Gbit/s" in cellular
+    assert "  enb        access point: downlink 40 Mbit/s\n" in cellular and "enb -> server: 1 Gbit/s" in cellular
+    assert "             medium kind fdma, bandwidth 10 MHz\n" in cellular
     anarchic = describe_scenario(load_scenario(ROOT / "topologies" / "anarchic.yaml"))
     assert "async buffer 8, local_steps uniform(1, 10), pause 20s" in anarchic
     assert "participants" not in anarchic  # no rounds for devices in async mode
@@ -52,10 +53,7 @@ def test_summary_describes_wireless_links_network_async_and_charging() -> None:
     custom = describe_scenario(load_scenario(ROOT / "examples" / "custom_policy.yaml"))
     assert "charging daily(start=21:00, end=06:30, jitter=90min)" in custom
     relay = describe_scenario(load_scenario(ROOT / "topologies" / "ram-relay.yaml"))
-    assert (
-        "RAM abstract (rho: 10 weights; drawn among all users, nothing passing when the drawn user's update "
-        "is missing)" in relay
-    )
+    assert "ram    mode abstract, rho [0.3, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.04, 0.03, 0.03], draw all" in relay
 
 
 def test_summary_shows_every_declared_device_field_in_its_unit() -> None:
@@ -428,3 +426,11 @@ def test_building_a_policy_with_bad_parameters_is_a_policy_error() -> None:
 def test_a_bare_eval_interval_given_with_set_names_both_spellings() -> None:
     result = run("validate", ROOT / "topologies" / "quickstart.yaml", "--set", "eval.every=900")
     assert_user_error(result, "eval.every", "'900 rounds' or '900s'")
+
+
+def test_a_long_list_is_shown_by_its_first_values_and_its_length() -> None:
+    from netfl.config.summary import _value
+
+    assert _value([0.3, 0.2], None) == "[0.3, 0.2]"
+    shown = _value([0.01] * 1000, None)
+    assert shown.startswith("[0.01, 0.01, ") and shown.endswith(", ... (1000 values)]") and len(shown) <= 80

@@ -29,9 +29,16 @@ def test_the_summary_states_the_cap_and_the_draw():
     assert "max_spectral_efficiency 7.4063" in out
     uncapped = validate(CAMPUS, "devices[1].link.channel.max_spectral_efficiency=.inf").output
     assert "max_spectral_efficiency none (inf)" in uncapped
-    assert "drawn among all users, nothing passing when the drawn user's update is missing" in validate(RAM).output
-    assert "drawn among the users whose update arrived" in validate(RAM, "network.nodes.relay.ram.draw=arrived").output
-    assert "RAM first (the first update to arrive passes)" in validate(PHYSICAL).output
+    assert " ram    mode abstract, rho [0.3, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.04, 0.03, 0.03], draw all\n" in (
+        validate(RAM).output
+    )
+    assert ", draw arrived\n" in validate(RAM, "network.nodes.relay.ram.draw=arrived").output
+    physical = validate(PHYSICAL).output
+    assert " ram    mode first\n" in physical  # rho and draw do not apply to it: not shown
+    assert " medium kind slotted_aloha, bandwidth 1 MHz, rate 1 Mbit/s, q 0.1, packet_size 1.5 kB, backoff none\n" in (
+        physical
+    )
+    assert " medium kind tdma, bandwidth 5 MHz\n" in validate(CAMPUS).output  # slotted ALOHA's keys not shown
 
 
 @pytest.mark.parametrize(
@@ -69,6 +76,12 @@ def test_the_summary_states_the_cap_and_the_draw():
         ),
         (RAM, "network.nodes.relay.ram.draw=some", "network.nodes.relay.ram.draw", "use 'all' or 'arrived'"),
         (PHYSICAL, "network.nodes.relay.ram.draw=all", "network.nodes.relay.ram", "draw applies to mode abstract only"),
+        (
+            PHYSICAL,
+            "network.nodes.relay.ram.rho=[0.5, 0.5]",
+            "network.nodes.relay.ram",
+            "rho applies to mode abstract only (mode first passes the first arrival)",
+        ),
     ],
 )
 def test_bad_values_name_their_yaml_path(path, setting, where, message):
