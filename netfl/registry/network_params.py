@@ -34,6 +34,13 @@ SERVER = "server"
 BACKOFF_STAGES = 10
 
 
+def _refuse_not_applicable(spec: Strict, applies_to: str) -> None:
+    """Refuse the keys ``spec`` was given that its choice makes meaningless (its ``not_applicable``)."""
+    given = sorted(set(spec.not_applicable) & spec.model_fields_set)
+    if given:
+        raise ValueError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to {applies_to}")
+
+
 class MediumSpec(Strict):
     """How the devices attached to a node share its uplink (see netfl/sim/medium.py)."""
 
@@ -68,12 +75,7 @@ class MediumSpec(Strict):
     def _aloha_only(self):
         if self.kind == "slotted_aloha" and self.rate is None:
             raise ValueError("slotted_aloha needs rate (the packet rate, e.g. rate: 1Mbps)")
-        given = sorted(set(self.not_applicable) & self.model_fields_set)
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to kind slotted_aloha only (kind is "
-                f"{self.kind})"
-            )
+        _refuse_not_applicable(self, f"kind slotted_aloha only (kind is {self.kind})")
         return self
 
     @property
@@ -107,12 +109,7 @@ class RamSpec(Strict):
 
     @model_validator(mode="after")
     def _draw_when_abstract(self):
-        given = sorted(set(self.not_applicable) & self.model_fields_set)
-        if given:
-            raise ValueError(
-                f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to mode abstract only (mode "
-                f"{self.mode} passes the first arrival)"
-            )
+        _refuse_not_applicable(self, f"mode abstract only (mode {self.mode} passes the first arrival)")
         return self
 
 

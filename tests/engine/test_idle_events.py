@@ -14,33 +14,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_support import WORK_KINDS, FakeBackend, events, group, scenario
+from engine_support import WORK_KINDS, events, group, scenario
 from test_idle_rows import Windows, phone
 from test_one_world import CHARGERS, POLICIES, USE, csv_trace, fedscale_trace, user_policy, world
+from test_one_world import run as one_world_run
 
-from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.policies.population import AlwaysModel
 from netfl.registry.device_params import UsageSpec
 from netfl.results.events_file import events_frame
-from netfl.rng import RandomStreams
 from netfl.sim.idle_events import KINDS, IdleEvents
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.recorder import EventRecorder
-from netfl.sim.simulation import Simulation
 
 
 def run(sc, form: str, idle_events: bool = True):
-    streams = RandomStreams(sc.seed)
-    mix = np.full((sc.num_devices, 10), 0.1)
-    backend = FakeBackend(participants=sc.server.round.asked)
-    if form == "actors":
-        policies, chargers = device_policies(sc, streams, np.full(sc.num_devices, 10), mix)
-        w = build_world(sc, streams, policies=policies, chargers=chargers)
-    else:
-        population, charging = population_models(sc, streams, mix), group_models(sc, streams, mix, "charging")
-        w = build_world(sc, streams, population=population, charging=charging, idle_events=idle_events)
-    sim = Simulation(w, backend)
-    return sim, sim.run()
+    """tests/engine/test_one_world.py's run, the array form logging idle devices' events unless told not to."""
+    return one_world_run(sc, form, idle_events)
 
 
 def idle(sim) -> list:

@@ -147,7 +147,8 @@ def world(policy: dict, count: int = 30, rounds: int = 25, charging: dict | None
     return scenario([phones, boards], stop={"rounds": rounds}, round={"participants": 6, "deadline": 5.0})
 
 
-def run(sc, form: str):
+def run(sc, form: str, idle_events: bool = False):
+    """The scenario run in either form (``idle_events``: the array form logs idle devices' events too)."""
     streams = RandomStreams(sc.seed)
     mix = np.full((sc.num_devices, 10), 0.1)
     backend = FakeBackend(participants=sc.server.round.asked)
@@ -155,8 +156,8 @@ def run(sc, form: str):
         policies, chargers = device_policies(sc, streams, np.full(sc.num_devices, 10), mix)
         w = build_world(sc, streams, policies=policies, chargers=chargers)
     else:
-        charging = group_models(sc, streams, mix, "charging")
-        w = build_world(sc, streams, population=population_models(sc, streams, mix), charging=charging)
+        population, charging = population_models(sc, streams, mix), group_models(sc, streams, mix, "charging")
+        w = build_world(sc, streams, population=population, charging=charging, idle_events=idle_events)
     sim = Simulation(w, backend)
     return sim, sim.run()
 
