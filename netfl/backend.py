@@ -33,7 +33,7 @@ diverged``) instead of simulating hours of a meaningless model.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -90,6 +90,64 @@ class RoundContext:
     available: Sequence[int]  # clients eligible at the round's start (ascending; a numpy array from the engine)
     selected: tuple[int, ...]  # clients asked to train
     delivered: tuple[int, ...]  # job ids whose update reached the server in time
+
+
+class DeviceStates:
+    """What the server can observe of the devices eligible at a round's start, one entry per device of
+    ``available`` (the same order), for selection rules that look at the devices (battery- or availability-aware,
+    Oort-like): read from the engine on first access, so a rule that reads nothing costs nothing.
+
+    ``battery``: the charge as a fraction of capacity (NaN on mains power); ``charging``: plugged in and charging;
+    ``uplink_bps``: the nominal rate of the device's own uplink (what its link would carry alone, without fading or
+    contention); ``tasks_started`` and ``updates_delivered``: its jobs so far; ``last_selected_s``: the simulated time
+    the server last asked it to work (NaN: never), so ``sim_time_s - last_selected_s`` is the time since its last
+    participation. Each is a read-only numpy array.
+    """
+
+    FIELDS = ("battery", "charging", "uplink_bps", "tasks_started", "updates_delivered", "last_selected_s")
+
+    def __init__(
+        self, available: Sequence[int], sim_time_s: float, read: Callable[[np.ndarray], dict[str, np.ndarray]]
+    ):
+        """``read(indices)``: the engine's answer, a mapping of :attr:`FIELDS` to arrays aligned with ``indices``."""
+        self.available = np.asarray(available, dtype=np.int64)
+        self.sim_time_s = float(sim_time_s)
+        self._read, self._values = read, None
+
+    def __len__(self) -> int:
+        return len(self.available)
+
+    def _field(self, name: str) -> np.ndarray:
+        if self._values is None:
+            values = self._read(self.available)
+            for array in values.values():
+                array.setflags(write=False)
+            self._values = values
+        return self._values[name]
+
+    @property
+    def battery(self) -> np.ndarray:
+        return self._field("battery")
+
+    @property
+    def charging(self) -> np.ndarray:
+        return self._field("charging")
+
+    @property
+    def uplink_bps(self) -> np.ndarray:
+        return self._field("uplink_bps")
+
+    @property
+    def tasks_started(self) -> np.ndarray:
+        return self._field("tasks_started")
+
+    @property
+    def updates_delivered(self) -> np.ndarray:
+        return self._field("updates_delivered")
+
+    @property
+    def last_selected_s(self) -> np.ndarray:
+        return self._field("last_selected_s")
 
 
 @dataclass(frozen=True)
@@ -159,8 +217,9 @@ def sample_uniform(available: Sequence[int], participants: int | None, rng: np.r
 
 
 class TrainingBackend(Protocol):
-    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
-        """The work of a synchronous round, given the clients eligible at its start (sorted)."""
+    def plan_round(self, round_index: int, available: Sequence[int], devices: DeviceStates | None = None) -> RoundPlan:
+        """The work of a synchronous round, given the clients eligible at its start (sorted) and what the server
+        can observe of them (None: nothing, as in a test without an engine)."""
 
     def plan_after_probe(self, round_index: int, reported: Sequence[int]) -> RoundPlan:
         """The round's work once the probe jobs ``reported`` have arrived (the others were lost)."""

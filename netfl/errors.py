@@ -47,6 +47,11 @@ class ModelError(UserCodeError):
     """A model could not be built, or does not fit its task's data (user modules included)."""
 
 
+class StrategyError(UserCodeError):
+    """A user's FL algorithm (its strategy class) could not be loaded, or one of its hooks raised or answered
+    something netfl cannot use (a vector of the wrong shape, a selection of devices that are not eligible)."""
+
+
 class ModelChanged(ModelError):
     """A checkpoint's model is not the one this run builds (the model file changed since): the message says which
     parameter differs, and how."""

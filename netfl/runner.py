@@ -6,7 +6,7 @@ import gc
 import importlib.metadata
 import platform
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +20,9 @@ from netfl.backend import Diverged
 from netfl.checkpoint import Checkpoint, Every, Recording, Replaying, checkpoint_path
 from netfl.config import scenario_document
 from netfl.config.schema import Scenario
+from netfl.errors import UserCodeError
 from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.strategy_calls import AggregationRecord
 from netfl.learn.training.runtime import adapts_to_other_work, use_threads
 from netfl.loss_watch import LossExplosion, LossWatch
 from netfl.results.progress import Progress
@@ -69,7 +71,7 @@ def summarize(
         "seed": scenario.seed,
         "world_seed": scenario.seeds.world,
         "training_seed": scenario.seeds.training,
-        "algorithm": scenario.server.algorithm.name,
+        "algorithm": scenario.server.algorithm.label,
         "rounds": result.rounds,
         "final_test_accuracy": accuracies[-1] if accuracies else None,
         "best_test_accuracy": max(accuracies) if accuracies else None,
@@ -234,6 +236,7 @@ def run_scenario(
     resume: Checkpoint | None = None,
     warn: Callable[[str], None] | None = None,
     tracking: Tracking | None = None,
+    observers: Sequence[Callable[[AggregationRecord], object]] = (),
 ) -> RunOutcome:
     """Run ``scenario`` and (``write``) write its results to ``out_dir`` (default ``results/<name>``).
 
@@ -247,7 +250,9 @@ def run_scenario(
     and :class:`~netfl.signals.Interrupted` says where (nowhere if the world was still being built).
     ``tracking``: where the written run is also logged (:mod:`netfl.results.tracking`; checked before the run)
     [default: the scenario's ``tracking:``, or, resuming, where the interrupted run was to be logged];
-    ``Tracking()`` logs nowhere.
+    ``Tracking()`` logs nowhere. ``observers``: callables that see each aggregation as it happens
+    (:class:`netfl.algorithms.AggregationRecord`). An error of the user's code mid-run (a strategy's hook, a
+    model) writes the partial results (``complete: false``) and is raised again, saying where they are.
     """
     started = time.perf_counter()
     if tracking is None:
@@ -280,7 +285,9 @@ def run_scenario(
         return LossWatch(inner, stop=stop_on_explosion, warn=warn)
 
     try:
-        simulation, learner = build_simulation(scenario, data_dir=data_dir, device=device, wrap=watched)
+        simulation, learner = build_simulation(
+            scenario, data_dir=data_dir, device=device, wrap=watched, observers=observers
+        )
     except KeyboardInterrupt:
         raise Interrupted(None) from None
     watch: LossWatch = simulation.backend
@@ -288,6 +295,7 @@ def run_scenario(
     if progress is not None:
         simulation.progress = progress.update
     complete, stopped_cleanly = True, False
+    failure: UserCodeError | None = None  # the user's code (a strategy's hook, a model) failed mid-run
     # Keeping checkpoints, a Ctrl-C or SIGTERM is noted and stops the engine between two events (after the one
     # under way, training included), so the checkpoint written there holds every answer the learner gave.
     noted: list[int] = []
@@ -298,6 +306,8 @@ def run_scenario(
             result = simulation.run()
     except KeyboardInterrupt:
         complete, stopped_cleanly = False, bool(noted)
+    except UserCodeError as exc:  # the results up to there are written whole, then the error is said
+        complete, failure = False, exc
     except Diverged as exc:  # the initial model's evaluation (before the engine starts) is not finite: the run
         result = simulation.diverged_result(exc.divergence)  # diverged at round 0, written as at any round
     finally:
@@ -340,12 +350,15 @@ def run_scenario(
                 num_classes=outcome.num_classes,
                 events=result.recorder.columns(),
                 staleness=result.staleness if scenario.server.mode == "async" else (),
-                title=f"{scenario.name}: {scenario.server.algorithm.name}",
+                title=f"{scenario.name}: {scenario.server.algorithm.label}",
                 scenario=scenario_document(scenario),
                 source=str(scenario.source.resolve()) if scenario.source is not None else None,
                 timeline=result.timeline.columns() if result.timeline is not None else None,
                 algorithm=algorithm_rows,
             )
+    if failure is not None:
+        kept = f"; the run's results up to there are in {outcome.out_dir}/ (complete: false)" if write else ""
+        raise type(failure)(f"{failure}{kept}") from None
     if not complete:
         raise Interrupted(outcome.out_dir, checkpointed_at=stopped_at)
     if keeping:

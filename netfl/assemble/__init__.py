@@ -9,7 +9,7 @@ a :class:`~netfl.config.schema.Scenario` to make engine or learner objects.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from netfl.config.schema import Scenario
 from netfl.errors import NetflError
 from netfl.learn.data.label_mix import LabelMix
 from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.strategy_calls import AggregationRecord
 from netfl.learn.training.runtime import torch_device
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
@@ -51,9 +52,11 @@ def build_simulation(
     data_dir: Path | None = None,
     device: str = "cpu",
     wrap: Callable[[Learner], TrainingBackend] | None = None,
+    observers: Sequence[Callable[[AggregationRecord], object]] = (),
 ) -> tuple[Simulation, Learner]:
     """The simulated world and its learner; ``device`` is where torch trains (``cpu``, ``cuda``, ``cuda:1``);
-    ``wrap``: what the engine talks to instead of the learner itself (checkpoints log and replay its answers).
+    ``wrap``: what the engine talks to instead of the learner itself (checkpoints log and replay its answers);
+    ``observers``: callables that see each aggregation (:class:`netfl.algorithms.AggregationRecord`).
 
     The world draws from the scenario's world seed, the learner (data split, model, minibatches, selection)
     from its training seed, so a study can vary one and hold the other.
@@ -94,7 +97,7 @@ def build_simulation(
             scenario, world_streams, policies=policies, chargers=chargers, usage=usage, edge_policies=edges
         )
         participation = [p.participation_probability() for p in policies]
-    learner = build_learner(scenario, tasks, training_streams, participation, device)
+    learner = build_learner(scenario, tasks, training_streams, participation, device, observers)
     if world.hierarchy is not None:  # the edges' models on the wire are the learner's
         world.hierarchy = replace(world.hierarchy, model_bytes=learner.edge_model_bytes)
     return Simulation(world, learner if wrap is None else wrap(learner)), learner

@@ -6,12 +6,13 @@ Data is loaded here (torch); the simulated world never sees it, only the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
+from netfl.config.algorithm_choice import strategy_class
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
 from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, Scenario, ServerOptimizerSpec
@@ -20,10 +21,11 @@ from netfl.errors import ModelError, ScenarioError
 from netfl.learn.data.datasets import Dataset, load_dataset
 from netfl.learn.data.partition import ClientParts, natural_parts, partition_indices, sample_parts
 from netfl.learn.data.user_data import load_user_dataset
-from netfl.learn.federation.algorithms import ClientInfo, build_strategy
 from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
 from netfl.learn.federation.learner import Learner
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
+from netfl.learn.federation.strategy import ClientInfo
+from netfl.learn.federation.strategy_calls import AggregationRecord, build_strategy
 from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.user import ModelRecipe, builtin_recipe, user_recipe
 from netfl.registry.partitions import LABEL_KINDS, fit_problems
@@ -207,15 +209,16 @@ def build_learner(
     streams: RandomStreams,
     participation: Sequence[float | None] | None,
     device: str,
+    observers: Sequence[Callable[[AggregationRecord], object]] = (),
 ) -> Learner:
     """The learner of ``tasks`` with the scenario's strategy; ``participation``: each device's p
-    (None: unknown; None for all: no policy states one)."""
+    (None: unknown; None for all: no policy states one); ``observers``: called with each aggregation."""
     sizes = tuple(tuple(t.parts.sizes.tolist()) for t in tasks)
     local = scenario.task.local
     try:
         algorithm = scenario.server.algorithm
         strategy = build_strategy(
-            algorithm.name,
+            strategy_class(algorithm, _base_dir(scenario)),
             algorithm.params,
             ClientInfo(
                 sizes[0],
@@ -241,6 +244,7 @@ def build_learner(
             compression=compression_settings(scenario.server.compression),
             client_edges=edges,
             edge_count=len(edge_nodes(scenario)) if edges is not None else None,
+            observers=observers,
         )
     except ValueError as exc:  # a model with buffers under edges
         if edges is None:

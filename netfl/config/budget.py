@@ -27,8 +27,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from netfl.config.algorithm_choice import scenario_algorithm
 from netfl.config.schema import Scenario, TaskSpec
-from netfl.registry.algorithms import ALGORITHMS
 from netfl.registry.datasets import DATASETS
 from netfl.registry.models import model_cost
 from netfl.units import MAX_SECONDS
@@ -80,7 +80,7 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
     problems: list[tuple[str, str]] = []
     devices = scenario.num_devices
     server = scenario.server
-    entry = ALGORITHMS.get(server.algorithm.name)
+    entry = scenario_algorithm(scenario)
     client_state = entry.client_state if entry is not None else 0
     if server.mode == "async":
         jobs_per_round = server.async_.buffer
@@ -123,7 +123,7 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
         }
         path = max(terms, key=terms.get)
         state = (
-            f" + {client_state * devices:,} that {server.algorithm.name} keeps for its {devices:,} clients"
+            f" + {client_state * devices:,} that {server.algorithm.label} keeps for its {devices:,} clients"
             if client_state
             else ""
         ) + (f" + {devices:,} error-feedback memories" if feedback else "")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import networkx as nx
 
+from netfl.config.algorithm_choice import algorithm_problems
 from netfl.config.budget import workload
 from netfl.config.engine_form import check_engine
 from netfl.config.schedule import check_schedule
@@ -23,7 +24,7 @@ from netfl.errors import ScenarioError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
 from netfl.policies.catalog import supports_population
 from netfl.policies.population import POPULATION_MODELS
-from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, validate_algorithm
+from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
 from netfl.registry.datasets import NUM_CLASSES
 from netfl.registry.partitions import fit_problems
 
@@ -47,8 +48,8 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
                 (f"devices[{i}].battery.charging{p}", m)
                 for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True)
             ]
-    problems += [(f"server.algorithm{p}", m) for p, m in validate_algorithm(scenario.server.algorithm)]
-    entry = ALGORITHMS.get(scenario.server.algorithm.name)
+    entry, found = algorithm_problems(scenario.server.algorithm, base_dir)
+    problems += [(f"server.algorithm{p}", m) for p, m in found]
     if entry is not None:
         problems += [("server.algorithm", m) for m in _algorithm_fit(entry, scenario)]
     problems += _check_over_commit(scenario, entry)

@@ -60,8 +60,9 @@ def _value(value: Any, unit: Unit | None) -> str:
     """A declared field's value in its unit (``5 Mbit/s``, ``20%``), a policy as a call, anything else as written."""
     if isinstance(value, Distribution):
         return _dist(value, unit)
-    if isinstance(value, WithParams):  # {policy: NAME, ...}: its one declared field names the component
-        return _call(getattr(value, next(iter(type(value).model_fields))), value.params)
+    if isinstance(value, WithParams):  # {policy: NAME, ...}: its declared field (or its label) names the component
+        label = getattr(value, "label", None)
+        return _call(label if label is not None else getattr(value, next(iter(type(value).model_fields))), value.params)
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, float) and math.isinf(value):

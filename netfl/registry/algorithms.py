@@ -17,7 +17,6 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from netfl.problems import params_problems
 from netfl.registry import Entry, describe_params
 from netfl.registry.algorithm_params import (
     AFAParams,
@@ -47,8 +46,8 @@ __all__ = [
     "ROUND_OPTIONS",
     "AlgorithmEntry",
     "StrategyParams",
+    "declared_entry",
     "describe_algorithms",
-    "validate_algorithm",
 ]
 
 
@@ -115,6 +114,47 @@ class AlgorithmEntry(Entry):
     edge_rule: bool = False
     # the mode the algorithm needs ("sync" or "async"), with why; None: either
     mode: tuple[str, str] | None = None
+
+
+def declared_entry(cls: type) -> AlgorithmEntry:
+    """The entry of a strategy class that is no built-in (a user's, from its file or from Python), made from the
+    class's own declarations (``Params``, ``name``, ``summary``, ``paper`` and the flags; see
+    :class:`netfl.algorithms.Strategy`); a TypeError naming the attribute and what it accepts when one is off."""
+    qualname = cls.__qualname__
+
+    def declared(attribute: str, kind: type | tuple[type, ...], accepts: str) -> Any:
+        value = getattr(cls, attribute)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TypeError(f"{qualname}.{attribute} = {value!r}: {accepts}")
+        return value
+
+    params = getattr(cls, "Params", StrategyParams)
+    if not (isinstance(params, type) and issubclass(params, StrategyParams)):
+        raise TypeError(
+            f"{qualname}.Params = {params!r}: a subclass of netfl.algorithms.StrategyParams (a pydantic model of "
+            "the algorithm's keys)"
+        )
+    name = declared("name", str, "a string (how listings name the algorithm)") or qualname
+    doc = (cls.__doc__ or "").strip().splitlines()
+    summary = declared("summary", str, "one line of text") or (doc[0] if doc else name)
+    mode = getattr(cls, "mode", None)
+    if mode not in (None, "sync", "async"):
+        raise TypeError(f"{qualname}.mode = {mode!r}: 'sync', 'async', or None (either)")
+    client_state = declared("client_state", int, "an int >= 0 (model-sized vectors kept per client)")
+    if client_state < 0:
+        raise TypeError(f"{qualname}.client_state = {client_state}: an int >= 0 (model-sized vectors kept per client)")
+    return AlgorithmEntry(
+        name,
+        params,
+        summary,
+        declared("paper", str, "a string (where the rule comes from)"),
+        needs_participation=declared("needs_participation", bool, "True or False"),
+        multi_task=declared("multi_task", bool, "True or False"),
+        client_state=client_state,
+        own_server_step=declared("own_server_step", str, "a string (why a server optimiser cannot take the step)"),
+        edge_rule=declared("edge_rule", bool, "True or False"),
+        mode=(mode, f"{name} declares mode = {mode!r}: use server.mode: {mode}") if mode else None,
+    )
 
 
 # ---------------------------------------------------------------------------------------------- entries
@@ -327,14 +367,3 @@ def describe_algorithms() -> list[dict[str, Any]]:
         }
         for name, entry in ALGORITHMS.items()
     ]
-
-
-def validate_algorithm(spec: Any) -> list[tuple[str, str]]:
-    """Problems with an AlgorithmSpec's name and parameters as (sub-path, message) pairs; empty when valid.
-
-    What the algorithm needs from the rest of the scenario is checked in :mod:`netfl.config.checks`.
-    """
-    entry = ALGORITHMS.get(spec.name)
-    if entry is None:
-        return [(".name", f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")]
-    return params_problems(entry.params, spec.params)

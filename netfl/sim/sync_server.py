@@ -27,9 +27,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
 import simpy
 
-from netfl.backend import CloudContext, Work
+from netfl.backend import CloudContext, DeviceStates, Work
 from netfl.registry.server_params import RoundSpec
 from netfl.sim.device import Deadline, Device
 from netfl.sim.edge import EdgeServer, EdgeTier
@@ -47,6 +48,7 @@ class SyncServer(ServerBase):
         self.relays = relays or {}
         self.edges = edges
         self._stops = set(self.relays) | self.network.edges  # where an update's trip ends before the server
+        self._last_selected: dict[int, float] = {}  # when the server last asked each device (those it ever asked)
 
     def run(self):
         while self.max_rounds is None or self.rounds_done < self.max_rounds:
@@ -68,7 +70,7 @@ class SyncServer(ServerBase):
         if self.edges is not None:
             available = self.edges.reachable(available, r)
         self.log("round_start", available=len(available))
-        plan = self.backend.plan_round(r, available)
+        plan = self.backend.plan_round(r, available, DeviceStates(available, self.env.now, self._observe))
         if not plan.work:
             for relay in self.relays.values():
                 relay.idle_round()
@@ -78,6 +80,7 @@ class SyncServer(ServerBase):
         deadline = None if math.isinf(self.params.deadline) else self.env.timeout(self.params.deadline)
         self._deadline_at = self.env.now + self.params.deadline
         selected = sorted({w.client for w in plan.work})
+        self._last_selected.update(dict.fromkeys(selected, self.env.now))
         if plan.probe:
             probes = yield from self._run(plan.work, deadline)
             plan = self.backend.plan_after_probe(r, probes.delivered)
@@ -99,6 +102,21 @@ class SyncServer(ServerBase):
             versions={job: r for job in state.work},
         )
         self.devices.release(selected)
+
+    def _observe(self, indices: np.ndarray) -> dict[str, np.ndarray]:
+        """What a strategy may observe of the devices ``indices`` now (:class:`~netfl.backend.DeviceStates`): read
+        from the fleet's state, which advances idle devices without drawing or settling anything, so reading it
+        leaves the run as it is."""
+        state = self.devices.state_at(self.env.now)
+        last = self._last_selected
+        return {
+            "battery": state.battery[indices].astype(np.float64),
+            "charging": state.charging[indices].astype(bool),
+            "uplink_bps": np.array([1.0 / self.network.send_estimate_s(int(i), 1.0) for i in indices]),
+            "tasks_started": state.tasks_started[indices].astype(np.int64),
+            "updates_delivered": state.updates_delivered[indices].astype(np.int64),
+            "last_selected_s": np.array([last.get(int(i), math.nan) for i in indices], dtype=np.float64),
+        }
 
     def _cloud(self):
         """Hierarchical FL: the edges that are up send their models to the cloud, which averages them and sends

@@ -8,7 +8,7 @@ import torch
 
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.federation.algorithms.probes import LocalLoss, UpdateNorm
+from netfl.learn.federation.probes import LocalLoss, UpdateNorm
 from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
 from netfl.learn.federation.jobs import Job
 from netfl.learn.federation.model_transfer import ModelTransfer

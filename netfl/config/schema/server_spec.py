@@ -4,7 +4,8 @@ arrivals are aggregated (``round`` and ``async``: the engine's parameters, decla
 
 from __future__ import annotations
 
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
@@ -13,6 +14,7 @@ from netfl.numbers import Strict
 from netfl.registry.choices import OnDivergence
 from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.units import Fraction
+from netfl.user_code import is_user_reference, python_only_problem
 
 __all__ = [
     "MAX_QSGD_LEVELS",
@@ -29,9 +31,48 @@ MAX_QSGD_LEVELS = 2**24
 
 
 class AlgorithmSpec(WithParams):
-    """``name`` picks the algorithm (``netfl algorithms`` lists them)."""
+    """``name`` picks a built-in algorithm (``netfl algorithms`` lists them), ``path`` one of your own
+    (``my_fl.py:TrimmedMean``, a :class:`netfl.algorithms.Strategy` subclass; relative to the topology file); the
+    other keys are its parameters (its ``Params``). From Python, ``factory`` takes the class itself."""
 
-    name: str
+    name: str | None = None
+    path: str | None = None
+    factory: Any = Field(None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _class_given(cls, data: Any):
+        if isinstance(data, type):  # algorithm: TrimmedMean, from Python
+            return {"factory": data}
+        return data
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [k for k in ("name", "path", "factory") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give the algorithm's name (a built-in: netfl algorithms lists them) or the path of your own "
+                "(my_fl.py:TrimmedMean)" + (f", not both {' and '.join(given)}" if given else "")
+            )
+        if self.path is not None and python_only_problem(self.path, "algorithm"):
+            raise ValueError(python_only_problem(self.path, "algorithm"))
+        if self.path is not None and not is_user_reference(self.path):
+            raise ValueError(f"path {self.path!r} must read file.py:ClassName (a Strategy subclass in a Python file)")
+        return self
+
+    @property
+    def label(self) -> str:
+        """How summaries, titles and messages name the algorithm: ``fedau``, ``my_fl.py:TrimmedMean``."""
+        if self.name is not None:
+            return self.name
+        if self.path is not None:
+            file, name = self.path.rsplit(":", 1)
+            return f"{Path(file).name}:{name}"
+        return getattr(self.factory, "__qualname__", "an algorithm given in Python")
+
+    @property
+    def builtin(self) -> bool:
+        return self.name is not None
 
 
 class ServerOptimizerSpec(WithParams):
@@ -108,7 +149,8 @@ class CompressionSpec(Strict):
 class ServerSpec(Strict):
     algorithm: AlgorithmSpec = Field(
         AlgorithmSpec(name="fedavg"),
-        description="the FL algorithm and its parameters, {name: fedau, ...} (netfl algorithms lists them)",
+        description="the FL algorithm and its parameters: a built-in, {name: fedau, ...} (netfl algorithms lists "
+        "them), or your own, {path: my_fl.py:TrimmedMean, ...} (a netfl.algorithms.Strategy subclass)",
     )
     optimizer: ServerOptimizerSpec | None = Field(
         None, description="a server optimiser on the algorithm's aggregated update (sgd, momentum, adagrad, adam, yogi)"

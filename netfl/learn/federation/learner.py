@@ -16,14 +16,14 @@ optimiser, edge servers) makes the next global models. A checkpoint keeps
 :mod:`netfl.learn.federation.learner_state`.
 
 What a client does is the strategy's business, applied here without
-knowing the algorithm (:mod:`netfl.learn.federation.algorithms.base`): each job takes
+knowing the algorithm (:mod:`netfl.learn.federation.strategy`): each job takes
 the strategy's gradient ``correction`` when it starts (and hands it back
 with its update); the strategy's ``extras`` (Fed-CVaR-Avg's threshold t)
 ride at the end of each flat vector, trained with their own loss and lr
 (evaluation uses the model part only); ``download_bytes`` and
 ``upload_bytes`` size what the engine carries.
 
-Probes (``strategy.probe``, :mod:`netfl.learn.federation.algorithms.probes`): every
+Probes (``strategy.probe``, :mod:`netfl.learn.federation.probes`): every
 eligible client downloads every task's model, trains a job per task if the
 probe says so (the update the strategy then picks is uploaded without
 training again; otherwise the picked client trains the one model it is
@@ -32,14 +32,13 @@ assigned) and reports one number per task.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
 import torch
 
-from netfl.backend import BYTES_PER_VALUE, CloudContext, Evaluation, RoundContext, RoundPlan, Work
-from netfl.learn.federation.algorithms import Strategy
+from netfl.backend import BYTES_PER_VALUE, CloudContext, DeviceStates, Evaluation, RoundContext, RoundPlan, Work
 from netfl.learn.federation.compression import CompressionSettings
 from netfl.learn.federation.divergence_watch import DivergenceWatch, kept, require_finite
 from netfl.learn.federation.jobs import JobBook, ProbeJobs
@@ -47,6 +46,8 @@ from netfl.learn.federation.learner_state import learner_state, restore_learner
 from netfl.learn.federation.model_transfer import ModelTransfer
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
 from netfl.learn.federation.server_step import ServerStep
+from netfl.learn.federation.strategy import Strategy
+from netfl.learn.federation.strategy_calls import AggregationRecord, StrategyCalls
 from netfl.learn.federation.strategy_metrics import AggregationMetrics
 from netfl.learn.federation.task_model import TaskModel, TaskSetup
 from netfl.learn.federation.work_cost import WorkCost
@@ -74,14 +75,17 @@ class Learner:
         compression: CompressionSettings | None = None,
         client_edges: Sequence[int] | None = None,
         edge_count: int | None = None,
+        observers: Sequence[Callable[[AggregationRecord], object]] = (),
     ):
         """``server_optimizer``: a server optimiser per model on the strategy's aggregated update;
         ``compression``: the uplink's and downlink's compressors; ``client_edges``: each client's edge server
-        (hierarchical FL, :mod:`netfl.learn.federation.hierarchy`) among ``edge_count``."""
+        (hierarchical FL, :mod:`netfl.learn.federation.hierarchy`) among ``edge_count``; ``observers``: callables
+        that see each aggregation (:class:`~netfl.learn.federation.strategy_calls.AggregationRecord`)."""
         if not tasks:
             raise ValueError("a learner needs at least one task")
         self.watch = DivergenceWatch(on_divergence)
         self.strategy = strategy
+        self.calls = StrategyCalls(strategy, observers)  # every hook called through it: fenced and checked
         self.streams = streams
         self.participants = participants
         self.device = torch_device(device)
@@ -155,9 +159,11 @@ class Learner:
 
     # ------------------------------------------------------- engine interface
 
-    def plan_round(self, round_index: int, available: Sequence[int]) -> RoundPlan:
+    def plan_round(self, round_index: int, available: Sequence[int], devices: DeviceStates | None = None) -> RoundPlan:
         if self.strategy.probe is None:
-            pairs = self.strategy.select(round_index, available, self.participants, self.selection)
+            pairs = self.calls.select(
+                round_index, available, self.participants, self.selection, devices, len(self.tasks)
+            )
             return RoundPlan(tuple(self._train_work(c, s, round_index) for c, s in pairs))
         return RoundPlan(tuple(self._probe_work(int(c), round_index) for c in available), probe=True)
 
@@ -167,13 +173,13 @@ class Learner:
         self.book.train([job for probe in by_client.values() for job in probe.jobs])
         reports = {client: self._report(probe) for client, probe in by_client.items()}
         reports = self.watch.finite_reports(round_index, reports, self.strategy.probe.trains)
-        pairs = self.strategy.assign(round_index, reports, self.participants, self.selection)
+        pairs = self.calls.assign(round_index, reports, self.participants, self.selection, len(self.tasks))
         decision_bytes = BYTES_PER_VALUE * len(self.tasks)  # the client's row of probabilities
         work = []
         for client, task in pairs:
             if self.strategy.probe.trains:  # trained during the probe: upload only
                 job = by_client[client].jobs[task]
-                work.append(self.cost.upload_only(self.strategy, job, self.book.jobs[job], decision_bytes))
+                work.append(self.cost.upload_only(self.calls, job, self.book.jobs[job], decision_bytes))
             else:
                 trained = self._train_work(client, task, round_index)
                 work.append(replace(trained, download_bytes=decision_bytes))
@@ -209,11 +215,11 @@ class Learner:
         if not all(finite):
             jobs, updates, buffers = kept(finite, jobs, updates, buffers)
         updates = self.transfer.sent(jobs, updates)
-        admitted = [self.strategy.admit(u, context) for u in updates]
+        admitted = [self.calls.admit(u, context) for u in updates]
         if not all(admitted):
             jobs, updates, buffers = kept(admitted, jobs, updates, buffers)
         clients = tuple(sorted({u.client for u in updates}))
-        models = self.server.models(self.strategy, self.tasks, updates, context)
+        models = self.server.models(self.calls, self.tasks, updates, context)
         require_finite(models, context.round_index, clients)
         self.version += 1
         self.watch.made_by = (context.round_index, clients)
@@ -236,7 +242,7 @@ class Learner:
     def evaluate(self) -> Evaluation:
         """Each task's test result, by the strategy's evaluation hook (the test set on the global model, unless the
         strategy says otherwise); a non-finite test loss stops the run."""
-        results = [self.strategy.evaluate(s, task.global_vector, task.evaluate) for s, task in enumerate(self.tasks)]
+        results = [self.calls.evaluate(s, task.global_vector, task.evaluate) for s, task in enumerate(self.tasks)]
         self.watch.check_evaluations(results)
         if len(results) == 1:
             return results[0]
@@ -249,9 +255,9 @@ class Learner:
     # -------------------------------------------------------------- internals
 
     def _train_work(self, client: int, task: int, round_index: int, steps: int | None = None) -> Work:
-        correction = self.strategy.correction(client, task)
+        correction = self.calls.correction(client, task)
         job = self.book.new(client, task, self.version, round_index, correction, steps)
-        return self.cost.train(self.strategy, job, self.book.jobs[job])
+        return self.cost.train(self.calls, job, self.book.jobs[job])
 
     def _probe_work(self, client: int, round_index: int) -> Work:
         """Every task's model down, the probe's jobs (if it trains) and compute, one number per task up."""
@@ -259,11 +265,11 @@ class Learner:
         jobs = ()
         if self.strategy.probe.trains:
             jobs = tuple(
-                self.book.new(client, s, self.version, round_index, self.strategy.correction(client, s), None)
+                self.book.new(client, s, self.version, round_index, self.calls.correction(client, s), None)
                 for s in range(len(self.tasks))
             )
         self.book.probes[probe_id] = ProbeJobs(client, jobs)
-        return self.cost.probe(self.strategy, probe_id, client, [self.book.jobs[j] for j in jobs])
+        return self.cost.probe(self.calls, probe_id, client, [self.book.jobs[j] for j in jobs])
 
     def _report(self, probe: ProbeJobs) -> np.ndarray:
         """The probe's number for each task, from the client's trained jobs if it has any."""

@@ -2,7 +2,7 @@
 strategy and its metrics so far, jobs in flight, the server optimisers' and the devices' error memories, the edge
 models, the selection generator), without the data sets; and its return into a learner built from the same scenario.
 
-The state is one dict of plain containers and tensors (the strategy and server optimisers pickled whole); each
+The state is one dict of plain containers and tensors (the server optimisers pickled whole); each
 task's parameter and buffer names and shapes go with it, so a model file changed since the run started is named
 (:class:`~netfl.errors.ModelChanged`) instead of failing on a reshape.
 """
@@ -15,11 +15,12 @@ import numpy as np
 import torch
 
 from netfl.errors import ModelChanged
-from netfl.learn.federation.algorithms import Strategy
 from netfl.learn.federation.divergence_watch import DivergenceWatch
 from netfl.learn.federation.jobs import JobBook
 from netfl.learn.federation.model_transfer import ModelTransfer
 from netfl.learn.federation.server_step import ServerStep
+from netfl.learn.federation.strategy import Strategy
+from netfl.learn.federation.strategy_calls import StrategyCalls
 from netfl.learn.federation.task_model import TaskModel
 from netfl.learn.training.runtime import on_device
 
@@ -29,6 +30,7 @@ class Learner(Protocol):
 
     tasks: list[TaskModel]
     strategy: Strategy
+    calls: StrategyCalls
     version: int
     device: torch.device
     selection: np.random.Generator
@@ -49,7 +51,7 @@ def learner_state(learner: Learner) -> dict:
         "updates_skipped": learner.watch.updates_skipped,
         "made_by": learner.watch.made_by,
         "selection": learner.selection.bit_generator.state,
-        "strategy": learner.strategy,
+        "strategy": learner.calls.state(),
         "server_optimizers": learner.server.optimizers,
         "strategy_metrics": learner.server.metrics.rows,
         "error_memory": uplink.memory if uplink is not None else None,
@@ -78,7 +80,8 @@ def restore_learner(learner: Learner, state: dict) -> None:
     state = on_device(state, learner.device)  # a checkpoint of a CPU run resumed on a GPU, or the other way
     learner.version, learner.book.next_id = state["version"], state["next_job"]
     learner.watch.updates_skipped, learner.watch.made_by = state["updates_skipped"], state["made_by"]
-    learner.book.jobs, learner.book.probes, learner.strategy = state["jobs"], state["probes"], state["strategy"]
+    learner.book.jobs, learner.book.probes = state["jobs"], state["probes"]
+    learner.calls.restore(state["strategy"])
     learner.server.optimizers = state["server_optimizers"]
     learner.server.metrics.rows = list(state.get("strategy_metrics", ()))  # a checkpoint of netfl 0.2.0 has none
     uplink, edges = learner.transfer.uplink, learner.server.edges

@@ -17,10 +17,11 @@ from collections.abc import Sequence
 import torch
 
 from netfl.backend import CloudContext, RoundContext
-from netfl.learn.federation.algorithms import ClientUpdate, Strategy, as_aggregate
 from netfl.learn.federation.divergence_watch import require_finite
 from netfl.learn.federation.hierarchy import EdgeModels
 from netfl.learn.federation.server_optimizers import ServerOptimizer, ServerOptimizerChoice, build_server_optimizer
+from netfl.learn.federation.strategy import ClientUpdate
+from netfl.learn.federation.strategy_calls import StrategyCalls
 from netfl.learn.federation.strategy_metrics import StrategyMetrics
 from netfl.learn.federation.task_model import TaskModel
 
@@ -60,7 +61,7 @@ class ServerStep:
         return self.edges.start(task, client) if self.edges is not None else vector
 
     def models(
-        self, strategy: Strategy, tasks: Sequence[TaskModel], updates: list[ClientUpdate], context: RoundContext
+        self, strategy: StrategyCalls, tasks: Sequence[TaskModel], updates: list[ClientUpdate], context: RoundContext
     ) -> list[torch.Tensor]:
         """Each task's next global vector after a round's updates (with edges: the edges' models move, the global
         one stays); Diverged if an edge's model is not finite."""
@@ -76,7 +77,7 @@ class ServerStep:
         return [task.global_vector for task in tasks]
 
     def _step(
-        self, strategy: Strategy, s: int, task: TaskModel, updates: list[ClientUpdate], context: RoundContext
+        self, strategy: StrategyCalls, s: int, task: TaskModel, updates: list[ClientUpdate], context: RoundContext
     ) -> torch.Tensor:
         mine = [u for u in updates if u.task == s]
         model = self._rule(strategy, task.global_vector, mine, context, s)
@@ -86,15 +87,15 @@ class ServerStep:
 
     def _rule(
         self,
-        strategy: Strategy,
+        strategy: StrategyCalls,
         x: torch.Tensor,
         updates: list[ClientUpdate],
         context: RoundContext,
         task: int,
         edge: int | None = None,
     ) -> torch.Tensor:
-        """The strategy's next vector from ``x`` and ``updates``, its metrics recorded."""
-        result = as_aggregate(strategy.aggregate(x, updates, context), strategy)
+        """The strategy's next vector from ``x`` and ``updates`` (fenced and checked), its metrics recorded."""
+        result = strategy.aggregate(x, updates, context, task, edge)
         self.metrics.record(context, task, result.metrics, edge)
         return result.vector
 

@@ -1,7 +1,7 @@
 """The strategy's metrics of every aggregation, in the order they were made: what the run writes to algorithm.csv.
 
 Each call of the strategy's ``aggregate`` (once per task per round; with edge servers, once per edge that heard
-updates) returns its metrics beside the next vector (:class:`~netfl.learn.federation.algorithms.base.Aggregate`);
+updates) returns its metrics beside the next vector (:class:`~netfl.learn.federation.strategy.Aggregate`);
 the server step records them here with where they come from. A checkpoint keeps the rows
 (:mod:`netfl.learn.federation.learner_state`), so a resumed run writes those of a run that never stopped.
 """

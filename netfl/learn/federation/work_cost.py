@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from netfl.backend import BYTES_PER_VALUE, Work
-from netfl.learn.federation.algorithms import Strategy
 from netfl.learn.federation.compression import Compressor
 from netfl.learn.federation.jobs import Job
 from netfl.learn.federation.model_transfer import ModelTransfer
+from netfl.learn.federation.strategy_calls import StrategyCalls
 from netfl.learn.federation.task_model import TaskModel
 
 
@@ -37,17 +37,17 @@ class WorkCost:
             return model.model_bytes
         return float(compressor.bytes(model.layout.size + model.extra))
 
-    def download_bytes(self, strategy: Strategy, model: TaskModel) -> float:
+    def download_bytes(self, strategy: StrategyCalls, model: TaskModel) -> float:
         """What a device receives to train: the strategy's share of the model (as quantised for the downlink),
         and the buffers that travel."""
         return strategy.download_bytes(self.model_bytes(model, self._transfer.downlink)) + model.buffer_bytes
 
-    def upload_bytes(self, strategy: Strategy, model: TaskModel) -> float:
+    def upload_bytes(self, strategy: StrategyCalls, model: TaskModel) -> float:
         """What a device sends after training: the strategy's share of its update (as compressed for the uplink),
         and the buffers that travel."""
         return strategy.upload_bytes(self.model_bytes(model, self._transfer.uplink_compressor)) + model.buffer_bytes
 
-    def train(self, strategy: Strategy, job_id: int, job: Job) -> Work:
+    def train(self, strategy: StrategyCalls, job_id: int, job: Job) -> Work:
         """A training job: the model down, its local steps, its update up."""
         model = self.tasks[job.task]
         return Work(
@@ -60,17 +60,17 @@ class WorkCost:
             steps=job.steps,
         )
 
-    def upload_only(self, strategy: Strategy, job_id: int, job: Job, download_bytes: float) -> Work:
+    def upload_only(self, strategy: StrategyCalls, job_id: int, job: Job, download_bytes: float) -> Work:
         """A job trained during a probe: ``download_bytes`` (the server's decision) down, its update up."""
         model = self.tasks[job.task]
         return Work(
             job.client, job_id, download_bytes, 0.0, self.upload_bytes(strategy, model), task=self.task_label(job.task)
         )
 
-    def probe(self, strategy: Strategy, probe_id: int, client: int, jobs: Sequence[Job]) -> Work:
+    def probe(self, strategy: StrategyCalls, probe_id: int, client: int, jobs: Sequence[Job]) -> Work:
         """Every task's model down, the probe's jobs (one per task if it trains, else none) and its own compute,
         one number per task up."""
-        probe = strategy.probe
+        probe = strategy.strategy.probe
         flops = sum(
             (model.job_flops(client, jobs[s].steps) if jobs else 0.0) + probe.flops(model, client)
             for s, model in enumerate(self.tasks)

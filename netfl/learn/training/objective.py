@@ -1,7 +1,7 @@
 """What a strategy may change in a client's local objective, in a form the training kernels apply.
 
 Two pieces, both optional and both owned by the strategy
-(:class:`~netfl.learn.federation.algorithms.base.Strategy`):
+(:class:`~netfl.learn.federation.strategy.Strategy`):
 
 * :class:`Correction` -- a term added to every local gradient, linear in
   the parameters: ``a (w - w0) + b``, with w0 the global vector the job
@@ -29,7 +29,7 @@ class Correction:
 
     ``pull`` (a scalar) pulls w back towards the start w0; ``shift`` (a vector of the model's size, or None)
     is a constant per job. A strategy may subclass this to carry what it needs back at aggregation
-    (the job's :class:`~netfl.learn.federation.algorithms.base.ClientUpdate` holds the correction it trained with).
+    (the job's :class:`~netfl.learn.federation.strategy.ClientUpdate` holds the correction it trained with).
     """
 
     pull: float = 0.0

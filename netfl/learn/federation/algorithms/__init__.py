@@ -13,7 +13,8 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 
-from netfl.learn.federation.algorithms.base import (
+from netfl.learn.federation.algorithms.fedau import IntervalWeights
+from netfl.learn.federation.strategy import (
     Aggregate,
     ClientInfo,
     ClientUpdate,
@@ -21,7 +22,6 @@ from netfl.learn.federation.algorithms.base import (
     StrategyParams,
     as_aggregate,
 )
-from netfl.learn.federation.algorithms.fedau import IntervalWeights
 from netfl.registry import algorithms as registry
 from netfl.registry import implementations
 
@@ -46,7 +46,7 @@ __all__ = [
 
 
 def build_strategy(name: str, params: Mapping[str, object], clients: ClientInfo) -> Strategy:
-    """The strategy of algorithm ``name`` (``server.algorithm``), with ``params`` validated against its Params."""
+    """The strategy of the built-in algorithm ``name``, with ``params`` validated against its Params."""
     cls = ALGORITHMS.get(name)
     if cls is None:
         raise ValueError(f"unknown algorithm {name!r}; accepted: {', '.join(registry.ALGORITHMS)}")

@@ -48,16 +48,8 @@ import math
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import (
-    Aggregate,
-    ClientInfo,
-    ClientUpdate,
-    Strategy,
-    norm,
-    staleness_metrics,
-)
-from netfl.registry.algorithm_params import AFAParams
+from netfl.algorithms import Aggregate, ClientInfo, ClientUpdate, RoundContext, Strategy, norm, staleness_metrics
+from netfl.algorithms.params import AFAParams
 
 
 class _AFABase(Strategy):

@@ -28,9 +28,8 @@ import math
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, staleness_metrics
-from netfl.registry.algorithm_params import FedAsyncParams
+from netfl.algorithms import Aggregate, ClientUpdate, RoundContext, Strategy, staleness_metrics
+from netfl.algorithms.params import FedAsyncParams
 
 
 def staleness_factor(staleness: int, kind: str, a: float = 0.5, b: int = 4) -> float:

@@ -11,9 +11,8 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, weighted_sum
-from netfl.registry.algorithm_params import FedAUParams
+from netfl.algorithms import Aggregate, ClientUpdate, RoundContext, Strategy, weighted_sum
+from netfl.algorithms.params import FedAUParams
 
 
 class IntervalWeights:

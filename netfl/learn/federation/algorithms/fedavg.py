@@ -1,4 +1,5 @@
-"""The FedAvg family: plain FedAvg and the fixed-weight baselines of FedAU and MIFA.
+"""The FedAvg family: plain FedAvg, FedProx (FedAvg with a proximal term on the clients) and the fixed-weight
+baselines of FedAU and MIFA.
 
 All of them combine only the updates that arrived this round and keep no
 state. With ``delta_k = y_k - x`` (client end vector minus start vector),
@@ -6,6 +7,7 @@ state. With ``delta_k = y_k - x`` (client end vector minus start vector),
 scheduled lr) and ``eta`` the server learning rate (``server_lr``):
 
 - ``fedavg``:          x += eta * sum_k w_k delta_k, w_k = n_k / sum_j n_j or 1 / |arrived|
+- ``fedprox``:         fedavg's server, clients minimising F_k(w) + mu/2 ||w - w^t||^2 (w^t: the model received)
 - ``fedavg_all``:      x += eta * (1/N) * sum_k delta_k             (N = all clients)
 - ``fedavg_known``:    x += eta * (1/N) * sum_k delta_k / p_k
 - ``fedavg_unbiased``: G = (1/N) * sum_k Delta_k / p_k with Delta_k = -delta_k / gamma_k; x -= eta * G
@@ -32,9 +34,23 @@ from abc import abstractmethod
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, data_weights, weighted_sum
-from netfl.registry.algorithm_params import FedAvgAllParams, FedAvgKnownParams, FedAvgParams, FedAvgUnbiasedParams
+from netfl.algorithms import (
+    Aggregate,
+    ClientInfo,
+    ClientUpdate,
+    Correction,
+    RoundContext,
+    Strategy,
+    data_weights,
+    weighted_sum,
+)
+from netfl.algorithms.params import (
+    FedAvgAllParams,
+    FedAvgKnownParams,
+    FedAvgParams,
+    FedAvgUnbiasedParams,
+    FedProxParams,
+)
 
 
 class _ServerStep(Strategy):
@@ -148,3 +164,24 @@ class FedAvgUnbiased(FedAvgKnown):
         # x - eta * (1/N) sum (-delta/gamma)/p  =  x + sum (eta / (N gamma p)) delta
         weights = [eta / (n * self.update_lr(u) * self.probabilities[u.client]) for u in updates]
         return Aggregate(x + weighted_sum(updates, weights, x), metrics)
+
+
+class FedProx(FedAvg):
+    """FedProx (Li, Sahu, Zaheer, Sanjabi, Talwalkar & Smith, "Federated Optimization in Heterogeneous Networks",
+    MLSys 2020): clients minimise F_k(w) + mu/2 ||w - w_global||^2; the server averages as FedAvg.
+
+    Rule, client: each local SGD step is ``w <- w - lr (grad F_k(w) + mu (w - w_global))`` (plus the task's
+    weight decay), w_global the model the job started from. Server: FedAvg's
+    ``x <- x + eta * sum_k w_k delta_k`` (``weighting``: samples or uniform; eta = ``server_lr``).
+    mu = 0 is FedAvg exactly.
+    """
+
+    name = "fedprox"
+    Params = FedProxParams
+
+    def __init__(self, params: FedProxParams, clients: ClientInfo):
+        super().__init__(params, clients)
+        self._proximal = Correction(pull=params.mu) if params.mu else None
+
+    def correction(self, client: int, task: int) -> Correction | None:
+        return self._proximal

@@ -34,9 +34,8 @@ import math
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, staleness_metrics, weighted_sum
-from netfl.registry.algorithm_params import FedBuffParams
+from netfl.algorithms import Aggregate, ClientUpdate, RoundContext, Strategy, staleness_metrics, weighted_sum
+from netfl.algorithms.params import FedBuffParams
 
 
 def staleness_weight(staleness: int, kind: str) -> float:

@@ -35,10 +35,8 @@ from __future__ import annotations
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy
-from netfl.learn.training.objective import ExtraScalars
-from netfl.registry.algorithm_params import FedCVaRParams
+from netfl.algorithms import Aggregate, ClientInfo, ClientUpdate, ExtraScalars, RoundContext, Strategy
+from netfl.algorithms.params import FedCVaRParams
 
 
 class FedCVaR(Strategy):

@@ -28,9 +28,8 @@ import math
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientUpdate, Strategy, data_weights, weighted_sum
-from netfl.registry.algorithm_params import FedNovaParams
+from netfl.algorithms import Aggregate, ClientUpdate, RoundContext, Strategy, data_weights, weighted_sum
+from netfl.algorithms.params import FedNovaParams
 
 
 class FedNova(Strategy):

@@ -49,9 +49,8 @@ import math
 import numpy as np
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy, norm
-from netfl.registry.algorithm_params import MIFAmParams, MIFAParams, UMIFAmParams, UMIFAParams
+from netfl.algorithms import Aggregate, ClientInfo, ClientUpdate, RoundContext, Strategy, norm
+from netfl.algorithms.params import MIFAmParams, MIFAParams, UMIFAmParams, UMIFAParams
 
 
 class _MemoryStrategy(Strategy):

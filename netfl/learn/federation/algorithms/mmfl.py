@@ -41,10 +41,19 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from netfl.backend import RoundContext, sample_uniform
-from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy, weighted_sum
-from netfl.learn.federation.algorithms.probes import LocalLoss, UpdateNorm
-from netfl.registry.algorithm_params import MMFLParams
+from netfl.algorithms import (
+    Aggregate,
+    ClientInfo,
+    ClientUpdate,
+    DeviceStates,
+    LocalLoss,
+    RoundContext,
+    Strategy,
+    UpdateNorm,
+    sample_uniform,
+    weighted_sum,
+)
+from netfl.algorithms.params import MMFLParams
 
 
 def optimal_probabilities(u: np.ndarray, m: float) -> np.ndarray:
@@ -108,7 +117,12 @@ class MMFL(Strategy):
         self._p: dict[tuple[int, int], float] = {}  # (client, task) -> p_{s|i} of this round's assignments
 
     def select(
-        self, round_index: int, available: Sequence[int], participants: int | None, rng: np.random.Generator
+        self,
+        round_index: int,
+        available: Sequence[int],
+        participants: int | None,
+        rng: np.random.Generator,
+        devices: DeviceStates | None = None,
     ) -> list[tuple[int, int]]:
         chosen = sample_uniform(available, participants, rng)
         tasks = self.num_tasks

@@ -39,10 +39,8 @@ from dataclasses import dataclass
 
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import Aggregate, ClientInfo, ClientUpdate, Strategy, norm, weighted_sum
-from netfl.learn.training.objective import Correction
-from netfl.registry.algorithm_params import ScaffoldParams
+from netfl.algorithms import Aggregate, ClientInfo, ClientUpdate, Correction, RoundContext, Strategy, norm, weighted_sum
+from netfl.algorithms.params import ScaffoldParams
 
 
 @dataclass(frozen=True)

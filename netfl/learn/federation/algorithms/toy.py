@@ -22,8 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from netfl.backend import RoundContext
-from netfl.learn.federation.algorithms.base import ClientInfo, ClientUpdate, Strategy, as_aggregate
+from netfl.algorithms import ClientInfo, ClientUpdate, RoundContext, Strategy, as_aggregate
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ What the server asks: ``select`` picks the (client, task) pairs that train
 in a synchronous round among the eligible clients (by default
 ``round.participants`` of them uniformly at random, all on task 0). A
 strategy that needs information from the clients first sets ``probe`` (a
-:class:`~netfl.learn.federation.algorithms.probes.Probe`): the server then asks every
+:class:`~netfl.learn.federation.probes.Probe`): the server then asks every
 eligible client for one number per task, and ``assign`` decides from the
 reports. A strategy with ``multi_task = True`` trains several models
 (``tasks:`` in the scenario); the learner calls ``aggregate`` once per task
@@ -65,12 +65,12 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from netfl.backend import AGGREGATION_PLACE, Evaluation, RoundContext, sample_uniform
-from netfl.learn.federation.algorithms.probes import Probe
+from netfl.backend import AGGREGATION_PLACE, DeviceStates, Evaluation, RoundContext, sample_uniform
+from netfl.learn.federation.probes import Probe
 from netfl.learn.training.objective import Correction, ExtraScalars
 from netfl.learn.training.reference import scheduled_lr
 from netfl.registry.algorithm_params import StrategyParams
-from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
+from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry, declared_entry
 
 
 @dataclass(frozen=True)
@@ -155,16 +155,51 @@ def _source_of(function: Callable) -> str:
 
 
 class Strategy(ABC):
-    name: ClassVar[str]
+    """An FL algorithm: what the server asks, what a client does, how updates are combined (the module's text).
+
+    Subclass it in a file of your own and name it in a topology (``server.algorithm: {path: my_fl.py:TrimmedMean,
+    trim: 0.1}``) or pass the class to :func:`netfl.run` (``algorithm=TrimmedMean``). The class declares what netfl
+    checks before a run starts, as class attributes (all optional but :meth:`aggregate`):
+
+    ``Params``
+        a :class:`StrategyParams` subclass (pydantic): the keys of ``server.algorithm`` beside ``path``, with
+        defaults, bounds and descriptions; unknown keys are refused. The instance gets them as ``self.params``.
+    ``name``, ``summary``, ``paper``
+        how listings and messages name it (default: the class's name, its docstring's first line, nothing).
+    ``needs_participation``
+        True if the rule divides by each client's participation probability p_i (``self.probabilities``); the
+        scenario must give every device a policy with a ``p``.
+    ``client_state``
+        model-sized vectors the strategy keeps per client that ever trained (SCAFFOLD's c_i: 1), counted in the
+        memory budget checked before the run.
+    ``mode``
+        ``"sync"`` or ``"async"`` if the strategy runs in one server mode only (None: both).
+    ``multi_task``
+        True if it trains several models at once (one per entry of ``tasks:``).
+    ``own_server_step``
+        why a server optimiser (``server.optimizer``) cannot take its step, if it cannot (empty: the step is
+        ``x + Delta`` and an optimiser may take it instead).
+    ``edge_rule``
+        True if edge servers may run the rule on their own devices' updates (hierarchical FL): it keeps no state
+        across rounds.
+
+    A class whose ``name`` is a built-in algorithm's (``netfl algorithms``) implements that algorithm: it takes
+    the built-in's declarations, and its ``Params`` must be the built-in's.
+    """
+
+    name: ClassVar[str] = ""
     Params: ClassVar[type[StrategyParams]] = StrategyParams
-    # From the registry entry of ``name`` (set by __init_subclass__):
-    entry: ClassVar[AlgorithmEntry]
-    summary: ClassVar[str]  # one line, for `netfl algorithms`
-    paper: ClassVar[str]
-    # True where the rule divides by each client's participation probability p_i (ClientInfo.participation)
+    summary: ClassVar[str] = ""  # one line, for listings
+    paper: ClassVar[str] = ""  # where the rule comes from
     needs_participation: ClassVar[bool] = False
-    # True where the strategy trains several models at once (one per entry of the scenario's ``tasks``)
     multi_task: ClassVar[bool] = False
+    client_state: ClassVar[int] = 0
+    own_server_step: ClassVar[str] = ""
+    edge_rule: ClassVar[bool] = False
+    mode: ClassVar[str | None] = None
+    #: What validation and the run read of the class (set by __init_subclass__): the built-in's registry entry, or
+    #: one made from the declarations above.
+    entry: ClassVar[AlgorithmEntry]
     # What the server asks every eligible client before assigning work (set in __init__); None: nothing
     probe: Probe | None = None
     # Trainable scalars a client optimises beside the model (set in __init__). The learner appends them to
@@ -173,21 +208,22 @@ class Strategy(ABC):
     extras: ExtraScalars | None = None
 
     def __init_subclass__(cls, **kwargs):
-        """A class that sets ``name`` implements that registry entry: it takes its summary, paper and flags."""
+        """A class naming a built-in takes its registry entry; any other, an entry from its own declarations."""
         super().__init_subclass__(**kwargs)
-        if "name" not in cls.__dict__:
-            return  # a shared base class, or a subclass of an algorithm (it keeps that algorithm's entry)
-        entry = ALGORITHMS.get(cls.name)
-        if entry is None:
-            raise TypeError(f"{cls.__qualname__}.name = {cls.name!r} is not in netfl.registry.algorithms.ALGORITHMS")
-        if cls.Params is not entry.params:
-            raise TypeError(
-                f"{cls.__qualname__}.Params must be the registry's {entry.params.__qualname__}, "
-                f"the parameters validation checks"
-            )
-        cls.entry = entry
-        cls.summary, cls.paper = entry.summary, entry.paper
-        cls.needs_participation, cls.multi_task = entry.needs_participation, entry.multi_task
+        builtin = ALGORITHMS.get(cls.__dict__.get("name", ""))
+        if builtin is not None:
+            if cls.Params is not builtin.params:
+                raise TypeError(
+                    f"{cls.__qualname__}.Params must be the built-in {builtin.name}'s {builtin.params.__qualname__}, "
+                    f"the parameters validation checks (or give the class another name)"
+                )
+            cls.entry = builtin
+            cls.summary, cls.paper = builtin.summary, builtin.paper
+            cls.needs_participation, cls.multi_task = builtin.needs_participation, builtin.multi_task
+            cls.client_state, cls.own_server_step = builtin.client_state, builtin.own_server_step
+            cls.edge_rule, cls.mode = builtin.edge_rule, builtin.mode[0] if builtin.mode else None
+            return
+        cls.entry = declared_entry(cls)
 
     def __init__(self, params: StrategyParams, clients: ClientInfo):
         self.params = params
@@ -198,10 +234,20 @@ class Strategy(ABC):
     # ---- what the server asks
 
     def select(
-        self, round_index: int, available: Sequence[int], participants: int | None, rng: np.random.Generator
+        self,
+        round_index: int,
+        available: Sequence[int],
+        participants: int | None,
+        rng: np.random.Generator,
+        devices: DeviceStates | None = None,
     ) -> list[tuple[int, int]]:
-        """The (client, task) pairs that train in round ``round_index``: by default ``participants`` of the
-        ``available`` clients uniformly without replacement (all if None), each on task 0."""
+        """The (client, task) pairs that train in synchronous round ``round_index``: by default ``participants``
+        (``server.round.participants``; None: all) of the ``available`` clients (those eligible now, ascending)
+        uniformly without replacement, each on task 0. ``rng``: the run's selection stream (draw from it, not from
+        a generator of your own, so that the seed decides); ``devices``: what the server observes of the
+        ``available`` devices (:class:`~netfl.backend.DeviceStates`: battery, charging, uplink rate, jobs so far,
+        when each was last asked), for rules that look at them; None outside a simulation. Every client returned
+        must be one of ``available``, each pair once."""
         return [(client, 0) for client in sample_uniform(available, participants, rng)]
 
     def assign(
@@ -263,6 +309,21 @@ class Strategy(ABC):
         """The next global vector from the current one and the updates that arrived (possibly none), with the
         metrics of this aggregation (:class:`Aggregate`), or the vector alone (no metrics)."""
 
+    # ---- checkpoints
+
+    def state(self) -> dict:
+        """What a checkpoint keeps of the strategy: everything a run changes in it (server vectors, per-client
+        memories, counters), as a dict of plain containers, numbers, numpy arrays and tensors that pickle.
+
+        By default every attribute the instance holds but ``params`` and ``clients`` (which the resumed run builds
+        again from the scenario); override it with :meth:`restore` to keep less or to convert."""
+        return {k: v for k, v in vars(self).items() if k not in _BUILT_FROM_THE_SCENARIO}
+
+    def restore(self, state: dict) -> None:
+        """Continue from :meth:`state`, on a strategy built afresh from the same scenario (tensors are already on
+        the run's device). By default the attributes are set back as they were."""
+        vars(self).update(state)
+
     # ---- what the server tests
 
     def evaluate(self, task: int, x: torch.Tensor, test: Callable[[torch.Tensor], Evaluation]) -> Evaluation:
@@ -270,6 +331,10 @@ class Strategy(ABC):
         default ``test(x)`` (the task's test set on the model part of ``x``); a strategy may test another vector
         of the same size (an average of its iterates) or return a result of its own."""
         return test(x)
+
+
+#: What the strategy is built from (the scenario): not part of its checkpointed state.
+_BUILT_FROM_THE_SCENARIO = ("params", "clients")
 
 
 def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,78 @@
+"""The algorithm a scenario's ``server.algorithm`` names: a built-in's registry entry (no torch), or the entry a
+user's strategy class declares -- its ``Params`` and flags (:func:`netfl.registry.algorithms.declared_entry`) --,
+the class imported from the user's file behind netfl's fence (:mod:`netfl.user_code`) or given from Python.
+
+Everything that checks a scenario against its algorithm (the parameters, participation probabilities, the server
+mode, several models, a server optimiser, edges, the memory budget) reads the entry from here, so a user's
+algorithm is checked exactly as a built-in is, before anything runs. Importing a user's strategy file imports
+torch (the file subclasses :class:`netfl.algorithms.Strategy`); nothing else here does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any
+
+from netfl import user_code
+from netfl.errors import StrategyError
+from netfl.problems import params_problems
+from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
+
+__all__ = ["algorithm_entry", "algorithm_problems", "scenario_algorithm", "strategy_class"]
+
+_EXPECTED = "a subclass of netfl.algorithms.Strategy (an FL algorithm; the docs' page 'Your own algorithm')"
+
+
+def strategy_class(spec: Any, base_dir: Path | None) -> type:
+    """The strategy class ``spec`` names: a built-in's, the user's file's (StrategyError naming the file when it
+    cannot be imported or holds no usable class), or the class given from Python."""
+    from netfl.algorithms import Strategy  # torch: a strategy is a torch object
+
+    if spec.name is not None:
+        from netfl.learn.federation.algorithms import ALGORITHMS as CLASSES
+
+        if spec.name not in CLASSES:
+            raise StrategyError(f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")
+        return CLASSES[spec.name]
+    if spec.factory is not None:
+        cls, where = spec.factory, getattr(spec.factory, "__qualname__", repr(spec.factory))
+    else:
+        ref = user_code.parse_reference(spec.path, base_dir)
+        cls = user_code.load_attribute(ref, what="algorithm", error=StrategyError)
+        where = f"{ref.path}: {ref.name}"
+    if not (inspect.isclass(cls) and issubclass(cls, Strategy)):
+        raise StrategyError(f"{where} is not {_EXPECTED}")
+    if inspect.isabstract(cls):
+        missing = ", ".join(sorted(cls.__abstractmethods__))
+        raise StrategyError(f"{where} does not define {missing} (what {_EXPECTED} must define)")
+    return cls
+
+
+def algorithm_entry(spec: Any, base_dir: Path | None) -> AlgorithmEntry:
+    """The entry of the algorithm ``spec`` names (StrategyError when it names none)."""
+    if spec.name is not None:
+        entry = ALGORITHMS.get(spec.name)
+        if entry is None:
+            raise StrategyError(f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")
+        return entry
+    return strategy_class(spec, base_dir).entry
+
+
+def algorithm_problems(spec: Any, base_dir: Path | None) -> tuple[AlgorithmEntry | None, list[tuple[str, str]]]:
+    """The algorithm's entry (None if it cannot be had) and the problems of ``spec``: the name or file, then its
+    parameters against the algorithm's ``Params``, as (sub-path, message) pairs."""
+    try:
+        entry = algorithm_entry(spec, base_dir)
+    except StrategyError as exc:
+        return None, [(".name" if spec.name is not None else ".path", str(exc))]
+    return entry, params_problems(entry.params, spec.params)
+
+
+def scenario_algorithm(scenario: Any) -> AlgorithmEntry | None:
+    """The entry of the scenario's algorithm, None where it names none (a problem the checks report)."""
+    base_dir = scenario.source.parent if scenario.source is not None else None
+    try:
+        return algorithm_entry(scenario.server.algorithm, base_dir)
+    except StrategyError:
+        return None
