@@ -87,8 +87,7 @@ def tracking():
     """``--tensorboard DIR`` and ``--mlflow URI``: log each run to an experiment tracker besides its folder."""
     tensorboard = click.option(
         "--tensorboard",
-        type=PATH,
-        metavar="DIR",
+        metavar="DIR",  # a string: click's Path would read an empty one as the current folder
         help="also log the run to TensorBoard: event files in a subfolder of DIR named like the results folder (a "
         "sweep's: case/seed<k>) [default: the topology's tracking.tensorboard]; needs the tracking extra",
     )
@@ -101,11 +100,18 @@ def tracking():
     return lambda function: tensorboard(mlflow(function))
 
 
-def resolve_tracking(scenario, where: str, **given):
+def resolve_tracking(scenario, where: str, *, out: Path | None = None, study: Path | None = None, run=None, **given):
     """Where runs of ``scenario`` are logged (the topology's tracking:, each target replaced by an option's),
-    refused here, before any run, when the tracker's package is missing."""
-    from netfl.results.tracking import check_tracking, tracking_of
+    refused here, before any run, when the tracker's package is missing or a target cannot take the run: ``out``
+    is the run's results folder, ``study`` and ``run`` (a sweep's RunPlan) the sweep's folder and run."""
+    from netfl.results.tracking import Label, check_tracking, tracking_of
 
     tracking = tracking_of(scenario, **given)
-    check_tracking(tracking, where)
+    if study is not None and run is not None:
+        label = Label.of_study_run("", run.case, run.seed, run.folder, study)
+        check_tracking(tracking, where, subfolder=label.subfolder, own=[(study, "this sweep's study folder")])
+    elif out is not None:
+        check_tracking(tracking, where, subfolder=Path(Path(out).name), own=[(out, "this run's results folder")])
+    else:
+        check_tracking(tracking, where)
     return tracking

@@ -93,7 +93,7 @@ def simulate(
     overrides: tuple[str, ...],
     overwrite: bool,
     checkpoint_every: str | None,
-    tensorboard: Path | None,
+    tensorboard: str | None,
     mlflow: str | None,
     quiet: bool,
 ) -> None:
@@ -106,12 +106,12 @@ def simulate(
         every = Every.parse(checkpoint_every) if checkpoint_every is not None else None
         scenario = load_scenario(topology, overrides=overrides)
         check_data(scenario, data_dir)  # before torch is even imported
-        tracking = options.resolve_tracking(scenario, str(topology), tensorboard=tensorboard, mlflow=mlflow)
         if seed is not None:
             scenario = scenario.model_copy(update={"seed": seed})
         from netfl.runner import default_out_dir
 
         wanted = out_dir or default_out_dir(scenario)
+        tracking = options.resolve_tracking(scenario, str(topology), out=wanted, tensorboard=tensorboard, mlflow=mlflow)
         outcome = _run_into(
             scenario,
             wanted,

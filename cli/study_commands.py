@@ -54,7 +54,7 @@ def sweep(
     dry_run: bool,
     data_dir: Path | None,
     device: str,
-    tensorboard: Path | None,
+    tensorboard: str | None,
     mlflow: str | None,
     quiet: bool,
 ) -> None:
@@ -81,7 +81,7 @@ def sweep(
             check_users_code(study.runs, str(study_file), data_dir)  # the user's own models and data, before any run
             tracking = {
                 plan.folder: options.resolve_tracking(
-                    plan.scenario, str(study_file), tensorboard=tensorboard, mlflow=mlflow
+                    plan.scenario, str(study_file), study=study.out, run=plan, tensorboard=tensorboard, mlflow=mlflow
                 )
                 for plan in study.runs
             }

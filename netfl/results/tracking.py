@@ -20,11 +20,13 @@ each tracker holds them).
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from netfl.config.schema import MLFLOW_SCHEMES, Scenario
 from netfl.errors import NetflError
+from netfl.results.tracking_checks import check_targets
 from netfl.results.tracking_record import Label, RunRecord, flatten, read_run
 from netfl.version import DISTRIBUTION
 
@@ -44,6 +46,8 @@ class Tracking:
 
     tensorboard: Path | None = None
     mlflow: str | None = None
+    #: How a message names each target: the option that gave it, else the topology's key.
+    names: tuple[str, str] = field(default=("tracking.tensorboard", "tracking.mlflow"), compare=False)
 
     def __bool__(self) -> bool:
         return self.tensorboard is not None or self.mlflow is not None
@@ -58,11 +62,19 @@ class Tracking:
 def tracking_of(scenario: Scenario, *, tensorboard: str | Path | None = None, mlflow: str | None = None) -> Tracking:
     """The scenario's ``tracking:`` (paths relative to its topology file), each target replaced by the one given
     here (from the command line: relative to the current folder)."""
+    for option, given in (("--tensorboard", tensorboard), ("--mlflow", mlflow)):
+        if isinstance(given, str) and not given.strip():
+            raise NetflError(
+                f"{option} {given!r}: an empty path (it would log into the current folder); give a folder or URI, "
+                f"e.g. {option} {'results/tb' if option == '--tensorboard' else 'sqlite:///results/mlflow.db'}"
+            )
     base = scenario.source.parent if scenario.source is not None else Path(".")
     spec = scenario.tracking
     board = Path(tensorboard) if tensorboard is not None else _under(base, spec.tensorboard)
     uri = mlflow_uri(mlflow, Path(".")) if mlflow is not None else mlflow_uri(spec.mlflow, base)
-    return Tracking(board.resolve() if board is not None else None, uri)
+    names = ("--tensorboard" if tensorboard is not None else "tracking.tensorboard",
+             "--mlflow" if mlflow is not None else "tracking.mlflow")  # fmt: skip
+    return Tracking(board.resolve() if board is not None else None, uri, names)
 
 
 def _under(base: Path, path: str | None) -> Path | None:
@@ -88,8 +100,16 @@ def mlflow_uri(uri: str | None, base: Path) -> str | None:
     return uri
 
 
-def check_tracking(tracking: Tracking, where: str = "tracking") -> None:
-    """Refuse, before any run, tracking whose packages are not installed: one message naming what to install."""
+def check_tracking(
+    tracking: Tracking,
+    where: str = "tracking",
+    *,
+    subfolder: Path | None = None,
+    own: Iterable[tuple[Path, str]] = (),
+) -> None:
+    """Refuse, before any run, tracking whose packages are not installed (one message naming what to install), or
+    a target that cannot take the run (:mod:`netfl.results.tracking_checks`: ``subfolder`` is the run's
+    TensorBoard subfolder, ``own`` the netfl folders the run or sweep will write, each with what it is)."""
     needed = {**(TENSORBOARD_PACKAGES if tracking.tensorboard else {})}
     if tracking.mlflow:
         needed.update(MLFLOW_PACKAGES)
@@ -102,6 +122,8 @@ def check_tracking(tracking: Tracking, where: str = "tracking") -> None:
             f"{where}: logging to {tracking.describe()} needs {', '.join(missing)}, which {verb} not installed: "
             f"pip install '{_distribution()}[{EXTRA}]' (netfl's optional extra for experiment tracking)"
         )
+    names = tuple(name if name.startswith("--") else f"{where}: {name}" for name in tracking.names)
+    check_targets(tracking.tensorboard, tracking.mlflow, names, subfolder=subfolder, own=own)
 
 
 def _distribution() -> str:
@@ -111,18 +133,35 @@ def _distribution() -> str:
 
 
 def track_run(folder: Path, tracking: Tracking, label: Label) -> None:
-    """Log the run written in ``folder`` to each tracker of ``tracking``; NetflError if a tracker refuses."""
+    """Log the run written in ``folder`` to each tracker of ``tracking``; NetflError if a tracker refuses or fails,
+    in one line that says where the run's results are (they are written whatever the trackers do)."""
     if not tracking:
         return
     record = read_run(folder)
+    failures = []
     if tracking.tensorboard is not None:
-        from netfl.results.tracking_tensorboard import log_tensorboard
-
         try:
+            from netfl.results.tracking_tensorboard import log_tensorboard
+
             log_tensorboard(record, tracking.tensorboard / label.subfolder, label)
         except OSError as exc:
-            raise NetflError(f"TensorBoard {tracking.tensorboard}/: cannot write the event file: {exc}") from None
+            failures.append(f"TensorBoard {tracking.tensorboard}/: cannot write the event file: {exc}")
+        except Exception as exc:  # the tracker's own failure: reported in a line, never a traceback after the run
+            failures.append(f"TensorBoard {tracking.tensorboard}/: {_one_line(exc)}")
     if tracking.mlflow is not None:
-        from netfl.results.tracking_mlflow import log_mlflow
+        try:
+            from netfl.results.tracking_mlflow import log_mlflow
 
-        log_mlflow(record, tracking.mlflow, label)
+            log_mlflow(record, tracking.mlflow, label)
+        except NetflError as exc:
+            failures.append(_one_line(exc))
+        except Exception as exc:
+            failures.append(f"MLflow {tracking.mlflow}: cannot log {folder}: {_one_line(exc)}")
+    if failures:
+        raise NetflError(f"{'; '.join(failures)}; the run itself is complete, its results written in {folder}/")
+
+
+def _one_line(exc: Exception) -> str:
+    """An exception's message, its first line only (a tracker's may run on for a page)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}" if not isinstance(exc, NetflError) else lines[0]

@@ -10,8 +10,10 @@ In the run's subfolder:
 - ``figures/<name>``: the run's PNG figures, their bytes as netfl wrote them.
 
 Scalars are TensorBoard's own (float32 ``simple_value``: TensorBoard's fast loader shows no other), so they hold
-metrics.csv's values rounded to float32, about 7 significant digits; MLflow holds them exactly. A run logged again
-into the same subfolder replaces its event files there (and nothing else).
+metrics.csv's values rounded to float32, about 7 significant digits; MLflow holds them exactly.
+
+netfl's event files end in ``.netfl`` (``events.out.tfevents.<time>.<host>.netfl``): a run logged again into the
+same subfolder replaces netfl's event files there, and never removes another program's (nor any other file).
 """
 
 from __future__ import annotations
@@ -25,12 +27,20 @@ from tensorboardX.summary import hparams, text
 
 from netfl.results.tracking_record import Label, RunRecord
 
+#: The end of the name of every event file netfl writes: what tells netfl's own apart from another program's.
+SUFFIX = ".netfl"
+
+
+def own_event_files(logdir: Path) -> list[Path]:
+    """netfl's event files in ``logdir`` (those it may replace), not another program's."""
+    return sorted(p for p in logdir.glob(f"events.out.tfevents.*{SUFFIX}") if p.is_file() and not p.is_symlink())
+
 
 def log_tensorboard(record: RunRecord, logdir: Path, label: Label) -> None:
     logdir.mkdir(parents=True, exist_ok=True)
-    for old in logdir.glob("events.out.tfevents.*"):
+    for old in own_event_files(logdir):
         old.unlink()
-    writer = FileWriter(str(logdir))
+    writer = FileWriter(str(logdir), filename_suffix=SUFFIX)
     try:
         times, rounds = record.metrics["sim_time_s"], record.rounds
         for i, (when, step) in enumerate(zip(times, rounds)):
