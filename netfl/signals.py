@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from netfl import user_code
-
 
 class Interrupted(KeyboardInterrupt):
     """A run stopped by Ctrl-C or SIGTERM; ``written`` is the folder its partial results went to, or None when
@@ -40,10 +38,24 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _running_user_code() -> bool:
-    """Whether this thread is inside :mod:`netfl.user_code`'s fence (its depth counter: the fence is the one
-    place that knows)."""
-    return user_code._inside.value > 0
+class _Depth(threading.local):
+    value = 0  # how deep this thread is in code that may never return (interruptible)
+
+
+_depth = _Depth()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside: code that may never return, which the engine calls inside one of its events (a user's policy): a
+    signal that the handler in force would only note (:func:`signals_deferred`) raises here all the same while
+    the engine runs (:func:`interrupts_kept`), since the event would never end. The learner's code is not
+    wrapped: a checkpoint written at a Ctrl-C holds every answer it gave."""
+    _depth.value += 1
+    try:
+        yield
+    finally:
+        _depth.value -= 1
 
 
 @contextmanager
@@ -85,8 +97,8 @@ def interrupts_kept() -> Iterator[Callable[[], bool]]:
     """Inside: the Ctrl-C and SIGTERM handlers in force still act, and an interruption they raise is remembered:
     the yielded ``struck()`` says whether one did, for the engine to stop after the event it interrupted. Where
     the handler in force only notes the signal (:func:`signals_deferred`: the run stops between two events), a
-    signal arriving while user code runs (a policy's ``next_change`` that never returns) raises there all the
-    same, since no event would ever end. A signal ignored (``SIG_IGN``) or left to the system stays so."""
+    signal arriving inside :func:`interruptible` code (a policy's ``next_change`` that never returns) raises
+    there all the same, since no event would ever end. A signal ignored (``SIG_IGN``) or left to the system stays so."""
     struck = [False]
     if not _main_thread():
         yield lambda: struck[0]
@@ -99,7 +111,7 @@ def interrupts_kept() -> Iterator[Callable[[], bool]]:
             except KeyboardInterrupt:
                 struck[0] = True
                 raise
-            if _running_user_code():
+            if _depth.value:
                 struck[0] = True
                 raise KeyboardInterrupt
 

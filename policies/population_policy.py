@@ -39,8 +39,11 @@ policy does not read battery or charger state: the engine applies
 
 Loaded like a per-device class (``policy: file.py:Class``); its calls are
 fenced (:mod:`netfl.user_code`): an exception names the user's file and
-line, and an answer that is not one time per device, after the change it
-follows, stops the run naming the class and file.
+line, and an answer that is not one real time per device, after the change
+it follows, stops the run naming the class and file. The arrays it is given
+are read-only views of the engine's (a write in place raises in the user's
+line), a clock that creeps by less than an instant is stopped, and a Ctrl-C
+ends a call that never returns (:func:`netfl.signals.interruptible`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from netfl.errors import PolicyError
 from netfl.policies.base import PolicyParams, shared_rng
 from netfl.policies.population import PopulationModel
 from netfl.policies.rows import PopulationRow, RoundRow, SessionRow
+from netfl.signals import interruptible
 
 __all__ = ["PopulationPolicy", "population_view"]
 
@@ -148,7 +152,7 @@ class UserPopulationModel(PopulationModel):
     # ------------------------------------------------------- the fence
 
     def _call(self, what: str, fn, *args):
-        with user_code.guarded(path=self.path, what=f"{self.name}.{what}", error=PolicyError):
+        with interruptible(), user_code.guarded(path=self.path, what=f"{self.name}.{what}", error=PolicyError):
             try:
                 return fn(*args)
             except ValueError as exc:  # numpy's words for a write to an array netfl handed over read-only

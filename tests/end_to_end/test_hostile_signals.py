@@ -99,12 +99,12 @@ def world(tmp_path: Path, groups: list[dict]) -> Path:
     return path
 
 
-def interrupt_when_under_way(tmp_path: Path, topology: Path) -> tuple[Path, str]:
+def interrupt_when_under_way(tmp_path: Path, topology: Path, *options: str) -> tuple[Path, str]:
     """Run ``topology``, Ctrl-C it once a policy says it is under way, and return the results folder and stderr,
     with exit 130 checked (60 s to end: a hang guard, not a speed target)."""
     out = tmp_path / "out"
     process = subprocess.Popen(
-        [NETFL, "simulate", topology, "--out", out],
+        [NETFL, "simulate", topology, "--out", out, *options],
         cwd=tmp_path,
         preexec_fn=with_ctrl_c,
         stdout=subprocess.PIPE,
@@ -132,10 +132,14 @@ def interrupt_when_under_way(tmp_path: Path, topology: Path) -> tuple[Path, str]
     return out, stderr
 
 
-def test_a_population_policy_looping_for_ever_is_interrupted(tmp_path: Path) -> None:
+@pytest.mark.parametrize("options", [(), ("--checkpoint-every", "2rounds")])
+def test_a_population_policy_looping_for_ever_is_interrupted(tmp_path: Path, options: tuple[str, ...]) -> None:
+    """Keeping checkpoints, a Ctrl-C is noted and acted on between two events; a policy's call that never ends
+    is interrupted all the same, and the checkpoint is written where the run stopped."""
     (tmp_path / "loops.py").write_text(LOOPS)
     topology = world(tmp_path, [{"group": "phones", "count": 200, "availability": {"policy": "loops.py:Loops"}}])
-    out, _ = interrupt_when_under_way(tmp_path, topology)
+    out, stderr = interrupt_when_under_way(tmp_path, topology, *options)
+    assert ("checkpoint written where it stopped" in stderr) == bool(options), stderr
     import pyarrow.parquet as pq
 
     online = pq.read_table(out / "devices.parquet").column("online_fraction").to_pylist()
