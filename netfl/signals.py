@@ -5,13 +5,20 @@ partial results (``complete: false``) and exits non-zero; a second signal
 while those results are written waits for the write to end instead of
 destroying it. Signal handlers can only be set from the main thread; from
 any other thread these helpers change nothing.
+
+While the engine runs, an interruption is also *kept*
+(:func:`interrupts_kept`): SimPy turns an exception raised inside a process
+-- a Ctrl-C arriving while a policy's code runs -- into that process's
+failure and goes on with the others, so a policy that loops forever would
+be interrupted once per device and never stop the run. The engine asks after
+each event whether one struck, and stops there.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,6 +36,26 @@ class Interrupted(KeyboardInterrupt):
 
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
+
+
+class _Depth(threading.local):
+    value = 0  # how deep this thread is in code that may never return (interruptible)
+
+
+_depth = _Depth()
+
+
+@contextmanager
+def interruptible() -> Iterator[None]:
+    """Inside: code that may never return, which the engine calls inside one of its events (a user's policy): a
+    signal that the handler in force would only note (:func:`signals_deferred`) raises here all the same while
+    the engine runs (:func:`interrupts_kept`), since the event would never end. The learner's code is not
+    wrapped: a checkpoint written at a Ctrl-C holds every answer it gave."""
+    _depth.value += 1
+    try:
+        yield
+    finally:
+        _depth.value -= 1
 
 
 @contextmanager
@@ -63,6 +90,42 @@ def signals_deferred() -> Iterator[list[int]]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+
+
+@contextmanager
+def interrupts_kept() -> Iterator[Callable[[], bool]]:
+    """Inside: the Ctrl-C and SIGTERM handlers in force still act, and an interruption they raise is remembered:
+    the yielded ``struck()`` says whether one did, for the engine to stop after the event it interrupted. Where
+    the handler in force only notes the signal (:func:`signals_deferred`: the run stops between two events), a
+    signal arriving inside :func:`interruptible` code (a policy's ``next_change`` that never returns) raises
+    there all the same, since no event would ever end. A signal ignored (``SIG_IGN``) or left to the system stays so."""
+    struck = [False]
+    if not _main_thread():
+        yield lambda: struck[0]
+        return
+
+    def keep(previous: Callable) -> Callable:
+        def handler(signum, frame):
+            try:
+                previous(signum, frame)
+            except KeyboardInterrupt:
+                struck[0] = True
+                raise
+            if _depth.value:
+                struck[0] = True
+                raise KeyboardInterrupt
+
+        return handler
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    kept = {s: handler for s, handler in previous.items() if callable(handler)}
+    for s, handler in kept.items():
+        signal.signal(s, keep(handler))
+    try:
+        yield lambda: struck[0]
+    finally:
+        for s in kept:
+            signal.signal(s, previous[s])
 
 
 def ignore_further_signals() -> None:

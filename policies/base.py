@@ -140,6 +140,12 @@ class AvailabilityPolicy(ABC):
         trace file), as (sub-path, message) pairs, so ``netfl validate`` finds them before a run starts."""
         return []
 
+    @classmethod
+    def check_devices(cls, params: PolicyParams, base_dir: Path, devices: range) -> list[tuple[str, str]]:
+        """Problems that depend on the devices the policy is given (the scenario's indices ``devices``: a trace
+        that lists too few of them), as :meth:`check`'s; asked once the parameters and files are sound."""
+        return []
+
 
 class RoundPolicy(AvailabilityPolicy):
     time_base = "round"

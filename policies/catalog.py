@@ -69,9 +69,12 @@ def policy_class(name: str, base_dir: Path | None = None) -> type[AvailabilityPo
         ) from None
 
 
-def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = False) -> list[tuple[str, str]]:
+def check_spec(
+    spec: Any, base_dir: Path | None, *, continuous_only: bool = False, devices: range | None = None
+) -> list[tuple[str, str]]:
     """Problems with a policy spec as (sub-path, message) pairs, empty when valid: its name, its
-    parameters and the policy's own :meth:`~AvailabilityPolicy.check` (files, nested user policies)."""
+    parameters and the policy's own :meth:`~AvailabilityPolicy.check` (files, nested user policies), and, given
+    the scenario indices of the ``devices`` it is for, :meth:`~AvailabilityPolicy.check_devices`."""
     try:
         cls = policy_class(spec.policy, base_dir)
     except PolicyError as exc:
@@ -92,7 +95,10 @@ def check_spec(spec: Any, base_dir: Path | None, *, continuous_only: bool = Fals
             path, msg = describe_validation_error(err, cls.Params)
             out.append(("." + path if path else "", msg))
         return out
-    return cls.check(params, base_dir or Path.cwd())
+    problems = cls.check(params, base_dir or Path.cwd())
+    if devices is not None and not problems:
+        problems = cls.check_devices(params, base_dir or Path.cwd(), devices)
+    return problems
 
 
 def build_policy(spec: Any, device: DeviceInfo, rng: np.random.Generator) -> AvailabilityPolicy:

@@ -39,8 +39,11 @@ policy does not read battery or charger state: the engine applies
 
 Loaded like a per-device class (``policy: file.py:Class``); its calls are
 fenced (:mod:`netfl.user_code`): an exception names the user's file and
-line, and an answer that is not one time per device, after the change it
-follows, stops the run naming the class and file.
+line, and an answer that is not one real time per device, after the change
+it follows, stops the run naming the class and file. The arrays it is given
+are read-only views of the engine's (a write in place raises in the user's
+line), a clock that creeps by less than an instant is stopped, and a Ctrl-C
+ends a call that never returns (:func:`netfl.signals.interruptible`).
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from netfl.errors import PolicyError
 from netfl.policies.base import PolicyParams, shared_rng
 from netfl.policies.population import PopulationModel
 from netfl.policies.rows import PopulationRow, RoundRow, SessionRow
+from netfl.signals import interruptible
 
 __all__ = ["PopulationPolicy", "population_view"]
 
@@ -96,7 +100,7 @@ class PopulationPolicy(ABC):
         """The next U[0, 1) draw of each of ``devices`` (distinct rows), from its own keyed stream."""
         rows = np.asarray(devices)
         if rows.dtype.kind not in "iu" or rows.ndim != 1 or (len(rows) and not 0 <= rows.min() <= rows.max() < self.n):
-            raise ValueError(f"devices must be a 1-d array of rows 0 to {self.n - 1}, got {devices!r}")
+            raise ValueError(f"devices must be a 1-d array of whole rows 0 to {self.n - 1}, got {_summary(rows)}")
         return self._model._uniform(rows)
 
     def exponential(self, devices: np.ndarray, mean: np.ndarray | float) -> np.ndarray:
@@ -118,11 +122,12 @@ class UserPopulationModel(PopulationModel):
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key, params)
         user = self.user_class.__new__(self.user_class)
-        user.params, user.n, user.label_mix, user.seed, user._model = params, n, np.asarray(label_mix), seed, self
+        user.params, user.n, user.label_mix, user.seed, user._model = params, n, _read_only(label_mix), seed, self
         self.user = user
+        self._quick: np.ndarray | None = None  # answers less than an instant later, per device (_watch_the_clock)
         self._call("__init__", user.__init__)
         everyone = np.arange(n)
-        answer = self._call("start", user.start, everyone)
+        answer = self._call("start", user.start, _read_only(everyone))
         if not (isinstance(answer, tuple) and len(answer) == 2):
             raise PolicyError(
                 f"{self._where(user.start)}: {self.name}.start returned {type(answer).__name__}; expected "
@@ -135,7 +140,10 @@ class UserPopulationModel(PopulationModel):
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         fn = self.user.next_change
-        return self._times(fn, "next_change", self._call("next_change", fn, due, at.copy(), self.state[due]), due, at)
+        answer = self._call("next_change", fn, _read_only(due), _read_only(at), _read_only(self.state[due]))
+        times = self._times(fn, "next_change", answer, due, at)
+        self._watch_the_clock(fn, due, at, times)
+        return times
 
     @property
     def participation(self) -> np.ndarray | None:
@@ -144,23 +152,32 @@ class UserPopulationModel(PopulationModel):
     # ------------------------------------------------------- the fence
 
     def _call(self, what: str, fn, *args):
-        return user_code.call(fn, *args, path=self.path, what=f"{self.name}.{what}", error=PolicyError)
+        with interruptible(), user_code.guarded(path=self.path, what=f"{self.name}.{what}", error=PolicyError):
+            try:
+                return fn(*args)
+            except ValueError as exc:  # numpy's words for a write to an array netfl handed over read-only
+                if "read-only" in str(exc):
+                    exc.args = (f"{exc} (netfl hands its arrays over read-only: change a copy, np.array(devices))",)
+                raise
 
     def _where(self, fn) -> str:
         return user_code.defined_at(fn, self.path)
 
     def _array(self, fn, what: str, answer: Any, count: int, dtype: type) -> np.ndarray:
+        """``answer`` as ``count`` real numbers, or a one-line error: never a value quietly cast (a complex
+        number's imaginary part dropped, a string read as a number)."""
         try:
-            values = np.asarray(answer, dtype=dtype)
-        except (TypeError, ValueError):
-            values = None
-        if values is None or values.shape != (count,):
-            got = f"shape {values.shape}" if values is not None else type(answer).__name__
+            raw = np.asarray(answer)
+        except (TypeError, ValueError):  # ragged lists
+            raw = None
+        kind = _KINDS.get(raw.dtype.kind) if raw is not None else "values of different lengths"
+        if kind is not None or raw.shape != (count,):
+            got = f"{type(answer).__name__} of {kind}" if kind is not None else f"shape {raw.shape}"
             raise PolicyError(
-                f"{self._where(fn)}: {self.name}.{fn.__name__} gave {what} as {got}; expected one value for each "
-                f"of the {count} devices asked about"
+                f"{self._where(fn)}: {self.name}.{fn.__name__} gave {what} as {got}; expected one real number for "
+                f"each of the {count} devices asked about"
             )
-        return values
+        return raw.astype(dtype)
 
     def _states(self, fn, answer: Any) -> np.ndarray:
         values = self._array(fn, "the states", answer, self.n, float)
@@ -183,11 +200,66 @@ class UserPopulationModel(PopulationModel):
             )
         return times
 
+    def _watch_the_clock(self, fn, due: np.ndarray, at: np.ndarray, times: np.ndarray) -> None:
+        """Stop a policy whose clock creeps (``np.nextafter(at, inf)``): each answer later, but by less than an
+        instant, so that the engine would take changes forever without simulated time advancing. Counted per
+        device, in a row; the counts are kept only once such an answer has come."""
+        quick = times - at < INSTANT_S
+        if self._quick is None:
+            if not quick.any():
+                return
+            self._quick = np.zeros(self.n, dtype=np.uint16)
+        self._quick[due[~quick]] = 0
+        self._quick[due[quick]] += 1
+        stuck = due[self._quick[due] >= QUICK_LIMIT]
+        if stuck.size:
+            k = int(np.flatnonzero(due == stuck[0])[0])
+            raise PolicyError(
+                f"{self._where(fn)}: {self.name}.next_change gave device {int(due[k])} {QUICK_LIMIT:,} changes in a "
+                f"row, each less than 1 us after the last (the last at {float(times[k]):.17g} s): "
+                "simulated time stopped advancing; return a time later by a real amount (seconds), or math.inf "
+                "for never"
+            )
+
     def _probabilities(self, fn, answer: Any) -> np.ndarray:
         p = self._array(fn, "participation probabilities", answer, self.n, float)
         if not ((p > 0) & (p <= 1)).all():
             raise PolicyError(f"{self._where(fn)}: {self.name}.participation_probability gave values outside (0, 1]")
         return p
+
+
+#: What an answer's array held when it was not numbers (numpy's dtype kinds); booleans and numbers pass.
+_KINDS = {
+    "c": "complex numbers",
+    "U": "strings",
+    "S": "bytes",
+    "O": "objects",
+    "M": "dates",
+    "m": "timedeltas",
+    "V": "records",
+}
+
+#: A change less than this after the last one does not advance simulated time (netfl/sim/watchdog.py's instant).
+INSTANT_S = 1e-6
+#: Such changes of one device in a row that stop the run: a real policy gives a handful at one instant.
+QUICK_LIMIT = 10_000
+
+
+def _read_only(values: np.ndarray) -> np.ndarray:
+    """A view of ``values`` that user code cannot write to: an in-place change raises in the user's own line
+    instead of rewriting the engine's arrays (reversing ``devices`` would scramble the group's states). A view,
+    not a copy: a group's label shares at ten million devices are most of a gigabyte."""
+    view = np.asarray(values).view()
+    view.setflags(write=False)
+    return view
+
+
+def _summary(values: np.ndarray) -> str:
+    """An array in a few words for a message (at a million devices, its values would be a page)."""
+    words = f"a {values.dtype} array of shape {values.shape}"
+    if values.size and values.dtype.kind in "iuf":
+        words += f", from {values.min().item()!r} to {values.max().item()!r}"
+    return words
 
 
 _views: dict[tuple[type, str, Path], type[PopulationRow]] = {}

@@ -26,7 +26,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
@@ -194,16 +194,38 @@ class IntervalTraceModel(TraceModel):
 
     def _trace(self, params: Any, path: Path, first: int) -> tuple[Toggles, np.ndarray]:
         trace = load_csv(path)
+        problem = unlisted_problem(params, path, range(first, first + self.n))
+        if problem is not None:
+            raise PolicyError(f"{path}: {problem}")
         return trace.toggles(params.period), trace.rows_of(first + np.arange(self.n, dtype=np.int64))
+
+
+def unlisted_problem(params: Any, path: Path, devices: range) -> str | None:
+    """What is wrong when the CSV ``path`` lists only some of ``devices`` (scenario indices) and ``params``
+    does not say that the others are offline (``unlisted: offline``); None when nothing is."""
+    if params.unlisted == "offline" or not len(devices):
+        return None
+    trace = load_csv(path)
+    listed = int((trace.rows_of(np.arange(devices.start, devices.stop, dtype=np.int64)) < len(trace.ids)).sum())
+    if listed == len(devices):
+        return None
+    return (
+        f"lists {listed:,} of the {len(devices):,} devices that replay it (scenario devices {devices.start} to "
+        f"{devices.stop - 1}); the other {len(devices) - listed:,} would never be online. Give each device its "
+        "rows (netfl trace convert --devices N writes them from a FedScale trace, device n replaying client n mod "
+        "the clients), or set unlisted: offline to keep the devices it does not list offline"
+    )
 
 
 class IntervalTrace(_TraceRow):
     """Online intervals from a CSV with header ``device,start_s,end_s`` (device = netfl device index).
 
     One row per online interval; rows may come in any order and overlap
-    (they are sorted and merged). A device without rows is never online.
-    With ``period`` the intervals, which must then end by ``period``, repeat
-    every ``period`` seconds (e.g. a one-day trace replayed daily).
+    (they are sorted and merged). Every device given the policy must have
+    rows, unless ``unlisted: offline`` says that a device without rows is
+    never online. With ``period`` the intervals, which must then end by
+    ``period``, repeat every ``period`` seconds (e.g. a one-day trace replayed
+    daily).
     """
 
     population = IntervalTraceModel
@@ -211,3 +233,15 @@ class IntervalTrace(_TraceRow):
     class Params(PolicyParams):
         file: Path = Field(description="the CSV, relative to the topology file")
         period: Seconds | None = Field(None, gt=0, description="repeat the intervals every period")
+        unlisted: Literal["refuse", "offline"] = Field(
+            "refuse", description="a device the file does not list: refused, or never online (offline)"
+        )
+
+    @classmethod
+    def check_devices(cls, params: PolicyParams, base_dir: Path, devices: range) -> list[tuple[str, str]]:
+        path = cls.population.resolve(params.file, base_dir)
+        try:
+            problem = unlisted_problem(params, path, devices)
+        except PolicyError as exc:  # a row that does not read: said here rather than when the run starts
+            return [(".file", str(exc))]
+        return [] if problem is None else [(".file", f"{path}: {problem}")]

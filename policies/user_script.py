@@ -24,6 +24,7 @@ from netfl import user_code
 from netfl.errors import PolicyError
 from netfl.policies.base import AvailabilityPolicy, RoundPolicy, SessionPolicy
 from netfl.policies.population_policy import PopulationPolicy, population_view
+from netfl.signals import interruptible
 from netfl.user_code import is_user_reference
 
 __all__ = ["is_user_reference", "load_user_policy"]
@@ -68,7 +69,8 @@ class _Guard:
     _name: str
 
     def _call(self, what: str, fn, *args):
-        return user_code.call(fn, *args, path=self._path, what=f"{self._name}.{what}", error=PolicyError)
+        with interruptible():  # Ctrl-C ends a call that never returns, checkpoints kept or not
+            return user_code.call(fn, *args, path=self._path, what=f"{self._name}.{what}", error=PolicyError)
 
     def _defined_at(self, fn) -> str:
         return user_code.defined_at(fn, self._path)

@@ -41,12 +41,17 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     """Second pass: parameters that belong to a named policy or algorithm."""
     problems: list[tuple[str, str]] = []
     base_dir = _source_dir(scenario)
+    first = 0
     for i, group in enumerate(scenario.devices):
-        problems += [(f"devices[{i}].availability{p}", m) for p, m in check_spec(group.availability, base_dir)]
+        devices = range(first, first + group.count)  # the group's scenario indices (a trace lists devices by them)
+        first += group.count
+        problems += [
+            (f"devices[{i}].availability{p}", m) for p, m in check_spec(group.availability, base_dir, devices=devices)
+        ]
         if group.battery is not None and group.battery.charging is not None:
             problems += [
                 (f"devices[{i}].battery.charging{p}", m)
-                for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True)
+                for p, m in check_spec(group.battery.charging, base_dir, continuous_only=True, devices=devices)
             ]
     entry, found = algorithm_problems(scenario.server.algorithm, base_dir)
     problems += [(f"server.algorithm{p}", m) for p, m in found]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from netfl.config.schema import IDLE_EVENTS_BELOW, Scenario
-from netfl.policies.catalog import supports_population
+from netfl.policies.catalog import check_spec, supports_population
 
 Form = Literal["arrays", "actors"]
 
@@ -69,10 +69,10 @@ def needs_actors(scenario: Scenario) -> list[tuple[str, str]]:
     base_dir = scenario.source.parent if scenario.source is not None else None
     for i, group in enumerate(scenario.devices):
         policy = group.availability.policy
-        if not supports_population(group.availability, base_dir):
+        if _per_device(group.availability, base_dir):
             reasons.append((f"devices[{i}].availability.policy", f"{policy!r} answers per device (no population form)"))
         charging = group.battery.charging if group.battery is not None else None
-        if charging is not None and not supports_population(charging, base_dir):
+        if charging is not None and _per_device(charging, base_dir):
             reasons.append(
                 (
                     f"devices[{i}].battery.charging.policy",
@@ -82,6 +82,12 @@ def needs_actors(scenario: Scenario) -> list[tuple[str, str]]:
     if any(node.kind == "edge" for node in scenario.network.nodes.values()):
         reasons.append(("network.nodes", "edge servers (hierarchical aggregation) run on actors"))
     return reasons
+
+
+def _per_device(spec, base_dir) -> bool:
+    """Whether a policy that loads and validates answers per device only; one that does not load (a missing
+    file, a population policy without next_change) is no reason for actors: the policy checks say what is wrong."""
+    return not supports_population(spec, base_dir) and not check_spec(spec, base_dir)
 
 
 def idle_events(scenario: Scenario) -> bool:

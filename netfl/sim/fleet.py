@@ -60,6 +60,9 @@ class Fleet(Protocol):
     def state_at(self, now: float) -> FleetState:
         """Every device at ``now`` (the present), settling and drawing nothing."""
 
+    def halt(self) -> None:
+        """The run was interrupted (perhaps inside a policy): ``stats()`` asks no policy anything more."""
+
 
 class EagerFleet:
     """Every device a live actor, as built."""
@@ -84,6 +87,9 @@ class EagerFleet:
 
     def release(self, indices: Sequence[int]) -> None:
         pass
+
+    def halt(self) -> None:
+        pass  # every device is settled as it stands: no policy is asked
 
     def stats(self) -> DeviceStats:
         for d in self.devices:

@@ -150,12 +150,14 @@ class IdleRows(IdleChanges):
 
     # -------------------------------------------------------- actors take over
 
-    def settle(self, d: np.ndarray, now: float) -> None:
-        """Settle devices ``d``'s accounts (energy, charge, online time) up to ``now``."""
-        self._settle(d, np.full(len(d), now))
-        on = d[self.online[d]]
-        self.online_time_s[on] += now - self.online_since[on]
-        self.online_since[on] = now
+    def settle(self, d: np.ndarray, now: float | np.ndarray) -> None:
+        """Settle devices ``d``'s accounts (energy, charge, online time) up to ``now`` (one time, or one each)."""
+        until = np.broadcast_to(np.asarray(now, dtype=float), d.shape)
+        self._settle(d, until.copy())
+        online = self.online[d]
+        on = d[online]
+        self.online_time_s[on] += until[online] - self.online_since[on]
+        self.online_since[on] = until[online]
 
     def take(self, d: np.ndarray, now: float) -> None:
         """Devices ``d`` start working at ``now``: their accounts settled to now, an actor takes over."""
@@ -208,10 +210,12 @@ class IdleRows(IdleChanges):
                 out[load][part] = self.energy_j[load][part] + np.where(idle & on[part], watts[part] * dt, 0.0)
         return out
 
-    def settle_idle(self, now: float) -> None:
-        """Settle every idle device's accounts up to ``now`` (the run is over)."""
+    def settle_idle(self, now: float, taken_only: bool = False) -> None:
+        """Settle every idle device's accounts up to ``now`` (the run is over); ``taken_only``: only up to its next
+        change where that is earlier (an interrupted run takes no more changes: the accounts stay exact)."""
         for _, part in self.steps():
-            self.settle(part.start + np.flatnonzero(~self.busy[part]), now)
+            d = part.start + np.flatnonzero(~self.busy[part])
+            self.settle(d, np.minimum(now, np.maximum(self.since[d], self.next_at[d])) if taken_only else now)
 
     def steps(self) -> Iterator[tuple[int, slice]]:
         """Every device, a bounded step of one group's rows at a time (see ROWS_PER_STEP): (group, rows)."""

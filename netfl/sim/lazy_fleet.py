@@ -69,6 +69,7 @@ class LazyFleet:
         self.active: dict[int, Device] = {}
         self.upload_bps: dict[int, float] = {}  # what each device's last upload achieved (partial work plans with it)
         self._final: DeviceStats | None = None  # the totals, once the run is over (stats)
+        self._halted = False  # interrupted: no model is asked again (halt)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -195,12 +196,20 @@ class LazyFleet:
             self._final = self._totals()
         return self._final
 
+    def halt(self) -> None:
+        """The run was interrupted, perhaps inside a model's change or a user's policy that never returns: the
+        totals take no more changes, and count each idle device up to its next change not taken (or now)."""
+        self._halted = True
+
     def _totals(self) -> DeviceStats:
         now = self.env.now
         self._fold(list(self.active), stop=False)  # the run is over: account the working devices as they are
         rows = self.rows
-        rows.advance(now)
-        rows.settle_idle(now)
+        if self._halted:
+            rows.settle_idle(now, taken_only=True)
+        else:
+            rows.advance(now)
+            rows.settle_idle(now)
         return DeviceStats(
             group=self.table.group,
             group_names=list(self.table.group_names),

@@ -16,6 +16,7 @@ from functools import partial
 
 from netfl.backend import Diverged, Divergence, Evaluation, TrainingBackend
 from netfl.registry.server_params import AsyncSpec
+from netfl.signals import interrupts_kept
 from netfl.sim.async_server import AsyncServer
 from netfl.sim.build import build_edges, build_fleet, build_relays
 from netfl.sim.device import Device
@@ -182,7 +183,9 @@ class Simulation:
         if stop.sim_time is not None:
             limits.append(self.env.timeout(stop.sim_time))
         try:
-            self.env.run(until=limits[0] if len(limits) == 1 else self.env.any_of(limits))
+            with interrupts_kept() as struck:
+                self.env.interrupted = struck
+                self.env.run(until=limits[0] if len(limits) == 1 else self.env.any_of(limits))
             stopped_by = (
                 "accuracy" if self.target_reached.triggered else "rounds" if not server.is_alive else "sim_time"
             )
@@ -205,6 +208,7 @@ class Simulation:
     def partial_result(self) -> SimulationResult:
         """What is known so far, for a run interrupted from outside (Ctrl-C), which may have struck mid-event."""
         self.recorder.drop_unfinished()
+        self.devices.halt()
         return self._result("interrupted")
 
     def diverged_result(self, divergence: Divergence) -> SimulationResult:

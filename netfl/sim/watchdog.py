@@ -62,6 +62,9 @@ class WatchedEnvironment(simpy.Environment):
         #: Asked after every event; True stops the run there with KeyboardInterrupt, between two events (a Ctrl-C
         #: noted while an event ran), never inside a process, where SimPy would hold it while other events run.
         self.stop_requested: Callable[[], bool] | None = None
+        #: Asked after every event too; True: a Ctrl-C struck inside the event (netfl.signals.interrupts_kept), which
+        #: SimPy took for the failure of the process it struck in, going on with the others: the run stops at once.
+        self.interrupted: Callable[[], bool] | None = None
         #: A stop asked for before this simulated time waits for it: the array form's asynchronous arrivals took idle
         #: devices ahead of the clock up to there (netfl/sim/workers.py), and the results read at a stop would see them.
         self.stops_held_until = -math.inf
@@ -76,7 +79,11 @@ class WatchedEnvironment(simpy.Environment):
         return process
 
     def step(self) -> None:
-        super().step()
+        try:
+            super().step()
+        finally:  # the interrupted process's failure may raise from step itself, as a KeyboardInterrupt or not
+            if self.interrupted is not None and self.interrupted():
+                raise KeyboardInterrupt
         if self.stop_requested is not None and self.now >= self.stops_held_until and self.stop_requested():
             raise KeyboardInterrupt
         now = self.now

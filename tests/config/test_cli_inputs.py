@@ -321,7 +321,7 @@ def test_trace_convert_to_an_unwritable_place_is_a_user_error(tmp_path: Path) ->
 def csv_topology(tmp_path: Path, content: bytes) -> Path:
     (tmp_path / "trace.csv").write_bytes(content)
     data = copy.deepcopy(BASE)
-    data["devices"][0]["availability"] = {"policy": "trace_csv", "file": "trace.csv"}
+    data["devices"][0]["availability"] = {"policy": "trace_csv", "file": "trace.csv", "unlisted": "offline"}
     path = tmp_path / "topology.yaml"
     path.write_text(yaml.safe_dump(data))
     return path

@@ -53,7 +53,7 @@ def csv_trace(tmp_path: Path) -> dict:
     rng = np.random.default_rng(5)
     rows = [f"{d},{s!r},{e!r}" for d in range(30) for s, e in alternating(rng, 40.0)]
     (tmp_path / "trace.csv").write_text("device,start_s,end_s\n" + "\n".join(rows) + "\n")
-    return {"policy": "trace_csv", "file": str(tmp_path / "trace.csv"), "period": "40s"}
+    return {"policy": "trace_csv", "file": str(tmp_path / "trace.csv"), "period": "40s", "unlisted": "offline"}
 
 
 def fedscale_trace(tmp_path: Path) -> dict:

@@ -446,12 +446,13 @@ def write_csv(path: Path, text: str) -> Path:
 def test_csv_trace_merges_and_repeats(tmp_path: Path) -> None:
     write_csv(tmp_path / "t.csv", "device,start_s,end_s\n0,50,80\n0,10,20\n0,15,30\n1,5,6\n0,80,90\n")
     device = lambda i: info(index=i, base_dir=tmp_path)  # noqa: E731
-    once = make("trace_csv", file="t.csv", device=device(0))
+    once = make("trace_csv", file="t.csv", unlisted="offline", device=device(0))
     assert walk(once, 1000).tolist() == [[10, 30], [50, 90]]  # sorted, overlaps and touching rows merged
     assert not once.online(95, State()) and once.next_wakeup(95) == math.inf
-    periodic = make("trace_csv", file="t.csv", period="100s", device=device(0))
+    periodic = make("trace_csv", file="t.csv", period="100s", unlisted="offline", device=device(0))
     assert walk(periodic, 300).tolist() == [[10, 30], [50, 90], [110, 130], [150, 190], [210, 230], [250, 290]]
-    assert walk(make("trace_csv", file="t.csv", device=device(2)), 1000).size == 0  # no rows: never online
+    never = make("trace_csv", file="t.csv", unlisted="offline", device=device(2))
+    assert walk(never, 1000).size == 0  # no rows: never online, as asked
 
 
 @pytest.mark.parametrize(
