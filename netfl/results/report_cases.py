@@ -17,14 +17,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from netfl.config.loading import read_yaml
+from netfl.config.schema import Scenario
 from netfl.errors import FileError, NetflError
 from netfl.numbers import is_integer
 
@@ -203,14 +206,57 @@ def _differing_keys(groups: Sequence[_Group]) -> list[tuple]:
 
 
 def _lookup(document: Any, path: tuple) -> Any:
+    """The value at ``path`` in a scenario document; where the document leaves it out, the schema's default
+    (a plain value: a name, a number), else :data:`_ABSENT`."""
+    value = document
     for key in path:
         if isinstance(key, int):
-            if not isinstance(document, list) or key >= len(document):
+            if not isinstance(value, list) or key >= len(value):
+                return _schema_default(path)
+        elif not isinstance(value, dict) or key not in value:
+            return _schema_default(path)
+        value = value[key]
+    return value
+
+
+def _schema_default(path: tuple) -> Any:
+    """The default the scenario schema gives the key at ``path`` (``server.algorithm.name``: fedavg), found by
+    walking its models and their default values; :data:`_ABSENT` where it has none or it is not a plain value
+    (a component's own parameter, a mapping)."""
+    value: Any = Scenario  # a model class until a default value is reached, then that value
+    for key in path:
+        if isinstance(value, type) and issubclass(value, BaseModel):
+            info = next((f for n, f in value.model_fields.items() if key in (n, f.alias)), None)
+            if info is None:
                 return _ABSENT
-        elif not isinstance(document, dict) or key not in document:
+            value = _model_of(info.annotation) if info.is_required() else info.get_default(call_default_factory=True)
+        elif isinstance(value, BaseModel):
+            name = next((n for n, f in type(value).model_fields.items() if key in (n, f.alias)), None)
+            value = getattr(value, name) if name is not None else _ABSENT
+        elif isinstance(value, _Items) and isinstance(key, int):
+            value = value.model
+        elif isinstance(value, (list, tuple)) and isinstance(key, int) and key < len(value):
+            value = value[key]
+        else:
             return _ABSENT
-        document = document[key]
-    return document
+    return value if isinstance(value, (str, int, float, bool)) else _ABSENT  # None: not set, said as default
+
+
+def _model_of(annotation: Any) -> Any:
+    """The model class a required field holds (its items' for a list; the one model of ``X | None``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    models = [a for a in typing.get_args(annotation) if isinstance(a, type) and issubclass(a, BaseModel)]
+    if typing.get_origin(annotation) in (list, tuple) and len(models) == 1:
+        return _Items(models[0])  # a list of that model: the walk goes on in its item
+    return models[0] if len(models) == 1 else _ABSENT
+
+
+@dataclass(frozen=True)
+class _Items:
+    """A list field's item model, in :func:`_schema_default`'s walk."""
+
+    model: type
 
 
 def _labels(keys: Sequence[tuple]) -> list[str]:
