@@ -99,6 +99,8 @@ def derive_cases(runs: Sequence[Any], taken: set[str]) -> Pairing:
             _name_group(group, name or group.runs[0].path.parent.name, taken)
         return Pairing()
     keys = _differing_keys(cases)
+    if not keys:  # documents that differ in form only (an empty mapping against none): cases of their own
+        return Pairing()
     labels = _labels(keys)
     values = [[_text(_lookup(group.document, key)) for key in keys] for group in cases]
     single = len(keys) == 1 and all(isinstance(_lookup(g.document, keys[0]), str) for g in cases)
@@ -118,16 +120,26 @@ def derive_cases(runs: Sequence[Any], taken: set[str]) -> Pairing:
     crossed = len(cases) == math.prod(len(c) for c in columns)  # every combination: each key's effect separable
     pairing.lines.append(f"cases differ in {len(keys)} keys, {listed}{', crossed' if crossed else ''}; {by}")
     if not crossed:
-        names = list(pairing.values)
-        for (a, row_a), (b, row_b) in itertools.combinations(zip(names, values), 2):
-            apart = [k for k, x, y in zip(pairing.keys, row_a, row_b) if x != y]
-            if len(apart) > 1:
-                both = "both" if len(apart) == 2 else f"all {len(apart)}"
-                pairing.warnings.append(
-                    f"cases {a!r} and {b!r} differ in {len(apart)} keys of their scenarios, not one: "
-                    f"{', '.join(apart[:-1])} and {apart[-1]}; their paired differences mix the effects of {both}"
-                )
+        pairing.warnings = _mixed_pairs(list(pairing.values), values, pairing.keys)
     return pairing
+
+
+def _mixed_pairs(names: list[str], values: list[list[str]], keys: list[str], most: int = 5) -> list[str]:
+    """One warning per pair of cases that differ in more than one key (the first ``most``, then how many more)."""
+    out = []
+    for (a, row_a), (b, row_b) in itertools.combinations(zip(names, values), 2):
+        apart = [k for k, x, y in zip(keys, row_a, row_b) if x != y]
+        if len(apart) > 1:
+            both = "both" if len(apart) == 2 else f"all {len(apart)}"
+            out.append(
+                f"cases {a!r} and {b!r} differ in {len(apart)} keys of their scenarios, not one: "
+                f"{', '.join(apart[:-1])} and {apart[-1]}; their paired differences mix the effects of {both}"
+            )
+    if len(out) > most:
+        more = len(out) - most
+        pairs = "pair of cases differs" if more == 1 else "pairs of cases differ"
+        out[most:] = [f"{more} more {pairs} in more than one key of their scenarios"]
+    return out
 
 
 def _name_group(group: _Group, name: str, taken: set[str]) -> str:

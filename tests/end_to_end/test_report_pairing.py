@@ -280,3 +280,15 @@ def test_real_runs_of_a_python_loop_and_the_command_line_are_paired(tmp_path: Pa
         assert runs.loc[(case, seed), "final_test_accuracy"] == pytest.approx(summary["final_test_accuracy"])
     paired = pd.read_csv(tmp_path / "runs" / "report" / "paired.csv")
     assert set(paired.loc[paired.measure == "final_test_accuracy", "seeds"]) == {2}
+
+
+def test_many_pairs_differing_in_several_keys_are_counted_past_five(tmp_path: Path) -> None:
+    """Four cases, each changing the rounds and the participants together: six pairs, five named, one counted."""
+    for n in range(4):
+        document = scenario(**{"seed": 1, "stop.rounds": 10 + n, "server.round.participants": 2 + n})
+        hand_run(tmp_path / f"r{n}", document, (0, 5, 10))
+    result = report(tmp_path, "--out", tmp_path / "out")
+    warnings = result.stderr.splitlines()
+    assert len(warnings) == 6 and all(w.startswith("warning: cases 'rounds=") for w in warnings[:5])
+    assert "stop.rounds and server.round.participants" in warnings[0]
+    assert warnings[5] == "warning: 1 more pair of cases differs in more than one key of their scenarios"
