@@ -229,11 +229,15 @@ def report(
 
         counts = {"runs": made.runs, "cases": made.cases, "incomplete": made.incomplete}
         out = {"report": str(made.out_dir / "report.html"), **counts, "still_running": made.unfinished}
+        if made.pairing:  # runs no sweep named, grouped by their scenarios
+            out["pairing"] = made.pairing
         click.echo(json.dumps({**out, **made.verdict.as_dict()}, indent=1))
         return
     flagged = f", {made.incomplete} incomplete (flagged)" if made.incomplete else ""
     running = f"; {made.unfinished} more still running, not in it" if made.unfinished else ""
     click.echo(f"{made.runs} run(s) in {made.cases} case(s){flagged}: {made.out_dir / 'report.html'}{running}")
+    for line in made.pairing:
+        click.echo(line[0].upper() + line[1:] + ".")
     verdict = made.verdict.text()
     if verdict:
         click.echo(verdict)

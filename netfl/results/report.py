@@ -20,7 +20,7 @@ from netfl.results.folders import REPORT
 from netfl.results.paired import METHOD
 from netfl.results.plots import time_axis
 from netfl.results.report_html import display_tables, first_lines, paired_display, render
-from netfl.results.report_load import Missing, find_run_folders, load_runs
+from netfl.results.report_load import Missing, find_run_folders, load_cases
 from netfl.results.report_ranking import evaluation_spacing, paired_table, rank
 from netfl.results.report_tables import cases_table, run_summary, runs_table
 from netfl.results.report_verdict import Verdict
@@ -40,6 +40,7 @@ class Report:
     unfinished: int = 0  # runs of a study whose sweep is still running them, left out
     notes: list[str] = field(default_factory=list)  # each study's runs left out, and why (report_load.Missing)
     verdict: Verdict | None = None  # who reached each target first, and the paired comparisons: for the terminal
+    pairing: list[str] = field(default_factory=list)  # what the cases derived from scenarios differ in (report_cases)
 
 
 def check_targets(targets: Sequence[float]) -> list[float]:
@@ -83,7 +84,7 @@ def write_report(
 def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpolate: bool) -> Report:
     check_out_dir(out_dir, kind=REPORT)
     missing: list[Missing] = []
-    runs = load_runs(find_run_folders(dirs, skip=out_dir, missing=missing))
+    runs, pairing = load_cases(find_run_folders(dirs, skip=out_dir, missing=missing))
     given = bool(targets)
     targets = targets or default_targets([float(r.summary.get("best_test_accuracy") or math.nan) for r in runs])
 
@@ -176,7 +177,7 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
             )
         )
 
-    notes = [line for gap in missing for line in gap.lines()]
+    notes = [line for gap in missing for line in gap.lines()] + pairing.warnings
     warnings = [html.escape(line) for line in notes] + _warnings(runs, energy_missing, bool(targets))
     shown = ", ".join(f"{100 * t:g} %" for t in targets) or "none"
     meta = (
@@ -189,6 +190,7 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
             "choose with --target)"
         )
         + "."
+        + "".join(f" {html.escape(line[0].upper() + line[1:])}." for line in pairing.lines)
         + (
             " Times, rounds and energies to a target interpolated between evaluations (--interpolate)."
             if interpolate
@@ -227,6 +229,7 @@ def _write_report(dirs: list[Path], targets: list[float], out_dir: Path, interpo
         unfinished=sum(gap.unfinished() for gap in missing if gap.pid is not None),
         notes=notes,
         verdict=Verdict(rankings, cases, paired, unit, widened=not interpolate),
+        pairing=pairing.lines,
     )
 
 

@@ -27,6 +27,7 @@ from netfl.results.read_back import (
     read_summary,
     read_sweep_status,
 )
+from netfl.results.report_cases import Pairing, derive_cases
 
 DEVICE_COLUMNS = ("group", "tasks_started", "updates_delivered", "online_fraction")
 #: timeline.parquet's columns a report draws (runs made before netfl wrote one have none: no world figure).
@@ -183,9 +184,14 @@ def _study_runs(top: Path, gaps: list[Missing]) -> list[Path] | None:
 
 
 def load_runs(folders: Sequence[Path]) -> list[Run]:
+    return load_cases(folders)[0]
+
+
+def load_cases(folders: Sequence[Path]) -> tuple[list[Run], Pairing]:
+    """The runs in ``folders``, each given its case and seed, and what the report says of the cases it derived
+    from the runs' scenarios."""
     runs = [load_run(folder) for folder in folders]
-    _assign_cases(runs)
-    return runs
+    return runs, _assign_cases(runs)
 
 
 def load_run(folder: Path) -> Run:
@@ -229,25 +235,38 @@ def _with_columns(file: Path, columns: tuple[str, ...]) -> pd.DataFrame:
     return frame
 
 
-def _assign_cases(runs: Sequence[Run]) -> None:
-    """A sweep's run names its case and seed; any other run is a case of its own, named after its folder
-    (or its path below the runs' common folder when two folders share a name)."""
-    plain = [r for r in runs if "study" not in r.summary]
+def _assign_cases(runs: Sequence[Run]) -> Pairing:
+    """A sweep's run names its case and seed. Any other run holding its scenario.yaml is a case with the runs
+    whose scenarios differ from its in the seeds alone, named by what the cases' scenarios differ in
+    (:mod:`netfl.results.report_cases`); a run alone in its case, or without scenario.yaml, is a case of its own,
+    named after its folder (or its path below the runs' common folder when two folders share a name)."""
     for run in runs:
         if "study" in run.summary:
             study = run.summary["study"]
             run.case, run.seed, run.overrides = study["case"], study["seed"], dict(study.get("overrides") or {})
-    taken = Counter([r.path.name for r in plain] + [r.case for r in runs if r.case])
-    common = Path(os.path.commonpath([r.path.resolve() for r in runs])) if runs else Path()
+    plain = [r for r in runs if "study" not in r.summary]
     for run in plain:
+        run.seed = run.summary["seed"]
+    pairing = derive_cases(plain, {r.case for r in runs if r.case})
+    alone = [r for r in plain if not r.case]
+    taken = Counter([r.path.name for r in alone] + [r.case for r in runs if r.case])
+    common = Path(os.path.commonpath([r.path.resolve() for r in runs])) if runs else Path()
+    for run in alone:
         name = run.path.name
         run.case = name if taken[name] == 1 else run.path.resolve().relative_to(common).as_posix() or name
-        run.seed = run.summary["seed"]
     first: dict[tuple[str, Any], Run] = {}
     for run in runs:
         other = first.setdefault((run.case, run.seed), run)
-        if other is not run:  # two studies with a case of the same name: pairs by seed would mix them
+        if other is run:
+            continue
+        if "study" in run.summary and "study" in other.summary:  # two studies with a case of the same name
             raise NetflError(
                 f"{other.path} and {run.path} are both case {run.case!r}, seed {run.seed}: a report pairs the runs "
                 "of a case by seed, so each (case, seed) may appear once; report the studies separately"
             )
+        raise NetflError(
+            f"{other.path} and {run.path} are the same scenario with the same seed ({run.seed}; case {run.case!r}): "
+            "a report pairs the runs of a case by seed, so each seed of a case may appear once; report them "
+            "separately, or leave one out"
+        )
+    return pairing

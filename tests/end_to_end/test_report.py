@@ -438,18 +438,19 @@ def test_two_real_runs_end_to_end(tmp_path: Path) -> None:
         netfl.run(netfl.from_dict(scenario), seed=seed, out=tmp_path / "study" / f"seed{seed}") for seed in (1, 2)
     ]
     result = report(tmp_path / "study", "--target", "0.5")
-    assert result.stdout.startswith("2 run(s) in 2 case(s):")
-    summary = pd.read_csv(tmp_path / "study" / "report" / "run_summary.csv").set_index("case")
+    assert result.stdout.startswith("2 run(s) in 1 case(s):")  # one scenario, two seeds: one case, its name's
+    summary = pd.read_csv(tmp_path / "study" / "report" / "run_summary.csv").set_index("seed")
+    assert set(summary["case"]) == {"quickstart"}
     tidy = pd.read_csv(tmp_path / "study" / "report" / "runs.csv")
     for seed, outcome in zip((1, 2), outcomes):
-        row, metrics = summary.loc[f"seed{seed}"], outcome.metrics
+        row, metrics = summary.loc[seed], outcome.metrics
         assert row["final_test_accuracy"] == outcome.summary["final_test_accuracy"]
         assert row["updates_sent"] == outcome.devices["updates_delivered"].sum()
         first = metrics[metrics["test_accuracy"] >= 0.5].iloc[0]
         assert row["time_to_0.5_s"] == pytest.approx(first["sim_time_s"], abs=1e-6)
         # energy to target: metrics.csv's cumulative energy_j at that evaluation, recorded by the run itself
         assert first["energy_j"] > 0 and row["energy_to_0.5_j"] == pytest.approx(first["energy_j"], abs=1e-6)
-        assert len(tidy[tidy["case"] == f"seed{seed}"]) == len(metrics)
+        assert len(tidy[tidy["seed"] == seed]) == len(metrics)
     assert not (tmp_path / "study" / "report" / "staleness.png").exists()  # synchronous: nothing stale
     assert (tmp_path / "study" / "report" / "energy_to_target.png").exists()
     for figure in ("world_over_time.png", "device_timeline.png"):  # from the runs' timeline and events
