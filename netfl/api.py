@@ -19,7 +19,7 @@ listing every problem with its path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from netfl.config import Scenario, check_data, check_scenario, load_scenario, scenario_from_dict
-from netfl.config.schema import DatasetSpec, ModelSpec
+from netfl.config.schema import AlgorithmSpec, DatasetSpec, ModelSpec
 from netfl.results.algorithm_file import algorithm_frame
 from netfl.results.claim import claim_out_dir
 from netfl.results.events_file import events_frame
@@ -67,9 +67,20 @@ class Result:
 
 
 def with_own(
-    world: Scenario, *, model: Any = None, model_args: dict[str, Any] | None = None, data: Any = None
+    world: Scenario,
+    *,
+    model: Any = None,
+    model_args: dict[str, Any] | None = None,
+    data: Any = None,
+    algorithm: Any = None,
+    algorithm_args: dict[str, Any] | None = None,
 ) -> Scenario:
-    """``world`` with its one task's model and/or data set replaced by objects given in Python (see :func:`run`)."""
+    """``world`` with its one task's model and/or data set, and/or its algorithm, replaced by objects given in
+    Python (see :func:`run`)."""
+    if algorithm is not None or algorithm_args is not None:
+        world = _with_algorithm(world, algorithm, algorithm_args)
+    if model is None and data is None:
+        return world
     if len(world.tasks) != 1:
         raise TypeError(
             "model= and data= replace the model or data of a world with one task; with several, set "
@@ -84,6 +95,26 @@ def with_own(
                                                               max_train_samples=spec.max_train_samples,
                                                               partition=spec.partition)})  # fmt: skip
     return world.model_copy(update={"tasks": [task]})
+
+
+def _with_algorithm(world: Scenario, algorithm: Any, args: dict[str, Any] | None) -> Scenario:
+    """``world`` whose ``server.algorithm`` is ``algorithm`` (a Strategy subclass, a built-in's name, or
+    ``file.py:Class``) with ``args`` as its parameters (``args`` alone: the world's algorithm, other parameters)."""
+    current = world.server.algorithm
+    if algorithm is None:
+        source = {"name": current.name, "path": current.path, "factory": current.factory}
+        given = {k: v for k, v in source.items() if v is not None}
+    elif isinstance(algorithm, str):
+        given = {"path": algorithm} if ":" in algorithm else {"name": algorithm}
+    elif isinstance(algorithm, type):
+        given = {"factory": algorithm}
+    else:
+        raise TypeError(
+            f"algorithm= takes a netfl.algorithms.Strategy subclass, a built-in's name or 'file.py:Class', not "
+            f"{type(algorithm).__name__}"
+        )
+    spec = AlgorithmSpec(**given, **(args or {}))
+    return world.model_copy(update={"server": world.server.model_copy(update={"algorithm": spec})})
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
@@ -112,6 +143,9 @@ def run(
     data: Any = None,
     tensorboard: str | Path | None = None,
     mlflow: str | None = None,
+    algorithm: Any = None,
+    algorithm_args: dict[str, Any] | None = None,
+    on_aggregate: Callable[[Any], object] | None = None,
 ) -> Result:
     """Run ``world`` (a Scenario, a dict, or a topology file's path) and return its results.
 
@@ -126,6 +160,12 @@ def run(
     ``num_classes``) or that mapping itself; they replace the world's ``task.model`` and ``task.dataset``
     (the dataset's partition and sizes are kept).
 
+    Your own algorithm: ``algorithm`` a :class:`netfl.algorithms.Strategy` subclass (or a built-in's name, or
+    ``"file.py:Class"``) with ``algorithm_args`` its parameters (``algorithm_args`` alone changes the world's
+    algorithm's parameters); checked against the world as a topology's ``server.algorithm`` is.
+    ``on_aggregate``: called with each aggregation as it happens (:class:`netfl.algorithms.AggregationRecord`:
+    the updates, their clients and staleness, the vector before and the result), to observe or check a method.
+
     ``tensorboard`` (a folder) and ``mlflow`` (a tracking URI) also log the written run there, as
     ``netfl simulate --tensorboard/--mlflow`` (:mod:`netfl.results.tracking`; the ``tracking`` extra); they and
     the world's own ``tracking:`` log only a run written with ``out``.
@@ -138,19 +178,30 @@ def run(
         world = load_scenario(world, overrides=overrides, check_references=False)
     elif isinstance(world, dict):
         world = scenario_from_dict(world, check_references=False)
-    if model is not None or data is not None:
-        world = with_own(world, model=model, model_args=model_args, data=data)
+    if any(v is not None for v in (model, data, algorithm, algorithm_args)):
+        world = with_own(
+            world, model=model, model_args=model_args, data=data, algorithm=algorithm, algorithm_args=algorithm_args
+        )
+    observers = (on_aggregate,) if on_aggregate is not None else ()
     check_scenario(world)
     if seed is not None:
         world = world.model_copy(update={"seed": seed})
     data_dir = Path(data_dir) if data_dir is not None else None
     check_data(world, data_dir)
     if out is None:
-        return Result.of(run_scenario(world, write=False, data_dir=data_dir, device=device, threads=threads))
+        return Result.of(
+            run_scenario(world, write=False, data_dir=data_dir, device=device, threads=threads, observers=observers)
+        )
     tracking = tracking_of(world, tensorboard=tensorboard, mlflow=mlflow)
     check_tracking(tracking, str(world.source) if world.source is not None else "tracking")
     with claim_out_dir(Path(out), overwrite=overwrite, overwrite_option="overwrite=True") as claim:
         outcome = run_scenario(
-            world, out_dir=claim.path, data_dir=data_dir, device=device, threads=threads, tracking=tracking
+            world,
+            out_dir=claim.path,
+            data_dir=data_dir,
+            device=device,
+            threads=threads,
+            tracking=tracking,
+            observers=observers,
         )
         return Result.of(outcome)

@@ -77,7 +77,7 @@ class FakeBackend:
         self.clouds: list = []  # CloudContext of each cloud aggregation (hierarchical FL)
         self.evaluations = 0
 
-    def plan_round(self, round_index: int, available) -> RoundPlan:
+    def plan_round(self, round_index: int, available, devices=None) -> RoundPlan:
         return RoundPlan(
             tuple(self.submit(c, round_index) for c in sample_uniform(available, self.participants, self.rng))
         )

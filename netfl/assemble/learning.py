@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from netfl.config.algorithm_choice import strategy_class
+from netfl.config.algorithm_choice import users_strategy
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
 from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, Scenario, ServerOptimizerSpec
@@ -21,6 +21,7 @@ from netfl.errors import ModelError, ScenarioError
 from netfl.learn.data.datasets import Dataset, load_dataset
 from netfl.learn.data.partition import ClientParts, natural_parts, partition_indices, sample_parts
 from netfl.learn.data.user_data import load_user_dataset
+from netfl.learn.federation.algorithms import ALGORITHMS
 from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
 from netfl.learn.federation.learner import Learner
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
@@ -218,7 +219,7 @@ def build_learner(
     try:
         algorithm = scenario.server.algorithm
         strategy = build_strategy(
-            strategy_class(algorithm, _base_dir(scenario)),
+            ALGORITHMS[algorithm.name] if algorithm.builtin else users_strategy(algorithm, _base_dir(scenario)),
             algorithm.params,
             ClientInfo(
                 sizes[0],

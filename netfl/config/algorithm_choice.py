@@ -5,7 +5,8 @@ the class imported from the user's file behind netfl's fence (:mod:`netfl.user_c
 Everything that checks a scenario against its algorithm (the parameters, participation probabilities, the server
 mode, several models, a server optimiser, edges, the memory budget) reads the entry from here, so a user's
 algorithm is checked exactly as a built-in is, before anything runs. Importing a user's strategy file imports
-torch (the file subclasses :class:`netfl.algorithms.Strategy`); nothing else here does.
+torch (the file subclasses :class:`netfl.algorithms.Strategy`); nothing here does. The building layer takes the
+class from here (a built-in's from the learning layer's own list).
 """
 
 from __future__ import annotations
@@ -19,29 +20,23 @@ from netfl.errors import StrategyError
 from netfl.problems import params_problems
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
 
-__all__ = ["algorithm_entry", "algorithm_problems", "scenario_algorithm", "strategy_class"]
+__all__ = ["algorithm_entry", "algorithm_problems", "scenario_algorithm", "users_strategy"]
 
 _EXPECTED = "a subclass of netfl.algorithms.Strategy (an FL algorithm; the docs' page 'Your own algorithm')"
 
 
-def strategy_class(spec: Any, base_dir: Path | None) -> type:
-    """The strategy class ``spec`` names: a built-in's, the user's file's (StrategyError naming the file when it
-    cannot be imported or holds no usable class), or the class given from Python."""
-    from netfl.algorithms import Strategy  # torch: a strategy is a torch object
-
-    if spec.name is not None:
-        from netfl.learn.federation.algorithms import ALGORITHMS as CLASSES
-
-        if spec.name not in CLASSES:
-            raise StrategyError(f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")
-        return CLASSES[spec.name]
+def users_strategy(spec: Any, base_dir: Path | None) -> type:
+    """The user's strategy class ``spec`` names (``path``, or ``factory`` from Python): StrategyError naming the
+    file when it cannot be imported or holds no usable class. A strategy class is known by the entry that
+    :class:`netfl.algorithms.Strategy` gives every subclass, so this layer needs no torch of its own (the user's
+    file imports it)."""
     if spec.factory is not None:
         cls, where = spec.factory, getattr(spec.factory, "__qualname__", repr(spec.factory))
     else:
         ref = user_code.parse_reference(spec.path, base_dir)
         cls = user_code.load_attribute(ref, what="algorithm", error=StrategyError)
         where = f"{ref.path}: {ref.name}"
-    if not (inspect.isclass(cls) and issubclass(cls, Strategy)):
+    if not (inspect.isclass(cls) and isinstance(getattr(cls, "entry", None), AlgorithmEntry)):
         raise StrategyError(f"{where} is not {_EXPECTED}")
     if inspect.isabstract(cls):
         missing = ", ".join(sorted(cls.__abstractmethods__))
@@ -56,7 +51,7 @@ def algorithm_entry(spec: Any, base_dir: Path | None) -> AlgorithmEntry:
         if entry is None:
             raise StrategyError(f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")
         return entry
-    return strategy_class(spec, base_dir).entry
+    return users_strategy(spec, base_dir).entry
 
 
 def algorithm_problems(spec: Any, base_dir: Path | None) -> tuple[AlgorithmEntry | None, list[tuple[str, str]]]:

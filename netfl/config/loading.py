@@ -21,7 +21,7 @@ from pydantic import BaseModel, ValidationError
 from netfl.config.checks import check_scenario
 from netfl.config.file_kinds import study_given_as_topology
 from netfl.config.overrides import OverrideError, apply_overrides
-from netfl.config.schema import DatasetSpec, Every, ModelSpec, Scenario
+from netfl.config.schema import AlgorithmSpec, DatasetSpec, Every, ModelSpec, Scenario
 from netfl.distributions import Distribution
 from netfl.errors import ScenarioError
 from netfl.problems import describe_validation_error, field_keys
@@ -221,8 +221,8 @@ def _plain(value: Any) -> Any:
             and (info.is_required() or getattr(value, name) != info.get_default(call_default_factory=True))
         }
         out.update({k: _plain(v) for k, v in (value.model_extra or {}).items()})
-        given = getattr(value, "factory", None) if isinstance(value, ModelSpec) else getattr(value, "loader", None)
-        if isinstance(value, (ModelSpec, DatasetSpec)) and given is not None:  # code or arrays given in Python
+        given = getattr(value, "loader", None) if isinstance(value, DatasetSpec) else getattr(value, "factory", None)
+        if isinstance(value, (ModelSpec, DatasetSpec, AlgorithmSpec)) and given is not None:  # given in Python
             out["path"] = reference_of(given)
         return out
     if isinstance(value, (Distribution, Every)):

@@ -120,7 +120,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "policies": (("netfl.policies",), ("base",)),
     "config": (("netfl.config",), ("base", "registry", "policies")),
     "sim": (("netfl.sim",), ("base", "registry", "policies")),
-    "learn": (("netfl.learn",), ("base", "registry")),
+    "learn": (("netfl.learn", "netfl.algorithms"), ("base", "registry")),
     "results": (("netfl.results",), ("base", "config")),
     "build": (("netfl.assemble",), ("base", "registry", "policies", "config", "sim", "learn")),
     "runner": (

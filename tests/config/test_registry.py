@@ -103,10 +103,12 @@ def test_a_strategy_must_use_its_entrys_params() -> None:
     class Other(StrategyParams):
         pass
 
-    with pytest.raises(TypeError, match="Params must be the registry's FedAvgParams"):
+    with pytest.raises(TypeError, match="Params must be the built-in fedavg's FedAvgParams"):
         type("Wrong", (Strategy,), {"name": "fedavg", "Params": Other})
-    with pytest.raises(TypeError, match="not in netfl.registry.algorithms"):
-        type("Unknown", (Strategy,), {"name": "no_such_algorithm"})
+    mine = type("Mine", (Strategy,), {"name": "no_such_algorithm", "__doc__": "My rule."})  # a user's: no registry
+    assert (mine.entry.name, mine.entry.summary, mine.entry.params) == ("no_such_algorithm", "My rule.", StrategyParams)
+    with pytest.raises(TypeError, match="Mine.client_state = -1: an int >= 0"):
+        type("Mine", (Strategy,), {"client_state": -1})
 
 
 def test_dataset_and_model_registries_match_the_loaders() -> None:

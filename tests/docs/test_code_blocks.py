@@ -472,7 +472,13 @@ def own_files(cwd: Path) -> None:
     (cwd / "topology.yaml").write_text(yaml.safe_dump({**topology, "stop": {"rounds": 1}}))
 
 
-PREPARE = {"docs/own-model.md": own_files}
+def own_algorithm_files(cwd: Path) -> None:
+    """The topology.yaml that the "own algorithm" page's Python block runs (the page's own block writes my_fl.py)."""
+    topology = yaml.safe_load((REPO / "topologies" / "quickstart.yaml").read_text())
+    (cwd / "topology.yaml").write_text(yaml.safe_dump({**topology, "stop": {"rounds": 2}}))
+
+
+PREPARE = {"docs/own-model.md": own_files, "docs/own-algorithm.md": own_algorithm_files}
 RUN = {"bash": run_bash, "python": run_python, "yaml": run_yaml}
 
 

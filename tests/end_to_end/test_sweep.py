@@ -171,7 +171,10 @@ def test_the_cli_tallies_and_exits_1_when_a_run_failed(study_file: Path, tmp_pat
     assert result.exit_code == 1, result.output
     assert "small: 0 ran, 0 already done, 2 failed" in result.stdout
     assert "failed: fedavg, availability=broken, seed 1: " in result.stdout
-    assert f"RuntimeError in Broken.participates: this policy is broken ({out}" in result.stdout
+    assert (
+        f"RuntimeError in Broken.participates: this policy is broken; the run's results up to there are in {out}"
+        in (result.stdout)
+    )
     dry = run("sweep", study_file, "--out", out, "--dry-run")
     assert dry.exit_code == 0 and dry.stdout.count("to run ") == 2
 

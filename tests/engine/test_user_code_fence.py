@@ -61,8 +61,8 @@ def test_a_base_exception_in_a_policy_is_one_message_with_file_and_line(
 ) -> None:
     path = topology(tmp_path, action)
     result = run("simulate", path, "--out", tmp_path / "out", "-q")
-    assert_user_error(result, expected)
-    assert not (tmp_path / "out").exists()
+    assert_user_error(result, expected, "the run's results up to there are in")
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["complete"] is False  # kept, and said
 
 
 def test_a_base_exception_at_import_is_one_message_with_file_and_line(tmp_path: Path) -> None:
@@ -108,4 +108,4 @@ def test_os_exit_in_a_running_policy_ends_the_run_with_exit_2_and_says_so(
     assert_user_error(
         result, "bad.py:13: os._exit(0) in Bad.participates, which would end netfl at once and write nothing"
     )
-    assert not (tmp_path / "out").exists()
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["complete"] is False

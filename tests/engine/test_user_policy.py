@@ -115,7 +115,8 @@ def test_exception_inside_the_policy_stops_the_run_with_file_and_line(tmp_path):
     result = CliRunner().invoke(main, ["simulate", str(topo), "--out", str(tmp_path / "out"), "-q"])
     assert result.exit_code == 2
     assert "pol.py:7: ZeroDivisionError in Flaky.participates" in result.output
-    assert not (tmp_path / "out").exists()
+    assert "the run's results up to there are in" in result.output  # the two rounds before it, kept
+    assert (tmp_path / "out" / "summary.json").exists()
 
 
 def test_session_policy_answers_are_checked(tmp_path):

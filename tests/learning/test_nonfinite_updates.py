@@ -14,9 +14,9 @@ from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ClientInfo
 from netfl.learn.federation.algorithms.fedavg import FedAvg
 from netfl.learn.federation.algorithms.mifa import MIFA
-from netfl.learn.federation.probes import UpdateNorm
 from netfl.learn.federation.divergence_watch import all_finite
 from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.probes import UpdateNorm
 from netfl.registry.learning_params import LocalSpec
 from netfl.rng import RandomStreams
 

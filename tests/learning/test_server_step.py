@@ -12,6 +12,7 @@ from netfl.backend import CloudContext, Diverged, RoundContext
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo, ClientUpdate
 from netfl.learn.federation.server_optimizers import ServerOptimizerChoice
 from netfl.learn.federation.server_step import ServerStep
+from netfl.learn.federation.strategy_calls import StrategyCalls
 
 SIZES = (1, 3, 4)
 CONTEXT = RoundContext(0, 0.0, (0, 1, 2), (0, 1, 2), ())
@@ -32,7 +33,7 @@ class Task:
 
 def fedavg():
     cls = ALGORITHMS["fedavg"]
-    return cls(cls.Params(), ClientInfo(SIZES, local_lr=0.1))
+    return StrategyCalls(cls(cls.Params(), ClientInfo(SIZES, local_lr=0.1)))
 
 
 def update(client: int, *delta: float) -> ClientUpdate:

@@ -15,8 +15,8 @@ from learn_support import linear_ce_gradient, path_of, task_setup
 from netfl.backend import BYTES_PER_VALUE, RoundContext
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.federation.probes import Probe
 from netfl.learn.federation.learner import Learner
+from netfl.learn.federation.probes import Probe
 from netfl.learn.models.builtin import build_model
 from netfl.learn.models.flat_model import Network
 from netfl.learn.training.objective import Correction

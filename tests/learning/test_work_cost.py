@@ -8,10 +8,11 @@ import torch
 
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.federation.algorithms import ALGORITHMS, ClientInfo
-from netfl.learn.federation.probes import LocalLoss, UpdateNorm
 from netfl.learn.federation.compression import CompressionSettings, CompressorSettings
 from netfl.learn.federation.jobs import Job
 from netfl.learn.federation.model_transfer import ModelTransfer
+from netfl.learn.federation.probes import LocalLoss, UpdateNorm
+from netfl.learn.federation.strategy_calls import StrategyCalls
 from netfl.learn.federation.task_model import TaskModel, TaskSetup
 from netfl.learn.federation.work_cost import WorkCost
 from netfl.learn.models.user import builtin_recipe
@@ -46,7 +47,7 @@ def task() -> TaskModel:
 
 def strategy(name: str = "fedavg"):
     cls = ALGORITHMS[name]
-    return cls(cls.Params(), ClientInfo(SIZES, local_lr=0.1))
+    return StrategyCalls(cls(cls.Params(), ClientInfo(SIZES, local_lr=0.1)))
 
 
 def test_a_training_job_sends_the_model_both_ways() -> None:
@@ -77,7 +78,7 @@ def test_a_probe_costs_its_jobs_its_compute_and_a_number_a_task() -> None:
     tasks = [task()]
     cost = WorkCost(tasks, ModelTransfer(None, RandomStreams(0)))
     asks_loss, asks_norm = strategy(), strategy()
-    asks_loss.probe, asks_norm.probe = LocalLoss(), UpdateNorm()
+    asks_loss.strategy.probe, asks_norm.strategy.probe = LocalLoss(), UpdateNorm()
     work = cost.probe(asks_loss, 2, 0, [])
     assert (work.download_bytes, work.flops, work.upload_bytes, work.note, work.report) == (
         60,
