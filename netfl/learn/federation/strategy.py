@@ -229,7 +229,7 @@ class Strategy(ABC):
         self.params = params
         self.clients = clients
         if self.needs_participation:
-            self.probabilities = participation_probabilities(self.name, clients)
+            self.probabilities = participation_probabilities(self.entry.name, clients)
 
     # ---- what the server asks
 
@@ -254,7 +254,7 @@ class Strategy(ABC):
         self, round_index: int, reports: dict[int, np.ndarray], participants: int | None, rng: np.random.Generator
     ) -> list[tuple[int, int]]:
         """After a probe: the (client, task) pairs that train, from each reporting client's values (one per task)."""
-        raise TypeError(f"{self.name} sets a probe ({type(self.probe).__name__}) but does not define assign()")
+        raise TypeError(f"{self.entry.name} sets a probe ({type(self.probe).__name__}) but does not define assign()")
 
     @property
     def client_sizes(self) -> tuple[int, ...]:
@@ -272,7 +272,7 @@ class Strategy(ABC):
         """K of one job: the local steps it ran (a ValueError if the learner did not say)."""
         if update.steps is None or update.steps < 1:
             raise ValueError(
-                f"{self.name} needs each update's number of local steps K; client "
+                f"{self.entry.name} needs each update's number of local steps K; client "
                 f"{update.client}'s update has steps={update.steps!r}"
             )
         return int(update.steps)
