@@ -66,7 +66,7 @@ def users_file(cls: type) -> Path | None:
     if file is None:
         return Path("<python>")
     path = Path(file).resolve()
-    return None if path.is_relative_to(_NETFL) and not path.name.startswith("netfl_user_") else path
+    return None if path.is_relative_to(_NETFL) else path
 
 
 def build_strategy(cls: type[Strategy], params: dict[str, Any], clients: ClientInfo) -> Strategy:
