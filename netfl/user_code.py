@@ -8,12 +8,18 @@ it, so that a run stops with one message instead of a traceback. That covers eve
 a user's own subclass) but ``KeyboardInterrupt``, which stays the interrupt it is (Ctrl-C arriving while user code
 runs). ``os._exit``, which would end the process at once with the user's status (0: "success", with nothing
 written), raises instead while the calling thread is inside the fence. Nothing here imports torch or simpy.
+
+A run on another machine (a Ray worker) may not have the user's files: the driver sends their text with the run
+and the worker imports them from it (:func:`sources_shipped`), under the same path, so that messages and
+tracebacks name the user's file and line as on the driver.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import inspect
+import linecache
 import os
 import sys
 import threading
@@ -38,8 +44,10 @@ __all__ = [
     "is_user_reference",
     "load_attribute",
     "parse_reference",
+    "python_file_present",
     "python_only_problem",
     "reference_of",
+    "sources_shipped",
     "where",
 ]
 
@@ -124,18 +132,44 @@ def _same_file(filename: str, target: Path) -> bool:
         return False
 
 
-_modules: dict[tuple[str, float, int], ModuleType] = {}
+_modules: dict[tuple[str, Any, Any], ModuleType] = {}
+
+#: The user's files sent with a run from another machine: their path there (as the scenario resolves it) -> text.
+_shipped: dict[str, bytes] = {}
+
+
+@contextmanager
+def sources_shipped(files: dict[str, bytes]) -> Iterator[None]:
+    """Inside: the user's Python files ``files`` (path -> text, as the driver read them) are imported from that
+    text, whatever this machine holds at those paths, so that a run on a worker runs the driver's code."""
+    saved = dict(_shipped)
+    _shipped.update(files)
+    try:
+        yield
+    finally:
+        _shipped.clear()
+        _shipped.update(saved)
+
+
+def python_file_present(path: Path) -> bool:
+    """Whether the user's Python file ``path`` can be imported: on this disk, or sent with the run."""
+    return str(path) in _shipped or path.is_file()
 
 
 def import_file(path: Path, *, what: str, error: type[UserCodeError] = UserCodeError) -> ModuleType:
-    """Import the user's Python file ``path`` as a module of its own (once per file version: path, mtime, size).
+    """Import the user's Python file ``path`` as a module of its own (once per file version: path, mtime, size;
+    or the text sent with the run, :func:`sources_shipped`).
 
     ``what`` names it in messages (``policy``, ``model``, ``data loader``).
     """
-    if not path.is_file():
+    shipped = _shipped.get(str(path))
+    if shipped is not None:
+        key: tuple[str, Any, Any] = (str(path), "shipped", hashlib.sha256(shipped).hexdigest())
+    elif not path.is_file():
         raise error(f"{what} file not found: {path}")
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_mtime, stat.st_size)
+    else:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_mtime, stat.st_size)
     if key in _modules:
         return _modules[key]
     module_name = f"netfl_user_{zlib.crc32(key[0].encode()):08x}"
@@ -146,7 +180,10 @@ def import_file(path: Path, *, what: str, error: type[UserCodeError] = UserCodeE
     sys.modules[module_name] = module  # dataclasses, pydantic and pickle look a class's module up here
     try:
         with _fenced():
-            spec.loader.exec_module(module)
+            if shipped is None:
+                spec.loader.exec_module(module)
+            else:
+                _exec_shipped(module, path, shipped)
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise error(f"{exc.filename}:{exc.lineno}: syntax error in this {what} file: {exc.msg}") from None
@@ -158,6 +195,14 @@ def import_file(path: Path, *, what: str, error: type[UserCodeError] = UserCodeE
         raise error(f"{where(exc, path)}: {_describe(exc, f'while importing this {what} file')}") from None
     _modules[key] = module
     return module
+
+
+def _exec_shipped(module: ModuleType, path: Path, text: bytes) -> None:
+    """Run the text of the user's file ``path`` sent with the run as ``module``: compiled under the file's own
+    name, its lines in :mod:`linecache` (for tracebacks and :mod:`inspect`), as if read from that path."""
+    source = text.decode("utf-8")
+    linecache.cache[str(path)] = (len(source), None, source.splitlines(keepends=True), str(path))
+    exec(compile(source, str(path), "exec"), module.__dict__)  # noqa: S102 -- the user's own file, as import runs it
 
 
 def load_attribute(

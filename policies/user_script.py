@@ -32,7 +32,7 @@ __all__ = ["is_user_reference", "load_user_policy"]
 
 def load_user_policy(reference: str, base_dir: Path) -> type[AvailabilityPolicy]:
     ref = user_code.parse_reference(reference, base_dir)
-    if not ref.path.is_file():
+    if not user_code.python_file_present(ref.path):
         raise PolicyError(f"policy {reference!r}: file not found: {ref.path}")
     cls = user_code.load_attribute(ref, what="policy", error=PolicyError)
     if inspect.isclass(cls) and issubclass(cls, PopulationPolicy):

@@ -14,7 +14,7 @@ from pathlib import Path
 from netfl.config.schema import Scenario
 from netfl.errors import ScenarioError
 from netfl.registry.datasets import missing_files, missing_user_data
-from netfl.user_code import parse_reference
+from netfl.user_code import parse_reference, python_file_present
 
 
 def resolve_data_dir(scenario: Scenario, override: Path | None, task: int = 0) -> Path | None:
@@ -35,7 +35,7 @@ def data_problems(scenario: Scenario, data_dir: Path | None = None) -> list[tupl
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
         if task.model.path is not None:
             model = parse_reference(task.model.path, base_dir).path
-            if not model.is_file():
+            if not python_file_present(model):
                 problems.append(
                     (
                         f"{where}.model.path",

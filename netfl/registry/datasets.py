@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from netfl.user_code import python_file_present
+
 __all__ = [
     "DATASETS",
     "DATASET_NAMES",
@@ -201,6 +203,6 @@ def missing_user_data(path: str, base_dir: Path | None) -> str | None:
         if not train:
             return f"{path}: {file} holds no LEAF JSON files (expected train/*.json and test/*.json, or *.json)"
         return None
-    if not file.is_file():
+    if not (python_file_present(file) if form == "python" else file.is_file()):
         return f"{path}: file not found: {file}"
     return None

@@ -17,6 +17,7 @@ from netfl.errors import NetflError
 from netfl.results.tracking import Tracking
 from netfl.results.writer import read_files
 from netfl.study.spec import RunPlan
+from netfl.user_code import sources_shipped
 
 
 def run_plan(
@@ -54,11 +55,17 @@ def run_plan(
 
 
 def run_plan_packed(
-    plan: RunPlan, *, threads: int, data_dir: Path | None = None, device: str = "cpu"
+    plan: RunPlan,
+    *,
+    threads: int,
+    data_dir: Path | None = None,
+    device: str = "cpu",
+    sources: dict[str, bytes] | None = None,
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
     """:func:`run_plan` into a temporary folder, returned as its files: for a worker on another machine,
-    whose disk the study folder is not on."""
-    with tempfile.TemporaryDirectory(prefix="netfl-run-") as tmp:
+    whose disk the study folder is not on. ``sources``: the user's Python files the run names, as the driver
+    read them (:mod:`netfl.study.travelling_code`), imported from that text rather than from this disk."""
+    with tempfile.TemporaryDirectory(prefix="netfl-run-") as tmp, sources_shipped(sources or {}):
         record = run_plan(plan, Path(tmp) / "run", threads=threads, data_dir=data_dir, device=device)
         files = read_files(Path(tmp) / "run") if record["status"] == "complete" else {}
     return record, files

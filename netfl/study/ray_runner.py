@@ -4,8 +4,10 @@ Each run is one task asking for ``threads`` CPUs, so Ray never places more
 runs on a machine than it has cores. A task runs into a temporary folder on
 its worker and returns the folder's files; the driver writes them under the
 study folder, so the layout is the same as a local sweep's whatever machine
-ran the run. Workers need netfl (and the data sets the study reads) installed
-as on the driver; Ray itself is the optional extra ``pip install -e ".[ray]"``.
+ran the run. The user's Python files a run names (its strategy, model, policies,
+data loader) travel with it (:mod:`netfl.study.travelling_code`); workers need
+netfl, and the data sets the study reads, installed as on the driver. Ray
+itself is the optional extra ``pip install -e ".[ray]"``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from netfl.results.writer import write_files
 from netfl.signals import signals_deferred
 from netfl.study.local import POLL_S, OnDone
 from netfl.study.spec import RunPlan
+from netfl.study.travelling_code import users_sources
 
 
 class RayRunner:
@@ -71,7 +74,9 @@ class RayRunner:
 
         task = ray.remote(num_cpus=self.threads, max_retries=0)(run_plan_packed)
         pending = {
-            task.remote(plan, threads=self.threads, data_dir=self.data_dir, device=self.device): (plan, folder)
+            task.remote(
+                plan, threads=self.threads, data_dir=self.data_dir, device=self.device, sources=_sources(plan)
+            ): (plan, folder)
             for plan, folder in runs
         }
         with signals_deferred() as received:  # acted on between steps, as LocalRunner does
@@ -86,6 +91,12 @@ class RayRunner:
                     ray.cancel(ref, force=True)
         if received:
             raise KeyboardInterrupt
+
+
+def _sources(plan: RunPlan) -> dict[str, bytes]:
+    """The user's files the run names, read on the driver to travel with the task."""
+    source = plan.scenario.source
+    return users_sources(plan.document(), source.parent if source is not None else None)
 
 
 def _land(ray: Any, ref: Any, folder: Path) -> dict[str, Any]:

@@ -246,6 +246,45 @@ def test_a_users_algorithm_in_a_sweep_and_a_rerun(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "identical" in result.output, result.output
 
 
+@pytest.mark.slow
+def test_a_users_algorithm_in_a_ray_sweep_travels_with_its_runs(tmp_path: Path) -> None:
+    pytest.importorskip("ray")
+    from netfl.study.ray_runner import RayRunner
+
+    world(tmp_path)
+    study = tmp_path / "study.yaml"
+    study.write_text("name: mine\nbase: tiny.yaml\ncases:\n  trimmed: {}\nseeds: 1\n")
+    run_sweep(load_study(study, out=tmp_path / "local"), LocalRunner(jobs=1, threads=1))
+    ray = run_sweep(load_study(study, out=tmp_path / "ray"), RayRunner(address=None, threads=1, local_cpus=1))
+    assert [r["status"] for r in ray.records.values()] == ["complete"]
+    for plan in ray.study.runs:
+        for name in SAME:
+            assert (tmp_path / "ray" / plan.folder / name).read_bytes() == (
+                tmp_path / "local" / plan.folder / name
+            ).read_bytes(), name
+
+
+def test_a_run_on_a_worker_imports_the_users_file_sent_with_it_not_its_own_disk(tmp_path: Path) -> None:
+    from netfl.study.execute import run_plan_packed
+    from netfl.study.travelling_code import users_sources
+
+    world(tmp_path)
+    study = tmp_path / "study.yaml"
+    study.write_text("name: mine\nbase: tiny.yaml\ncases:\n  trimmed: {}\nseeds: 1\n")
+    (plan,) = load_study(study, out=tmp_path / "sweep").runs
+    sources = users_sources(plan.document(), tmp_path)
+    assert list(sources) == [str(tmp_path / "my_fl.py")]
+    (tmp_path / "my_fl.py").unlink()  # the worker's disk does not hold it
+    record, files = run_plan_packed(plan, threads=1, sources=sources)
+    assert record["status"] == "complete", record
+    assert b"trimmed" in files["algorithm.csv"]
+    broken = {path: text.replace(b"def aggregate(self, x, updates, context):",
+                                 b"def aggregate(self, x, updates, context):\n        1 / 0")
+              for path, text in sources.items()}  # fmt: skip
+    record, _ = run_plan_packed(plan, threads=1, sources=broken)
+    assert record["status"] == "failed" and f"{tmp_path / 'my_fl.py'}:" in record["error"], record
+
+
 def test_a_users_algorithm_from_python_with_an_observer(tmp_path: Path) -> None:
     namespace: dict = {}
     exec(compile(TRIMMED, str(tmp_path / "inline.py"), "exec"), namespace)
