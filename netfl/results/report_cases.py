@@ -37,6 +37,10 @@ SEED_FIELDS = ("seed", "world_seed", "training_seed")
 #: where its results and logs went.
 NOT_COMPARED = ("name", *SEED_FIELDS, "output", "tracking")
 
+#: The keys that say which component a mapping is (an algorithm's name or user file, a policy, a partition's kind):
+#: where they differ, the component's other keys are its own parameters, not separate keys of the comparison.
+IDENTITY = ("name", "path", "factory", "flower", "policy", "kind")
+
 _ABSENT = object()  # a key one scenario gives and another does not (left out: its default)
 
 
@@ -102,8 +106,11 @@ def derive_cases(runs: Sequence[Any], taken: set[str]) -> Pairing:
     if not keys:  # documents that differ in form only (an empty mapping against none): cases of their own
         return Pairing()
     labels = _labels(keys)
-    values = [[_text(_lookup(group.document, key)) for key in keys] for group in cases]
-    single = len(keys) == 1 and all(isinstance(_lookup(g.document, keys[0]), str) for g in cases)
+    components = {key for key in keys if _is_component(key, cases)}
+    values = [[_value_text(group.document, key, key in components) for key in keys] for group in cases]
+    single = len(keys) == 1 and (
+        keys[0] in components or all(isinstance(_lookup(g.document, keys[0]), str) for g in cases)
+    )
     pairing = Pairing(keys=[_path_text(k) for k in keys])
     for group, row in zip(cases, values):
         name = row[0] if single else ", ".join(f"{label}={value}" for label, value in zip(labels, row))
@@ -212,9 +219,41 @@ def _differing_keys(groups: Sequence[_Group]) -> list[tuple]:
     out: list[tuple] = []
     for path in apart:
         leaf = next((path[:n] for n in range(1, len(path)) if any(path[:n] in g.flat for g in groups)), path)
+        leaf = _component_above(leaf, apart) or leaf
         if leaf not in out:
             out.append(leaf)
     return out
+
+
+def _component_above(path: tuple, apart: Sequence[tuple]) -> tuple | None:
+    """The component holding ``path`` (``server.algorithm`` for ``server.algorithm.trim``) where the groups
+    differ in which component it is and in more than that (its parameters, which belong to the component: one
+    key, ``TrimmedMean (trim=0.2)`` against ``fedavg``); None elsewhere."""
+    for n in range(len(path) - 1, 0, -1):
+        prefix = path[:n]
+        under = [p for p in apart if p[:n] == prefix]
+        if len(under) > 1 and any(p == (*prefix, ident) for p in under for ident in IDENTITY):
+            return prefix
+    return None
+
+
+def _is_component(key: tuple, groups: Sequence[_Group]) -> bool:
+    """Whether ``key`` is a component collapsed by :func:`_component_above` (not a leaf of any group)."""
+    return not any(key in g.flat for g in groups) and any((*key, ident) in g.flat for g in groups for ident in IDENTITY)
+
+
+def _value_text(document: dict[str, Any], key: tuple, component: bool) -> str:
+    """A key's value in a case name: the value, or a component by its name and its own parameters."""
+    if not component:
+        return _text(_lookup(document, key))
+    found = _lookup(document, key)
+    mapping = found if isinstance(found, dict) else {}
+    ident = next((mapping[i] for i in IDENTITY if i in mapping), None)
+    if ident is None:  # the component left out: the schema's default one (fedavg)
+        ident = next((v for i in IDENTITY if (v := _schema_default((*key, i))) is not _ABSENT), "default")
+    name = str(ident).rsplit(":", 1)[-1] if ":" in str(ident) else str(ident)  # file.py:Class -> Class
+    params = [f"{k}={_text(v)}" for k, v in mapping.items() if k not in IDENTITY and k != "label"]
+    return f"{name} ({', '.join(params)})" if params else name
 
 
 def _lookup(document: Any, path: tuple) -> Any:

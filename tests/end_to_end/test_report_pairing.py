@@ -102,6 +102,24 @@ def test_a_users_loop_is_paired_by_seed_and_the_differing_key_said(tmp_path: Pat
     assert "Cases differ in server.algorithm.name: fedau, fedavg; paired by seed." in page
 
 
+def test_algorithms_with_their_own_parameters_are_one_key_named_by_the_algorithm(tmp_path: Path) -> None:
+    """A user's algorithm by path with its parameter against fedavg with its own: one key, server.algorithm (the
+    parameters belong to each algorithm), the cases named by the class and its settings; no warning."""
+    users = {"path": str(tmp_path / "my_fl.py") + ":TrimmedMean", "trim": 0.2}
+    for seed in (1, 2):
+        hand_run(tmp_path / "runs" / f"fedavg-{seed}", scenario(seed=seed), (0, 5, 10))
+        hand_run(
+            tmp_path / "runs" / f"trimmed-{seed}", scenario(**{"seed": seed, "server.algorithm": users}), (0, 4, 8)
+        )
+    result = report(tmp_path / "runs", "--target", "0.75")
+    assert result.stdout.splitlines()[1] == (
+        "Cases differ in server.algorithm: fedavg (server_lr=1.0), TrimmedMean (trim=0.2); paired by seed."
+    )
+    assert result.stderr == ""
+    paired = pd.read_csv(tmp_path / "runs" / "report" / "paired.csv")
+    assert set(paired["case"]) | set(paired["reference"]) == {"fedavg (server_lr=1.0)", "TrimmedMean (trim=0.2)"}
+
+
 def test_runs_differing_in_the_seed_alone_are_one_case(tmp_path: Path) -> None:
     for seed in (1, 2, 3):
         hand_run(tmp_path / "runs" / f"try{seed}", scenario(seed=seed), (0, 5, 10))
