@@ -123,6 +123,27 @@ HOOK_FAILURES = {
                "a metric must be a number"),
     "evaluate": ("    def evaluate(self, task, x, test):\n        return 0.5\n",
                  "TrimmedMean.evaluate returned float; expected an Evaluation"),
+    "probe": ("    from netfl.algorithms import Probe as _Probe\n"
+              "    class Asked(_Probe):\n"
+              "        def report(self, task, client, update):\n            raise ValueError('no report')\n"
+              "    probe = Asked()\n"
+              "    def assign(self, round_index, reports, participants, rng):\n"
+              "        return [(c, 0) for c in reports]\n", "Asked.report: no report"),
+    "probe answer": ("    from netfl.algorithms import Probe as _Probe\n"
+                     "    class Asked(_Probe):\n"
+                     "        def report(self, task, client, update):\n            return 'high'\n"
+                     "    probe = Asked()\n"
+                     "    def assign(self, round_index, reports, participants, rng):\n"
+                     "        return [(c, 0) for c in reports]\n",
+                     "Asked.report returned str 'high'; expected a number"),
+    "extras": ("    from netfl.algorithms import ExtraScalars as _Extras\n"
+               "    class Shift(_Extras):\n"
+               "        def objective(self, loss, extra):\n            raise ValueError('bad objective')\n"
+               "    extras = Shift([0.0])\n", "Shift.objective: bad objective"),
+    "extras answer": ("    from netfl.algorithms import ExtraScalars as _Extras\n"
+                      "    class Shift(_Extras):\n"
+                      "        def objective(self, loss, extra):\n            return loss + extra.repeat(3)\n"
+                      "    extras = Shift([0.0])\n", "Shift.objective returned (3,); expected a scalar tensor"),
 }  # fmt: skip
 
 

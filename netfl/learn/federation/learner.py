@@ -275,7 +275,7 @@ class Learner:
         """The probe's number for each task, from the client's trained jobs if it has any."""
         updates = [self.book.update(j) for j in probe.jobs] or [None] * len(self.tasks)
         return np.asarray(
-            [self.strategy.probe.report(model, probe.client, update) for model, update in zip(self.tasks, updates)]
+            [self.calls.probe_report(model, probe.client, update) for model, update in zip(self.tasks, updates)]
         )
 
     def _received(self, task: int, version: int, client: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -29,7 +29,7 @@ import torch
 from netfl.backend import DeviceStates, Evaluation, RoundContext
 from netfl.errors import StrategyError
 from netfl.learn.federation.strategy import Aggregate, ClientInfo, ClientUpdate, Strategy, as_aggregate
-from netfl.learn.training.objective import Correction
+from netfl.learn.training.objective import Correction, ExtraScalars
 from netfl.user_code import defined_at, guarded
 
 #: The folder of netfl's own code: a strategy class defined below it is a built-in (or netfl's test double).
@@ -88,6 +88,9 @@ class StrategyCalls:
         self.strategy = strategy
         self.observers = tuple(observers)
         self.path = users_file(type(strategy))
+        extras = strategy.extras
+        if extras is not None and users_file(type(extras)) is not None:  # called in every minibatch: fenced there
+            strategy.extras = FencedExtras(extras)
 
     @property
     def users(self) -> bool:
@@ -218,6 +221,75 @@ class StrategyCalls:
         if not isinstance(value, Evaluation):
             raise self._refuse("evaluate", f"returned {type(value).__name__}; expected an Evaluation")
         return value
+
+    # ------------------------------------------------------------------------------------- the probe's calls
+
+    def probe_report(self, task: Any, client: int, update: ClientUpdate | None) -> float:
+        """The number the strategy's probe reports for ``client`` on one task (NaN and inf pass: the divergence
+        watch deals with them as with a non-finite update)."""
+        value = self._probe_call("report", task, client, update)
+        if isinstance(value, torch.Tensor) and value.numel() == 1:
+            value = value.item()
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, np.floating, np.integer)):
+            raise self._refuse_probe("report", f"returned {type(value).__name__} {value!r}; expected a number")
+        return float(value)
+
+    def probe_flops(self, task: Any, client: int) -> float:
+        """The probe's compute on ``client`` for one task, beyond any training job."""
+        value = self._probe_call("flops", task, client)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+            raise self._refuse_probe("flops", f"returned {value!r}; expected a finite number of FLOPs >= 0")
+        return float(value)
+
+    def _probe_call(self, hook: str, *args: Any) -> Any:
+        probe = self.strategy.probe
+        path = users_file(type(probe))
+        if path is None:
+            return getattr(probe, hook)(*args)
+        with guarded(path=path, what=f"{type(probe).__qualname__}.{hook}", error=StrategyError):
+            return getattr(probe, hook)(*args)
+
+    def _refuse_probe(self, hook: str, problem: str) -> StrategyError:
+        probe = self.strategy.probe
+        path = users_file(type(probe))
+        method = getattr(type(probe), hook)
+        where = defined_at(method, path) if path is not None else _source(method)
+        return StrategyError(f"{where}: {type(probe).__qualname__}.{hook} {problem}")
+
+
+class FencedExtras(ExtraScalars):
+    """A user's :class:`~netfl.algorithms.ExtraScalars` behind the fence: ``objective`` and ``lr``, called in every
+    minibatch of a job, name the user's file and line when they raise, and their answers are checked (a scalar
+    tensor; a finite step size >= 0)."""
+
+    def __init__(self, extras: ExtraScalars):
+        self.inner, self.initial = extras, extras.initial
+        self.path = users_file(type(extras)) or Path("<python>")
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str) -> Any:  # the user's own attributes, as their strategy reads them
+        return getattr(self.__dict__["inner"], name)
+
+    def lr(self, model_lr: float) -> float:
+        with guarded(path=self.path, what=f"{type(self.inner).__qualname__}.lr", error=StrategyError):
+            value = self.inner.lr(model_lr)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value < 0:
+            raise self._refuse("lr", f"returned {value!r}; expected a finite step size >= 0")
+        return value
+
+    def objective(self, loss: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        with guarded(path=self.path, what=f"{type(self.inner).__qualname__}.objective", error=StrategyError):
+            value = self.inner.objective(loss, extra)
+        if not (isinstance(value, torch.Tensor) and value.numel() == 1):
+            shape = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise self._refuse("objective", f"returned {shape}; expected a scalar tensor (the minibatch's objective)")
+        return value
+
+    def _refuse(self, hook: str, problem: str) -> StrategyError:
+        where = defined_at(getattr(type(self.inner), hook), self.path)
+        return StrategyError(f"{where}: {type(self.inner).__qualname__}.{hook} {problem}")
 
 
 def _is_int(value: Any) -> bool:

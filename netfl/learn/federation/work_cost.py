@@ -70,9 +70,8 @@ class WorkCost:
     def probe(self, strategy: StrategyCalls, probe_id: int, client: int, jobs: Sequence[Job]) -> Work:
         """Every task's model down, the probe's jobs (one per task if it trains, else none) and its own compute,
         one number per task up."""
-        probe = strategy.strategy.probe
         flops = sum(
-            (model.job_flops(client, jobs[s].steps) if jobs else 0.0) + probe.flops(model, client)
+            (model.job_flops(client, jobs[s].steps) if jobs else 0.0) + strategy.probe_flops(model, client)
             for s, model in enumerate(self.tasks)
         )
         download = sum(
