@@ -11,8 +11,9 @@ starts, which one is missing and how to install it.
     track_run(run_folder, tracking, Label.of_run(run_folder, scenario.name))
 
 What is logged (:class:`RunRecord`): every column of metrics.csv against the
-round and against simulated time, the energy and participation summary, the
-scenario's parameters flattened to ``devices[0].count``-style keys, and the
+round and against simulated time, the algorithm's own metrics of each
+aggregation (algorithm.csv, against the round, as ``algorithm/<name>``), the
+energy and participation summary, the scenario's parameters flattened to ``devices[0].count``-style keys, and the
 run's figures (netfl.results.tracking_tensorboard / tracking_mlflow say how
 each tracker holds them).
 """

@@ -57,6 +57,8 @@ def _log(client: MlflowClient, uri: str, record: RunRecord, label: Label) -> Non
     for i, step in enumerate(record.rounds):
         metrics.append(Metric("sim_time_s", record.metrics["sim_time_s"][i], now, step))
         metrics += [Metric(name, record.metrics[name][i], now, step) for name in record.series]
+    for step, _, values in record.algorithm:  # the strategy's own metrics, one point per aggregation
+        metrics += [Metric(f"algorithm/{name}", value, now, step) for name, value in values.items()]
     last = record.rounds[-1] if record.rounds else 0
     metrics += [Metric(f"summary/{name}", value, now, last) for name, value in record.summary.items()]
     params = [Param(_param_name(k), str(v)[:_PARAM_CHARS]) for k, v in record.params.items()]
@@ -67,7 +69,7 @@ def _log(client: MlflowClient, uri: str, record: RunRecord, label: Label) -> Non
     client.log_batch(run_id, tags=[RunTag("stopped_by", str(record.stopped_by))])
     for figure in record.figures:
         client.log_artifact(run_id, str(figure), artifact_path="figures")
-    for name in ("metrics.csv", "summary.json", "scenario.yaml"):
+    for name in ("metrics.csv", "algorithm.csv", "summary.json", "scenario.yaml"):
         if (record.folder / name).is_file():
             client.log_artifact(run_id, str(record.folder / name), artifact_path="run")
     client.set_terminated(run_id, "FINISHED")

@@ -54,6 +54,9 @@ class RunRecord:
     scenario_text: str
     figures: list[Path]
     stopped_by: str | None = None  # summary.json's: rounds, sim_time, diverged...
+    #: algorithm.csv's rows (the strategy's own metrics of each aggregation): (round, sim_time_s, tag -> value),
+    #: the tag the metric's name, after ``task<k>/`` and ``edge<e>/`` where the run has several models or edges
+    algorithm: list[tuple[int, float, dict[str, float]]] = field(default_factory=list)
 
     @property
     def rounds(self) -> list[int]:
@@ -79,6 +82,7 @@ def read_run(folder: Path) -> RunRecord:
     header, body = rows[0], rows[1:]
     metrics = {name: [float(row[i]) for row in body] for i, name in enumerate(header)}
     scenario = yaml.safe_load(scenario_text) if scenario_text else {}
+    algorithm = _algorithm_rows(folder / "algorithm.csv")
     return RunRecord(
         folder,
         metrics,
@@ -87,7 +91,30 @@ def read_run(folder: Path) -> RunRecord:
         scenario_text,
         [folder / name for name in FIGURES if (folder / name).is_file()],
         summary.get("stopped_by"),
+        algorithm,
     )
+
+
+def _algorithm_rows(file: Path) -> list[tuple[int, float, dict[str, float]]]:
+    """algorithm.csv as the trackers log it: per aggregation its round, time and metrics (empty cells left out)."""
+    if not file.is_file():
+        return []
+    try:
+        with file.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, ValueError) as exc:
+        raise NetflError(f"{file}: cannot read the algorithm's metrics to log them: {exc}") from None
+    several_tasks = len({row["task"] for row in rows}) > 1
+    out = []
+    for row in rows:
+        prefix = (f"task{row['task']}/" if several_tasks else "") + (f"edge{row['edge']}/" if row.get("edge") else "")
+        metrics = {
+            f"{prefix}{name}": float(value)
+            for name, value in row.items()
+            if name not in ("sim_time_s", "round", "task", "edge") and value not in ("", None)
+        }
+        out.append((int(row["round"]), float(row["sim_time_s"]), metrics))
+    return out
 
 
 #: summary.json's numbers a tracker logs: those a report reads back, and three more.

@@ -47,6 +47,8 @@ def log_tensorboard(record: RunRecord, logdir: Path, label: Label) -> None:
             values = {name: record.metrics[name][i] for name in record.series}
             writer.add_summary(_scalars("by_round", values), step, walltime=when)
             writer.add_summary(_scalars("by_sim_time", {"round": step, **values}), round(when), walltime=when)
+        for step, when, values in record.algorithm:  # the strategy's own metrics, one point per aggregation
+            writer.add_summary(_scalars("algorithm", values), step, walltime=when)
         last_step, end = (rounds[-1], times[-1]) if rounds else (0, 0.0)
         writer.add_summary(_scalars("summary", record.summary), last_step, walltime=end)
         experiment, start, finish = hparams(

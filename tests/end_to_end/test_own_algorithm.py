@@ -267,6 +267,31 @@ def test_a_users_algorithm_in_a_sweep_and_a_rerun(tmp_path: Path) -> None:
     assert result.exit_code == 0 and "identical" in result.output, result.output
 
 
+def test_a_users_algorithms_own_metrics_reach_the_trackers(tmp_path: Path) -> None:
+    """algorithm.csv's columns of the user's strategy, per aggregation, in TensorBoard and MLflow."""
+    accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+    pytest.importorskip("mlflow")
+    pytest.importorskip("sqlalchemy")
+    from mlflow.tracking import MlflowClient
+
+    topology = world(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    result = run("simulate", topology, "--out", tmp_path / "out", "-q", "--tensorboard", tmp_path / "tb",
+                 "--mlflow", uri)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with (tmp_path / "out" / "algorithm.csv").open() as f:
+        rows = list(__import__("csv").DictReader(f))
+    expected = [(int(r["round"]), float(r["trimmed"])) for r in rows if r["trimmed"]]
+    assert len(expected) == 4
+    events = accumulator.EventAccumulator(str(tmp_path / "tb" / "out"), size_guidance={accumulator.SCALARS: 0})
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("algorithm/trimmed")] == expected
+    client = MlflowClient(uri)
+    (found,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    history = client.get_metric_history(found.info.run_id, "algorithm/calls")
+    assert [(m.step, m.value) for m in history] == [(int(r["round"]), float(r["calls"])) for r in rows]
+
+
 @pytest.mark.slow
 def test_a_users_algorithm_in_a_ray_sweep_travels_with_its_runs(tmp_path: Path) -> None:
     pytest.importorskip("ray")
