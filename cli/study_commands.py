@@ -26,6 +26,13 @@ from netfl.errors import NetflError
 @click.option(
     "--ray-address", metavar="ADDR", help="run on the Ray cluster at ADDR (ray://host:10001, host:6379 or auto)"
 )
+@click.option(
+    "--gpus-per-run",
+    type=float,
+    metavar="SHARE",
+    help="on Ray: the share of a GPU each run asks for and trains on, as Flower's num_gpus (0.25: four runs to "
+    "a GPU; at most 1) [default with --device cuda: 1]",
+)
 @options.overrides(of="every run, after its case and grid point")
 @click.option("--seeds", type=click.IntRange(min=1), help="run this many seeds instead of the study's")
 @click.option(
@@ -47,6 +54,7 @@ def sweep(
     threads: int | None,
     use_ray: bool,
     ray_address: str | None,
+    gpus_per_run: float | None,
     overrides: tuple[str, ...],
     seeds: int | None,
     max_runs: int | None,
@@ -73,8 +81,15 @@ def sweep(
     from netfl.study.users_code import check_users_code
 
     progress = SweepProgress(bar=False if quiet else None)
+    outcome, began = None, False
     try:
         with terminate_as_interrupt():
+            from netfl.study.ray_runner import gpu_request
+
+            given = click.get_current_context().get_parameter_source("device") is not click.core.ParameterSource.DEFAULT
+            gpus_per_run, device = gpu_request(
+                gpus_per_run, device, on_ray=bool(use_ray or ray_address), device_given=given
+            )
             study = load_study(
                 study_file, out=out_dir, overrides=overrides, seeds=seeds, data_dir=data_dir, max_runs=max_runs
             )
@@ -93,7 +108,13 @@ def sweep(
             if use_ray or ray_address:
                 from netfl.study.ray_runner import RayRunner
 
-                runner = RayRunner(address=ray_address, threads=threads or 1, data_dir=data_dir, device=device)
+                runner = RayRunner(
+                    address=ray_address,
+                    threads=threads or 1,
+                    data_dir=data_dir,
+                    device=device,
+                    gpus_per_run=gpus_per_run,
+                )
             else:
                 from netfl.study.local import LocalRunner
 
@@ -104,6 +125,8 @@ def sweep(
                 )
 
             def start(todo: list) -> None:
+                nonlocal began
+                began = True
                 progress.start(todo)
                 if not quiet:
                     done = len(study.runs) - len(todo)
@@ -127,8 +150,12 @@ def sweep(
                 getattr(runner, "close", lambda: None)()
     except NetflError as exc:
         fail(exc)
-    except KeyboardInterrupt:  # reading and checking the study, or claiming its folder: no run began
-        exit_interrupted("interrupted before any run began: nothing was run")
+    except KeyboardInterrupt:
+        if not began:  # reading and checking the study, or claiming its folder: no run began
+            exit_interrupted("interrupted before any run began: nothing was run")
+        if outcome is None:  # as the sweep wrote its last status (the signal came after it could say so)
+            exit_interrupted(f"interrupted: every finished run is kept (status in {study.out / 'sweep.json'})")
+        outcome.interrupted = True  # as its helpers stopped, every run ended: reported as they ended
     finally:
         progress.close()
     if outcome.interrupted:

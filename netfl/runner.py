@@ -29,7 +29,7 @@ from netfl.results.progress import Progress
 from netfl.results.row_table import RowTable
 from netfl.results.tracking import Label, Tracking, check_tracking, track_run, tracking_of
 from netfl.results.writer import write_run
-from netfl.signals import Interrupted, signals_deferred
+from netfl.signals import Interrupted, Noted, signals_deferred
 from netfl.sim.fleet_readings import NOT_FL, summed
 from netfl.sim.simulation import SimulationResult
 from netfl.version import __version__
@@ -298,12 +298,16 @@ def run_scenario(
     failure: UserCodeError | None = None  # the user's code (a strategy's hook, a model) failed mid-run
     # Keeping checkpoints, a Ctrl-C or SIGTERM is noted and stops the engine between two events (after the one
     # under way, training included), so the checkpoint written there holds every answer the learner gave.
-    noted: list[int] = []
+    noted = Noted()
     try:
         with signals_deferred() if keeper is not None else nullcontext(noted) as noted:
             if keeper is not None:
                 simulation.env.stop_requested = noted.__len__
-            result = simulation.run()
+            try:
+                result = simulation.run()
+            except KeyboardInterrupt:
+                noted.take()  # acted on: the run ends interrupted and says so (not delivered again)
+                raise
     except KeyboardInterrupt:
         complete, stopped_cleanly = False, bool(noted)
     except UserCodeError as exc:  # the results up to there are written whole, then the error is said
@@ -313,7 +317,9 @@ def run_scenario(
     finally:
         if progress is not None:
             progress.close()
-    with signals_deferred():  # from here on a Ctrl-C (a second one) must not destroy what is being written
+    # From here on a Ctrl-C (a second one) must not destroy what is being written; one that comes meanwhile is
+    # taken (below): the run ends as soon as its results are whole, and says how it ended.
+    with signals_deferred() as late:
         checkpointed = stopped_cleanly and keeper.save_now(simulation.env.now)
         if not complete:
             result = simulation.partial_result()
@@ -356,6 +362,7 @@ def run_scenario(
                 timeline=result.timeline.columns() if result.timeline is not None else None,
                 algorithm=algorithm_rows,
             )
+        late.take()
     if failure is not None:
         kept = f"; the run's results up to there are in {outcome.out_dir}/ (complete: false)" if write else ""
         raise type(failure)(f"{failure}{kept}") from None

@@ -75,10 +75,29 @@ def terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class Noted(list):
+    """The signals a :func:`signals_deferred` section noted, in the order they came. Those its code did not
+    :meth:`take` are delivered again as the section ends, to the handler in force outside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken = 0
+
+    def take(self) -> bool:
+        """Whether a signal came: the caller acts on those noted so far itself, so they are not delivered again;
+        one noted after this call still is. One read of the count, so a signal arriving meanwhile is never
+        taken unseen."""
+        self.taken = count = len(self)
+        return count > 0
+
+
 @contextmanager
-def signals_deferred() -> Iterator[list[int]]:
-    """Inside: Ctrl-C and SIGTERM are noted (in the yielded list), not raised; the caller decides after."""
-    received: list[int] = []
+def signals_deferred() -> Iterator[Noted]:
+    """Inside: Ctrl-C and SIGTERM are noted (in the yielded :class:`Noted`), not raised, so no step is left
+    halfway. The section's code acts on them itself (:meth:`Noted.take`) or not: as it ends, every signal it
+    did not take is delivered to the handler in force outside (an enclosing section notes it in turn, the
+    default raises KeyboardInterrupt or ends the process), so a signal is never lost, whenever it arrives."""
+    received = Noted()
     if not _main_thread():
         yield received
         return
@@ -90,6 +109,9 @@ def signals_deferred() -> Iterator[list[int]]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        # Read once the handlers are back: a signal arriving from here on goes to them directly.
+        for signum in dict.fromkeys(received[received.taken :]):
+            signal.raise_signal(signum)
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from typing import Any
 from netfl.results.staging import recover_folder
 from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan
+from netfl.study.steps import reached
 
 #: (plan, record) for each run that ends, as it ends.
 OnDone = Callable[[RunPlan, dict[str, Any]], None]
@@ -70,25 +71,32 @@ class LocalRunner:
         with signals_deferred() as received:
             while (waiting or running) and not received:
                 while waiting and len(running) < self.jobs and not received:
-                    child = _Child.start(context, *waiting.popleft(), self)
+                    plan, folder = waiting.popleft()
+                    reached("queued", plan.label)
+                    child = _Child.start(context, plan, folder, self)
                     if child.process is None:
                         on_done(child.plan, child.record)
-                    else:
-                        running[child.process.sentinel] = child
-                        if on_start is not None:
-                            on_start(child.plan)
+                        continue
+                    running[child.process.sentinel] = child
+                    reached("tracked", plan.label)
+                    if on_start is not None:
+                        on_start(child.plan)
+                    reached("announced", plan.label)
                 tick(len(running))
                 for sentinel in wait(list(running), timeout=POLL_S) if running else ():
                     child = running.pop(sentinel)
                     on_done(child.plan, child.finish())
-            if received:
+            # Taken here, whenever it came (the last run's end included): every run still running is stopped.
+            # One that comes after is delivered again as the section ends (an enclosing sweep notes it).
+            stopping = received.take()
+            if stopping:
                 for child in running.values():
                     child.process.terminate()
                 for child in running.values():
                     record = child.stop()
                     if record is not None:  # it ended by itself meanwhile: its outcome stands
                         on_done(child.plan, record)
-        if received:
+        if stopping:
             raise KeyboardInterrupt
 
     def close(self) -> None:
@@ -96,7 +104,7 @@ class LocalRunner:
         tracker) and reap them. Left alone, they notice that the driver has gone only after it exits, and the
         forkserver, which imported torch, takes seconds more to exit: after a Ctrl-C or SIGTERM the sweep would
         return while they still ran. Call it once every run has ended (:meth:`run` returns only then)."""
-        with signals_deferred():  # never half-stopped: a signal now is acted on by the sweep after
+        with signals_deferred():  # never half-stopped: a signal now is delivered once they are stopped
             _stop_helpers()
 
 
@@ -141,7 +149,9 @@ class _Child:
             args=(plan, folder, runner.threads, runner.data_dir, runner.device, send),
         )
         try:
+            reached("forking", plan.label)
             process.start()
+            reached("forked", plan.label)
         except (OSError, EOFError) as exc:
             receive.close()
             child.record = {"status": "failed", "error": f"could not start the run's process: {exc}"}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +33,7 @@ from netfl.results.tracking import Label, Tracking, check_tracking, track_run
 from netfl.results.writer import write_scenario
 from netfl.signals import signals_deferred
 from netfl.study.spec import RunPlan, Study
+from netfl.study.steps import reached
 
 STATUS_FILE = "sweep.json"
 
@@ -154,20 +154,30 @@ def run_sweep(
 
             def started(plan: RunPlan) -> None:  # for a report made meanwhile: which runs are under way
                 outcome.records[plan.folder] = {"status": "pending", "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-                _write_status(outcome)
+                _write_status(outcome, starting=plan.label)
 
+            stopped = False
             if not received:
                 try:
                     runner.run([(plan, study.out / plan.folder) for plan in todo], finished, tick, on_start=started)
                 except KeyboardInterrupt:
-                    received.append(signal.SIGINT)
-            if received:
-                outcome.interrupted = True
-                for record in outcome.records.values():
-                    if record["status"] == "pending":
-                        record["status"] = "interrupted"
+                    stopped = True
+            # Taken whenever it came, up to the status written last; one arriving after that is delivered as the
+            # section ends (to the caller: KeyboardInterrupt).
+            if stopped or received.take():
+                _mark_interrupted(outcome)
             _write_status(outcome)
+            if received.take() and not outcome.interrupted:  # it came as the last run's end was written: say so
+                _mark_interrupted(outcome)
+                _write_status(outcome)
     return outcome
+
+
+def _mark_interrupted(outcome: SweepOutcome) -> None:
+    outcome.interrupted = True
+    for record in outcome.records.values():
+        if record["status"] == "pending":
+            record["status"] = "interrupted"
 
 
 def _write_failure(folder: Path, plan: RunPlan, record: dict[str, Any]) -> bool:
@@ -188,7 +198,8 @@ def _write_failure(folder: Path, plan: RunPlan, record: dict[str, Any]) -> bool:
     return True
 
 
-def _write_status(outcome: SweepOutcome) -> None:
+def _write_status(outcome: SweepOutcome, *, starting: str | None = None) -> None:
+    """sweep.json, whole or not at all; ``starting``: the label of the run whose start it says."""
     study = outcome.study
     runs = []
     for plan in study.runs:
@@ -203,7 +214,9 @@ def _write_status(outcome: SweepOutcome) -> None:
     }
     path = study.out / STATUS_FILE
     staging = path.with_name(f".{STATUS_FILE}.{os.getpid()}")
-    with signals_deferred():  # a Ctrl-C now would leave the staging file behind
+    with signals_deferred():  # a Ctrl-C now would leave the staging file behind; it is delivered after
+        if starting is not None:
+            reached("announcing", starting)
         try:
             staging.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n")
             staging.replace(path)

@@ -1,9 +1,10 @@
-"""A sweep's stop is total: stopped at any of its phases -- reading the study, starting a run, a run under way,
-a run that ends by itself as the stop comes or ignores it, the driver killed outright -- no run outlives the
-driver, a run the sweep stopped is never written as complete, and no traceback reaches the terminal.
+"""A sweep's stop is total: stopped at any of its phases -- reading the study, each step of starting a run, a run
+under way, a run that ends by itself as the stop comes or ignores it, the driver killed outright -- no run
+outlives the driver, a run the sweep stopped is never written as complete, and no traceback reaches the terminal.
 
-The driver's own logic is driven in this process (the signal sent from its progress tick, at the phase the
-test is about); what only processes can show (a SIGKILLed driver, the exit code) runs ``netfl sweep``.
+The driver's own logic is driven in this process (the signal sent from its progress tick, or from the hook at the
+step the test is about: netfl.study.steps); what only processes can show (a SIGKILLed driver, the exit code) runs
+``netfl sweep``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from pathlib import Path
 
 import pytest
 from cli_support import TINY, with_ctrl_c
+from cli_support import run as run_cli
 
-from netfl.study import load_study
+from netfl.study import load_study, steps
 from netfl.study import local as local_module
 from netfl.study.local import LocalRunner
+from netfl.study.steps import STEPS
 
 NETFL = Path(sys.executable).parent / "netfl"
 
@@ -281,3 +284,41 @@ def test_a_run_started_as_its_driver_died_prints_no_traceback(monkeypatch: pytes
             hook(*sys.exc_info())
     printed = capsys.readouterr().err
     assert "ValueError: a bug" in printed and "EOFError" not in printed and "BrokenPipe" not in printed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", STEPS)
+def test_a_signal_at_any_step_of_starting_a_run_stops_the_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    """SIGTERM to ``netfl sweep`` (6 runs, 2 at a time) exactly at one step of starting its third run, which
+    starts as one of the first two ends: the sweep stops (exit 130), keeps the finished runs and marks the rest
+    interrupted. Sent as sweep.json said that the run started (a critical section inside the driver's own), it
+    was once lost: the sweep ran all six to the end and exited 0."""
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "study.yaml").write_text("base: tiny.yaml\nseeds: 6\n")
+    third = load_study(tmp_path / "study.yaml", out=tmp_path / "out").runs[2].label
+    sent: list[str] = []
+
+    def hook(at: str, run: str) -> None:
+        if (at, run) == (step, third) and not sent:
+            sent.append(at)
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(steps, "hook", hook)
+    monkeypatch.setattr(local_module, "_stop_helpers", lambda: None)  # the forkserver kept for the next case
+    result = run_cli("sweep", tmp_path / "study.yaml", "--out", tmp_path / "out", "--jobs", "2", "--threads", "1")
+    assert sent == [step]
+    assert result.exit_code == 130, (result.output, result.exception)
+    assert "Traceback" not in result.output
+    status = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert status["interrupted"] is True
+    runs = {r["seed"]: r for r in status["runs"]}
+    assert "complete" in {runs[1]["status"], runs[2]["status"]}  # the run whose end let the third start
+    assert all(runs[seed]["status"] == "interrupted" for seed in (3, 4, 5, 6)), runs
+    for r in runs.values():
+        summary = tmp_path / "out" / r["folder"] / "summary.json"
+        if r["status"] == "complete":
+            assert json.loads(summary.read_text())["complete"] is True  # kept whole
+        else:
+            assert r["status"] == "interrupted" and not summary.exists()
