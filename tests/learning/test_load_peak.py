@@ -158,3 +158,44 @@ def test_the_whole_process_peaks_within_the_data_and_its_test_share(tmp_path: Pa
     assert measured["peak"] <= 1.2 * held + OVERHEAD, (
         f"peak RSS {measured['peak'] / MB:.0f} MB, {held / MB:.0f} MB data"
     )
+
+
+def test_splitting_in_place_touches_neither_the_file_nor_the_callers_arrays(tmp_path: Path) -> None:
+    """A .pt is memory-mapped copy-on-write: its rows moved in place change the process's pages, not the file.
+    A loader's or a caller's arrays are theirs: copied, never reordered."""
+    x = torch.arange(1_000 * 16, dtype=torch.float32).reshape(1_000, 16)
+    y = torch.arange(1_000) % 10
+    torch.save({"x": x, "y": y}, tmp_path / "d.pt")
+    before = (tmp_path / "d.pt").read_bytes()
+    data = load_user_dataset("d.pt", base_dir=tmp_path, seed=4)
+    assert (tmp_path / "d.pt").read_bytes() == before
+    train, test = stratified_split(y.numpy(), 0.2, np.random.default_rng(4))
+    assert torch.equal(data.train_x, x[train]) and torch.equal(data.test_x, x[test])
+    assert torch.equal(data.train_y, y[train]) and torch.equal(data.test_y, y[test])
+    given = {"x": x.numpy().copy(), "y": y.numpy().copy()}
+    data = load_user_dataset(None, base_dir=None, loader=given, seed=4)
+    assert np.array_equal(given["x"], x.numpy()) and np.array_equal(given["y"], y.numpy())
+    assert torch.equal(data.train_x, x[train]) and torch.equal(data.test_x, x[test])
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_an_idx_file_is_read_into_its_array_alone(tmp_path: Path, compressed: bool) -> None:
+    """MNIST's format (the built-in image sets): the payload is read, decompressed and byte-swapped in the array
+    it becomes -- not the file's bytes, their decompressed copy and then the array."""
+    import gzip
+
+    from netfl.learn.data.idx import read_idx, write_idx
+
+    images = np.empty((10_000, 28, 28), np.float32)  # 31 MB, big-endian in the file
+    images[:] = np.linspace(0, 1, 28 * 28, dtype=np.float32).reshape(28, 28)
+    write_idx(tmp_path / "i.idx", images)
+    if compressed:
+        (tmp_path / "i.idx").write_bytes(gzip.compress((tmp_path / "i.idx").read_bytes(), compresslevel=1))
+    out, peak = _peak_of(lambda: read_idx(tmp_path / "i.idx"))
+    assert np.array_equal(out, images) and out.dtype == np.dtype("float32") and out.flags.writeable
+    assert peak <= 1.02 * images.nbytes + 4 * MB, f"peak {peak / MB:.1f} MB for {images.nbytes / MB:.1f} MB"
+    # a header declaring more than the file holds: refused before the array is allocated
+    header = bytes([0, 0, 0x0D, 2]) + np.asarray([10**6, 10**5], ">u4").tobytes()
+    (tmp_path / "lie.idx").write_bytes(header + b"\0" * 64)
+    with pytest.raises(DataError, match=r"lie.idx: IDX payload truncated: .* need 400000000000 bytes, found 64"):
+        _peak_of(lambda: read_idx(tmp_path / "lie.idx"))
