@@ -199,3 +199,18 @@ def test_an_idx_file_is_read_into_its_array_alone(tmp_path: Path, compressed: bo
     (tmp_path / "lie.idx").write_bytes(header + b"\0" * 64)
     with pytest.raises(DataError, match=r"lie.idx: IDX payload truncated: .* need 400000000000 bytes, found 64"):
         _peak_of(lambda: read_idx(tmp_path / "lie.idx"))
+
+
+def test_a_fortran_order_member_reads_right_and_counts_its_row_order_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    x = np.asfortranarray(np.arange(1_000 * 250, dtype=np.float64).reshape(1_000, 250))  # 1 MB as float32
+    y = np.arange(1_000) % 10
+    np.savez(tmp_path / "f.npz", x=x, y=y, x_test=x[:10], y_test=y[:10])
+    data = load_user_dataset("f.npz", base_dir=tmp_path)
+    assert np.array_equal(data.train_x.numpy(), x.astype(np.float32)) and data.train_x.is_contiguous()
+    assert np.array_equal(data.test_x.numpy(), x[:10].astype(np.float32))
+    # x's row-order copy is held with the array read: 2 MB at the peak, for 1 MB once loaded
+    monkeypatch.setenv("NETFL_DATA_BUDGET", "1.9MB")
+    with pytest.raises(DataError, match=r"f.npz: its arrays take 1.02 MB once loaded and 2.02 MB while they load"):
+        load_user_dataset("f.npz", base_dir=tmp_path)

@@ -103,10 +103,14 @@ def held_dtype(key: str, dtype: np.dtype) -> np.dtype:
 
 
 def loading_peak(
-    sizes: dict[str, tuple[tuple[int, ...], str, int]], form: Form, test_fraction: float = 0.2
+    sizes: dict[str, tuple[tuple[int, ...], str, int]],
+    form: Form,
+    test_fraction: float = 0.2,
+    reordered: tuple[str, ...] = (),
 ) -> tuple[int, int]:
     """The bytes the arrays take once loaded and at the peak of loading them, from each one's shape, dtype and
-    bytes as given (see :data:`Form`)."""
+    bytes as given (see :data:`Form`); ``reordered``: the arrays stored in Fortran order, copied once whole
+    into row order."""
     held_total = peak = transient = 0
     split = "x_test" not in sizes
     for key, (shape, dtype_name, given) in sizes.items():
@@ -122,21 +126,25 @@ def loading_peak(
             peak += given + (held if converted or (split and key in SPLIT_KEYS) else 0)
         if form != "given" and split and key in SPLIT_KEYS:
             transient = max(transient, math.ceil(held * test_fraction) + 1)  # the test rows set aside
-        if key in ("y", "y_test") and dtype.kind == "f":
-            transient = max(transient, held)  # float labels checked whole, then converted
+        if (key in ("y", "y_test") and dtype.kind == "f") or key in reordered:
+            transient = max(transient, held)  # float labels checked whole, then converted; a row-order copy
     return held_total, peak + transient
 
 
 def npz_sizes(file: Path) -> dict[str, tuple[tuple[int, ...], np.dtype, int]]:
     """Each array of a ``.npz`` as its header declares it: shape, dtype and bytes, read without its data.
     DataError when a member is not a ``.npy`` array."""
+    return {name: (shape, dtype, size) for name, (shape, _, dtype, size) in _npz_headers(file).items()}
+
+
+def _npz_headers(file: Path) -> dict[str, tuple[tuple[int, ...], bool, np.dtype, int]]:
     out = {}
     with zipfile.ZipFile(file) as archive:
         for info in archive.infolist():
             name = info.filename.removesuffix(".npy")
             with archive.open(info) as member:
-                shape, _, dtype = npy_header(member, f"{file}: {name}")
-            out[name] = (shape, dtype, math.prod(shape) * dtype.itemsize)
+                shape, fortran, dtype = npy_header(member, f"{file}: {name}")
+            out[name] = (shape, fortran, dtype, math.prod(shape) * dtype.itemsize)
     return out
 
 
@@ -156,9 +164,10 @@ def npy_header(member: Any, what: str) -> tuple[tuple[int, ...], bool, np.dtype]
 
 def check_npz(file: Path, budget: DataBudget | None = None, *, test_fraction: float = 0.2) -> None:
     """DataError when loading the arrays a ``.npz`` declares would exceed the budget, before any is read."""
-    sizes = npz_sizes(file)
-    sized = {k: (shape, dtype.name, size) for k, (shape, dtype, size) in sizes.items()}
-    _within(str(file), sized, budget, "read", test_fraction)
+    headers = _npz_headers(file)
+    sized = {k: (shape, dtype.name, size) for k, (shape, _, dtype, size) in headers.items()}
+    reordered = tuple(k for k, (shape, fortran, _, _) in headers.items() if fortran and len(shape) > 1)
+    _within(str(file), sized, budget, "read", test_fraction, reordered)
 
 
 def check_arrays(
@@ -199,9 +208,10 @@ def _within(
     budget: DataBudget | None,
     form: Form,
     test_fraction: float,
+    reordered: tuple[str, ...] = (),
 ) -> None:
     budget = budget or data_budget()
-    held, peak = loading_peak(sizes, form, test_fraction)
+    held, peak = loading_peak(sizes, form, test_fraction, reordered)
     if peak <= budget.bytes:
         return
     largest = sorted(sizes.items(), key=lambda item: -item[1][2])
