@@ -1,15 +1,24 @@
 """The topology file's parameter tables, generated from the schema's pydantic declarations (netfl.config.schema).
 
-A docs page holds a marker line ``<!-- schema: StopSpec stop -->`` (a model of :mod:`netfl.config.schema` and the
-YAML path of its mapping); this MkDocs hook (mkdocs.yml, ``hooks:``) replaces it with one row per field: its key,
-type, default, bounds and description, as the declaration says them. So a field added, renamed or given another
-default shows on the site at the next build, and a marker naming no model fails the build.
+A docs page holds each table between two marker lines, ``<!-- schema: StopSpec stop -->`` (a model of
+:mod:`netfl.config.schema` and the YAML path of its mapping) and ``<!-- /schema -->``: one row per field, its
+key, type, default, bounds and description, as the declaration says them. The tables are written into the
+Markdown itself, so that a page read on a forge or in an editor has them too::
+
+    python docs_build/schema_tables.py           # rewrite every page's tables from the code
+    python docs_build/schema_tables.py --check   # exit 1 naming each page whose tables are out of date
+
+As a MkDocs hook (mkdocs.yml, ``hooks:``) it checks each page's tables against the code and drops the markers:
+a table out of date, a marker naming no model or one left open fails the build, so the site shows what the
+Markdown shows, and both what the code declares.
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import re
+import sys
 import types
 import typing
 from pathlib import Path
@@ -23,6 +32,10 @@ from netfl.config import schema
 from netfl.distributions import Distribution
 
 MARKER = re.compile(r"^<!-- schema: (\w+) ([\w.\[\]]+) -->$", re.M)
+#: The line that closes a marker's table.
+END = "<!-- /schema -->"
+#: A marker, the table it holds (possibly none yet) and its closing line.
+BLOCK = re.compile(MARKER.pattern[:-1] + r"\n(?P<body>.*?)^" + re.escape(END) + "$", re.M | re.S)
 
 #: The quantity types of netfl.units: how the table names them, and the unit their defaults are written in.
 QUANTITIES = {
@@ -122,7 +135,10 @@ def _bounds(metadata: list[Any]) -> str:
 
 
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """One table cell: on one line, its bars escaped, and a ``<`` that opens a tag outside code written ``&lt;``
+    (``results/<name>`` would otherwise be an HTML tag, hidden on the site and on a forge alike)."""
+    parts = " ".join(text.split()).replace("|", "\\|").split("`")
+    return "`".join(p if i % 2 else re.sub(r"<(?=[A-Za-z/!?])", "&lt;", p) for i, p in enumerate(parts))
 
 
 def table(model: type[BaseModel], path: str) -> str:
@@ -145,18 +161,113 @@ def table(model: type[BaseModel], path: str) -> str:
     return "\n".join(rows)
 
 
+def _model(name: str) -> type[BaseModel]:
+    model = getattr(schema, name, None)
+    if not (isinstance(model, type) and issubclass(model, BaseModel)):
+        raise ValueError(f"schema marker names {name!r}, which is no model of netfl.config.schema")
+    return model
+
+
+def block(name: str, path: str) -> str:
+    """A marker with its table, as the page holds it."""
+    return f"<!-- schema: {name} {path} -->\n\n{table(_model(name), path)}\n\n{END}"
+
+
+def _unclosed(markdown: str) -> list[str]:
+    """The markers with no closing line before the next marker (or the page's end)."""
+    opened = [m.start() for m in MARKER.finditer(markdown)]
+    closed = [m.start() for m in BLOCK.finditer(markdown)]
+    ends = [m.start() for m in re.finditer("^" + re.escape(END) + "$", markdown, re.M)]
+    bad = []
+    for i, at in enumerate(opened):
+        following = opened[i + 1] if i + 1 < len(opened) else len(markdown)
+        if at not in closed or not any(at < e < following for e in ends):
+            bad.append(MARKER.match(markdown, at).group(0))
+    return bad
+
+
+def fill(markdown: str) -> str:
+    """``markdown`` with every marker's table as the code declares it now (a bare marker, as a new page has it,
+    gets its closing line); ValueError for a marker naming no model."""
+    opened = {m.start() for m in MARKER.finditer(markdown)}
+    closed = {m.start() for m in BLOCK.finditer(markdown)}
+    if opened - closed:  # a new marker: give it its closing line, then fill every block alike
+        lines = markdown.split("\n")
+        out = []
+        offset = 0
+        for line in lines:
+            out.append(line)
+            if offset in opened - closed:
+                out.append(END)
+            offset += len(line) + 1
+        markdown = "\n".join(out)
+    return BLOCK.sub(lambda m: block(m.group(1), m.group(2)), markdown)
+
+
+def stale(markdown: str) -> list[str]:
+    """The markers whose table differs from the code's (or is missing, or left without its closing line)."""
+    for m in MARKER.finditer(markdown):
+        _model(m.group(1))
+    out = _unclosed(markdown)
+    for m in BLOCK.finditer(markdown):
+        if m.group(0) != block(m.group(1), m.group(2)):
+            out.append(MARKER.match(markdown, m.start()).group(0))
+    return out
+
+
 def expand(markdown: str) -> str:
-    """``markdown`` with every schema marker replaced by its table; a marker naming no model raises ValueError."""
-
-    def one(match: re.Match[str]) -> str:
-        model = getattr(schema, match.group(1), None)
-        if not (isinstance(model, type) and issubclass(model, BaseModel)):
-            raise ValueError(f"schema marker names {match.group(1)!r}, which is no model of netfl.config.schema")
-        return table(model, match.group(2))
-
-    return MARKER.sub(one, markdown)
+    """``markdown`` as the site renders it: each table without its marker lines. ValueError for a marker
+    naming no model, a table out of date with the code, or a marker without its closing line."""
+    behind = stale(markdown)
+    if behind:
+        raise ValueError(
+            f"parameter table(s) out of date with netfl.config.schema: {', '.join(behind)}; "
+            "run python docs_build/schema_tables.py"
+        )
+    return BLOCK.sub(lambda m: table(_model(m.group(1)), m.group(2)), markdown)
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
     """MkDocs' hook: each page's Markdown before it is rendered."""
     return expand(markdown)
+
+
+def pages(docs: Path) -> list[Path]:
+    """The Markdown pages under ``docs`` that hold a parameter table."""
+    return sorted(p for p in docs.rglob("*.md") if MARKER.search(p.read_text()))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Write the topology file's parameter tables into docs/*.md.")
+    parser.add_argument("--docs", type=Path, default=Path("docs"), help="the docs folder (default: docs)")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table is out of date")
+    args = parser.parse_args(argv)
+    if not args.docs.is_dir():
+        print(f"{args.docs}: no such folder (run this from the checkout's root, or give --docs)", file=sys.stderr)
+        return 2
+    behind = []
+    for page in pages(args.docs):
+        text = page.read_text()
+        try:
+            new = fill(text)
+        except ValueError as exc:
+            print(f"{page}: {exc}", file=sys.stderr)
+            return 2
+        if new != text:
+            behind.append(page)
+            if not args.check:
+                page.write_text(new)
+    if args.check and behind:
+        print(
+            f"out of date with netfl.config.schema: {', '.join(map(str, behind))}; "
+            "run python docs_build/schema_tables.py",
+            file=sys.stderr,
+        )
+        return 1
+    if not args.check:
+        print(f"{len(behind)} page(s) rewritten" if behind else "every table is up to date")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

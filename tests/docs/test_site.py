@@ -2,7 +2,9 @@
 
 Strict: a broken link, a missing page or anchor, an API name mkdocstrings cannot find, or a schema marker that
 names no model fails the build. The parameter tables come from netfl.config.schema (docs_build/schema_tables.py),
-every row with a description; the docstrings' Sphinx roles become links or code (docs_build/sphinx_roles.py).
+every row with a description, and are written into the pages' Markdown (readable on a forge or in an editor),
+where a test and the site's build both fail when one is out of date with the code. The docstrings' Sphinx
+roles become links or code (docs_build/sphinx_roles.py).
 Headless Chromium renders the API reference: its text holds the public API's names, and its screenshot is a
 page, not a blank.
 """
@@ -59,6 +61,49 @@ def test_a_table_row_is_the_declaration() -> None:
         schema_tables.expand("<!-- schema: NoSuchSpec x -->")
 
 
+def test_every_page_holds_its_tables_as_the_code_declares_them() -> None:
+    """The Markdown itself has every table, between its marker lines, equal to what the code declares now."""
+    pages = schema_tables.pages(REPO / "docs")
+    assert {p.name for p in pages} >= {"scenario.md", "task.md", "devices.md", "server.md", "network.md"}
+    markers = blocks = 0
+    for page in pages:
+        text = page.read_text()
+        assert schema_tables.stale(text) == [], f"{page}: run python docs_build/schema_tables.py"
+        markers += len(schema_tables.MARKER.findall(text))
+        for block in schema_tables.BLOCK.finditer(text):
+            blocks += 1
+            rows = [line for line in block.group("body").splitlines() if line.startswith("| `")]
+            separators = [line for line in block.group("body").splitlines() if line.startswith("| --- |")]
+            assert len(rows) >= 1 and len(separators) == 1, block.group(0)[:80]
+    assert markers == blocks >= 30
+    assert schema_tables.main(["--check", "--docs", str(REPO / "docs")]) == 0
+
+
+def test_a_table_out_of_date_is_found_and_rewritten(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (REPO / "docs" / "topology" / "devices.md").read_text()
+    row = "| `capacity` | energy (J) | `55kJ` |"
+    assert row in text
+    behind = text.replace(row, "| `capacity` | energy (J) | `50kJ` |")  # the code changed its default
+    assert schema_tables.stale(behind) == ["<!-- schema: BatterySpec devices[].battery -->"]
+    with pytest.raises(ValueError, match=r"out of date .*BatterySpec.*python docs_build/schema_tables.py"):
+        schema_tables.expand(behind)  # the site's build fails on it too
+    assert schema_tables.fill(behind) == text
+    bare = "# A page\n\n<!-- schema: StopSpec stop -->\n\ntext\n"  # a new marker, not yet filled
+    assert schema_tables.stale(bare) == ["<!-- schema: StopSpec stop -->"]
+    filled = schema_tables.fill(bare)
+    assert schema_tables.stale(filled) == [] and "| `rounds` |" in filled and filled.endswith("\n\ntext\n")
+    site = schema_tables.expand(filled)  # the site: the table, without its marker lines
+    assert "<!--" not in site and schema_tables.table(schema.StopSpec, "stop") in site
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "page.md").write_text(behind)
+    assert schema_tables.main(["--check", "--docs", str(docs)]) == 1
+    assert "page.md" in capsys.readouterr().err and (docs / "page.md").read_text() == behind
+    assert schema_tables.main(["--docs", str(docs)]) == 0
+    assert (docs / "page.md").read_text() == text
+    assert schema_tables.main(["--check", "--docs", str(docs)]) == 0
+
+
 def test_every_key_in_a_table_has_a_description() -> None:
     """Every row of every parameter table on the site says what its key is for: no blank description cell."""
     markers = [m for page in (REPO / "docs").rglob("*.md") for m in schema_tables.MARKER.finditer(page.read_text())]
@@ -99,7 +144,7 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
     pages = {p.relative_to(REPO / "docs").as_posix() for p in (REPO / "docs").rglob("*.md")}
     assert set(nav) == pages, "every page in the nav, and every nav entry a page"
     battery = (site / "topology" / "devices" / "index.html").read_text()
-    assert "<code>charge_power</code>" in battery and "<!-- schema:" not in battery
+    assert "<code>charge_power</code>" in battery and "<!-- schema:" not in battery and "<!-- /schema" not in battery
     policies = (site / "api" / "policies" / "index.html").read_text()
     assert "<code>netfl.policies.base</code>" in policies
     # the docstrings' Sphinx roles: a link where the target is on a page, code where it is not, never raw text

@@ -251,13 +251,19 @@ def test_a_npz_declaring_more_than_the_data_budget_is_refused_from_its_header(tm
     with pytest.raises(DataError) as refused:
         load_user_dataset("bomb.npz", base_dir=tmp_path)
     assert str(refused.value) == (
-        f"{tmp_path / 'bomb.npz'}: its arrays take 2.05 GB once loaded -- x 250,000 x 2,048 float32 (2.05 GB); "
-        "y 3 int64 (24 B) -- over the data budget of 1 GB (NETFL_DATA_BUDGET)"
+        f"{tmp_path / 'bomb.npz'}: its arrays take 2.05 GB once loaded and 2.46 GB while they load -- x 250,000 x "
+        "2,048 float32 (2.05 GB); y 3 int64 (24 B) -- over the data budget of 1 GB (NETFL_DATA_BUDGET)"
     )
     monkeypatch.delenv("NETFL_DATA_BUDGET")
     assert "a quarter of this machine's memory; set NETFL_DATA_BUDGET to change it" in data_budget().describe()
     _declaring(tmp_path / "huge.npz", (10**7, 10**6))  # 40 TB: beyond any machine's default budget
-    with pytest.raises(DataError, match=r"huge.npz: its arrays take 40 TB once loaded -- x 10,000,000 x 1,000,000"):
+    with pytest.raises(
+        DataError,
+        match=(
+            r"huge.npz: its arrays take 40 TB once loaded "
+            r"and 48 TB while they load -- x 10,000,000 x "
+        ),
+    ):
         load_user_dataset("huge.npz", base_dir=tmp_path)
     monkeypatch.setenv("NETFL_DATA_BUDGET", "a lot")
     with pytest.raises(DataError, match="NETFL_DATA_BUDGET='a lot': 'a lot' is not a bytes quantity"):
@@ -267,12 +273,24 @@ def test_a_npz_declaring_more_than_the_data_budget_is_refused_from_its_header(tm
 def test_pt_and_loader_arrays_are_sized_before_netfl_copies_them(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("NETFL_DATA_BUDGET", "100kB")
     torch.save({"x": torch.zeros(1000, 32), "y": torch.zeros(1000, dtype=torch.long)}, tmp_path / "big.pt")
-    with pytest.raises(DataError, match=r"big.pt: its arrays take 136 kB once loaded -- x 1,000 x 32 float32 "):
+    with pytest.raises(
+        DataError,
+        match=(
+            r"big.pt: its arrays take 136 kB once loaded "
+            r"and 162 kB while they load -- x 1,000 x 32 "
+        ),
+    ):
         load_user_dataset("big.pt", base_dir=tmp_path)
     (tmp_path / "my_data.py").write_text(
         "import numpy as np\n\ndef load():\n    return {'x': np.zeros((1000, 32)), 'y': np.zeros(1000, int)}\n"
     )
-    with pytest.raises(DataError, match=r"my_data.py:load: its arrays take 264 kB once loaded -- x 1,000 x 32 float64"):
+    with pytest.raises(
+        DataError,
+        match=(
+            r"my_data.py:load: its arrays take 136 kB once loaded "
+            r"and 400 kB while they load -- x 1,000 "
+        ),
+    ):
         load_user_dataset("my_data.py:load", base_dir=tmp_path)
     monkeypatch.setenv("NETFL_DATA_BUDGET", "1MB")
     assert len(load_user_dataset("big.pt", base_dir=tmp_path).train_y) == 800  # within it: read as before

@@ -213,9 +213,10 @@ def _load_mnist(folder: Path, _tf: float, _seed: int) -> Dataset:
 def _load_cifar10(folder: Path, _tf: float, _seed: int) -> Dataset:
     batches = [_read_cifar_batch(folder / name) for name in CIFAR10_FILES]
     train, (test_x, test_y) = batches[:-1], batches[-1]
-    train_x = np.concatenate([x for x, _ in train])
     train_y = np.concatenate([y for _, y in train])
-    return _make("cifar10", _scaled(train_x), train_y, _scaled(test_x), test_y)
+    train_x = [x for x, _ in train]
+    del batches, train  # the uint8 batches are let go one by one as _scaled_rows converts them
+    return _make("cifar10", _scaled_rows(train_x), train_y, _scaled(test_x), test_y)
 
 
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -245,6 +246,18 @@ def _scaled(pixels: np.ndarray) -> np.ndarray:
     """uint8 pixels -> new float32 array in [0, 1] (one allocation; it is called per load)."""
     out = pixels.astype(np.float32)
     out *= np.float32(1.0 / 255.0)
+    return out
+
+
+def _scaled_rows(parts: list[np.ndarray]) -> np.ndarray:
+    """uint8 pixel blocks -> one float32 array in [0, 1] of their rows, each block scaled into its place and let
+    go (emptying ``parts``): never the uint8 rows joined into a copy of their own first."""
+    out = np.empty((sum(len(p) for p in parts), *parts[0].shape[1:]), dtype=np.float32)
+    at = 0
+    while parts:
+        part = parts.pop(0)
+        np.multiply(part, np.float32(1.0 / 255.0), out=out[at : at + len(part)], dtype=np.float32)
+        at += len(part)
     return out
 
 

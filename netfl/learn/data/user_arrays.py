@@ -1,6 +1,11 @@
 """A data set of the user's own from its arrays, however they came (a file, a LEAF folder, a loader): the
 arrays checked and converted into a :class:`~netfl.learn.data.datasets.Dataset` (the rules are
-:mod:`netfl.learn.data.user_data`'s docstring's)."""
+:mod:`netfl.learn.data.user_data`'s docstring's).
+
+Without a whole copy on the way: arrays already in the dtype netfl holds become tensors sharing their memory,
+checks run over blocks of rows, and arrays that netfl itself read (``own=True``) are split into training and
+test samples in place -- the test rows set aside, the training rows moved up, the test rows written after
+them -- so loading peaks at the data's size plus its test share (what the data budget counts)."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import numpy as np
 import torch
 
 from netfl.errors import DataError
+from netfl.learn.data.data_budget import held_dtype
 from netfl.learn.data.datasets import Dataset, stratified_split
 from netfl.learn.models.flat_model import IGNORE_LABEL
 
@@ -18,6 +24,8 @@ __all__ = ["ARRAY_KEYS", "IGNORE_LABEL", "dataset_from_arrays"]
 
 #: The keys a data set of the user's own may hold (``x`` and ``y`` required).
 ARRAY_KEYS = ("x", "y", "client", "x_test", "y_test", "num_classes")
+#: The bytes of rows a check or a move handles at once: small next to a data set, large enough for numpy's speed.
+BLOCK_BYTES = 16 * 2**20
 
 
 def dataset_from_arrays(
@@ -29,9 +37,11 @@ def dataset_from_arrays(
     seed: int = 0,
     client_names: tuple[str, ...] | None = None,
     vocabulary: str | None = None,
+    own: bool = False,
 ) -> Dataset:
     """Check the user's arrays (see the module's docstring for the rules) and make a Dataset of them;
-    ``client_names``: what client id i is called (LEAF's users), when the ids are 0, 1, ..."""
+    ``client_names``: what client id i is called (LEAF's users), when the ids are 0, 1, ...; ``own``: no one
+    else holds the arrays (netfl read them), so they may be split in place rather than copied."""
     if not isinstance(arrays, Mapping):
         raise DataError(
             f"{name}: expected a mapping of arrays with keys {', '.join(ARRAY_KEYS)} (x and y required), got "
@@ -64,7 +74,9 @@ def dataset_from_arrays(
         if len(x) < 2:
             raise DataError(f"{name}: {len(x)} sample(s): too few to hold out a test set; give x_test and y_test")
         train_idx, test_idx = _split(y, test_fraction, seed)
-        x, test_x, y, test_y = x[train_idx], x[test_idx], y[train_idx], y[test_idx]
+        in_place = own and not np.may_share_memory(x, y)
+        x, test_x = _rows(x, train_idx, test_idx, in_place)
+        y, test_y = _rows(y, train_idx, test_idx, in_place)
         client = None if client is None else (client[0][train_idx], client[1])
     if len(x) == 0 or len(test_x) == 0:
         raise DataError(f"{name}: {len(x)} training and {len(test_x)} test samples; both must be at least one")
@@ -84,6 +96,29 @@ def dataset_from_arrays(
     )
 
 
+def _rows(a: np.ndarray, train: np.ndarray, test: np.ndarray, in_place: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``a``'s training and test rows (``train`` and ``test``: ascending indices that together cover every row
+    once): new arrays, or, ``in_place``, two views of ``a`` reordered, holding only the test rows twice at once."""
+    if not (in_place and a.flags.writeable and a.flags.c_contiguous):
+        return a[train], a[test]
+    aside = a[test]
+    step = max(1, BLOCK_BYTES // max(1, a[:1].nbytes))
+    start = int(np.argmax(train != np.arange(len(train)))) if len(train) else 0  # rows already in place: kept
+    if len(train) and train[-1] == len(train) - 1:
+        start = len(train)
+    for begin in range(start, len(train), step):
+        rows = train[begin : begin + step]
+        a[begin : begin + len(rows)] = a[rows]  # each source row lies at or after its place: none overwritten yet
+    a[len(train) :] = aside
+    return a[: len(train)], a[len(train) :]
+
+
+def _all_finite(a: np.ndarray) -> bool:
+    """No NaN or infinity in ``a``, checked a block of rows at a time (no mask the size of the data)."""
+    step = max(1, BLOCK_BYTES // max(1, a[:1].nbytes))
+    return all(bool(np.isfinite(a[i : i + step]).all()) for i in range(0, len(a), step))
+
+
 def _array(name: str, key: str, value: Any) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
@@ -97,12 +132,8 @@ def _inputs(name: str, key: str, value: Any, shape: tuple[int, ...] | None) -> n
     a = _array(name, key, value)
     if a.ndim < 1:
         raise DataError(f"{name}: {key} must hold one sample per row, got shape {a.shape}")
-    if a.dtype.kind == "f":
-        a = a.astype(np.float32, copy=False)
-    elif a.dtype.kind in "iu":
-        a = a.astype(np.int64, copy=False)
-    elif a.dtype.kind == "b":
-        a = a.astype(np.float32)
+    if a.dtype.kind in "fiub":  # float32 inputs, int64 token ids: no copy when they already are
+        a = a.astype(held_dtype(key, a.dtype), copy=False)
     else:
         raise DataError(f"{name}: {key} holds {a.dtype} values; netfl trains on numbers (floats, or integer token ids)")
     if a.ndim == 1:
@@ -115,7 +146,7 @@ def _inputs(name: str, key: str, value: Any, shape: tuple[int, ...] | None) -> n
                 f"{list(shape)} holds {int(np.prod(shape))}"
             )
         a = a.reshape(len(a), *shape)
-    if a.dtype == np.float32 and not np.isfinite(a).all():
+    if a.dtype == np.float32 and not _all_finite(a):
         raise DataError(f"{name}: {key} holds NaN or infinite values")
     return a
 
@@ -127,7 +158,7 @@ def _labels(name: str, key: str, value: Any, n: int) -> np.ndarray:
             raise DataError(f"{name}: {key} must hold whole-number class labels; found {a[a != np.round(a)][:3]}")
     elif a.dtype.kind not in "iub":
         raise DataError(f"{name}: {key} holds {a.dtype} values; labels are class numbers 0, 1, ... (map names to them)")
-    a = a.astype(np.int64)
+    a = a.astype(np.int64, copy=False)
     if a.ndim not in (1, 2) or len(a) != n:
         raise DataError(
             f"{name}: {key} has shape {a.shape}; expected ({n},) or ({n}, T): a label per sample or per token"

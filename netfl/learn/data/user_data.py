@@ -14,9 +14,11 @@ or per token (N, T)), optionally ``client`` (each sample's client, for ``partiti
   the users), and the clients keep only the training samples.
 
 A ``.pt`` file is read with ``torch.load(weights_only=True)``: tensors, arrays and plain values only, no code
-runs. What the arrays take once loaded is checked against the data budget (:mod:`netfl.learn.data.data_budget`)
-before netfl reads a ``.npz``'s arrays (from their headers), before it copies a ``.pt``'s or a loader's, and
-before it builds a LEAF file's (from the sample counts).
+runs. What the arrays take while they load is checked against the data budget
+(:mod:`netfl.learn.data.data_budget`) before netfl reads a ``.npz``'s arrays (from their headers), before it
+copies a ``.pt``'s or a loader's, and before it builds a LEAF file's (from the sample counts). A ``.npz`` is
+read a block at a time straight into the dtypes netfl holds (no whole array read, then converted), and the
+arrays netfl read itself are split in place: loading peaks at about the data's size plus its test share.
 A Python loader *is* code: netfl imports its file and calls it (errors name the file and line).
 """
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import re
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,7 +36,7 @@ import torch
 
 from netfl import user_code
 from netfl.errors import DataError
-from netfl.learn.data.data_budget import check_arrays, check_npz
+from netfl.learn.data.data_budget import check_arrays, check_npz, held_dtype, npy_header
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.data.leaf_data import LeafData, read_leaf
 from netfl.learn.data.user_arrays import ARRAY_KEYS, IGNORE_LABEL, dataset_from_arrays
@@ -64,7 +67,7 @@ def load_user_dataset(
         form = user_data_format(path)
         file = user_data_file(path, base_dir)
         if form == "npz":
-            arrays = _read_npz(file)
+            arrays = _read_npz(file, test_fraction)
         elif form == "torch":
             arrays = _read_torch(file)
         elif form == "leaf":
@@ -77,6 +80,7 @@ def load_user_dataset(
                 seed=seed,
                 client_names=leaf.users,
                 vocabulary=leaf.vocabulary,
+                own=True,
             )
         elif form == "python":
             ref = user_code.parse_reference(path, base_dir)
@@ -88,8 +92,11 @@ def load_user_dataset(
             raise DataError(
                 f"{path}: netfl cannot tell what kind of data this is (.npz, .pt, a LEAF folder or file.py:function)"
             )
-    check_arrays(label, arrays)  # before netfl converts or copies them (a .npz is sized from its headers first)
-    return dataset_from_arrays(label, arrays, input_shape=input_shape, test_fraction=test_fraction, seed=seed)
+    # no one else holds what netfl read from a file: converted and split in place; a loader's arrays are copied
+    own = loader is None and user_data_format(path) in ("npz", "torch")
+    if not (own and user_data_format(path) == "npz"):  # a .npz was sized from its headers, before it was read
+        check_arrays(label, arrays, form="own" if own else "given", test_fraction=test_fraction)
+    return dataset_from_arrays(label, arrays, input_shape=input_shape, test_fraction=test_fraction, seed=seed, own=own)
 
 
 def _call_loader(fn: Callable[..., Any], args: Mapping[str, Any], ref: user_code.UserReference | None) -> Any:
@@ -99,20 +106,46 @@ def _call_loader(fn: Callable[..., Any], args: Mapping[str, Any], ref: user_code
     return user_code.call(fn, path=ref.path, what=what, error=DataError, **args)
 
 
-def _read_npz(file: Path) -> dict[str, Any]:
+def _read_npz(file: Path, test_fraction: float) -> dict[str, Any]:
     if not zipfile.is_zipfile(file):
         raise DataError(f"{file}: not a readable .npz file (a .npz is a zip archive of arrays, as numpy.savez writes)")
     try:
-        check_npz(file)  # the arrays' headers, before any is read: a small file may declare a huge array
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        check_npz(file, test_fraction=test_fraction)  # the headers, before any is read: a small file may declare a lot
+        with zipfile.ZipFile(file) as archive:
+            return {
+                info.filename.removesuffix(".npy"): _read_member(file, archive, info) for info in archive.infolist()
+            }
+    except (zipfile.BadZipFile, OSError, EOFError, zlib.error) as exc:
         raise DataError(f"{file}: not a readable .npz file ({exc})") from None
-    try:
-        with np.load(file, allow_pickle=False) as archive:
-            return {key: archive[key] for key in archive.files}
-    except ValueError as exc:  # object arrays need pickle, which is refused: a .npz must hold plain arrays
-        raise DataError(f"{file}: cannot read it without unpickling ({exc}); store plain numeric arrays") from None
-    except (OSError, EOFError, KeyError) as exc:
-        raise DataError(f"{file}: not a readable .npz file ({exc})") from None
+
+
+#: The bytes of a ``.npz`` member read at once.
+READ_BYTES = 8 * 2**20
+
+
+def _read_member(file: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> np.ndarray:
+    """One ``.npy`` member, read a block at a time into the dtype netfl holds it in (held_dtype): the array is
+    allocated once, in its final dtype, and never held twice."""
+    key = info.filename.removesuffix(".npy")
+    with archive.open(info) as member:
+        shape, fortran, dtype = npy_header(member, f"{file}: {key}")
+        if dtype.hasobject:  # object arrays need pickle, which is refused: a .npz must hold plain arrays
+            raise DataError(
+                f"{file}: cannot read it without unpickling ({key} holds Python objects); store plain numeric arrays"
+            )
+        out = np.empty(shape[::-1] if fortran else shape, dtype=held_dtype(key, dtype))
+        flat = out.reshape(-1)
+        step = max(1, READ_BYTES // max(1, dtype.itemsize))
+        for start in range(0, flat.size if dtype.itemsize else 0, step):
+            count = min(step, flat.size - start)
+            data = member.read(count * dtype.itemsize)
+            if len(data) != count * dtype.itemsize:
+                raise DataError(
+                    f"{file}: {key} is truncated: its header declares {' x '.join(map(str, shape)) or 'one'} "
+                    f"{dtype.name} values, the data ends after {start + len(data) // dtype.itemsize}"
+                )
+            flat[start : start + count] = np.frombuffer(data, dtype=dtype)
+    return np.ascontiguousarray(out.T) if fortran else out
 
 
 #: What netfl reads from a .pt file, and the ways to give anything else (for the message refusing one).
