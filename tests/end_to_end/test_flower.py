@@ -180,6 +180,16 @@ def test_flowers_sampling_is_the_seeds_and_leaves_pythons_random_alone(tmp_path:
     assert replies == [2, 2, 2, 2]  # half of the four eligible boards each round
 
 
+@pytest.mark.parametrize("api", [MESSAGE, LEGACY])
+def test_a_flower_strategy_wanting_more_nodes_than_are_eligible_trains_nobody(tmp_path: Path, api: str) -> None:
+    """Flower would wait for nodes to connect (the message API sleeps a second at a time, for ever): in netfl's
+    world no more are eligible, so nobody trains that round and the model stays."""
+    wants = "min_available_nodes: 5" if api == MESSAGE else "min_available_clients: 5"
+    result, seen = run_world(tiny(tmp_path, f"{{flower: {api}.FedAvg, {wants}}}", rounds=2))
+    assert list(result.algorithm["replies"]) == [0, 0] and all(r.context.selected == () for r in seen)
+    assert all(torch.equal(r.x, r.result.vector) for r in seen)
+
+
 def test_an_exception_in_a_flower_strategy_names_its_file_and_line(tmp_path: Path) -> None:
     code = MY_STRATEGY.replace("        self.calls += 1\n", "        self.calls += 1 / 0\n")
     topology = tiny(tmp_path, "{flower: my_strategy.py:CountingFedAvg}", code)
@@ -256,6 +266,16 @@ def test_a_flower_strategy_resumes_from_a_checkpoint_with_its_state(tmp_path: Pa
     run_scenario(scenario, out_dir=tmp_path / "cut", threads=1, resume=checkpoint)
     for file in SAME:
         assert (tmp_path / "whole" / file).read_bytes() == (tmp_path / "cut" / file).read_bytes(), file
+
+
+def test_a_flower_strategy_class_from_python(tmp_path: Path) -> None:
+    from flwr.server.strategy import FedAvg
+
+    world = load_scenario(tiny(tmp_path, "{name: fedavg}", rounds=2))
+    result = netfl.run(world, algorithm=FedAvg, algorithm_args={"fraction_fit": 0.5}, out=tmp_path / "out")
+    assert result.summary["algorithm"] == "flower:flwr.server.strategy.fedavg.FedAvg"
+    assert list(result.algorithm["replies"]) == [2, 2]
+    assert "flower: flwr.server.strategy.fedavg.FedAvg" in (tmp_path / "out" / "scenario.yaml").read_text()
 
 
 @pytest.mark.slow
