@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -240,15 +239,6 @@ def test_validate_checks_a_flower_strategy_before_anything_runs(
     topology = tiny(tmp_path, algorithm)
     topology.write_text(topology.read_text() + more)
     assert_user_error(run("validate", topology), expected)
-
-
-def test_without_flower_one_line_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in [m for m in sys.modules if m == "flwr" or m.startswith("flwr.")]:
-        monkeypatch.setitem(sys.modules, name, None)  # as if flwr were not installed
-    result = run("validate", tiny(tmp_path, "{flower: flwr.serverapp.strategy.FedAdam}"))
-    assert_user_error(result, 'server.algorithm.flower: a Flower strategy needs Flower, which is not installed: pip '
-                      'install "netfl-sim[flower]"')  # fmt: skip
-    assert len(result.stderr.strip().splitlines()) == 2  # the file's line, then that one problem
 
 
 @pytest.mark.parametrize("api", [MESSAGE, LEGACY])

@@ -164,8 +164,9 @@ class FlowerAdapter(Strategy):
         return Aggregate(vector, self._metrics(hook, metrics, len(updates)))
 
     def state(self) -> dict:
-        """The global vector, the round's seed and the Flower object's data (its attributes but functions, which
-        its construction gives again); a StrategyError naming an attribute a checkpoint cannot keep."""
+        """The global vector, the round's seed, who was asked and the Flower object's data (its attributes but
+        functions, which its construction gives again); a StrategyError naming an attribute a checkpoint cannot
+        keep."""
         kept = {}
         if self.flower is not None:
             for key, value in vars(self.flower).items():
@@ -180,10 +181,12 @@ class FlowerAdapter(Strategy):
                         "checkpoint_every, or keep plain data (numbers, numpy arrays, lists, dicts) in it"
                     ) from None
                 kept[key] = copy.deepcopy(value)
-        return {"x": self.x, "round_seed": self.round_seed, "flower": kept}
+        # who was asked, should the run stop between a round's start and its aggregation (Ctrl-C)
+        return {"x": self.x, "round_seed": self.round_seed, "asked": sorted(self.asked), "flower": kept}
 
     def restore(self, state: dict) -> None:
         self.x, self.round_seed = state["x"], state["round_seed"]
+        self.asked = dict.fromkeys(state["asked"])  # what Flower sent them is not kept: their replies answer anew
         if self.flower is None:
             self.flower = self._build(self.x)
         vars(self.flower).update(copy.deepcopy(state["flower"]))
@@ -270,7 +273,7 @@ class FlowerAdapter(Strategy):
 
     def _reply(self, update: ClientUpdate, x: torch.Tensor) -> Message:
         asked = self.asked.get(update.client)
-        if not isinstance(asked, Message):  # not asked this round (cannot happen in sync rounds): a message of its own
+        if not isinstance(asked, Message):  # what Flower sent is not known (a resumed round): a message of its own
             asked = Message(content=RecordDict(), message_type="train", dst_node_id=update.client + FIRST_NODE_ID)
         content = RecordDict(
             {
