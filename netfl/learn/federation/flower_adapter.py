@@ -471,20 +471,33 @@ class _ClientManager(ClientManager):
         return [self.clients[cids[i]] for i in picked]
 
 
+#: What Flower's runtime says of the task running in this process (Flower's TaskIdentity).
+_IDENTITY = ("run_id", "node_id", "task_id")
+
+
+def _identity(name: str) -> int | None:
+    try:
+        return getattr(TaskIdentity, name)
+    except RuntimeError:  # not set: no Flower runtime in this process
+        return None
+
+
 @contextmanager
 def _flower_process() -> Iterator[None]:
     """Inside: what Flower's ServerApp runtime provides (the task's identity, for the messages a strategy makes),
     Flower's INFO lines kept off netfl's console, and a wait for nodes refused; all put back afterwards."""
-    saved = (TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id)
+    saved = {name: _identity(name) for name in _IDENTITY}
     logger = logging.getLogger("flwr")
     level, sleep = logger.level, strategy_utils.sleep
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = RUN_ID, SUPERLINK_NODE_ID, 1
+    for name, value in zip(_IDENTITY, (RUN_ID, SUPERLINK_NODE_ID, 1)):
+        setattr(TaskIdentity, name, value)
     logger.setLevel(max(level, logging.WARNING))
     strategy_utils.sleep = _refuse_to_wait
     try:
         yield
     finally:
-        TaskIdentity._run_id, TaskIdentity._node_id, TaskIdentity._task_id = saved
+        for name, value in saved.items():
+            setattr(TaskIdentity, name, value)  # None where it was not set: unset again
         logger.setLevel(level)
         strategy_utils.sleep = sleep
 
