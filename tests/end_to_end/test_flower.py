@@ -177,6 +177,8 @@ def test_flowers_sampling_is_the_seeds_and_leaves_pythons_random_alone(tmp_path:
         assert (tmp_path / "a" / file).read_bytes() == (tmp_path / "b" / file).read_bytes(), file
     replies = [int(r.split(",")[3]) for r in (tmp_path / "a" / "algorithm.csv").read_text().splitlines()[1:]]
     assert replies == [2, 2, 2, 2]  # half of the four eligible boards each round
+    picked = {seed: [r.context.selected for r in run_world(topology, f"seed={seed}")[1]] for seed in (1, 2)}
+    assert picked[1] != picked[2]  # the draws are the seed's, not a constant
 
 
 @pytest.mark.parametrize("api", [MESSAGE, LEGACY])

@@ -211,7 +211,7 @@ class FlowerAdapter(Strategy):
             kwargs["initial_parameters"] = ndarrays_to_parameters(self._arrays(x))
         cls = self.flower_class.cls
         with _flower_process():
-            with self._calling("__init__"):
+            with self._calling("__init__", 3):  # seeded too: an __init__ that draws draws the same each run
                 flower = cls(**kwargs)
             if not self._message_api:  # Flower's server asks first; netfl's model is the initial one
                 with self._calling("initialize_parameters", 2):
@@ -229,16 +229,13 @@ class FlowerAdapter(Strategy):
         return self.x
 
     @contextmanager
-    def _calling(self, hook: str, stream: int | None = None) -> Iterator[None]:
+    def _calling(self, hook: str, stream: int) -> Iterator[None]:
         """Inside: the Flower strategy's ``hook`` runs behind the fence (its errors name its file and line), with
         Python's and numpy's global generators seeded from the round's seed (``stream``: which of its draws)."""
         cls = self.flower_class.cls
         with guarded(path=self.flower_class.source, what=f"{cls.__qualname__}.{hook}", error=StrategyError):
-            if stream is None:
+            with _seeded((self.round_seed, stream)):
                 yield
-            else:
-                with _seeded((self.round_seed, stream)):
-                    yield
 
     def _refuse(self, hook: str, problem: str) -> StrategyError:
         method = getattr(type(self.flower), hook)
