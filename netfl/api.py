@@ -34,6 +34,7 @@ from netfl.results.events_file import events_frame
 from netfl.results.metrics_file import metrics_columns
 from netfl.results.tracking import check_tracking, tracking_of
 from netfl.runner import RunOutcome, device_columns, run_scenario
+from netfl.user_code import reference_of
 
 __all__ = ["Result", "from_dict", "load", "run", "with_own"]
 
@@ -98,14 +99,17 @@ def with_own(
 
 
 def _with_algorithm(world: Scenario, algorithm: Any, args: dict[str, Any] | None) -> Scenario:
-    """``world`` whose ``server.algorithm`` is ``algorithm`` (a Strategy subclass, a built-in's name, or
-    ``file.py:Class``) with ``args`` as its parameters (``args`` alone: the world's algorithm, other parameters)."""
+    """``world`` whose ``server.algorithm`` is ``algorithm`` (a Strategy subclass, a Flower strategy class, a
+    built-in's name, or ``file.py:Class``) with ``args`` as its parameters (``args`` alone: the world's algorithm,
+    other parameters)."""
     current = world.server.algorithm
     if algorithm is None:
-        source = {"name": current.name, "path": current.path, "factory": current.factory}
+        source = {"name": current.name, "path": current.path, "factory": current.factory, "flower": current.flower}
         given = {k: v for k, v in source.items() if v is not None}
     elif isinstance(algorithm, str):
         given = {"path": algorithm} if ":" in algorithm else {"name": algorithm}
+    elif isinstance(algorithm, type) and _is_flower(algorithm):
+        given = {"flower": _flower_reference(algorithm)}
     elif isinstance(algorithm, type):
         given = {"factory": algorithm}
     else:
@@ -115,6 +119,19 @@ def _with_algorithm(world: Scenario, algorithm: Any, args: dict[str, Any] | None
         )
     spec = AlgorithmSpec(**given, **(args or {}))
     return world.model_copy(update={"server": world.server.model_copy(update={"algorithm": spec})})
+
+
+def _is_flower(cls: type) -> bool:
+    """Whether ``cls`` is a Flower strategy (told by its bases' modules: Flower is not imported to ask)."""
+    return any(k.__name__ == "Strategy" and k.__module__.startswith("flwr.") for k in cls.__mro__)
+
+
+def _flower_reference(cls: type) -> str:
+    """How ``server.algorithm.flower`` names a Flower strategy class: Flower's own by import path, a user's by its
+    file (``file.py:Class``; one defined in a script or notebook cannot be named, and is refused as such)."""
+    if cls.__module__.startswith("flwr."):
+        return f"{cls.__module__}.{cls.__qualname__}"
+    return reference_of(cls)
 
 
 def load(path: str | Path, overrides: Sequence[str] = ()) -> Scenario:
@@ -160,9 +177,9 @@ def run(
     ``num_classes``) or that mapping itself; they replace the world's ``task.model`` and ``task.dataset``
     (the dataset's partition and sizes are kept).
 
-    Your own algorithm: ``algorithm`` a :class:`netfl.algorithms.Strategy` subclass (or a built-in's name, or
-    ``"file.py:Class"``) with ``algorithm_args`` its parameters (``algorithm_args`` alone changes the world's
-    algorithm's parameters); checked against the world as a topology's ``server.algorithm`` is.
+    Your own algorithm: ``algorithm`` a :class:`netfl.algorithms.Strategy` subclass (or a Flower strategy class,
+    a built-in's name, or ``"file.py:Class"``) with ``algorithm_args`` its parameters (``algorithm_args`` alone
+    changes the world's algorithm's parameters); checked against the world as a topology's ``server.algorithm`` is.
     ``on_aggregate``: called with each aggregation as it happens (:class:`netfl.algorithms.AggregationRecord`:
     the updates, their clients and staleness, the vector before and the result), to observe or check a method.
 

@@ -15,6 +15,7 @@ import numpy as np
 from netfl.config.algorithm_choice import users_strategy
 from netfl.config.budget import MAX_JOB_SAMPLES
 from netfl.config.data import resolve_data_dir
+from netfl.config.flower_choice import flower_class
 from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, Scenario, ServerOptimizerSpec
 from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
@@ -219,7 +220,7 @@ def build_learner(
     try:
         algorithm = scenario.server.algorithm
         strategy = build_strategy(
-            ALGORITHMS[algorithm.name] if algorithm.builtin else users_strategy(algorithm, _base_dir(scenario)),
+            strategy_class(scenario),
             algorithm.params,
             ClientInfo(
                 sizes[0],
@@ -233,7 +234,7 @@ def build_learner(
         raise ScenarioError(str(scenario.source or scenario.name), [("server.algorithm", str(exc))]) from None
     edges = _client_edges(scenario)
     try:
-        return Learner(
+        learner = Learner(
             tasks,
             strategy=strategy,
             streams=streams,
@@ -251,6 +252,22 @@ def build_learner(
         if edges is None:
             raise
         raise ScenarioError(str(scenario.source or scenario.name), [("network.nodes", str(exc))]) from None
+    if algorithm.flower is not None:  # Flower sees the model's tensors, named as the model names them
+        strategy.use_tensors(learner.layout.names, learner.layout.shapes)
+    return learner
+
+
+def strategy_class(scenario: Scenario) -> type:
+    """The class of the scenario's algorithm: a built-in's, the user's, or the adapter of a Flower strategy (Flower
+    is imported here, and only here, for a scenario that names one)."""
+    algorithm = scenario.server.algorithm
+    if algorithm.builtin:
+        return ALGORITHMS[algorithm.name]
+    if algorithm.flower is not None:
+        from netfl.learn.federation.flower_adapter import flower_strategy
+
+        return flower_strategy(flower_class(algorithm.flower, _base_dir(scenario)), algorithm.label)
+    return users_strategy(algorithm, _base_dir(scenario))
 
 
 def server_optimizer_choice(spec: ServerOptimizerSpec | None) -> ServerOptimizerChoice | None:

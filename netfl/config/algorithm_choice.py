@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from netfl import user_code
+from netfl.config.flower_choice import flower_class, flower_kwargs_problems
 from netfl.errors import StrategyError
 from netfl.problems import params_problems
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
+from netfl.registry.flower import flower_entry
 
 __all__ = ["algorithm_entry", "algorithm_problems", "scenario_algorithm", "users_strategy"]
 
@@ -51,6 +53,10 @@ def algorithm_entry(spec: Any, base_dir: Path | None) -> AlgorithmEntry:
         if entry is None:
             raise StrategyError(f"unknown algorithm {spec.name!r}; accepted: {', '.join(ALGORITHMS)}")
         return entry
+    if spec.flower is not None:
+        found = flower_class(spec.flower, base_dir)
+        doc = (found.cls.__doc__ or "").strip().splitlines()
+        return flower_entry(spec.label, doc[0] if doc else "")
     return users_strategy(spec, base_dir).entry
 
 
@@ -60,7 +66,9 @@ def algorithm_problems(spec: Any, base_dir: Path | None) -> tuple[AlgorithmEntry
     try:
         entry = algorithm_entry(spec, base_dir)
     except StrategyError as exc:
-        return None, [(".name" if spec.name is not None else ".path", str(exc))]
+        return None, [("." + next((k for k in ("name", "flower") if getattr(spec, k) is not None), "path"), str(exc))]
+    if spec.flower is not None:
+        return entry, flower_kwargs_problems(flower_class(spec.flower, base_dir), spec.params)
     return entry, params_problems(entry.params, spec.params)
 
 

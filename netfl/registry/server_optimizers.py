@@ -78,8 +78,9 @@ class AdamParams(StrategyParams):
     tau: float = _tau()
     bias_correction: bool = Field(
         False,
-        description="Adam's bias correction (Kingma & Ba), as Flower's FedAdam adds: m and v start at 0 and "
-        "the step uses m_t/(1 - beta1^t) and v_t/(1 - beta2^t); the paper has none (false)",
+        description="Adam's bias correction (Kingma & Ba): m and v start at 0 and the step uses m_t/(1 - beta1^t) "
+        "and v_t/(1 - beta2^t); the paper has none (false). Flower's FedAdam has a variant (its step size "
+        "eta sqrt(1 - beta2^(r+1)) / (1 - beta1^(r+1)) at its round r, tau outside the correction)",
     )
 
 

@@ -4,6 +4,7 @@ arrivals are aggregated (``round`` and ``async``: the engine's parameters, decla
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +27,9 @@ __all__ = [
     "ServerSpec",
 ]
 
+#: A Python import path: module.submodule.Name
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
 #: QSGD's levels at most: float32 resolves |v_i| / ||v|| to 24 bits.
 MAX_QSGD_LEVELS = 2**24
 
@@ -33,11 +37,14 @@ MAX_QSGD_LEVELS = 2**24
 class AlgorithmSpec(WithParams):
     """``name`` picks a built-in algorithm (``netfl algorithms`` lists them), ``path`` one of your own
     (``my_fl.py:TrimmedMean``, a :class:`netfl.algorithms.Strategy` subclass; relative to the topology file); the
-    other keys are its parameters (its ``Params``). From Python, ``factory`` takes the class itself."""
+    other keys are its parameters (its ``Params``). From Python, ``factory`` takes the class itself. ``flower``
+    names a Flower strategy as it is (``my_strategy.py:MyStrategy`` or ``flwr.serverapp.strategy.FedAdam``; the
+    ``flower`` extra), the other keys its keyword arguments."""
 
     name: str | None = None
     path: str | None = None
     factory: Any = Field(None, exclude=True)
+    flower: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -48,11 +55,19 @@ class AlgorithmSpec(WithParams):
 
     @model_validator(mode="after")
     def _one_source(self):
-        given = [k for k in ("name", "path", "factory") if getattr(self, k) is not None]
+        given = [k for k in ("name", "path", "factory", "flower") if getattr(self, k) is not None]
         if len(given) != 1:
             raise ValueError(
-                "give the algorithm's name (a built-in: netfl algorithms lists them) or the path of your own "
-                "(my_fl.py:TrimmedMean)" + (f", not both {' and '.join(given)}" if given else "")
+                "give the algorithm's name (a built-in: netfl algorithms lists them), the path of your own "
+                "(my_fl.py:TrimmedMean) or a Flower strategy (flower: flwr.serverapp.strategy.FedAdam)"
+                + (f", not both {' and '.join(given)}" if given else "")
+            )
+        if self.flower is not None and python_only_problem(self.flower, "Flower strategy"):
+            raise ValueError(python_only_problem(self.flower, "Flower strategy"))
+        if self.flower is not None and not (is_user_reference(self.flower) or _IMPORT_PATH.fullmatch(self.flower)):
+            raise ValueError(
+                f"flower {self.flower!r} must read file.py:ClassName (a Flower strategy in a Python file) or an "
+                "import path such as flwr.serverapp.strategy.FedAdam"
             )
         if self.path is not None and python_only_problem(self.path, "algorithm"):
             raise ValueError(python_only_problem(self.path, "algorithm"))
@@ -68,6 +83,11 @@ class AlgorithmSpec(WithParams):
         if self.path is not None:
             file, name = self.path.rsplit(":", 1)
             return f"{Path(file).name}:{name}"
+        if self.flower is not None:
+            if is_user_reference(self.flower):
+                file, name = self.flower.rsplit(":", 1)
+                return f"flower:{Path(file).name}:{name}"
+            return f"flower:{self.flower}"
         return getattr(self.factory, "__qualname__", "an algorithm given in Python")
 
     @property
@@ -150,7 +170,8 @@ class ServerSpec(Strict):
     algorithm: AlgorithmSpec = Field(
         AlgorithmSpec(name="fedavg"),
         description="the FL algorithm and its parameters: a built-in, {name: fedau, ...} (netfl algorithms lists "
-        "them), or your own, {path: my_fl.py:TrimmedMean, ...} (a netfl.algorithms.Strategy subclass)",
+        "them), your own, {path: my_fl.py:TrimmedMean, ...} (a netfl.algorithms.Strategy subclass), or a Flower "
+        "strategy as it is, {flower: flwr.serverapp.strategy.FedAdam, eta: 0.05}",
     )
     optimizer: ServerOptimizerSpec | None = Field(
         None, description="a server optimiser on the algorithm's aggregated update (sgd, momentum, adagrad, adam, yogi)"

@@ -18,8 +18,11 @@ least):
     x_{t+1} = x_t + eta m_t / (sqrt(v_t) + tau)
 
 element-wise. The paper has no bias correction; ``bias_correction: true``
-(Adam only) adds Kingma & Ba's, as Flower's FedAdam does: m and v start at
-0 and the step uses ``m_t / (1 - beta1^t)`` and ``v_t / (1 - beta2^t)``.
+(Adam only) adds Kingma & Ba's: m and v start at 0 and the step uses
+``m_t / (1 - beta1^t)`` and ``v_t / (1 - beta2^t)``. Flower's FedAdam has a
+variant: step size ``eta sqrt(1 - beta2^(r+1)) / (1 - beta1^(r+1))`` at its
+round r (which counts rounds without updates too), tau outside the
+correction; the two agree where beta1 = beta2 = 0 (tests/end_to_end/test_flower.py).
 FedAvgM (Hsu, Qi & Brown 2019): ``v_t = beta v_{t-1} + Delta_t``,
 ``x_{t+1} = x_t + eta v_t`` (v starts at 0, no (1 - beta) factor). ``sgd``:
 ``x_{t+1} = x_t + eta Delta_t``.
