@@ -10,7 +10,7 @@ torch); the rules are implemented and documented in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -76,11 +76,12 @@ class AdamParams(StrategyParams):
     beta1: float = _beta1()
     beta2: float = _beta2()
     tau: float = _tau()
-    bias_correction: bool = Field(
+    bias_correction: Literal[False, True, "flower"] = Field(
         False,
-        description="Adam's bias correction (Kingma & Ba): m and v start at 0 and the step uses m_t/(1 - beta1^t) "
-        "and v_t/(1 - beta2^t); the paper has none (false). Flower's FedAdam has a variant (its step size "
-        "eta sqrt(1 - beta2^(r+1)) / (1 - beta1^(r+1)) at its round r, tau outside the correction)",
+        description="false: none, as the paper; true: Adam's (Kingma & Ba): m and v start at 0 and the step uses "
+        "m_t/(1 - beta1^t) and v_t/(1 - beta2^t); flower: Flower's FedAdam's: v starts at 0 and the step size is "
+        "eta sqrt(1 - beta2^(t+1)) / (1 - beta1^(t+1)), tau outside it (t: the steps taken, Flower's server round "
+        "where every round applies updates)",
     )
 
 

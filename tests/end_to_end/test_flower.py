@@ -126,6 +126,24 @@ def test_flowers_fedadam_gives_netfls_adam_server_step(tmp_path: Path, api: str)
 
 
 @pytest.mark.parametrize("api", [MESSAGE, LEGACY])
+def test_flowers_fedadam_with_its_default_betas_gives_netfls_adam_with_flowers_correction(
+    tmp_path: Path, api: str
+) -> None:
+    """Flower's FedAdam as Flower ships it (beta1 0.9, beta2 0.99) against netfl's adam with
+    ``bias_correction: flower``: the same run, to float tolerance."""
+    topology = quickstart(tmp_path)
+    ours = run_world(
+        topology,
+        "server.algorithm={name: fedavg}",
+        "server.optimizer={name: adam, lr: 0.05, beta1: 0.9, beta2: 0.99, tau: 0.01, bias_correction: flower}",
+    )
+    theirs = run_world(
+        topology, f"server.algorithm={{flower: {api}.FedAdam, eta: 0.05, tau: 0.01, {EVERY_ELIGIBLE[api]}}}"
+    )
+    assert_same_run(ours, theirs, final=False)
+
+
+@pytest.mark.parametrize("api", [MESSAGE, LEGACY])
 def test_flowers_fedadam_keeps_its_moments_across_rounds(tmp_path: Path, api: str) -> None:
     """Flower's FedAdam with its default betas, each step checked against its rule written out by hand: the
     samples-weighted mean of the clients' models, m and v carried from round to round, and Flower's step size

@@ -82,6 +82,23 @@ def test_adam_with_kingma_and_ba_bias_correction() -> None:
     assert got[0][0] == pytest.approx(1.0 + 0.01 * 0.1 / (0.1 + 1e-3), rel=1e-14)
 
 
+def test_adam_with_flowers_bias_correction() -> None:
+    """Flower's FedAdam: m and v from 0, the step size eta sqrt(1 - beta2^(t+1)) / (1 - beta1^(t+1)) with tau
+    outside the correction; written out coordinate by coordinate."""
+    lr, beta1, beta2, tau = 0.01, 0.9, 0.99, 1e-3
+    x, m, v, expected = list(X0), [0.0] * 3, [0.0] * 3, []
+    for t, d in enumerate(DELTAS, start=1):
+        eta = lr * math.sqrt(1 - beta2 ** (t + 1)) / (1 - beta1 ** (t + 1))
+        for i in range(3):
+            m[i] = beta1 * m[i] + (1 - beta1) * d[i]
+            v[i] = beta2 * v[i] + (1 - beta2) * d[i] ** 2
+            x[i] = x[i] + eta * m[i] / (math.sqrt(v[i]) + tau)
+        expected.append(list(x))
+    close(steps("adam", lr=lr, bias_correction="flower"), expected)
+    first = -2.0 + lr * math.sqrt(1 - 0.99**2) / (1 - 0.9**2) * (0.1 * -0.2) / (math.sqrt(0.01 * 0.04) + tau)
+    assert steps("adam", lr=lr, bias_correction="flower")[0][1] == pytest.approx(first, rel=1e-14)
+
+
 def test_fedavgm_and_plain_sgd() -> None:
     """FedAvgM: v_t = beta v_{t-1} + Delta_t (no 1 - beta), x += eta v_t; sgd: x += eta Delta_t."""
     got = steps("momentum", lr=0.5, beta1=0.9)

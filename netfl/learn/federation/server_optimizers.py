@@ -19,10 +19,11 @@ least):
 
 element-wise. The paper has no bias correction; ``bias_correction: true``
 (Adam only) adds Kingma & Ba's: m and v start at 0 and the step uses
-``m_t / (1 - beta1^t)`` and ``v_t / (1 - beta2^t)``. Flower's FedAdam has a
-variant: step size ``eta sqrt(1 - beta2^(r+1)) / (1 - beta1^(r+1))`` at its
-round r (which counts rounds without updates too), tau outside the
-correction; the two agree where beta1 = beta2 = 0 (tests/end_to_end/test_flower.py).
+``m_t / (1 - beta1^t)`` and ``v_t / (1 - beta2^t)``. ``bias_correction:
+flower`` is Flower's FedAdam's variant: v from 0 and the step size
+``eta sqrt(1 - beta2^(t+1)) / (1 - beta1^(t+1))``, tau outside the
+correction (t the steps taken: Flower's round where every round applies
+updates; tests/end_to_end/test_flower.py runs the two side by side).
 FedAvgM (Hsu, Qi & Brown 2019): ``v_t = beta v_{t-1} + Delta_t``,
 ``x_{t+1} = x_t + eta v_t`` (v starts at 0, no (1 - beta) factor). ``sgd``:
 ``x_{t+1} = x_t + eta Delta_t``.
@@ -35,6 +36,7 @@ learner's. One optimiser per model (several with ``tasks:``).
 
 from __future__ import annotations
 
+import math
 import sys
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -94,7 +96,7 @@ class _Adaptive(ServerOptimizer, ABC):
 
     def __init__(self, params: StrategyParams):
         super().__init__(params)
-        self.bias_correction = bool(getattr(params, "bias_correction", False))
+        self.bias_correction = getattr(params, "bias_correction", False)  # False, True or "flower"
         self.m: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
 
@@ -111,6 +113,9 @@ class _Adaptive(ServerOptimizer, ABC):
         self.m = p.beta1 * self.m + (1 - p.beta1) * delta
         self.v = self.second_moment(self.v, delta * delta)
         m, v = self.m, self.v
+        if self.bias_correction == "flower":  # Flower's FedAdam: the correction on the step size, tau outside it
+            eta = p.lr * math.sqrt(1 - p.beta2 ** (self.t + 1)) / (1 - p.beta1 ** (self.t + 1))
+            return x + eta * m / (v.sqrt() + p.tau)
         if self.bias_correction:
             m = m / (1 - p.beta1**self.t)
             v = v / (1 - p.beta2**self.t)
