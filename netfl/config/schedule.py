@@ -54,6 +54,7 @@ class Schedule:
     evaluations: float | None
     events: float | None
     idle_events: float = 0.0  # of ``events``: idle devices' (online/offline, plugs, use), where the log holds them
+    buffer_late: bool = False  # asynchronous: the buffer's first fill is estimated after stop.sim_time
 
     def describe(self) -> str:
         """``about 60 rounds, 14 evaluations and 4,000 engine events (~781.2 KiB)``."""
@@ -61,9 +62,15 @@ class Schedule:
             return "not estimated (rounds that take no simulated time of their own; stop.rounds would bound them)"
         evaluations = f"{_count(self.evaluations)} evaluations" if self.evaluations is not None else "evaluations"
         idle = f", {_count(self.idle_events)} of them idle devices'" if self.idle_events else ""
+        late = (
+            f"; at this pace the asynchronous buffer fills once in {_time(self.round_s)}, after the stop: expect "
+            "no aggregation (a smaller server.async.buffer, or a later stop.sim_time)"
+            if self.buffer_late
+            else ""
+        )
         return (
             f"about {_count(self.rounds)} rounds, {evaluations} and {_count(self.events)} engine events "
-            f"(~{size(self.events * BYTES_PER_EVENT)}{idle})"
+            f"(~{size(self.events * BYTES_PER_EVENT)}{idle}){late}"
         )
 
 
@@ -96,7 +103,8 @@ def estimate_schedule(scenario: Scenario, work: Workload | None = None, *, idle:
         if idle and engine_choice(scenario).idle_events
         else 0.0
     )
-    return Schedule(round_s, set_by, rounds, duration, evaluations, rounds * per_round + idle_events, idle_events)
+    late = server.mode == "async" and stop.sim_time is not None and round_s > stop.sim_time
+    return Schedule(round_s, set_by, rounds, duration, evaluations, rounds * per_round + idle_events, idle_events, late)
 
 
 def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bool = True) -> list[tuple[str, str]]:
@@ -145,6 +153,51 @@ def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bo
             )
         )
     return problems
+
+
+def check_buffer(scenario: Scenario, work: Workload) -> list[tuple[str, str]]:
+    """An asynchronous buffer that no run can fill before ``stop.sim_time``: more updates than every device could
+    upload by then, each job taking no less than its link's latency both ways, its model's transfers at the
+    link's fastest rates and its fewest training FLOPs at the group's fastest speed (a bound, not an estimate:
+    devices that are never away and never pause)."""
+    server, stop = scenario.server, scenario.stop
+    if server.mode != "async" or stop.sim_time is None:
+        return []
+    buffer = server.async_.buffer
+    most, fastest = 0.0, (math.inf, "")
+    for group in scenario.devices:
+        job_s = _fastest_job_s(group, scenario, work)
+        if job_s <= 0:
+            return []  # nothing bounds this group's uploads
+        most += group.count * math.floor(stop.sim_time / job_s)
+        fastest = min(fastest, (job_s, group.group))
+    if most >= buffer:
+        return []
+    return [
+        (
+            "server.async.buffer",
+            f"no run can fill a buffer of {buffer:,} updates: in stop.sim_time ({stop.sim_time:g} s) the "
+            f"{scenario.num_devices:,} devices can upload at most {most:,.0f} (a job takes at least "
+            f"{_time(fastest[0])} on {fastest[1]}: latency, transfers at the fastest rates, training at the fastest "
+            f"speed), so the run would end with no aggregation; give a buffer of at most {most:,.0f}, or a later "
+            "stop.sim_time",
+        )
+    ]
+
+
+def _fastest_job_s(group: DeviceGroupSpec, scenario: Scenario, work: Workload) -> float:
+    """The least time one job can take on a device of ``group`` (:func:`check_buffer`)."""
+    link = group.link
+    up = link.uplink.support_max if link.uplink is not None else math.inf  # a channel's rate: no bound here
+    down = link.downlink.support_max if link.downlink is not None else up
+    bits = 8.0 * work.model_bytes
+    flops = work.job_flops  # the largest job; the fewest steps one can draw, below
+    steps = scenario.server.async_.local_steps
+    if steps is not None:
+        flops = flops * steps.support_min / steps.support_max if math.isfinite(steps.support_max) else 0.0
+    elif any(task.local.steps is None for task in scenario.tasks):
+        flops = 0.0  # epochs over a client's own share, which may be tiny
+    return 2 * link.latency + bits / down + bits / up + flops / group.compute.flops_per_s.support_max
 
 
 def _of_them(schedule: Schedule) -> str:
