@@ -118,6 +118,9 @@ def engine_choice(scenario: Scenario) -> EngineChoice:
 #: What a device costs held as an actor for a simulated day (SimPy processes, policy objects, its events):
 #: measured with topologies/million-phones.yaml and nightly chargers, 10^3 to 3x10^4 phones.
 ACTOR_BYTES_PER_DEVICE = 31_000
+#: What an idle device costs as rows of the array form, whatever the run's length: its draws, battery, charger, use
+#: and links (measured: 269 B a device from 10^6 to 10^7 phones, 280 B by tracemalloc; docs/scale.md).
+ROW_BYTES_PER_DEVICE = 300
 #: The most devices the actor form takes: about 6 GB of them.
 MAX_ACTOR_DEVICES = 200_000
 
@@ -164,4 +167,12 @@ def check_engine(scenario: Scenario) -> list[tuple[str, str]]:
     return []
 
 
-__all__ = ["EngineChoice", "engine_choice", "check_engine", "idle_events", "needs_actors"]
+__all__ = [
+    "ACTOR_BYTES_PER_DEVICE",
+    "ROW_BYTES_PER_DEVICE",
+    "EngineChoice",
+    "engine_choice",
+    "check_engine",
+    "idle_events",
+    "needs_actors",
+]

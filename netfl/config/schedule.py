@@ -22,8 +22,11 @@ metrics row -- until something gave. The estimate:
 
 Rounds can end sooner than the estimate says (every device asked gone at once) and usually last longer, so
 the figures are orders of magnitude, not bounds: a run is refused only far past what any real run needs, at
-:data:`MAX_EVALUATIONS` evaluations or :data:`MAX_EVENT_LOG_BYTES` of event log (the budget's memory bound,
-:mod:`netfl.config.budget`). Nothing here imports torch.
+:data:`MAX_EVALUATIONS` evaluations, or more memory than the machine has (the budget's bound,
+:func:`netfl.config.budget.memory_bound`) for the event log alone or for everything the run holds: the devices'
+state (:data:`~netfl.config.engine_form.ROW_BYTES_PER_DEVICE` a device as rows, or
+:data:`~netfl.config.engine_form.ACTOR_BYTES_PER_DEVICE` as actors), the event log, the learner's models and the
+process itself (:data:`BASE_BYTES`). Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -31,8 +34,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from netfl.config.budget import MAX_MEMORY_BYTES, Workload, size, workload
-from netfl.config.engine_form import engine_choice
+from netfl.config import budget
+from netfl.config.budget import Workload, machine, size, workload
+from netfl.config.engine_form import ACTOR_BYTES_PER_DEVICE, ROW_BYTES_PER_DEVICE, engine_choice
 from netfl.config.idle_estimate import idle_event_rate
 from netfl.config.schema import DeviceGroupSpec, Scenario
 from netfl.events import AGGREGATION_EVENTS, JOB_EVENTS
@@ -40,7 +44,9 @@ from netfl.events import AGGREGATION_EVENTS, JOB_EVENTS
 MAX_EVALUATIONS = 10**7
 #: What one event takes while the run goes on and as it is written (measured: about 130 bytes in the log).
 BYTES_PER_EVENT = 200
-MAX_EVENT_LOG_BYTES = MAX_MEMORY_BYTES
+#: What the process holds whatever the scenario: Python, numpy, torch and a small data set (measured: 0.7 GB for
+#: the ten-thousand-device worlds of docs/scale.md).
+BASE_BYTES = 2**30
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ class Schedule:
     events: float | None
     idle_events: float = 0.0  # of ``events``: idle devices' (online/offline, plugs, use), where the log holds them
     buffer_late: bool = False  # asynchronous: the buffer's first fill is estimated after stop.sim_time
+    held_bytes: float = 0.0  # memory the run holds: the process, the devices' state, the event log and the models
+    devices_bytes: float = 0.0  # of ``held_bytes``: the devices' state
 
     def describe(self) -> str:
         """``about 60 rounds, 14 evaluations and 4,000 engine events (~781.2 KiB)``."""
@@ -68,9 +76,10 @@ class Schedule:
             if self.buffer_late
             else ""
         )
+        held = f"; about {size(self.held_bytes)} held in all ({size(self.devices_bytes)} of device state)"
         return (
             f"about {_count(self.rounds)} rounds, {evaluations} and {_count(self.events)} engine events "
-            f"(~{size(self.events * BYTES_PER_EVENT)}{idle}){late}"
+            f"(~{size(self.events * BYTES_PER_EVENT)}{idle}){held if self.held_bytes else ''}{late}"
         )
 
 
@@ -95,16 +104,21 @@ def estimate_schedule(scenario: Scenario, work: Workload | None = None, *, idle:
     rounds = min(stop.rounds if stop.rounds is not None else math.inf, paced)
     if math.isinf(rounds):
         return Schedule(round_s, set_by, None, None, None, None)
+    choice = engine_choice(scenario) if idle else None
     duration = min(stop.sim_time if stop.sim_time is not None else math.inf, rounds * round_s)
     every = scenario.eval.every
     evaluations = 2 + (rounds // every.rounds if every.rounds is not None else duration // every.seconds)
     idle_events = (
         idle_event_rate(scenario, duration, rounds).events(duration, rounds)
-        if idle and engine_choice(scenario).idle_events
+        if choice is not None and choice.idle_events
         else 0.0
     )
     late = server.mode == "async" and stop.sim_time is not None and round_s > stop.sim_time
-    return Schedule(round_s, set_by, rounds, duration, evaluations, rounds * per_round + idle_events, idle_events, late)
+    events = rounds * per_round + idle_events
+    per_device = ACTOR_BYTES_PER_DEVICE if choice is not None and choice.form == "actors" else ROW_BYTES_PER_DEVICE
+    devices = scenario.num_devices * per_device
+    held = BASE_BYTES + devices + events * BYTES_PER_EVENT + work.memory_bytes
+    return Schedule(round_s, set_by, rounds, duration, evaluations, events, idle_events, late, held, devices)
 
 
 def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bool = True) -> list[tuple[str, str]]:
@@ -136,15 +150,15 @@ def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bo
                 "evaluations (each a pass over the test set and a row of metrics.csv): evaluate less often",
             )
         )
-    log_bytes = schedule.events * BYTES_PER_EVENT
-    if log_bytes > MAX_EVENT_LOG_BYTES:
+    log_bytes, bound = schedule.events * BYTES_PER_EVENT, budget.memory_bound()
+    if log_bytes > bound:
         mostly_idle = schedule.idle_events > schedule.events / 2
         problems.append(
             (
                 "events.idle_devices" if mostly_idle else "stop.sim_time" if timed else "stop.rounds",
                 f"{how_many} would log about {_count(schedule.events)} engine events (~{size(log_bytes)} "
-                f"in memory{_of_them(schedule)}); netfl refuses an event log over {size(MAX_EVENT_LOG_BYTES)} "
-                f"(about {_count(MAX_EVENT_LOG_BYTES / BYTES_PER_EVENT)} events): "
+                f"in memory{_of_them(schedule)}); {machine(bound)}, room for about "
+                f"{_count(bound / BYTES_PER_EVENT)} events: "
                 + (
                     "set events: {idle_devices: false} (idle devices then log nothing), or stop sooner"
                     if mostly_idle
@@ -152,7 +166,31 @@ def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bo
                 ),
             )
         )
+    elif schedule.held_bytes > bound and work is not None and work.memory_bytes <= bound:
+        problems.append(_too_much_held(scenario, schedule, work, bound))
     return problems
+
+
+def _too_much_held(scenario: Scenario, schedule: Schedule, work: Workload, bound: int) -> tuple[str, str]:
+    """The refusal of a run whose state, log and models together exceed the machine, at the largest term's field."""
+    log = schedule.events * BYTES_PER_EVENT
+    terms = {"devices": schedule.devices_bytes, "events": log, "models": work.memory_bytes}
+    largest = max(terms, key=terms.get)
+    if largest == "devices":
+        i = max(range(len(scenario.devices)), key=lambda k: scenario.devices[k].count)
+        path, advice = f"devices[{i}].count", "simulate fewer devices"
+    elif largest == "events":
+        path, advice = "stop.sim_time" if scenario.stop.sim_time is not None else "stop.rounds", "stop sooner"
+    else:
+        path, advice = "task.model", "use a smaller model or fewer participants"
+    per = schedule.devices_bytes / scenario.num_devices
+    return (
+        path,
+        f"the run would hold about {size(schedule.held_bytes)}: {scenario.num_devices:,} devices' state at about "
+        f"{per:,.0f} B each ({size(schedule.devices_bytes)}), an event log of {_count(schedule.events)} events "
+        f"({size(log)}), {size(work.memory_bytes)} of models and {size(BASE_BYTES)} for the process itself; "
+        f"{machine(bound)}: {advice}",
+    )
 
 
 def check_buffer(scenario: Scenario, work: Workload) -> list[tuple[str, str]]:
