@@ -128,3 +128,32 @@ def test_a_fedscale_trace_of_lists_of_lists_is_refused_in_validate_simulate_and_
     assert_user_error(run("trace", "convert", trace, tmp_path / "t.csv", "--allow-pickle"), expected)
     with pytest.raises(Exception, match="lists of numbers"):
         fedscale_to_csv(trace, tmp_path / "t.csv", allow_pickle=True)
+
+
+@pytest.mark.slow
+def test_a_buffer_that_never_filled_is_warned_of_and_its_updates_received(tmp_path: Path) -> None:
+    """4 always-on boards for 1 simulated second, pausing 0.5 s on average between jobs: a few uploads each, far
+    from a buffer of 500 (which, never pausing, they could fill: 944 at most, so it is not refused)."""
+    import json
+
+    world = tmp_path / "tiny.yaml"
+    world.write_text(TINY.replace("stop: {rounds: 2}", "stop: {sim_time: 1s}"))
+    out = tmp_path / "out"
+    result = run(
+        "simulate",
+        world,
+        "--set",
+        "server.mode=async",
+        "--set",
+        "server.async={buffer: 500, pause: 500ms}",
+        "--out",
+        out,
+    )
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rounds"] == summary["updates_applied"] == 0 and summary["updates_received"] > 0
+    assert (
+        f"warning: server.async.buffer (500) never filled: {summary['updates_received']} update(s) reached the "
+        "server by the stop (sim_time) and none was applied" in result.stderr
+    )
+    assert f"updates: {summary['updates_received']} received, 0 applied" in result.stdout
