@@ -44,9 +44,9 @@ from netfl.events import AGGREGATION_EVENTS, JOB_EVENTS
 MAX_EVALUATIONS = 10**7
 #: What one event takes while the run goes on and as it is written (measured: about 130 bytes in the log).
 BYTES_PER_EVENT = 200
-#: What the process holds whatever the scenario: Python, numpy, torch and a small data set (measured: 0.7 GB for
-#: the ten-thousand-device worlds of docs/scale.md).
-BASE_BYTES = 2**30
+#: What the process holds whatever the scenario: Python, numpy and torch (the ten-thousand-device worlds of
+#: docs/scale.md peak at about 0.7 GB with their data and log; kept low, so that a small container is not refused).
+BASE_BYTES = 2**29
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,7 @@ def estimate_schedule(scenario: Scenario, work: Workload | None = None, *, idle:
 def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bool = True) -> list[tuple[str, str]]:
     """(path, message) for a run whose estimated evaluations or event log are past their bounds (``idle``: as
     :func:`estimate_schedule`'s)."""
+    work = work or workload(scenario)
     schedule = estimate_schedule(scenario, work, idle=idle)
     if schedule.rounds is None:
         return []
@@ -166,7 +167,7 @@ def check_schedule(scenario: Scenario, work: Workload | None = None, *, idle: bo
                 ),
             )
         )
-    elif schedule.held_bytes > bound and work is not None and work.memory_bytes <= bound:
+    elif schedule.held_bytes > bound and work.memory_bytes <= bound:  # the models alone: the budget's refusal
         problems.append(_too_much_held(scenario, schedule, work, bound))
     return problems
 
@@ -182,7 +183,8 @@ def _too_much_held(scenario: Scenario, schedule: Schedule, work: Workload, bound
     elif largest == "events":
         path, advice = "stop.sim_time" if scenario.stop.sim_time is not None else "stop.rounds", "stop sooner"
     else:
-        path, advice = "task.model", "use a smaller model or fewer participants"
+        path = "task.model" if len(scenario.tasks) == 1 else "tasks"
+        advice = "use a smaller model or fewer participants"
     per = schedule.devices_bytes / scenario.num_devices
     return (
         path,
