@@ -116,6 +116,15 @@ class Distribution:
         return min(self.params[:2] if self.kind == "uniform" else self.params)
 
     @property
+    def support_max(self) -> float:
+        """Largest value a draw can take (inf for the unbounded kinds)."""
+        if self.kind in ("constant", "choice"):
+            return max(self.params)
+        if self.kind == "uniform":
+            return max(self.params[:2])
+        return math.inf
+
+    @property
     def always_positive(self) -> bool:
         """Every draw is > 0: a log-normal's (e^x, never 0) or one whose smallest value is above 0."""
         return self.kind == "lognormal" or self.support_min > 0

@@ -347,6 +347,9 @@ def run_scenario(
         for task_summary, training in zip(summary["tasks"], trainers):
             task_summary["training"] = training
         outcome = RunOutcome(summary, None, result, num_classes, algorithm_rows)
+        unfilled = _unfilled_buffer(scenario, result) if complete else None
+        if unfilled is not None and warn is not None:
+            warn(unfilled)
         if write:
             outcome.out_dir = write_run(
                 target,
@@ -373,6 +376,19 @@ def run_scenario(
     if tracking and outcome.out_dir is not None:  # from the files written, so trackers hold exactly their values
         track_run(outcome.out_dir, tracking, Label.of_run(outcome.out_dir, scenario.name))
     return outcome
+
+
+def _unfilled_buffer(scenario: Scenario, result) -> str | None:
+    """The warning for an asynchronous run that received updates but never aggregated: its buffer never filled,
+    so the model it reports is the initial one."""
+    if scenario.server.mode != "async" or result.rounds or not result.updates_received:
+        return None
+    buffer = scenario.server.async_.buffer
+    return (
+        f"warning: server.async.buffer ({buffer:,}) never filled: {result.updates_received:,} update(s) reached "
+        f"the server by the stop ({result.stopped_by}) and none was applied (0 aggregations, the initial model); "
+        "use a smaller buffer or a longer run"
+    )
 
 
 def _resumed_tracking(resume: Checkpoint) -> Tracking:

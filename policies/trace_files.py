@@ -91,7 +91,8 @@ def _fedscale_columns(
             ends.extend(inactive)
         s, e = np.array(starts, dtype=float), np.array(ends, dtype=float)
         good = (
-            np.isfinite(finish).all()
+            s.shape == e.shape == (int(counts.sum()),)  # one number per entry: a list of lists is no trace
+            and np.isfinite(finish).all()
             and (finish > 0).all()
             and np.isfinite(s).all()
             and np.isfinite(e).all()

@@ -97,7 +97,17 @@ class FedScaleTrace(_TraceRow):
 
     @classmethod
     def check(cls, params: PolicyParams, base_dir: Path) -> list[tuple[str, str]]:
-        return super().check(params, base_dir) + ([] if params.trust_pickle else [(".trust_pickle", PICKLE_REFUSED)])
+        """The file's presence and the opt-in; with both, the trace itself, read as the run reads it (and kept for
+        it): a client whose intervals are not numbers is refused here, not mid-run."""
+        problems = super().check(params, base_dir)
+        if not params.trust_pickle:
+            return problems + [(".trust_pickle", PICKLE_REFUSED)]
+        if not problems:
+            try:
+                load_fedscale(params.file if params.file.is_absolute() else base_dir / params.file, trusted=True)
+            except PolicyError as exc:
+                problems.append((".file", str(exc)))
+        return problems
 
     @property
     def client_id(self) -> Any:

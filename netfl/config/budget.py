@@ -6,7 +6,8 @@ checks refuse such scenarios with the field to change and the estimate that exce
 are generous on purpose -- far beyond anything netfl's CPU-scale studies need, well short of what breaks:
 
 * :data:`MAX_MODEL_BYTES`: one model of 4 GiB (a billion parameters, float32).
-* :data:`MAX_MEMORY_BYTES`: 64 GiB for the models the learner keeps at once (and for the sample indices of
+* :func:`memory_bound`: the machine's memory (its physical memory, or this process's cgroup limit if lower; 64 GiB
+  where neither can be read) for the models the learner keeps at once (and for the sample indices of
   ``samples_per_client``): a few working copies of each,
   the updates of a round (or of an asynchronous buffer) and any per-client state of the algorithm
   (``AlgorithmEntry.client_state``: MIFA's memory, SCAFFOLD's control variates; the devices' error-feedback
@@ -24,8 +25,10 @@ far more is checked when the run builds. Training-set sizes are those of the pub
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from netfl.config.algorithm_choice import scenario_algorithm
 from netfl.config.schema import Scenario, TaskSpec
@@ -35,12 +38,37 @@ from netfl.units import MAX_SECONDS
 
 GiB = 2**30
 MAX_MODEL_BYTES = 4 * GiB
+#: The memory bound where the machine's cannot be read (:func:`memory_bound`).
 MAX_MEMORY_BYTES = 64 * GiB
 MAX_JOB_SAMPLES = 10**8
 MAX_ROUND_FLOPS = 1e17
 #: Models the learner holds whatever the round: the global vector, the module it runs, a training chunk and
 #: the aggregate being formed.
 WORKING_COPIES = 4
+
+
+def memory_bound() -> int:
+    """Bytes a run may hold: the machine's physical memory, or the cgroup limit this process runs under if lower
+    (a container's); :data:`MAX_MEMORY_BYTES` where neither can be read. Not what is free at this instant: the
+    verdict on a scenario does not change with what other programs hold."""
+    if _MEMORY:
+        return _MEMORY[0]
+    try:
+        found = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        found = MAX_MEMORY_BYTES
+    for limit in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(limit).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit() and 0 < int(text) < found:  # "max": no limit
+            found = int(text)
+    _MEMORY.append(found)
+    return found
+
+
+_MEMORY: list[int] = []  # memory_bound's answer, read once
 
 
 @dataclass(frozen=True)
@@ -65,6 +93,7 @@ class Workload:
     model_bytes: int  # the largest model's
     job_flops: float  # training FLOPs of the largest job
     jobs_per_round: int  # updates a round asks for (an asynchronous buffer)
+    memory_bytes: int = 0  # the models the learner holds at once (the working copies, the updates, client state)
 
 
 def check_budget(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None) -> list[tuple[str, str]]:
@@ -113,7 +142,8 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
         work, samples = _work(scenario, task, where, cost.training_samples, cost.training_flops, jobs_per_round)
         problems += work
         job_flops = max(job_flops, cost.training_flops * samples)
-    if memory > MAX_MEMORY_BYTES:
+    bound = memory_bound()
+    if memory > bound:
         # the path of the term that weighs most: the model itself, the round's updates or the per-client state
         terms = {
             largest_path: WORKING_COPIES,
@@ -133,11 +163,11 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
                 path,
                 f"the run would hold about {_size(memory)} of models: {_size(largest)}{of} x "
                 f"({WORKING_COPIES} working copies + {jobs_per_round:,} updates per round{state}); "
-                f"netfl refuses more than {_size(MAX_MEMORY_BYTES)}: use a smaller model, fewer "
+                f"{_machine(bound)}: use a smaller model, fewer "
                 "devices or participants, or an algorithm without per-client memory",
             )
         )
-    return Workload(problems + _durations(scenario, largest, job_flops), largest, job_flops, jobs_per_round)
+    return Workload(problems + _durations(scenario, largest, job_flops), largest, job_flops, jobs_per_round, memory)
 
 
 def _registry_cost(task: TaskSpec, where: str, problems: list[tuple[str, str]]) -> TaskCost | None:
@@ -216,12 +246,12 @@ def _work(
             )
         ], 0.0
     held = 8 * scenario.num_devices * (part.samples_per_client or 0)  # every client's sample indices, int64
-    if held > MAX_MEMORY_BYTES:
+    if held > memory_bound():
         return [
             (
                 f"{where}.dataset.partition.samples_per_client",
                 f"{scenario.num_devices:,} devices x {part.samples_per_client:,} samples each: their sample "
-                f"indices alone would take {_size(held)}; netfl refuses more than {_size(MAX_MEMORY_BYTES)}",
+                f"indices alone would take {_size(held)}; {_machine(memory_bound())}",
             )
         ], 0.0
     batch = min(local.batch_size, math.ceil(share))
@@ -264,4 +294,10 @@ def _size(n: float) -> str:
     return f"{n:.0f} bytes"
 
 
+def _machine(bound: int) -> str:
+    """How a refusal names the bound: the machine's memory (:func:`memory_bound`)."""
+    return f"this machine has {_size(bound)} (its memory, or this process's limit)"
+
+
+machine = _machine  # public: the schedule's refusals name the bound alike
 size = _size  # public: the schedule's messages (netfl.config.schedule) speak of sizes alike

@@ -17,7 +17,7 @@ import networkx as nx
 from netfl.config.algorithm_choice import algorithm_problems
 from netfl.config.budget import workload
 from netfl.config.engine_form import check_engine
-from netfl.config.schedule import check_schedule
+from netfl.config.schedule import check_buffer, check_schedule
 from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
@@ -64,7 +64,8 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_usage(scenario, base_dir)
     problems += check_engine(scenario)
     work = workload(scenario)  # the budget's problems, and the job costs the schedule's estimate uses
-    problems += work.problems + check_schedule(scenario, work, idle=not problems)  # idle: the policies are built
+    problems += work.problems + check_buffer(scenario, work)
+    problems += check_schedule(scenario, work, idle=not problems)  # idle: the policies are built
     if scenario.server.mode == "async":
         for i, group in enumerate(scenario.devices):
             try:

@@ -41,6 +41,7 @@ class EngineChoice:
     asked: str
     needs_actors: tuple[tuple[str, str], ...]
     idle_events: bool = False  # the event log holds idle devices' events (the actor form's always does)
+    idle_events_refused: bool = False  # events.idle_devices: false, but something needs actors, which log them
 
     def describe(self) -> str:
         """One line for ``netfl validate``: the form and why."""
@@ -51,6 +52,8 @@ class EngineChoice:
         if self.asked == "actors":
             return "actors (asked for): every device a SimPy actor from the start"
         why = "; ".join(f"{path}: {reason}" for path, reason in self.needs_actors)
+        if self.idle_events_refused:
+            why += " (events: {idle_devices: false} is not kept: actors log every device's online/offline changes)"
         if [path for path, _ in self.needs_actors] == ["events.idle_devices"]:
             why += (
                 " (engine: {devices: arrays} logs the same events from rows, a battery's times to the last bits; "
@@ -108,12 +111,16 @@ def engine_choice(scenario: Scenario) -> EngineChoice:
         why = "asked for" if scenario.events.idle_devices else f"the default below {IDLE_EVENTS_BELOW:,} devices"
         reasons.append(("events.idle_devices", f"idle devices' events ({why}) are logged by actors in a small world"))
     form: Form = "actors" if asked == "actors" or reasons else "arrays"
-    return EngineChoice(form, asked, tuple(reasons), logged or form == "actors")
+    refused = form == "actors" and scenario.events.idle_devices is False
+    return EngineChoice(form, asked, tuple(reasons), logged or form == "actors", refused)
 
 
 #: What a device costs held as an actor for a simulated day (SimPy processes, policy objects, its events):
 #: measured with topologies/million-phones.yaml and nightly chargers, 10^3 to 3x10^4 phones.
 ACTOR_BYTES_PER_DEVICE = 31_000
+#: What an idle device costs as rows of the array form, whatever the run's length: its draws, battery, charger, use
+#: and links (measured: 269 B a device from 10^6 to 10^7 phones, 280 B by tracemalloc; docs/scale.md).
+ROW_BYTES_PER_DEVICE = 300
 #: The most devices the actor form takes: about 6 GB of them.
 MAX_ACTOR_DEVICES = 200_000
 
@@ -131,6 +138,15 @@ def check_engine(scenario: Scenario) -> list[tuple[str, str]]:
                 f"without a pause every one of the {n:,} devices pulls whenever it is available, so a large share "
                 "of them works at once (each then an actor); give each worker a mean pause between its jobs, "
                 "e.g. pause: 1d: about devices x availability / pause then start per second",
+            )
+        ]
+    if choice.asked == "actors" and scenario.events.idle_devices is False:
+        return [
+            (
+                "events.idle_devices",
+                "false leaves idle devices' events out of the log, but engine.devices: actors keeps every device an "
+                "actor, and an actor logs every online/offline change: use engine.devices: auto or arrays (idle "
+                "devices then rows that log nothing), or remove idle_devices",
             )
         ]
     if choice.asked == "arrays":
@@ -151,4 +167,12 @@ def check_engine(scenario: Scenario) -> list[tuple[str, str]]:
     return []
 
 
-__all__ = ["EngineChoice", "engine_choice", "check_engine", "idle_events", "needs_actors"]
+__all__ = [
+    "ACTOR_BYTES_PER_DEVICE",
+    "ROW_BYTES_PER_DEVICE",
+    "EngineChoice",
+    "engine_choice",
+    "check_engine",
+    "idle_events",
+    "needs_actors",
+]

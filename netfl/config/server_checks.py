@@ -23,6 +23,7 @@ Problems = list[tuple[str, str]]
 def check_server_options(scenario: Scenario, entry: AlgorithmEntry | None, base_dir: Path | None) -> Problems:
     return (
         _check_mode(scenario, entry)
+        + _check_other_mode_keys(scenario)
         + _check_optimizer(scenario, entry)
         + _check_partial_work(scenario)
         + _check_compression(scenario, entry)
@@ -46,6 +47,32 @@ def _check_mode(scenario: Scenario, entry: AlgorithmEntry | None) -> Problems:
             )
         ]
     return []
+
+
+def _check_other_mode_keys(scenario: Scenario) -> Problems:
+    """``server.round`` keys in async mode, or ``server.async`` keys in sync mode: the other mode's server never
+    reads them, so a run would silently ignore them. Keys another check refuses with a reason of its own
+    (over-commit, partial work, cloud_every without edges) are left to it."""
+    server = scenario.server
+    if server.mode == "async":
+        spec, block, other = server.round, "round", "sync rounds"
+        skip = {"over_commit", "partial_work"} | (set() if edge_nodes(scenario) else {"cloud_every"})
+        why = "the asynchronous server aggregates every async.buffer arrivals and reads no round"
+    else:
+        spec, block, other = server.async_, "async", "asynchronous arrivals"
+        skip = set()
+        why = "the synchronous server runs rounds and reads no async block"
+    given = sorted(spec.model_fields_set - skip)
+    if not given:
+        return []
+    keys = ", ".join(given)
+    return [
+        (
+            f"server.{block}.{given[0]}",
+            f"{keys} appl{'ies' if len(given) == 1 else 'y'} to {other} only (server.mode is {server.mode}: {why}); "
+            f"remove server.{block} (in a study's case: server.{block}: {{}}) or change server.mode",
+        )
+    ]
 
 
 def _check_optimizer(scenario: Scenario, entry: AlgorithmEntry | None) -> Problems:
@@ -79,7 +106,7 @@ def _check_optimizer(scenario: Scenario, entry: AlgorithmEntry | None) -> Proble
 def _check_partial_work(scenario: Scenario) -> Problems:
     server = scenario.server
     if not server.round.partial_work:
-        if server.round.partial_margin:
+        if server.round.partial_margin and server.mode == "sync":  # async: a round key, refused as such
             return [("server.round.partial_margin", "the margin of partial work: add server.round.partial_work: true")]
         return []
     if server.mode != "sync":

@@ -45,14 +45,22 @@ def _flow(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_flow(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_flow(v) for v in value) + "]"
+        text = "[" + ", ".join(_flow(v) for v in value) + "]"
+        if len(text) > _MAX_VALUE_CHARS:  # a long list (rho, a usage profile): its first values and its length
+            text = text[: _MAX_VALUE_CHARS - 20].rsplit(", ", 1)[0] + f", ... ({len(value)} values)]"
+        return text
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _call(name: str, params: dict[str, Any]) -> str:
-    args = ", ".join(f"{k}={_flow(v)}" for k, v in params.items())
-    if len(args) > _MAX_VALUE_CHARS:
-        args = args[: _MAX_VALUE_CHARS - 3] + "..."
+    """``name(key=value, ...)``; past the width, whole parameters are left out (``, ...``), never cut mid-value."""
+    args = ""
+    for k, v in params.items():
+        arg = f"{k}={_flow(v)}"
+        if args and len(args) + len(arg) > _MAX_VALUE_CHARS:
+            args += ", ..."
+            break
+        args = f"{args}, {arg}" if args else arg
     return f"{name}({args})" if args else name
 
 
@@ -69,10 +77,7 @@ def _value(value: Any, unit: Unit | None) -> str:
         return "none (inf)"  # no deadline, no cap
     if unit is not None and isinstance(value, (int, float)):
         return unit.format(value)
-    text = _flow(value)
-    if isinstance(value, (list, tuple)) and len(text) > _MAX_VALUE_CHARS:  # a long rho list: its first values
-        text = text[: _MAX_VALUE_CHARS - 20].rsplit(", ", 1)[0] + f", ... ({len(value)} values)]"
-    return text
+    return _flow(value)  # a long list (a rho list): its first values and its length
 
 
 def _declared(spec: BaseModel, label: str = "", skip: tuple[str, ...] = ()) -> list[tuple[str, list[str]]]:

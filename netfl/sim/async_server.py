@@ -42,6 +42,10 @@ class AsyncServer(ServerBase):
         self._lost = 0
         self._full: simpy.Event = self.env.event()
 
+    @property
+    def unaggregated(self) -> tuple[int, int]:
+        return len(self._arrived), self._lost
+
     def run(self):
         if isinstance(self.devices, LazyFleet):  # idle devices are rows: their pulls come from one queue
             attachments = self.network.attachments

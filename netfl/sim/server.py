@@ -55,6 +55,13 @@ class ServerBase:
         self.updates_dropped = 0
         self.staleness: list[int] = []  # one entry per applied update
 
+    @property
+    def unaggregated(self) -> tuple[int, int]:
+        """(received, lost) since the last aggregation: updates that reached the server (or were lost on the way)
+        that no aggregation took before the run stopped -- an asynchronous buffer not yet full. The run's totals
+        count them (received, never applied); a synchronous round aggregates what it has, so none here."""
+        return 0, 0
+
     def log(self, kind: str, detail: str = "", **fields) -> None:
         self.recorder.log(self.env.now, self.round_index, SERVER, kind, detail, **fields)
 

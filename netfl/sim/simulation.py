@@ -217,6 +217,7 @@ class Simulation:
 
     def _result(self, stopped_by: str, divergence: Divergence | None = None) -> SimulationResult:
         stats = self.devices.stats()  # the array form takes its idle devices' last changes
+        waiting, lost = self.server.unaggregated  # an asynchronous buffer's updates that no aggregation took
         if self.idle_events is not None:
             self.idle_events.into(self.recorder, self._round_ends, until=self.env.now)
         return SimulationResult(
@@ -225,9 +226,9 @@ class Simulation:
             metrics=self.metrics,
             recorder=self.recorder,
             stats=stats,
-            updates_received=self.server.updates_received,
+            updates_received=self.server.updates_received + waiting,  # received, applied or not
             updates_applied=self.server.updates_applied,
-            updates_dropped=self.server.updates_dropped,
+            updates_dropped=self.server.updates_dropped + lost,
             stopped_by=stopped_by,
             network=self.network.counters,
             staleness=list(self.server.staleness),

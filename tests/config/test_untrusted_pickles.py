@@ -58,9 +58,16 @@ def test_validate_and_simulate_refuse_a_pickle_without_trust_pickle(tmp_path: Pa
 
 
 def test_trust_pickle_is_the_opt_in(tmp_path: Path) -> None:
+    """Trusted, the trace is read where it is named -- by validate too, which then refuses a record that is not
+    one (the run would), in one line -- and, untrusted, never (above)."""
     _, marker = _hostile(tmp_path)
-    assert run("validate", _topology(tmp_path, trust_pickle=True)).exit_code == 0  # validate checks, never reads
-    assert not marker.exists()
+    assert_user_error(
+        run("validate", _topology(tmp_path, trust_pickle=True)),
+        "devices[0].availability.file",
+        "client 1: expected a dict with 'active', 'inactive' and 'finish_time'",
+    )
+    assert marker.exists()  # the opt-in: its code ran
+    os.rmdir(marker)
     spec = SimpleNamespace(policy="fedscale_trace", params={"file": "trace.pkl", "trust_pickle": True})
     device = DeviceInfo(index=0, group="g", num_samples=1, label_distribution=np.ones(1), base_dir=tmp_path)
     with pytest.raises(PolicyError):

@@ -373,6 +373,27 @@ def test_empty_round_waits_idle_wait_and_still_counts() -> None:
     assert result.updates_received == result.updates_dropped == 0
 
 
+@pytest.mark.parametrize("buffer,rounds", [(4, 1), (10, 0)])
+def test_updates_still_in_the_buffer_at_the_stop_are_received_not_applied(buffer: int, rounds: int) -> None:
+    """3 always-on devices, each job 3.85 s (task_duration): in 10 s each uploads twice (3.85 s, 7.7 s; the third
+    would end at 11.55 s), 6 updates in all. A buffer of 4 aggregates once (at 7.7 s) and holds 2 at the stop; a
+    buffer of 10 never fills. Every update that reached the server is received, whether applied or not."""
+    data = {
+        "name": "buffer",
+        "stop": {"sim_time": "10s"},
+        "task": {"dataset": {"name": "digits", "partition": {"samples_per_client": 10}}, "model": {"name": "logistic"}},
+        "devices": [group("g", 3, flops=FAST, up=UP, down=DOWN, latency=LAT)],
+        "server": {"mode": "async", "async": {"buffer": buffer}},
+        "events": {"idle_devices": False},
+    }
+    sim, result = simulate(scenario_from_dict(data), FakeBackend(B, W))
+    assert task_duration(FAST) == approx(3.85)
+    assert [e.time for e in events(sim, "upload_end")] == [approx(3.8), approx(3.8), approx(3.8)] + [approx(7.65)] * 3
+    assert result.rounds == rounds
+    assert result.updates_received == 6
+    assert result.updates_applied == 4 * rounds
+
+
 # ------------------------------------------------------------------- what the log holds
 
 
@@ -385,7 +406,7 @@ def test_a_jobs_and_an_aggregations_events_are_the_declared_ones(mode: str) -> N
         "stop": {"rounds": 2},
         "task": {"dataset": {"name": "digits", "partition": {"samples_per_client": 10}}, "model": {"name": "logistic"}},
         "devices": [group("g", 3, flops=FAST, up=UP, down=DOWN, latency=LAT)],
-        "server": {"mode": mode, "async": {"buffer": 2}},
+        "server": {"mode": mode, **({"async": {"buffer": 2}} if mode == "async" else {})},
         "events": {"idle_devices": False},
     }
     sim, _ = simulate(scenario_from_dict(data), FakeBackend(B, W), AlwaysRound)
