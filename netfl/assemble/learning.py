@@ -73,9 +73,15 @@ def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, dat
     """Task ``task``'s data set: a built-in by name, or the user's own (a file, a LEAF folder, a loader)."""
     spec = scenario.tasks[task].dataset
     seed = streams.integer_seed("test_split", *_stream_keys(task))
+    vocabulary = vocabulary_setting(scenario, task)
     if spec.builtin:
         return load_dataset(
-            spec.name, data_dir=resolve_data_dir(scenario, data_dir, task), test_fraction=spec.test_fraction, seed=seed
+            spec.name,
+            data_dir=resolve_data_dir(scenario, data_dir, task),
+            test_fraction=spec.test_fraction,
+            seed=seed,
+            targets=spec.targets,
+            vocabulary=vocabulary,
         )
     return load_user_dataset(
         spec.path,
@@ -86,7 +92,18 @@ def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, dat
         test_fraction=spec.test_fraction,
         seed=seed,
         targets=spec.targets,
+        vocabulary=vocabulary,
     )
+
+
+def vocabulary_setting(scenario: Scenario, task: int) -> str | Path | None:
+    """``dataset.vocabulary``: ``leaf``, ``used``, or its file (relative to the topology's folder), or None."""
+    given = scenario.tasks[task].dataset.vocabulary
+    if given is None or given in ("leaf", "used"):
+        return given
+    file = Path(given).expanduser()
+    base = _base_dir(scenario)
+    return file if file.is_absolute() or base is None else base / file
 
 
 def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe:
@@ -98,9 +115,11 @@ def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe
                 spec.name,
                 dataset.input_shape,
                 dataset.num_classes,
-                hidden=tuple(spec.hidden),
+                hidden=spec.layers,
                 flops_per_sample=spec.flops_per_sample,
                 buffers=spec.buffers,
+                tokens=_token_ids(dataset),
+                per_token=dataset.per_token,
             )
         return user_recipe(
             spec.path if spec.path is not None else spec.factory,
@@ -115,6 +134,17 @@ def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe
         if spec.builtin:  # a built-in that does not take these samples: the scenario's mistake
             raise _problem(scenario, f"{_where(scenario, task)}.model.name", str(exc)) from None
         raise
+
+
+def _token_ids(dataset: Dataset) -> int | None:
+    """How many token ids a built-in text model embeds: the vocabulary's, or for arrays of your own the largest
+    id + 1 (None: the samples are not ids)."""
+    if dataset.vocabulary is not None:
+        return dataset.vocabulary.ids
+    if dataset.train_x.is_floating_point() or not dataset.train_x.numel():
+        return None
+    top = max(int(dataset.train_x.max()), int(dataset.test_x.max()) if dataset.test_x.numel() else 0)
+    return top + 1 if top >= 0 else None
 
 
 def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Generator) -> ClientParts:

@@ -19,9 +19,11 @@ import torch
 
 from netfl.errors import DataError
 from netfl.learn.data.idx import read_idx
+from netfl.learn.data.vocabulary import Vocabulary
 from netfl.registry.datasets import (
     CIFAR10_FILES,
     DATASET_NAMES,
+    DATASETS,
     FASHION_MNIST_DIR,
     IDX_FILES,
     NUM_CLASSES,
@@ -54,12 +56,17 @@ class Dataset:
     input_shape: tuple[int, ...]
     train_client: np.ndarray | None = None
     client_names: tuple[str, ...] | None = None
-    vocabulary: str | None = None  # the characters (LEAF text) or words the token ids stand for, if any
+    vocabulary: Vocabulary | None = None  # what the token ids (and characters' classes) stand for, if known
 
     @property
     def per_token(self) -> bool:
         """One label per token (N, T) rather than per sample."""
         return self.train_y.dim() == 2
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None:
+        """What each class is, where the data says (LEAF's characters), for metrics.csv's columns."""
+        return self.vocabulary.classes if self.vocabulary is not None else None
 
     @property
     def num_clients(self) -> int | None:
@@ -72,6 +79,8 @@ def load_dataset(
     data_dir: Path | None = None,
     test_fraction: float = 0.2,
     seed: int = 0,
+    targets: str = "sample",
+    vocabulary: str | Path | None = None,
 ) -> Dataset:
     """Load data set ``name`` (one of :data:`DATASET_NAMES`).
 
@@ -89,16 +98,40 @@ def load_dataset(
       (2.3, 1.5), std 0.1, ``random_state=11``; inputs are the raw coordinates
       shaped N×1×1×2 (use ``logistic`` or ``mlp``), stratified test split like digits.
 
-    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"``. Raises
-    :class:`DataError` for unknown names and missing or malformed files.
+    - ``"shakespeare"`` and ``"sent140"``: LEAF's JSON in ``data_dir`` (``train/*.json``, ``test/*.json``; each
+      LEAF user a client), read by :func:`netfl.learn.data.leaf_data.read_leaf` with ``targets`` and
+      ``vocabulary`` (Shakespeare: LEAF's 80 characters unless told otherwise; Sent140: a vocabulary file, or
+      the training files' most frequent words).
+
+    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"`` (and LEAF folders without test/).
+    Raises :class:`DataError` for unknown names and missing or malformed files.
     """
     loader = _LOADERS.get(name)
-    if loader is None:
+    if loader is None and name not in DATASETS:
         raise DataError(f"unknown dataset {name!r} (accepted: {', '.join(DATASET_NAMES)})")
     problem = missing_files(name, data_dir)  # every missing file at once, before reading any
     if problem is not None:
         raise DataError(problem)
+    if DATASETS[name].leaf is not None:
+        return _load_leaf_task(name, data_folder(name, data_dir), test_fraction, seed, targets, vocabulary)
+    if targets != "sample" or vocabulary is not None:
+        raise DataError(f"{name}: targets and vocabulary apply to text data sets (shakespeare, sent140)")
     return loader(data_folder(name, data_dir), test_fraction, seed)
+
+
+def _load_leaf_task(
+    name: str, folder: Path, test_fraction: float, seed: int, targets: str, vocabulary: str | Path | None
+) -> Dataset:
+    """LEAF's Shakespeare or Sent140, read from the user's JSON with LEAF's numbering."""
+    from netfl.learn.data.leaf_data import read_leaf  # deferred: it imports the registry's LEAF helpers
+    from netfl.learn.data.user_arrays import dataset_from_arrays  # which imports this module
+
+    leaf = read_leaf(folder, targets=targets, vocabulary=vocabulary, kind=DATASETS[name].leaf)
+    arrays = dict(leaf.arrays)
+    arrays["num_classes"] = np.asarray(DATASETS[name].num_classes)
+    return dataset_from_arrays(
+        name, arrays, test_fraction=test_fraction, seed=seed, client_names=leaf.users, vocabulary=leaf.vocabulary
+    )
 
 
 # --------------------------------------------------------------------------- digits
@@ -274,4 +307,4 @@ _LOADERS: dict[str, Callable[[Path | None, float, int], Dataset]] = {
     "mnist": _load_mnist,
     "cifar10": _load_cifar10,
     "blobs3": _load_blobs3,
-}
+}  # and LEAF's tasks, read by _load_leaf_task
