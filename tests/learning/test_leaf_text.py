@@ -4,6 +4,7 @@ sequence input refused in one line naming the file and the field."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from netfl.learn.data.user_data import load_user_dataset
 from netfl.learn.data.vocabulary import LEAF_CHARACTERS
 from netfl.learn.models.builtin import build_model
 from netfl.results.metrics_file import class_label
+from netfl.results.tracking import Label, Tracking, track_run
 
 #: TalwalkarLab/leaf, models/utils/language_utils.py: ALL_LETTERS, copied by hand from LEAF's source.
 LEAF_ALL_LETTERS = "\n !\"&'(),-.0123456789:;>?ABCDEFGHIJKLMNOPQRSTUVWXYZ[]abcdefghijklmnopqrstuvwxyz}"
@@ -266,6 +268,18 @@ def test_the_shakespeare_task_runs_and_names_its_classes_by_character(tmp_path: 
     assert written["kind"] == "characters" and written["tokens"] == list(LEAF_ALL_LETTERS)
     assert written["classes"] == list(LEAF_ALL_LETTERS) and "LEAF's 80 characters" in written["rule"]
     assert len(result.metrics) == 3 and result.summary["tasks"][0]["model"] == "shakespeare_lstm"
+    if importlib.util.find_spec("mlflow") is not None:  # MLflow's names take no quotes: the character spelt out
+        from mlflow.tracking import MlflowClient
+
+        store = (tmp_path / "store").as_uri()
+        track_run(tmp_path / "run", Tracking(None, store), Label.of_run(tmp_path / "run", "shakespeare"))
+        client = MlflowClient(tracking_uri=store)
+        (logged,) = client.search_runs([client.get_experiment_by_name("shakespeare").experiment_id])
+        names = set(logged.data.metrics)
+        assert {"class_char_e_accuracy", "class_char_u0020_accuracy", "class_char_u000a_accuracy"} <= names
+        last = result.metrics.iloc[-1]
+        np.testing.assert_equal(logged.data.metrics["class_char_e_accuracy"], last["class_'e'_accuracy"])
+        np.testing.assert_equal(logged.data.metrics["class_char_u0020_accuracy"], last["class_' '_accuracy"])
 
 
 @pytest.mark.slow
