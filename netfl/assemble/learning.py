@@ -19,6 +19,7 @@ from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, 
 from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
 from netfl.learn.data.datasets import Dataset, load_dataset
+from netfl.learn.data.leaf_tasks import load_leaf_task
 from netfl.learn.data.partition import ClientParts, natural_parts, partition_indices, sample_parts
 from netfl.learn.data.user_data import load_user_dataset
 from netfl.learn.federation.algorithms import ALGORITHMS
@@ -29,6 +30,7 @@ from netfl.learn.federation.strategy import ClientInfo
 from netfl.learn.federation.strategy_calls import AggregationRecord, build_strategy
 from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.user import ModelRecipe, builtin_recipe, user_recipe
+from netfl.registry.datasets import DATASETS
 from netfl.registry.partitions import LABEL_KINDS, fit_problems
 from netfl.rng import RandomStreams
 
@@ -74,14 +76,18 @@ def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, dat
     spec = scenario.tasks[task].dataset
     seed = streams.integer_seed("test_split", *_stream_keys(task))
     vocabulary = vocabulary_setting(scenario, task)
-    if spec.builtin:
-        return load_dataset(
+    if spec.builtin and DATASETS[spec.name].leaf is not None:
+        return load_leaf_task(
             spec.name,
             data_dir=resolve_data_dir(scenario, data_dir, task),
             test_fraction=spec.test_fraction,
             seed=seed,
             targets=spec.targets,
             vocabulary=vocabulary,
+        )
+    if spec.builtin:
+        return load_dataset(
+            spec.name, data_dir=resolve_data_dir(scenario, data_dir, task), test_fraction=spec.test_fraction, seed=seed
         )
     return load_user_dataset(
         spec.path,

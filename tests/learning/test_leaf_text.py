@@ -16,8 +16,8 @@ from cli_support import assert_user_error, run
 
 import netfl
 from netfl.errors import DataError
-from netfl.learn.data.datasets import load_dataset
 from netfl.learn.data.leaf_data import read_leaf
+from netfl.learn.data.leaf_tasks import load_leaf_task
 from netfl.learn.data.user_data import load_user_dataset
 from netfl.learn.data.vocabulary import LEAF_CHARACTERS
 from netfl.learn.models.builtin import build_model
@@ -99,13 +99,15 @@ def test_a_vocabulary_file_numbers_the_characters(tmp_path: Path) -> None:
 
 
 def test_the_shakespeare_task_reads_leafs_json_with_leafs_numbering(tmp_path: Path) -> None:
-    d = load_dataset("shakespeare", data_dir=_shakespeare(tmp_path / "shakespeare"))
+    d = load_leaf_task("shakespeare", data_dir=_shakespeare(tmp_path / "shakespeare"))
     assert d.num_classes == 80 and d.input_shape == (80,) and d.train_x.dtype == torch.int64
     assert d.client_names == tuple(f"PLAY_{u}_ROLE" for u in range(4)) and len(d.test_y) == 8
     x, y = _speeches(1)
     assert d.train_x[0].tolist() == [LEAF_ALL_LETTERS.find(c) for c in x[0]]
     assert int(d.train_y[0]) == LEAF_ALL_LETTERS.find(y[0])
-    per_token = load_dataset("shakespeare", data_dir=tmp_path / "shakespeare", targets="every_token")
+    per_token = load_leaf_task("shakespeare", data_dir=tmp_path / "shakespeare", targets="every_token")
+    used = load_leaf_task("shakespeare", data_dir=tmp_path / "shakespeare", vocabulary="used")
+    assert used.num_classes == len(used.class_names) == len(set(LINE))  # the characters the files use
     assert per_token.train_y.shape == (24, 80) and per_token.train_y[0, :-1].tolist() == d.train_x[0, 1:].tolist()
 
 
@@ -162,9 +164,13 @@ def test_ragged_leaf_features_are_refused_naming_the_user(tmp_path: Path) -> Non
 def test_the_shakespeare_task_refuses_other_samples(tmp_path: Path) -> None:
     _leaf(tmp_path / "f", "train", {"a": ([[0.0, 1.0]], [0])})
     with pytest.raises(DataError, match="its samples x are numbers; this task reads strings of characters"):
-        load_dataset("shakespeare", data_dir=tmp_path / "f")
+        load_leaf_task("shakespeare", data_dir=tmp_path / "f")
+    tweet = ["1", "date", "q", "u", "good"]
+    _leaf(tmp_path / "t", "train", {"a": ([tweet, tweet], [0, 4])})
+    with pytest.raises(DataError, match="the training files' labels y hold 4; sent140's are 0 .negative. and 1"):
+        load_leaf_task("sent140", data_dir=tmp_path / "t")
     with pytest.raises(DataError, match="no data folder given; it reads LEAF's JSON"):
-        load_dataset("sent140")
+        load_leaf_task("sent140", data_dir=None)
 
 
 EMBEDDING_MODEL = """
@@ -219,6 +225,14 @@ def test_token_ids_an_embedding_cannot_read_are_refused(tmp_path: Path, arrays: 
     }
     (tmp_path / "bag.yaml").write_text(yaml.safe_dump(topology))
     assert_user_error(run("validate", tmp_path / "bag.yaml"), message)
+
+
+def test_leaf_numbers_given_to_an_embedding_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "models.py").write_text(EMBEDDING_MODEL)
+    _leaf(tmp_path / "leaf", "train", {u: ([[1.0, 2.0, 3.0]] * 3, [0, 1, 0]) for u in "abcd"})
+    topology = TASK.format(name="sent140", extra="").replace("name: sent140, data_dir: sent140", "path: leaf")
+    (tmp_path / "t.yaml").write_text(topology.replace("{name: sent140_lstm, hidden: [8, 8]}", "{path: models.py:Bag}"))
+    assert_user_error(run("validate", tmp_path / "t.yaml"), "leaf: x holds float32 values, but the model's embed")
 
 
 def test_ragged_token_arrays_are_refused_naming_the_field(tmp_path: Path) -> None:
@@ -312,3 +326,13 @@ def test_validate_names_a_missing_folder_or_vocabulary_file(tmp_path: Path) -> N
     )
     path.write_text(TASK.format(name="sent140", extra=", targets: every_token"))
     assert_user_error(run("validate", path), "every_token applies to characters (shakespeare)")
+
+
+@pytest.mark.slow
+def test_the_shakespeare_task_trains_on_every_position(tmp_path: Path) -> None:
+    result = netfl.run(_task(tmp_path, "shakespeare", ", targets: every_token"), out=tmp_path / "run")
+    assert len(result.metrics) == 3 and result.metrics.test_accuracy.notna().all()
+    # it ran: the model scored every position (B, T, 80), as its per-token labels need (check_model refuses
+    # any other shape); the head is the same 8 -> 80 layer, applied per token
+    params = 80 * 8 + 2 * (4 * 8 * (8 + 8) + 2 * 4 * 8) + 8 * 80 + 80
+    assert result.events.query("kind == 'upload_start'").bytes.iloc[0] == 4 * params

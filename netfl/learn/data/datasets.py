@@ -79,8 +79,6 @@ def load_dataset(
     data_dir: Path | None = None,
     test_fraction: float = 0.2,
     seed: int = 0,
-    targets: str = "sample",
-    vocabulary: str | Path | None = None,
 ) -> Dataset:
     """Load data set ``name`` (one of :data:`DATASET_NAMES`).
 
@@ -98,40 +96,21 @@ def load_dataset(
       (2.3, 1.5), std 0.1, ``random_state=11``; inputs are the raw coordinates
       shaped N×1×1×2 (use ``logistic`` or ``mlp``), stratified test split like digits.
 
-    - ``"shakespeare"`` and ``"sent140"``: LEAF's JSON in ``data_dir`` (``train/*.json``, ``test/*.json``; each
-      LEAF user a client), read by :func:`netfl.learn.data.leaf_data.read_leaf` with ``targets`` and
-      ``vocabulary`` (Shakespeare: LEAF's 80 characters unless told otherwise; Sent140: a vocabulary file, or
-      the training files' most frequent words).
+    - ``"shakespeare"`` and ``"sent140"``, LEAF's JSON in ``data_dir``, are read by
+      :func:`netfl.learn.data.leaf_tasks.load_leaf_task`.
 
-    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"`` (and LEAF folders without test/).
+    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"``.
     Raises :class:`DataError` for unknown names and missing or malformed files.
     """
     loader = _LOADERS.get(name)
-    if loader is None and name not in DATASETS:
+    if loader is None and name in DATASETS:  # LEAF's, read with the checks of a user's data (which import this)
+        raise DataError(f"{name}: LEAF's task is read by netfl.learn.data.leaf_tasks.load_leaf_task")
+    if loader is None:
         raise DataError(f"unknown dataset {name!r} (accepted: {', '.join(DATASET_NAMES)})")
     problem = missing_files(name, data_dir)  # every missing file at once, before reading any
     if problem is not None:
         raise DataError(problem)
-    if DATASETS[name].leaf is not None:
-        return _load_leaf_task(name, data_folder(name, data_dir), test_fraction, seed, targets, vocabulary)
-    if targets != "sample" or vocabulary is not None:
-        raise DataError(f"{name}: targets and vocabulary apply to text data sets (shakespeare, sent140)")
     return loader(data_folder(name, data_dir), test_fraction, seed)
-
-
-def _load_leaf_task(
-    name: str, folder: Path, test_fraction: float, seed: int, targets: str, vocabulary: str | Path | None
-) -> Dataset:
-    """LEAF's Shakespeare or Sent140, read from the user's JSON with LEAF's numbering."""
-    from netfl.learn.data.leaf_data import read_leaf  # deferred: it imports the registry's LEAF helpers
-    from netfl.learn.data.user_arrays import dataset_from_arrays  # which imports this module
-
-    leaf = read_leaf(folder, targets=targets, vocabulary=vocabulary, kind=DATASETS[name].leaf)
-    arrays = dict(leaf.arrays)
-    arrays["num_classes"] = np.asarray(DATASETS[name].num_classes)
-    return dataset_from_arrays(
-        name, arrays, test_fraction=test_fraction, seed=seed, client_names=leaf.users, vocabulary=leaf.vocabulary
-    )
 
 
 # --------------------------------------------------------------------------- digits

@@ -3,8 +3,8 @@ file or of the training files -- one rule, named in the run folder (``vocabulary
 of metrics.csv carries its character and a model trained here can be read elsewhere.
 
 LEAF numbers Shakespeare's characters by their place in ``ALL_LETTERS`` (TalwalkarLab/leaf,
-``models/utils/language_utils.py``); a character outside it gets ``str.find``'s -1 there, which its model then
-reads as the last character (a label) or fails on (an input). netfl refuses such a character instead, naming
+``models/utils/language_utils.py``); a character outside it gets ``str.find``'s -1 there, which its one-hot label
+makes the last character and its embedding lookup refuses (on a CPU). netfl refuses such a character, naming
 the file, the user, the field and the character. LEAF's Sent140 numbers the words of its GloVe vocabulary by
 their place in it, and a word outside it -- padding too -- gets the id after the last word
 (``line_to_indices``); netfl does the same with the user's vocabulary file, or with the
