@@ -58,7 +58,7 @@ class Result:
         result = outcome.result
         return cls(
             outcome.summary,
-            pd.DataFrame(metrics_columns(result.metrics, outcome.num_classes)),
+            pd.DataFrame(metrics_columns(result.metrics, outcome.num_classes, outcome.class_names)),
             events_frame(result.recorder.columns()),
             pd.DataFrame(dict(device_columns(result))),
             outcome.out_dir,

@@ -44,6 +44,8 @@ class RunOutcome:
     result: SimulationResult
     num_classes: list[int]  # per task, for the per-class metric columns
     algorithm: list = field(default_factory=list)  # the strategy's metrics, a row per aggregation (algorithm.csv)
+    class_names: list = field(default_factory=list)  # per task: its classes' names (LEAF's characters) or None
+    vocabularies: list = field(default_factory=list)  # per task: what its token ids stand for (a mapping) or None
 
 
 def default_out_dir(scenario: Scenario) -> Path:
@@ -326,6 +328,8 @@ def run_scenario(
         adaptive = adapts_to_other_work()
         trainers = [task.trainer.describe(threads, adaptive) for task in learner.tasks]
         num_classes = [task.num_classes for task in learner.tasks]
+        class_names = [task.dataset.class_names for task in learner.tasks]
+        vocabularies = [v.document() if (v := task.dataset.vocabulary) is not None else None for task in learner.tasks]
         updates_skipped, explosion = learner.updates_skipped, watch.explosion
         algorithm_rows = learner.strategy_metrics
         stopped_at = simulation.env.now if checkpointed else None
@@ -346,7 +350,7 @@ def run_scenario(
         summary.update(device=device, threads=threads, threads_adaptive=adaptive, **(extra_summary or {}))
         for task_summary, training in zip(summary["tasks"], trainers):
             task_summary["training"] = training
-        outcome = RunOutcome(summary, None, result, num_classes, algorithm_rows)
+        outcome = RunOutcome(summary, None, result, num_classes, algorithm_rows, class_names, vocabularies)
         unfilled = _unfilled_buffer(scenario, result) if complete else None
         if unfilled is not None and warn is not None:
             warn(unfilled)
@@ -357,6 +361,8 @@ def run_scenario(
                 metrics=result.metrics,
                 devices=device_columns(result),
                 num_classes=outcome.num_classes,
+                class_names=outcome.class_names,
+                vocabularies=outcome.vocabularies,
                 events=result.recorder.columns(),
                 staleness=result.staleness if scenario.server.mode == "async" else (),
                 title=f"{scenario.name}: {scenario.server.algorithm.label}",

@@ -25,6 +25,7 @@ from netfl.errors import ScenarioError
 from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.builtin import forward_flops_per_sample
 from netfl.learn.models.flat_model import Network
+from netfl.learn.models.token_inputs import check_token_inputs
 from netfl.learn.models.user import check_model
 from netfl.learn.training.trainer import Trainer
 from netfl.rng import RandomStreams
@@ -44,6 +45,7 @@ def measure(scenario: Scenario, task: int, setup: TaskSetup) -> TaskCost:
     except Exception:  # code that needs real values (.item(), numpy) builds on the CPU, where errors are reported
         torch.manual_seed(0)
         module = recipe.build()
+        check_token_inputs(module, recipe, dataset.name, {"x": dataset.train_x, "x_test": dataset.test_x})
         check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
         with recipe.guard():
             forward = forward_flops_per_sample(module, dataset.train_x[:1]) if recipe.flops_per_sample is None else 0
@@ -63,9 +65,7 @@ def measure(scenario: Scenario, task: int, setup: TaskSetup) -> TaskCost:
 def check_measured_budget(scenario: Scenario, setups: Sequence[TaskSetup]) -> dict[int, TaskCost]:
     """netfl's budgets applied to the measured tasks (ScenarioError listing what exceeds them); the measures."""
     measured = {
-        s: measure(scenario, s, setup)
-        for s, (spec, setup) in enumerate(zip(scenario.tasks, setups))
-        if not (spec.model.builtin and spec.dataset.builtin)
+        s: measure(scenario, s, setup) for s, (spec, setup) in enumerate(zip(scenario.tasks, setups)) if spec.measured
     }
     work = workload(scenario, measured)
     problems = work.problems + check_schedule(scenario, work)  # the schedule's estimate with the real job costs
@@ -127,6 +127,7 @@ def _report(scenario: Scenario, task: int, setup: TaskSetup) -> TaskReport:
     dataset, recipe = setup.dataset, setup.model
     torch.manual_seed(0)
     module = recipe.build()
+    check_token_inputs(module, recipe, dataset.name, {"x": dataset.train_x, "x_test": dataset.test_x})
     output = check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)
     network = Network(module)
     if recipe.flops_per_sample is not None:

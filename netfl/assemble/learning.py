@@ -20,6 +20,7 @@ from netfl.config.schema import CompressionSpec, CompressorSpec, PartitionSpec, 
 from netfl.config.server_checks import device_edges, edge_nodes
 from netfl.errors import ModelError, ScenarioError
 from netfl.learn.data.datasets import Dataset, load_dataset
+from netfl.learn.data.leaf_tasks import load_leaf_task
 from netfl.learn.data.partition import ClientParts, natural_parts, partition_indices, sample_parts
 from netfl.learn.data.user_data import load_user_dataset
 from netfl.learn.federation.algorithms import ALGORITHMS
@@ -30,6 +31,7 @@ from netfl.learn.federation.strategy import ClientInfo
 from netfl.learn.federation.strategy_calls import AggregationRecord, build_strategy
 from netfl.learn.federation.task_model import TaskSetup
 from netfl.learn.models.user import ModelRecipe, builtin_recipe, user_recipe
+from netfl.registry.datasets import DATASETS
 from netfl.registry.partitions import LABEL_KINDS, fit_problems
 from netfl.rng import RandomStreams
 
@@ -74,6 +76,16 @@ def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, dat
     """Task ``task``'s data set: a built-in by name, or the user's own (a file, a LEAF folder, a loader)."""
     spec = scenario.tasks[task].dataset
     seed = streams.integer_seed("test_split", *_stream_keys(task))
+    vocabulary = vocabulary_setting(scenario, task)
+    if spec.builtin and DATASETS[spec.name].leaf is not None:
+        return load_leaf_task(
+            spec.name,
+            data_dir=resolve_data_dir(scenario, data_dir, task),
+            test_fraction=spec.test_fraction,
+            seed=seed,
+            targets=spec.targets,
+            vocabulary=vocabulary,
+        )
     if spec.builtin:
         return load_dataset(
             spec.name, data_dir=resolve_data_dir(scenario, data_dir, task), test_fraction=spec.test_fraction, seed=seed
@@ -87,7 +99,18 @@ def load_task_dataset(scenario: Scenario, task: int, streams: RandomStreams, dat
         test_fraction=spec.test_fraction,
         seed=seed,
         targets=spec.targets,
+        vocabulary=vocabulary,
     )
+
+
+def vocabulary_setting(scenario: Scenario, task: int) -> str | Path | None:
+    """``dataset.vocabulary``: ``leaf``, ``used``, or its file (relative to the topology's folder), or None."""
+    given = scenario.tasks[task].dataset.vocabulary
+    if given is None or given in ("leaf", "used"):
+        return given
+    file = Path(given).expanduser()
+    base = _base_dir(scenario)
+    return file if file.is_absolute() or base is None else base / file
 
 
 def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe:
@@ -99,9 +122,11 @@ def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe
                 spec.name,
                 dataset.input_shape,
                 dataset.num_classes,
-                hidden=tuple(spec.hidden),
+                hidden=spec.layers,
                 flops_per_sample=spec.flops_per_sample,
                 buffers=spec.buffers,
+                tokens=_token_ids(dataset),
+                per_token=dataset.per_token,
             )
         return user_recipe(
             spec.path if spec.path is not None else spec.factory,
@@ -116,6 +141,17 @@ def model_recipe(scenario: Scenario, task: int, dataset: Dataset) -> ModelRecipe
         if spec.builtin:  # a built-in that does not take these samples: the scenario's mistake
             raise _problem(scenario, f"{_where(scenario, task)}.model.name", str(exc)) from None
         raise
+
+
+def _token_ids(dataset: Dataset) -> int | None:
+    """How many token ids a built-in text model embeds: the vocabulary's, or for arrays of your own the largest
+    id + 1 (None: the samples are not ids)."""
+    if dataset.vocabulary is not None:
+        return dataset.vocabulary.ids
+    if dataset.train_x.is_floating_point() or not dataset.train_x.numel():
+        return None
+    top = max(int(dataset.train_x.max()), int(dataset.test_x.max()) if dataset.test_x.numel() else 0)
+    return top + 1 if top >= 0 else None
 
 
 def _split(scenario: Scenario, task: int, dataset: Dataset, rng: np.random.Generator) -> ClientParts:

@@ -173,11 +173,11 @@ def workload(scenario: Scenario, measured: Mapping[int, TaskCost] | None = None)
 def _registry_cost(task: TaskSpec, where: str, problems: list[tuple[str, str]]) -> TaskCost | None:
     """A built-in model on a built-in data set, costed from the registries (None: a user's model or data set, or
     a model that does not apply to the data, which is added to ``problems``)."""
-    if not (task.model.builtin and task.dataset.builtin):
+    if task.measured:
         return None
     data, model = DATASETS[task.dataset.name], task.model
     try:
-        cost = model_cost(model.name, data.input_shape, data.num_classes, model.hidden)
+        cost = model_cost(model.name, data.input_shape, data.num_classes, model.layers)
     except ValueError as exc:
         shape = "x".join(map(str, data.input_shape))
         problems.append(

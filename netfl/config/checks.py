@@ -25,7 +25,7 @@ from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_cla
 from netfl.policies.catalog import supports_population
 from netfl.policies.population import POPULATION_MODELS
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
-from netfl.registry.datasets import NUM_CLASSES
+from netfl.registry.datasets import DATASETS, NUM_CLASSES
 from netfl.registry.partitions import fit_problems
 
 
@@ -112,13 +112,14 @@ def _check_partitions(scenario: Scenario) -> list[tuple[str, str]]:
     for t, task in enumerate(scenario.tasks):
         where = "task" if len(scenario.tasks) == 1 else f"tasks[{t}]"
         part = task.dataset.partition
-        if part.kind == "natural" and task.dataset.builtin:
+        if part.kind == "natural" and task.dataset.builtin and DATASETS[task.dataset.name].leaf is None:
             problems.append(
                 (
                     f"{where}.dataset.partition.kind",
                     f"natural puts each real client's samples on one device, but {task.dataset.name} does not say "
-                    "which client each sample came from; use a data set of your own with client ids (a LEAF folder, "
-                    "or `client` in a .npz/.pt file or a loader), or another kind",
+                    "which client each sample came from; use one that does (shakespeare, sent140) or a data set of "
+                    "your own with client ids (a LEAF folder, or `client` in a .npz/.pt file or a loader), or another "
+                    "kind",
                 )
             )
         labels = NUM_CLASSES[task.dataset.name] if task.dataset.builtin else None  # a user's: once loaded

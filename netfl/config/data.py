@@ -44,6 +44,17 @@ def data_problems(scenario: Scenario, data_dir: Path | None = None) -> list[tupl
                     )
                 )
         spec = task.dataset
+        if spec.vocabulary not in (None, "leaf", "used"):
+            file = Path(spec.vocabulary).expanduser()
+            file = file if file.is_absolute() or base_dir is None else base_dir / file
+            if not file.is_file():
+                problems.append(
+                    (
+                        f"{where}.dataset.vocabulary",
+                        f"{spec.vocabulary}: file not found: {file} (leaf, used, or a vocabulary file: a JSON list "
+                        "of tokens or one token a line; a relative path starts at the topology file's folder)",
+                    )
+                )
         if spec.path is not None:
             problem = missing_user_data(spec.path, base_dir)
             if problem is not None:

@@ -46,7 +46,7 @@ _DATA_DIR_HINT = "pass their folder with --data-dir or dataset.data_dir"
 class DatasetInfo:
     name: str
     num_classes: int
-    input_shape: tuple[int, int, int]  # (C, H, W) of one sample as the loader returns it
+    input_shape: tuple[int, ...]  # one sample's shape as the loader returns it: (C, H, W), or (T,) token ids
     summary: str
     samples: int  # training samples of the published files; or all samples, when ``split`` draws the test set
     split: bool = False  # the test set is drawn from the samples (dataset.test_fraction), not published apart
@@ -55,6 +55,7 @@ class DatasetInfo:
     subfolder: str | None = None  # looked for first inside the data folder
     default_dir: Path | None = None  # where the files are when no data folder is given
     get: str = ""  # how to get the files
+    leaf: str | None = None  # LEAF's JSON of this sample kind (characters, words) in the data folder; sized once read
 
     def training_samples(self, test_fraction: float) -> int:
         """How many samples the run trains on (before dataset.max_train_samples; published files may differ)."""
@@ -102,6 +103,26 @@ DATASETS: dict[str, DatasetInfo] = {
         DatasetInfo(
             "blobs3", 3, (1, 1, 2), "Fed-CVaR-Avg's 2-D toy: three Gaussian blobs, generated", 3000, split=True
         ),
+        DatasetInfo(
+            "shakespeare",
+            80,
+            (80,),
+            "LEAF's Shakespeare: 80 characters of a speaking role's lines, the next character to predict, one "
+            "client per role; LEAF's JSON (train/ and test/)",
+            4_226_158,
+            leaf="characters",
+            get="Make LEAF's JSON with LEAF's own scripts (TalwalkarLab/leaf, data/shakespeare/preprocess.sh) and ",
+        ),
+        DatasetInfo(
+            "sent140",
+            2,
+            (25,),
+            "LEAF's Sent140: a tweet's first 25 words, its sentiment (0 negative, 1 positive), one client per "
+            "Twitter user; LEAF's JSON (train/ and test/)",
+            1_600_498,
+            leaf="words",
+            get="Make LEAF's JSON with LEAF's own scripts (TalwalkarLab/leaf, data/sent140/preprocess.sh) and ",
+        ),
     )
 }
 
@@ -126,6 +147,8 @@ def missing_files(name: str, data_dir: Path | None) -> str | None:
     missing, each named with what to do -- or None when every file it needs is there. Only looks for the
     files (cheap); reading them checks their content."""
     info = DATASETS[name]
+    if info.leaf is not None:
+        return _missing_leaf(info, data_folder(name, data_dir))
     if not info.files:
         return None
     folder = data_folder(name, data_dir)
@@ -144,6 +167,18 @@ def missing_files(name: str, data_dir: Path | None) -> str | None:
         f"{name}: file not found: {folder / missing[0]}{'(.gz)' if info.gzipped else ''}{more}. "
         f"{info.get}{_DATA_DIR_HINT}."
     )
+
+
+def _missing_leaf(info: DatasetInfo, folder: Path | None) -> str | None:
+    if folder is None:
+        return (
+            f"{info.name}: no data folder given; it reads LEAF's JSON from one (train/*.json and test/*.json). "
+            f"{info.get}{_DATA_DIR_HINT}."
+        )
+    if not folder.is_dir() or not leaf_files(folder)[0]:
+        found = "no such folder" if not folder.is_dir() else "no LEAF JSON files (train/*.json) in"
+        return f"{info.name}: {found} {folder}. {info.get}{_DATA_DIR_HINT}."
+    return None
 
 
 # ------------------------------------------------------------------------------------------- the user's data

@@ -11,17 +11,61 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["IMAGE_MODELS", "MODEL_NAMES", "ModelCost", "input_problem", "model_cost"]
+__all__ = [
+    "IMAGE_MODELS",
+    "MODEL_NAMES",
+    "TEXT_MODELS",
+    "ModelCost",
+    "TextModel",
+    "default_hidden",
+    "input_problem",
+    "model_cost",
+]
 
-MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn", "mlp_softmax")
-#: The built-in models that take images (C, H, W); the others flatten samples of any shape.
+
+@dataclass(frozen=True)
+class TextModel:
+    """A built-in model of token ids (LEAF's reference models): its LSTM widths by default (``model.hidden``)."""
+
+    hidden: tuple[int, ...]
+    summary: str
+
+
+#: LEAF's reference models of its text tasks (TalwalkarLab/leaf, models/<task>/stacked_lstm.py, with the sizes of
+#: models/baseline_constants.py), read as netfl's built-in models.
+TEXT_MODELS: dict[str, TextModel] = {
+    "shakespeare_lstm": TextModel(
+        (256, 256),
+        "LEAF's Shakespeare model: embedding 8, two LSTM layers of 256, a linear layer to the characters, on the "
+        "last position (every position with targets: every_token)",
+    ),
+    "sent140_lstm": TextModel(
+        (100, 100),
+        "LEAF's Sent140 model: embedding 100 (one row per vocabulary word and one for an unknown word), two "
+        "LSTM layers of 100, then dense layers of 128 and 2 (no activation between, as LEAF's) on the last "
+        "position",
+    ),
+}
+MODEL_NAMES: tuple[str, ...] = ("logistic", "mlp", "lenet5", "cnn", "mlp_softmax", *TEXT_MODELS)
+#: The built-in models that take images (C, H, W); ``TEXT_MODELS`` take token ids (T,); the others flatten
+#: samples of any shape.
 IMAGE_MODELS: tuple[str, ...] = ("lenet5", "cnn")
+
+
+def default_hidden(name: str) -> tuple[int, ...]:
+    """``model.hidden`` when a topology gives none: the mlp's 200, or a text model's LSTM widths."""
+    return TEXT_MODELS[name].hidden if name in TEXT_MODELS else (200,)
 
 
 def input_problem(name: str, input_shape: Sequence[int]) -> str | None:
     """Why built-in model ``name`` cannot take samples of ``input_shape`` (one sample's shape), or None."""
     if name in IMAGE_MODELS and len(input_shape) != 3:
         return f"{name} takes images (C, H, W); these samples have shape {tuple(input_shape)}"
+    if name in TEXT_MODELS and len(input_shape) != 1:
+        return (
+            f"{name} takes sequences of token ids (T,), as dataset shakespeare and sent140 give them; these "
+            f"samples have shape {tuple(input_shape)}"
+        )
     return None
 
 
@@ -74,6 +118,9 @@ def model_cost(name: str, input_shape: Sequence[int], num_classes: int, hidden: 
     Raises ValueError when the model does not apply to such inputs (a convolutional model on inputs smaller
     than its kernels and pooling) or the name is unknown.
     """
+    if name in TEXT_MODELS:  # its size depends on the vocabulary: measured on the module once the data is read
+        problem = input_problem(name, input_shape) or f"{name} is measured once its data is read"
+        raise ValueError(problem)
     c, h, w = (int(v) for v in input_shape)
     n = _Counter((c, h, w))
     if name == "logistic":

@@ -14,6 +14,7 @@ for those who opt in (``MLFLOW_ALLOW_FILE_STORE``): naming a folder is that opt-
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -33,6 +34,8 @@ from netfl.results.tracking_record import Label, RunRecord
 #: MLflow's limits on one log_batch call.
 _BATCH_METRICS, _BATCH_PARAMS = 1000, 100
 #: MLflow's longest param value (MLflow 2 takes 6000 characters; longer values are cut there).
+#: A class column named by the data (netfl.results.metrics_file.class_label): prefix, JSON-escaped name, suffix.
+_NAMED_CLASS = re.compile(r"^(.*class_)'(.*)'(_accuracy)$")
 _PARAM_CHARS = 6000
 
 
@@ -56,9 +59,9 @@ def _log(client: MlflowClient, uri: str, record: RunRecord, label: Label) -> Non
     metrics = []
     for i, step in enumerate(record.rounds):
         metrics.append(Metric("sim_time_s", record.metrics["sim_time_s"][i], now, step))
-        metrics += [Metric(name, record.metrics[name][i], now, step) for name in record.series]
+        metrics += [Metric(_metric_name(name), record.metrics[name][i], now, step) for name in record.series]
     for step, _, values in record.algorithm:  # the strategy's own metrics, one point per aggregation
-        metrics += [Metric(f"algorithm/{name}", value, now, step) for name, value in values.items()]
+        metrics += [Metric(f"algorithm/{_metric_name(name)}", value, now, step) for name, value in values.items()]
     last = record.rounds[-1] if record.rounds else 0
     metrics += [Metric(f"summary/{name}", value, now, last) for name, value in record.summary.items()]
     params = [Param(_param_name(k), str(v)[:_PARAM_CHARS]) for k, v in record.params.items()]
@@ -90,6 +93,18 @@ def _artifact_location(uri: str, experiment: str) -> str | None:
         return None
     database = Path(unquote(uri.removeprefix("sqlite:///").partition("?")[0]))  # made absolute by mlflow_uri
     return (database.parent / f"{database.stem}-artifacts" / experiment).as_uri()
+
+
+def _metric_name(column: str) -> str:
+    """A metrics.csv column as MLflow takes a metric's name (letters, digits, ``_ . - : /`` and spaces): a class
+    named by its character (``class_'!'_accuracy``) becomes ``class_char_u0021_accuracy`` (``class_char_e_...``
+    for a letter or digit)."""
+    named = _NAMED_CLASS.match(column)
+    if named is None:
+        return column
+    label = json.loads(f'"{named.group(2)}"')
+    text = "".join(c if c.isascii() and c.isalnum() else f"u{ord(c):04x}" for c in label)
+    return f"{named.group(1)}char_{text}{named.group(3)}"
 
 
 def _param_name(key: str) -> str:

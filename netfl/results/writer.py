@@ -63,6 +63,8 @@ def write_run(
     source: str | None = None,
     timeline: dict[str, Any] | None = None,
     algorithm: Sequence[Any] = (),
+    class_names: Sequence[Sequence[str] | None] = (),
+    vocabularies: Sequence[Mapping[str, Any] | None] = (),
 ) -> Path:
     """Write summary.json, metrics.csv, events.parquet, devices.parquet and accuracy_vs_time.png into
     ``out_dir`` atomically.
@@ -71,13 +73,19 @@ def write_run(
     ``scenario`` (the resolved scenario as a topology mapping; ``source``: the file it came from) adds
     scenario.yaml; ``staleness`` (asynchronous runs: each received update's staleness) adds staleness.csv
     and staleness.png; ``algorithm`` (the strategy's metrics of each aggregation) adds algorithm.csv.
+    ``class_names`` (per task, or None) name metrics.csv's class columns; ``vocabularies`` (per task: what its
+    token ids stand for, or None) add vocabulary.json (several tasks: task<s>_vocabulary.json).
     """
     out_dir = Path(out_dir)
 
     def fill(staging: Path) -> None:
         if scenario is not None:
             write_scenario(staging / "scenario.yaml", scenario, source)
-        write_metrics(staging / "metrics.csv", metrics, num_classes)
+        write_metrics(staging / "metrics.csv", metrics, num_classes, class_names)
+        for s, vocabulary in enumerate(vocabularies):
+            if vocabulary is not None:
+                name = "vocabulary.json" if len(num_classes) == 1 else f"task{s}_vocabulary.json"
+                (staging / name).write_text(json.dumps(vocabulary, indent=1, ensure_ascii=False) + "\n")
         write_events(staging / "events.parquet", events)
         write_devices(staging / "devices.parquet", devices)
         if algorithm:

@@ -13,7 +13,7 @@ from cli_support import TINY, assert_user_error, idx_placeholders, run
 from netfl.config.budget import MAX_MODEL_BYTES, MAX_ROUND_FLOPS
 from netfl.learn.models.builtin import build_model, forward_flops_per_sample
 from netfl.registry.datasets import DATASETS
-from netfl.registry.models import MODEL_NAMES, model_cost
+from netfl.registry.models import MODEL_NAMES, TEXT_MODELS, model_cost
 from netfl.results.writer import finite_json
 
 
@@ -23,9 +23,10 @@ def _validate(tmp_path: Path, *settings: str):
     return run("validate", path, *(a for s in settings for a in ("--set", s)))
 
 
-@pytest.mark.parametrize("dataset", list(DATASETS))
-@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("dataset", [name for name, info in DATASETS.items() if info.leaf is None])
+@pytest.mark.parametrize("model", [name for name in MODEL_NAMES if name not in TEXT_MODELS])
 def test_model_cost_matches_the_torch_model(dataset: str, model: str) -> None:
+    """Image and feature models; LEAF's text models are measured on the module once their data is read."""
     info = DATASETS[dataset]
     try:
         built = build_model(model, info.input_shape, info.num_classes, hidden=(24, 12))

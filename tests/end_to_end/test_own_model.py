@@ -81,7 +81,7 @@ def test_the_shakespeare_example_trains_per_token_on_its_speakers(tmp_path: Path
     assert summary["tasks"][0]["model"] == "models.py:CharGRU(embedding=32, hidden=16)"
     accuracy = result.metrics.test_accuracy.tolist()
     assert len(accuracy) == 3 and accuracy[-1] > accuracy[0]  # learns from the first rounds
-    assert {f"class_{k}_accuracy" for k in (0, 54)} <= set(result.metrics.columns)  # 55 characters
+    assert {"class_'\\n'_accuracy", "class_'}'_accuracy"} <= set(result.metrics.columns)  # LEAF's 80 characters
     saved = yaml.safe_load((tmp_path / "run" / "scenario.yaml").read_text())
     assert saved["tasks"][0]["model"]["path"] == "models.py:CharGRU"  # relative to the topology, as written
 
@@ -111,13 +111,13 @@ def test_the_batchnorm_example_runs_under_both_buffer_rules(tmp_path: Path, buff
 def test_validate_imports_the_users_files_and_says_what_it_measured() -> None:
     result = run("validate", EXAMPLES / "shakespeare.yaml")
     assert result.exit_code == 0, result.output
-    assert "models.py:CharGRU(embedding=32, hidden=64): 24,151 parameters; 96.6 kB on the wire; outputs (80, 55)" in (
+    assert "models.py:CharGRU(embedding=32, hidden=64): 26,576 parameters; 106 kB on the wire; outputs (80, 80)" in (
         result.output
     )
     assert "23 clients (each of the 23 devices holds one)" in result.output
-    assert "trains on replicas (any module, in the worker threads)" in result.output  # embedding 55 x 32, GRU
-    # 3 x 64 x (32 + 64) + 2 x 192 biases, head 64 x 55 + 55: 1,760 + 18,816 + 3,575 = 24,151
-    assert "a label per token (80 per sample); 55 classes" in result.output
+    assert "trains on replicas (any module, in the worker threads)" in result.output  # embedding 80 x 32, GRU
+    # 3 x 64 x (32 + 64) + 2 x 192 biases, head 64 x 80 + 80 (LEAF's 80 characters): 2,560 + 18,816 + 5,200
+    assert "a label per token (80 per sample); 80 classes" in result.output
     assert "\ndata budget " in result.output and "(a quarter of this machine's memory; set NETFL_DATA_BUDGET" in (
         result.output
     )

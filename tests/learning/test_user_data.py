@@ -109,7 +109,7 @@ def test_every_refusal_names_the_data_and_what_is_accepted(arrays, message) -> N
 
 def test_unreadable_files_are_refused_without_running_code(tmp_path: Path) -> None:
     np.savez(tmp_path / "objects.npz", x=np.array([{"a": 1}], dtype=object), y=np.array([0]))
-    with pytest.raises(DataError, match="cannot read it without unpickling"):
+    with pytest.raises(DataError, match="objects.npz: x is an array of Python objects, which netfl does not unpickle"):
         load_user_dataset("objects.npz", base_dir=tmp_path)
 
     class Evil:
@@ -165,25 +165,31 @@ def test_leaf_femnist_features_with_writers_as_clients(tmp_path: Path) -> None:
 def test_leaf_shakespeare_characters_and_per_token_targets(tmp_path: Path) -> None:
     x = ["to be or", "not to b"]
     _leaf(tmp_path / "s", "train", {"HAMLET": (x, ["n", "e"]), "JULIET": (["wherefor"], ["e"])})
-    d = load_user_dataset("s", base_dir=tmp_path, test_fraction=0.34)
+    d = load_user_dataset("s", base_dir=tmp_path, test_fraction=0.34, vocabulary="used")
     vocabulary = sorted(set("to be ornot to bwherefore"))
-    assert d.vocabulary == "".join(vocabulary) and d.num_classes == len(vocabulary)
-    leaf = read_leaf(tmp_path / "s", targets="every_token")
+    assert d.vocabulary.tokens == tuple(vocabulary) and d.num_classes == len(vocabulary)
+    leaf = read_leaf(tmp_path / "s", targets="every_token", vocabulary="used")
     first = leaf.arrays["x"][0]
     assert "".join(vocabulary[i] for i in first) == "to be or"
     assert "".join(vocabulary[i] for i in leaf.arrays["y"][0]) == "o be orn"  # x shifted by one, then y
     assert leaf.users == ("HAMLET", "JULIET") and leaf.arrays["client"].tolist() == [0, 0, 1]
 
 
-def test_leaf_sent140_text_becomes_word_ids(tmp_path: Path) -> None:
+def test_leaf_sent140_text_becomes_leafs_word_ids(tmp_path: Path) -> None:
+    """LEAF's line_to_indices: its split_line's tokens (case kept, . , ! ? ; apart), the first 25, a word outside
+    the vocabulary and padding both len(vocabulary)."""
     tweets = [["1", "date", "q", "u", "I love it"], ["2", "date", "q", "u", "I hate it, I do"]]
     _leaf(tmp_path / "sent", "train", {"u1": (tweets, [1, 0]), "u2": (tweets[:1], [1])})
     leaf = read_leaf(tmp_path / "sent")
     assert leaf.arrays["x"].shape == (3, 25)
-    words = leaf.vocabulary.split()
-    assert words[:2] == ["i", "it"]  # by frequency (4 and 3), then alphabetically
-    first = [words[i - 2] for i in leaf.arrays["x"][0] if i >= 2]
-    assert first == ["i", "love", "it"] and leaf.arrays["x"][0][3:].tolist() == [0] * 22  # 0 pads
+    words = leaf.vocabulary.tokens
+    assert words[:2] == ("I", "it") and leaf.vocabulary.unknown == len(words) == 6  # by frequency, then by name
+    assert set(words) == {"I", "it", "love", "hate", ",", "do"}
+    first = [words[i] for i in leaf.arrays["x"][0] if i < len(words)]
+    assert first == ["I", "love", "it"] and leaf.arrays["x"][0][3:].tolist() == [6] * 22  # padding: the unknown id
+    (tmp_path / "words.txt").write_text("love\nI\n")
+    given = read_leaf(tmp_path / "sent", vocabulary=tmp_path / "words.txt")
+    assert given.vocabulary.tokens == ("love", "I") and given.arrays["x"][1][:6].tolist() == [1, 2, 2, 2, 1, 2]
 
 
 @pytest.mark.parametrize(

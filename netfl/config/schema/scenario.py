@@ -102,5 +102,6 @@ class Scenario(Strict):
 
     @property
     def names_users_code(self) -> bool:
-        """Whether some task's model or data set is the user's own (so that torch must build and measure it)."""
-        return any(not (t.model.builtin and t.dataset.builtin) for t in self.tasks)
+        """Whether some task's model or data set is the user's own, or read to be sized (LEAF's tasks), so that torch
+        must build and measure it."""
+        return any(t.measured for t in self.tasks)

@@ -12,9 +12,9 @@ from netfl.numbers import Strict
 from netfl.problems import one_of
 from netfl.registry import registered
 from netfl.registry.choices import DataTargets
-from netfl.registry.datasets import DATASET_NAMES
+from netfl.registry.datasets import DATASET_NAMES, DATASETS
 from netfl.registry.learning_params import LocalSpec
-from netfl.registry.models import MODEL_NAMES
+from netfl.registry.models import MODEL_NAMES, default_hidden
 from netfl.registry.partitions import PartitionSpec
 from netfl.user_code import is_user_reference, python_only_problem
 
@@ -42,8 +42,15 @@ class DatasetSpec(Strict):
     )
     targets: DataTargets = Field(
         "sample",
-        description="LEAF character data (Shakespeare): sample labels each sample with the next character (LEAF's "
+        description="LEAF character data (shakespeare): sample labels each sample with the next character (LEAF's "
         "y); every_token labels every position with the character after it, for models with per-token outputs",
+    )
+    vocabulary: str | None = Field(
+        None,
+        description="what LEAF text's token ids stand for: characters (shakespeare) leaf, LEAF's 80 in its order "
+        "(the default), used (those the files use, sorted) or a vocabulary file; words (sent140) a vocabulary "
+        "file (a JSON list of words, or one word a line), by default the training files' 10000 most frequent; "
+        "relative to the topology file",
     )
     data_dir: Path | None = Field(
         None,
@@ -73,8 +80,18 @@ class DatasetSpec(Strict):
             raise ValueError(python_only_problem(self.path, "data set"))
         if self.args and self.path is None and self.loader is None:
             raise ValueError("args are the keyword arguments of a file.py:function loader; a built-in takes none")
-        if self.name is not None and (self.input_shape is not None or self.targets != "sample"):
-            raise ValueError("input_shape and targets apply to a data set of your own (path)")
+        leaf = DATASETS[self.name].leaf if self.name is not None else None
+        if self.name is not None and self.input_shape is not None:
+            raise ValueError("input_shape applies to a data set of your own (path)")
+        if self.name is not None and leaf is None and (self.targets != "sample" or self.vocabulary is not None):
+            raise ValueError("targets and vocabulary apply to text: shakespeare, sent140 or your own LEAF folder")
+        if leaf == "words" and self.targets != "sample":
+            raise ValueError("targets: every_token applies to characters (shakespeare); sent140 has a label per tweet")
+        if leaf == "words" and self.vocabulary in ("leaf", "used"):
+            raise ValueError(
+                f"vocabulary: {self.vocabulary} names characters; sent140's is a file of words, or none (netfl builds "
+                "one from the training files)"
+            )
         if self.data_dir is not None and self.name is None:
             raise ValueError("data_dir is where a built-in data set's files are; give your own data set's path")
         return self
@@ -92,6 +109,11 @@ class DatasetSpec(Strict):
     def builtin(self) -> bool:
         return self.name is not None
 
+    @property
+    def sized_once_read(self) -> bool:
+        """A data set whose size only its files tell (the user's, or LEAF's built-in tasks): costed once loaded."""
+        return self.name is None or DATASETS[self.name].leaf is not None
+
 
 class ModelSpec(Strict):
     """A built-in model (``name``) or the user's own ``torch.nn.Module`` (``path: file.py:Name``, a class or a
@@ -100,7 +122,11 @@ class ModelSpec(Strict):
     name: Annotated[str, BeforeValidator(registered(MODEL_NAMES, own="path"))] | None = Field(
         None, description="a built-in model; give name or path"
     )
-    hidden: list[Annotated[int, Field(gt=0)]] = Field([200], description="hidden layer sizes of the built-in mlp")
+    hidden: list[Annotated[int, Field(gt=0)]] = Field(
+        [200],
+        description="hidden layer sizes of the built-in mlp; the LSTM layers of shakespeare_lstm ([256, 256]) and "
+        "sent140_lstm ([100, 100])",
+    )
     path: str | None = Field(
         None, description="your model: file.py:Name, a torch.nn.Module class or a function returning one"
     )
@@ -139,7 +165,7 @@ class ModelSpec(Strict):
         if self.path is not None and not is_user_reference(self.path):
             raise ValueError(f"path {self.path!r} must read file.py:Name (a class or function in a Python file)")
         if self.name is None and "hidden" in self.model_fields_set:
-            raise ValueError("hidden sizes the built-in mlp; pass your model's own arguments in args")
+            raise ValueError("hidden sizes the built-in mlp and LSTMs; pass your model's own arguments in args")
         if self.name is not None and self.args:
             raise ValueError(f"args are your model's keyword arguments; the built-in {self.name} takes hidden")
         if self.factory is not None and not callable(self.factory):
@@ -158,8 +184,18 @@ class ModelSpec(Strict):
     def builtin(self) -> bool:
         return self.name is not None
 
+    @property
+    def layers(self) -> tuple[int, ...]:
+        """A built-in's ``hidden`` sizes: as given, else the model's own (the mlp's 200, LEAF's LSTM widths)."""
+        return tuple(self.hidden) if "hidden" in self.model_fields_set else default_hidden(self.name or "")
+
 
 class TaskSpec(Strict):
     dataset: DatasetSpec = Field(description="the data set and how it is split among the devices (its table)")
     model: ModelSpec = Field(description="the model trained: a built-in one or your own (its table)")
     local: LocalSpec = Field(LocalSpec(steps=5), description="each device's local training (its table)")
+
+    @property
+    def measured(self) -> bool:
+        """Its model or data is costed on the built module and the loaded data (torch), not from the registries."""
+        return not self.model.builtin or self.dataset.sized_once_read

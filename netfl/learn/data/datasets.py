@@ -19,9 +19,11 @@ import torch
 
 from netfl.errors import DataError
 from netfl.learn.data.idx import read_idx
+from netfl.learn.data.vocabulary import Vocabulary
 from netfl.registry.datasets import (
     CIFAR10_FILES,
     DATASET_NAMES,
+    DATASETS,
     FASHION_MNIST_DIR,
     IDX_FILES,
     NUM_CLASSES,
@@ -54,12 +56,17 @@ class Dataset:
     input_shape: tuple[int, ...]
     train_client: np.ndarray | None = None
     client_names: tuple[str, ...] | None = None
-    vocabulary: str | None = None  # the characters (LEAF text) or words the token ids stand for, if any
+    vocabulary: Vocabulary | None = None  # what the token ids (and characters' classes) stand for, if known
 
     @property
     def per_token(self) -> bool:
         """One label per token (N, T) rather than per sample."""
         return self.train_y.dim() == 2
+
+    @property
+    def class_names(self) -> tuple[str, ...] | None:
+        """What each class is, where the data says (LEAF's characters), for metrics.csv's columns."""
+        return self.vocabulary.classes if self.vocabulary is not None else None
 
     @property
     def num_clients(self) -> int | None:
@@ -89,10 +96,15 @@ def load_dataset(
       (2.3, 1.5), std 0.1, ``random_state=11``; inputs are the raw coordinates
       shaped N×1×1×2 (use ``logistic`` or ``mlp``), stratified test split like digits.
 
-    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"``. Raises
-    :class:`DataError` for unknown names and missing or malformed files.
+    - ``"shakespeare"`` and ``"sent140"``, LEAF's JSON in ``data_dir``, are read by
+      :func:`netfl.learn.data.leaf_tasks.load_leaf_task`.
+
+    ``test_fraction`` and ``seed`` only affect ``"digits"`` and ``"blobs3"``.
+    Raises :class:`DataError` for unknown names and missing or malformed files.
     """
     loader = _LOADERS.get(name)
+    if loader is None and name in DATASETS:  # LEAF's, read with the checks of a user's data (which import this)
+        raise DataError(f"{name}: LEAF's task is read by netfl.learn.data.leaf_tasks.load_leaf_task")
     if loader is None:
         raise DataError(f"unknown dataset {name!r} (accepted: {', '.join(DATASET_NAMES)})")
     problem = missing_files(name, data_dir)  # every missing file at once, before reading any
@@ -287,4 +299,4 @@ _LOADERS: dict[str, Callable[[Path | None, float, int], Dataset]] = {
     "mnist": _load_mnist,
     "cifar10": _load_cifar10,
     "blobs3": _load_blobs3,
-}
+}  # and LEAF's tasks, read by _load_leaf_task

@@ -18,6 +18,7 @@ import torch
 from netfl.errors import DataError
 from netfl.learn.data.data_budget import held_dtype
 from netfl.learn.data.datasets import Dataset, stratified_split
+from netfl.learn.data.vocabulary import Vocabulary
 from netfl.learn.models.flat_model import IGNORE_LABEL
 
 __all__ = ["ARRAY_KEYS", "IGNORE_LABEL", "dataset_from_arrays"]
@@ -36,7 +37,7 @@ def dataset_from_arrays(
     test_fraction: float = 0.2,
     seed: int = 0,
     client_names: tuple[str, ...] | None = None,
-    vocabulary: str | None = None,
+    vocabulary: Vocabulary | None = None,
     own: bool = False,
 ) -> Dataset:
     """Check the user's arrays (see the module's docstring for the rules) and make a Dataset of them;
@@ -123,9 +124,17 @@ def _array(name: str, key: str, value: Any) -> np.ndarray:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
     try:
-        return np.asarray(value)
+        a = np.asarray(value)
     except (ValueError, TypeError) as exc:
-        raise DataError(f"{name}: {key} is not an array ({exc})") from None
+        ragged = "inhomogeneous" in str(exc)
+        hint = "; its samples have different lengths (ragged): pad them to one length" if ragged else ""
+        raise DataError(f"{name}: {key} is not an array ({exc}){hint}") from None
+    if a.dtype == object:
+        raise DataError(
+            f"{name}: {key} holds Python objects, not numbers; ragged sequences (samples of different lengths) "
+            "are such: pad them to one length"
+        )
+    return a
 
 
 def _inputs(name: str, key: str, value: Any, shape: tuple[int, ...] | None) -> np.ndarray:

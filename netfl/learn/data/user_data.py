@@ -55,12 +55,15 @@ def load_user_dataset(
     test_fraction: float = 0.2,
     seed: int = 0,
     targets: str = "sample",
+    vocabulary: str | Path | None = None,
 ) -> Dataset:
     """The data set a ``dataset.path`` names (relative to ``base_dir``), or that ``loader`` (a function, or a
     mapping of arrays, given from Python) holds. Raises DataError (UserCodeError for a loader's own failure)."""
     label = path or getattr(loader, "__name__", "data given in Python")
     if targets != "sample" and (loader is not None or user_data_format(path) != "leaf"):
         raise DataError(f"{label}: targets: {targets} applies to LEAF character data (Shakespeare)")
+    if vocabulary is not None and (loader is not None or user_data_format(path) != "leaf"):
+        raise DataError(f"{label}: vocabulary applies to LEAF text (a folder or JSON file of characters or words)")
     if loader is not None:
         arrays = _call_loader(loader, args or {}, None) if callable(loader) else loader
     else:
@@ -71,7 +74,7 @@ def load_user_dataset(
         elif form == "torch":
             arrays = _read_torch(file)
         elif form == "leaf":
-            leaf = read_leaf(file, targets=targets)
+            leaf = read_leaf(file, targets=targets, vocabulary=vocabulary)
             return dataset_from_arrays(
                 label,
                 leaf.arrays,
@@ -131,7 +134,9 @@ def _read_member(file: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) ->
         shape, fortran, dtype = npy_header(member, f"{file}: {key}")
         if dtype.hasobject:  # object arrays need pickle, which is refused: a .npz must hold plain arrays
             raise DataError(
-                f"{file}: cannot read it without unpickling ({key} holds Python objects); store plain numeric arrays"
+                f"{file}: {key} is an array of Python objects, which netfl does not unpickle; ragged sequences "
+                "(samples of different lengths) are one: pad them to one length and store plain numeric arrays "
+                "(token ids as integers)"
             )
         out = np.empty(shape[::-1] if fortran else shape, dtype=held_dtype(key, dtype))
         flat = out.reshape(-1)

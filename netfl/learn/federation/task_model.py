@@ -23,6 +23,7 @@ from netfl.learn.data.client_parts import ClientParts
 from netfl.learn.data.datasets import Dataset
 from netfl.learn.models.builtin import forward_flops_per_sample
 from netfl.learn.models.flat_model import Network
+from netfl.learn.models.token_inputs import check_token_inputs
 from netfl.learn.models.user import ModelRecipe, check_model
 from netfl.learn.training.objective import ExtraScalars
 from netfl.learn.training.reference import num_local_steps
@@ -68,6 +69,7 @@ class TaskModel:
         recipe = setup.model
         dataset = setup.dataset
         module = recipe.build()
+        check_token_inputs(module, recipe, dataset.name, {"x": dataset.train_x, "x_test": dataset.test_x})
         with warnings.catch_warnings():  # a model not finite from the start: the run says so as it diverges
             warnings.simplefilter("ignore", NetflWarning)
             check_model(module, recipe, dataset.train_x, dataset.train_y, dataset.num_classes)

@@ -1,7 +1,8 @@
 """The models clients train, and their analytic cost.
 
-The built-in models are plain ``nn.Sequential`` stacks (no buffers, no
-batch norm); a user's own module may be anything (:mod:`netfl.learn.models.user`).
+The built-in image and feature models are plain ``nn.Sequential`` stacks (no buffers, no
+batch norm), and LEAF's text models an embedding and an ``nn.LSTM``; a user's own module may be anything
+(:mod:`netfl.learn.models.user`).
 The simulator never times torch: a device's compute time is
 ``training FLOPs / device speed`` and upload time is ``model bytes / link
 rate``, which is why FLOP and byte counts are computed here, on the module itself.
@@ -16,7 +17,7 @@ import torch
 from torch import nn
 
 from netfl.learn.models.flops import forward_flops
-from netfl.registry.models import MODEL_NAMES, input_problem
+from netfl.registry.models import MODEL_NAMES, TEXT_MODELS, input_problem
 
 __all__ = [
     "MODEL_NAMES",
@@ -33,6 +34,8 @@ def build_model(
     num_classes: int,
     *,
     hidden: Sequence[int] = (200,),
+    tokens: int | None = None,
+    per_token: bool = False,
 ) -> nn.Module:
     """Build model ``name`` for samples of shape ``input_shape`` and ``num_classes`` outputs.
 
@@ -52,11 +55,25 @@ def build_model(
     - ``"cnn"``: the FedAU Fashion-MNIST CNN: conv3×3-32 (pad 1), ReLU,
       maxpool 2, conv3×3-32 (pad 1), ReLU, maxpool 2, FC128, ReLU, FC.
 
+    - ``"shakespeare_lstm"``: LEAF's Shakespeare model: Embedding(``tokens``, 8),
+      an LSTM of ``len(hidden)`` layers of ``hidden[0]`` (LEAF: two of 256),
+      Linear to ``num_classes`` on the last position, or on every position
+      when ``per_token`` (labels per token, ``targets: every_token``).
+    - ``"sent140_lstm"``: LEAF's Sent140 model: Embedding(``tokens``,
+      ``hidden[0]``), the same LSTM (LEAF: two of 100), then Linear 128 and
+      Linear ``num_classes`` with no activation between, on the last position.
+
     ``logistic`` and the MLPs take samples of any shape (flattened); the
-    convolutional ones need images (C, H, W). Flatten sizes come from a dry
-    forward pass, so any image size works. Raises ValueError for an unknown
-    name or a shape the model does not take.
+    convolutional ones need images (C, H, W), the text ones token ids (T,) below
+    ``tokens`` (default ``num_classes``: characters that are their own classes).
+    Flatten sizes come from a dry forward pass, so any image size works. Raises
+    ValueError for an unknown name or a shape the model does not take.
     """
+    if name in TEXT_MODELS:
+        problem = input_problem(name, input_shape)
+        if problem is not None:
+            raise ValueError(problem)
+        return TextLSTM(name, tokens or num_classes, num_classes, tuple(int(h) for h in hidden), per_token)
     features = math.prod(int(v) for v in input_shape)
     if name == "logistic":
         return nn.Sequential(nn.Flatten(), nn.Linear(features, num_classes))
@@ -99,6 +116,29 @@ def build_model(
         flat = _flat_size(features, (c, h, w))
         return nn.Sequential(*features, nn.Linear(flat, 128), nn.ReLU(), nn.Linear(128, num_classes))
     raise ValueError(f"unknown model {name!r} (accepted: {', '.join(MODEL_NAMES)})")
+
+
+class TextLSTM(nn.Module):
+    """LEAF's stacked-LSTM models (TalwalkarLab/leaf, models/shakespeare and models/sent140 stacked_lstm.py):
+    token ids (B, T) -> embedding -> LSTM -> scores of the last position (B, C), or of every one (B, T, C).
+    PyTorch's LSTM initialisation (LEAF's TensorFlow cells add 1 to the forget gate's bias)."""
+
+    def __init__(self, name: str, tokens: int, num_classes: int, hidden: tuple[int, ...], per_token: bool):
+        super().__init__()
+        if not hidden or len(set(hidden)) != 1:
+            raise ValueError(f"{name}'s LSTM layers are one width: hidden lists it once per layer, e.g. [256, 256]")
+        width = hidden[0]
+        self.per_token = per_token
+        self.embed = nn.Embedding(tokens, 8 if name == "shakespeare_lstm" else width)
+        self.lstm = nn.LSTM(self.embed.embedding_dim, width, num_layers=len(hidden), batch_first=True)
+        if name == "shakespeare_lstm":
+            self.head: nn.Module = nn.Linear(width, num_classes)
+        else:  # LEAF's two dense layers, without an activation between them
+            self.head = nn.Sequential(nn.Linear(width, 128), nn.Linear(128, num_classes))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        states, _ = self.lstm(self.embed(tokens))
+        return self.head(states if self.per_token else states[:, -1])
 
 
 def _flat_size(features: nn.Module, input_shape: tuple[int, int, int]) -> int:

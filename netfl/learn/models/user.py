@@ -27,7 +27,7 @@ from netfl import user_code
 from netfl.errors import ModelError, NetflWarning
 from netfl.learn.models.builtin import build_model
 from netfl.learn.models.flat_model import task_loss
-from netfl.registry.models import input_problem
+from netfl.registry.models import TEXT_MODELS, input_problem
 
 __all__ = ["ModelRecipe", "builtin_recipe", "check_model", "user_recipe"]
 
@@ -60,14 +60,19 @@ def builtin_recipe(
     hidden: Sequence[int] = (200,),
     flops_per_sample: float | None = None,
     buffers: str = "average",
+    tokens: int | None = None,
+    per_token: bool = False,
 ) -> ModelRecipe:
-    """A built-in model; ModelError when it does not take samples of ``input_shape``."""
+    """A built-in model; ModelError when it does not take samples of ``input_shape`` (``tokens``: how many token
+    ids a text model embeds; ``per_token``: the labels are per token)."""
     problem = input_problem(name, input_shape)  # now, not when the model is first built
     if problem is not None:
         raise ModelError(problem)
+    if name in TEXT_MODELS and len(set(hidden)) != 1:
+        raise ModelError(f"{name}'s LSTM layers are one width: hidden lists it once per layer, e.g. [256, 256]")
     return ModelRecipe(
         name,
-        lambda: build_model(name, input_shape, num_classes, hidden=tuple(hidden)),
+        lambda: build_model(name, input_shape, num_classes, hidden=tuple(hidden), tokens=tokens, per_token=per_token),
         flops_per_sample,
         buffers,
     )
