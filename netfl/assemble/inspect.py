@@ -41,9 +41,9 @@ _RANDOM_FILLS = frozenset(
 
 
 class _NoRandomFillOnMeta(TorchFunctionMode):
-    """A random fill (or ``torch.nn.init``) of a meta tensor does nothing, as it would anyway -- but torch computes ``normal_`` on the
-    meta device through its Python reference, whose first call imports ``torch._dynamo``: about 2 s of a small
-    job's start-up for the ``nn.Embedding`` of every text model (measured with ``python -X importtime``)."""
+    """A random fill (or ``torch.nn.init``) of a meta tensor does nothing, as it would anyway -- but torch
+    computes ``normal_`` on the meta device through its Python reference, whose first call imports
+    ``torch._dynamo``: about 2 s of a small job's start-up for the ``nn.Embedding`` of every text model."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         filling = func in _RANDOM_FILLS or (
