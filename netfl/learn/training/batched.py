@@ -116,8 +116,8 @@ def _layers(module: nn.Module) -> tuple[dict[str, dict[str, str]], str]:
             names.update({local: buffer_names[id(b)] for local, b in m.named_buffers()})
             layers[name] = names
             inside.append(name)
-        elif any(v is not None for v in m._parameters.values()) or any(v is not None for v in m._buffers.values()):
-            held = ", ".join(k for k, v in {**m._parameters, **m._buffers}.items() if v is not None)
+        elif own := [k for k, _ in (*m.named_parameters(recurse=False), *m.named_buffers(recurse=False))]:
+            held = ", ".join(own)
             where = f"'{name}'" if name else "the model itself"
             return {}, f"{where} ({type(m).__name__}) holds {held}, which the batched path does not compute"
     return layers, ""
@@ -247,7 +247,7 @@ class BatchedKernel:
             first = running_from(steps, step)
             idx = batches[first:, step].reshape(-1)
             leaves = {name: p[first:].detach().requires_grad_(True) for name, p in params.items()}
-            grads = self._gradients(made, leaves, {k: v[first:] for k, v in own.items()}, x[idx], y[idx],
+            grads = self.gradients(made, leaves, {k: v[first:] for k, v in own.items()}, x[idx], y[idx],
                                     dropout[first:], global_[first:])  # fmt: skip
             targets = list(leaves.values())
             with torch.no_grad():
@@ -261,7 +261,7 @@ class BatchedKernel:
         write_buffers(self.network, buffers, own)
 
     @staticmethod
-    def _gradients(made: _Copy, leaves, buffers, xb, yb, dropout, global_) -> list[torch.Tensor]:
+    def gradients(made: _Copy, leaves, buffers, xb, yb, dropout, global_) -> list[torch.Tensor]:
         clients = made.clients
         clients.k, clients.params, clients.buffers = len(dropout), leaves, buffers
         clients.dropout, clients.global_ = dropout, global_
@@ -274,7 +274,7 @@ def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.T
     """'' when one batched step of two clients (different weights, samples and seeds) gives each client the
     gradient and buffers it gets alone on a replica, and draws nothing from torch's global generator; else what
     differs."""
-    from netfl.learn.training.replicas import _Replica  # the one-at-a-time path's own replica
+    from netfl.learn.training.replicas import Replica  # the one-at-a-time path: replicas import nothing of this
 
     k, b = 2, 3
     start = network.initial_params().to(x.device)
@@ -291,12 +291,12 @@ def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.T
     state = torch.get_rng_state()
     dropout = [torch.Generator(device=x.device).manual_seed(s) for s in seeds]
     global_ = [torch.Generator(device=x.device).manual_seed(s) for s in seeds]
-    grads = kernel._gradients(made, leaves, own, x[idx], y[idx], dropout, global_)
+    grads = kernel.gradients(made, leaves, own, x[idx], y[idx], dropout, global_)
     if not torch.equal(torch.get_rng_state(), state):
         torch.set_rng_state(state)
         return "the module draws from torch's global generator in a way the batched path cannot give each client"
     batched = torch.cat([g.reshape(k, -1) for g in grads], dim=1)
-    replica = _Replica(network, x.device, channels_last=False, training=True)
+    replica = Replica(network, x.device, channels_last=False, training=True)
     try:
         for j in range(k):
             replica.load(w[j], buffers)

@@ -166,7 +166,9 @@ def layer_norm(m: nn.LayerNorm, c: Clients, names: dict, dim: int, x: torch.Tens
     return scaled.reshape(moved.shape).movedim(0, dim)
 
 
-def batch_norm(m: nn.modules.batchnorm._BatchNorm, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
+def batch_norm(
+    m: nn.BatchNorm1d | nn.BatchNorm2d | nn.BatchNorm3d, c: Clients, names: dict, dim: int, x: torch.Tensor
+) -> torch.Tensor:
     """Each client's minibatch statistics: (K x B, C, ...) laid out as (B, K x C, ...), one channel per client's
     channel, and each client's running statistics updated in place (rows of its stacked buffers)."""
     if not m.training:
@@ -448,7 +450,7 @@ def attention(
     b = n // k
     bias = c.param(names.get("in_proj_bias"))
     biases = (None, None, None) if bias is None else bias.split(embed, dim=1)
-    if m._qkv_same_embed_dim:
+    if m.in_proj_weight is not None:  # one projection for query, key and value
         weight = c.param(names["in_proj_weight"])
         if query is key and key is value:
             q, kk, v = _project(q_in.reshape(k, b * length, embed), weight, bias).chunk(3, dim=-1)
@@ -464,26 +466,13 @@ def attention(
     q = q.reshape(n, length, heads, head).transpose(1, 2)  # (N, heads, L, head)
     kk = kk.reshape(n, source, heads, head).transpose(1, 2)
     v = v.reshape(n, source, heads, head).transpose(1, 2)
-    key_padding_mask = F._canonical_mask(
-        mask=key_padding_mask,
-        mask_name="key_padding_mask",
-        other_type=F._none_or_dtype(attn_mask),
-        other_name="attn_mask",
-        target_type=q.dtype,
-    )
+    key_padding_mask = _additive(key_padding_mask, q.dtype)
     if is_causal and attn_mask is None:
         raise RuntimeError("Need attn_mask if specifying the is_causal hint")
     causal = bool(is_causal and key_padding_mask is None and not need_weights)
     mask = None
     if not causal:
-        mask = F._canonical_mask(
-            mask=attn_mask,
-            mask_name="attn_mask",
-            other_type=None,
-            other_name="",
-            target_type=q.dtype,
-            check_other=False,
-        )
+        mask = _additive(attn_mask, q.dtype)
         if mask is not None:
             mask = mask.view(1, 1, length, source) if mask.dim() == 2 else mask.view(n, heads, length, source)
         if key_padding_mask is not None:
@@ -512,6 +501,13 @@ def attention(
     if not need_weights:
         return out, None
     return out, weights.mean(dim=1) if average_attn_weights else weights
+
+
+def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """An attention mask as scores to add: a boolean one -inf where True (masked out), a float one as it is."""
+    if mask is None or mask.is_floating_point():
+        return None if mask is None else mask.to(dtype)
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, float("-inf"))
 
 
 def _dropout_kind(channels: int | None) -> Callable:
@@ -545,6 +541,6 @@ def known_batch_dim(m: nn.Module) -> int | None:
     """The batch dimension of a layer's input where its kind fixes it (None: found by running the module)."""
     if isinstance(m, (nn.RNNBase, nn.MultiheadAttention)):
         return 0 if m.batch_first else 1
-    if isinstance(m, (nn.modules.batchnorm._BatchNorm, nn.EmbeddingBag)):
+    if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.EmbeddingBag)):
         return 0
     return None
