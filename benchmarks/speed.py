@@ -23,6 +23,14 @@ not a test. Sections:
   ``sim.run()`` in-process) against this machine's matrix-product and
   convolution peaks (benchmarks/peaks.py). ``--device cuda`` runs netfl and
   the plain loop on a GPU and adds their peak GPU memory.
+* text -- the text workloads of benchmarks/workloads.py (``TEXT``: a
+  character LSTM and GRU, a Transformer encoder, an embedding-bag
+  classifier, each a user's module of benchmarks/user_text.py; 50 clients,
+  30 rounds, every client every round): ``netfl simulate --threads 1``
+  against the plain loop (benchmarks/plain_text_loop.py, 1 thread) as
+  alternated pairs, each pair's ratio of wall times, and netfl at its
+  default threads; then the small job's start-up: the same pairs at 1
+  round, the difference of their wall times.
 * clients -- W1 at 10, 100 and 1000 clients, netfl against the plain loop.
 * threads -- netfl's worker threads 1 against 2, for W1 and the shipped
   topologies quickstart, fashion-mnist and mmfl, each alone and beside a
@@ -91,7 +99,7 @@ FLOWER_SETUP = (
     "python3 -m venv benchmarks/.venv-flower && "
     'benchmarks/.venv-flower/bin/pip install torch==2.13.0 "flwr[simulation]"'
 )
-SECTIONS = ("startup", "w1", "w2", "resnet", "clients", "threads", "engine")
+SECTIONS = ("startup", "w1", "w2", "resnet", "text", "clients", "threads", "engine")
 TOPOLOGIES = ("quickstart", "fashion-mnist", "mmfl")
 MB = 2**20
 
@@ -538,6 +546,84 @@ def w2(args, tmp: Path) -> dict:
 
 def resnet(args, tmp: Path) -> dict:
     return whole_job(args, tmp, "resnet")
+
+
+def text_topology(tmp: Path, workload: str, rounds: int) -> Path:
+    """The text workload as a topology of netfl's, its data written as the ``.npz`` a user would give."""
+    sys.path.insert(0, str(BENCH))
+    import numpy as np
+    import workloads as w
+
+    data = tmp / f"{workload}.npz"
+    if not data.exists():
+        np.savez(data, **w.text_arrays(workload))
+    model, _, steps, batch, lr = w.TEXT[workload]
+    topology = {
+        "name": f"text-{workload}",
+        "seed": 1,
+        "stop": {"rounds": rounds},
+        "task": {
+            "dataset": {"path": str(data), "partition": {"kind": "natural"}},
+            "model": {"path": f"{BENCH / 'user_text.py'}:{model}"},
+            "local": {"steps": steps, "batch_size": batch, "lr": lr},
+        },
+        "devices": [{"group": "clients", "count": w.TEXT_CLIENTS, "compute": {"flops_per_s": 1e10},
+                     "availability": {"policy": "always"},
+                     "link": {"uplink": "1Gbps", "downlink": "1Gbps", "latency": "1ms"}}],
+        "server": {"algorithm": {"name": "fedavg", "weighting": "samples"},
+                   "round": {"participants": w.TEXT_CLIENTS}},
+        "eval": {"every": f"{rounds} rounds"},
+    }  # fmt: skip
+    path = tmp / f"text-{workload}-{rounds}.yaml"
+    path.write_text(yaml.safe_dump(topology, sort_keys=False))
+    return path
+
+
+def text(args, tmp: Path) -> dict:
+    """The text workloads, netfl (1 thread) against the plain loop (1 thread) in alternated pairs; netfl at its
+    default threads; and a small job's start-up (the same pairs at 1 round)."""
+    sys.path.insert(0, str(BENCH))
+    import workloads as w
+
+    rounds = 3 if args.quick else w.TEXT_ROUNDS
+    busy = quiet_check()
+    results, rows = {}, []
+    for workload in w.TEXT:
+        path, one = text_topology(tmp, workload, rounds), text_topology(tmp, workload, 1)
+        plain_cmd = [PYTHON, str(BENCH / "plain_text_loop.py"), "--workload", workload, "--threads", "1"]
+        pairs, starts, default, training = [], [], [], ""
+        for i in range(args.repeat):
+            out = tmp / f"text-{workload}-{i}"
+            mine = run(simulate(path, out, 1)).ok()
+            s = summary(out)
+            training = s["tasks"][0]["training"]
+            theirs = run([*plain_cmd, "--rounds", str(rounds)])
+            pairs.append({"netfl_wall_s": mine.wall_s, "plain_wall_s": theirs.wall_s,
+                          "ratio": mine.wall_s / theirs.wall_s,
+                          "netfl_accuracy": s["final_test_accuracy"], "plain_accuracy": theirs.result()["accuracy"],
+                          "netfl_user_s": mine.user_s, "plain_user_s": theirs.user_s})  # fmt: skip
+            mine_one = run(simulate(one, tmp / f"text-{workload}-one-{i}", 1)).ok()
+            shutil.rmtree(tmp / f"text-{workload}-one-{i}", ignore_errors=True)
+            theirs_one = run([*plain_cmd, "--rounds", "1"]).ok()
+            starts.append(mine_one.wall_s - theirs_one.wall_s)
+            both = run(simulate(path, tmp / f"text-{workload}-default-{i}")).ok()
+            shutil.rmtree(tmp / f"text-{workload}-default-{i}", ignore_errors=True)
+            default.append(both.wall_s / theirs.wall_s)
+        ratios = [p["ratio"] for p in pairs]
+        results[workload] = {"pairs": pairs, "startup_differences_s": starts, "default_threads_ratios": default,
+                             "training": training, "median_ratio": median(ratios)}  # fmt: skip
+        rows.append([workload, median(p["netfl_wall_s"] for p in pairs), median(p["plain_wall_s"] for p in pairs),
+                     f"{median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})", f"{median(default):.2f}",
+                     f"{median(starts):+.2f}", 100 * median(p["netfl_accuracy"] for p in pairs),
+                     100 * median(p["plain_accuracy"] for p in pairs), training.split(" (")[0]])  # fmt: skip
+    table(
+        f"text: {w.TEXT_CLIENTS} clients x {rounds} rounds, whole job, process start to results, {args.repeat} "
+        f"alternated pairs, one thread each (others busy {busy:.1f} cores)",
+        ["workload", "netfl wall s", "plain wall s", "ratio (range)", "netfl default threads", "1-round diff s",
+         "netfl acc %", "plain acc %", "netfl path"],
+        rows,
+    )  # fmt: skip
+    return {"rounds": rounds, "others_busy_cores": busy, "by_workload": results}
 
 
 def clients(args, tmp: Path) -> dict:

@@ -132,3 +132,61 @@ def accuracy(model, x, y) -> float:
     with torch.no_grad():
         return float(sum((model(x[i : i + 2000]).argmax(1) == y[i : i + 2000]).sum() for i in range(0, len(x), 2000))
                      / len(x))  # fmt: skip
+
+
+# ------------------------------------------------------------------ text workloads (speed.py, section text)
+
+#: The text workloads: model (benchmarks/user_text.py), window length, local steps, batch, lr. Every one: 50
+#: clients (LEAF-sized), 30 rounds, every client every round, FedAvg by samples, test accuracy at the end.
+TEXT = {
+    "char-lstm": ("CharLSTM", 40, 2, 10, 1.0),
+    "gru": ("CharGRU", 40, 2, 10, 1.0),
+    "transformer": ("TextTransformer", 32, 2, 10, 0.1),
+    "bag": ("BagClassifier", 64, 2, 16, 0.5),
+}
+TEXT_CLIENTS, TEXT_ROUNDS = 50, 30
+SPEECHES = Path(__file__).resolve().parents[1] / "examples" / "own-model" / "shakespeare" / "speeches.txt"
+
+
+@functools.cache
+def text_arrays(workload: str) -> dict[str, np.ndarray]:
+    """The workload's data as netfl's ``.npz`` holds it: ``x`` token ids (N, T), ``y`` a label per sample,
+    ``client`` each sample's client, ``x_test``/``y_test``. Character workloads: windows of the speeches of
+    examples/own-model (one every 3 characters) and the character that follows, the clients contiguous
+    stretches of the text, the last tenth the test set. ``bag``: seeded synthetic documents of 64 word ids
+    from a vocabulary of 5000, 4 topics of 50 words each, a topic word in 30 % of the positions."""
+    _, length, *_ = TEXT[workload]
+    if workload == "bag":
+        rng = np.random.default_rng(SEED)
+        n = TEXT_CLIENTS * 60 + 600
+        y = rng.integers(0, 4, n)
+        topics = rng.choice(5000, (4, 50), replace=False)
+        x = rng.integers(0, 5000, (n, length))
+        on_topic = rng.random((n, length)) < 0.3
+        x[on_topic] = topics[np.repeat(y, length).reshape(n, length)[on_topic], rng.integers(0, 50, on_topic.sum())]
+    else:
+        lines = SPEECHES.read_text().splitlines()
+        text = " ".join(line.split("|", 2)[-1].strip() for line in lines if not line.startswith("#"))
+        chars = sorted(set(text))
+        ids = np.array([chars.index(c) for c in text])
+        starts = np.arange(0, len(ids) - length - 1, 3)
+        x, y = np.stack([ids[s : s + length] for s in starts]), ids[starts + length]
+    test = len(x) - len(x) // 10
+    client = np.arange(test) * TEXT_CLIENTS // test
+    return {"x": x[:test], "y": y[:test], "client": client, "x_test": x[test:], "y_test": y[test:],
+            "num_classes": np.array(4 if workload == "bag" else len(chars))}  # fmt: skip
+
+
+def text_local_train(model, x, y, generator, steps: int, batch: int, lr: float) -> None:
+    """``local_train`` with the text workload's steps, batch and lr."""
+    import torch
+
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    b = min(batch, len(x))
+    order = torch.cat([torch.randperm(len(x), generator=generator) for _ in range(-(-steps * b // len(x)))])
+    for step in range(steps):
+        idx = order[step * b : (step + 1) * b]
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()

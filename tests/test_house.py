@@ -47,6 +47,7 @@ ALLOWED_PRIVATE = {
         for module, names in {
             "netfl/learn/training/replicas.py": ("_foreach_copy_", "_foreach_zero_", "_foreach_mul_", "_foreach_add_"),
             "netfl/learn/training/stacked.py": ("_foreach_mul_", "_foreach_add_"),
+            "netfl/learn/training/batched.py": ("_foreach_mul_", "_foreach_add_"),
         }.items()
         for name in names
     },

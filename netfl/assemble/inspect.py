@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from netfl.assemble.learning import build_task
 from netfl.config.budget import TaskCost, workload
@@ -33,16 +34,55 @@ from netfl.rng import RandomStreams
 __all__ = ["TaskReport", "check_measured_budget", "inspect_tasks", "measure"]
 
 
+#: Tensor methods that fill a tensor at random: on the meta device there are no values to fill.
+_RANDOM_FILLS = frozenset(
+    getattr(torch.Tensor, name)
+    for name in ("normal_", "uniform_", "bernoulli_", "exponential_", "cauchy_", "log_normal_", "geometric_", "random_")
+)
+
+
+class _NoRandomFillOnMeta(TorchFunctionMode):
+    """A random fill (or ``torch.nn.init``) of a meta tensor does nothing, as it would anyway -- but torch
+    computes ``normal_`` on the meta device through its Python reference, whose first call imports
+    ``torch._dynamo``: about 2 s of a small job's start-up for the ``nn.Embedding`` of every text model."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        filling = func in _RANDOM_FILLS or (
+            getattr(func, "__module__", "") == "torch.nn.init" and func.__name__.endswith("_")  # init.normal_
+        )
+        target = args[0] if args else (kwargs or {}).get("tensor")
+        if filling and isinstance(target, torch.Tensor) and target.is_meta:
+            return target
+        return func(*args, **(kwargs or {}))
+
+
+#: A module up to this many parameter bytes has its FLOPs counted on the CPU, built for real: on the meta device
+#: torch computes products through Python decompositions whose first use imports ``torch._dynamo`` (about 2 s
+#: of every small job's start-up), and a small module costs nothing much on the CPU either.
+CPU_COUNT_BYTES = 64 * 2**20
+
+
+def _small(module: torch.nn.Module) -> bool:
+    return 4 * sum(p.numel() for p in module.parameters()) <= CPU_COUNT_BYTES
+
+
 def measure(scenario: Scenario, task: int, setup: TaskSetup) -> TaskCost:
     """What task ``task``'s module and data weigh, the module built on the meta device (on the CPU if the
-    user's code cannot run there)."""
+    user's code cannot run there); its FLOPs counted on the meta device, or on the CPU for a small module."""
     dataset, recipe = setup.dataset, setup.model
+    module = None
     try:
         with recipe.guard(), torch.device("meta"):
-            module = recipe.build()
-            sample = torch.empty((1, *dataset.input_shape), dtype=dataset.train_x.dtype, device="meta")
-            forward = forward_flops_per_sample(module, sample) if recipe.flops_per_sample is None else 0
+            with _NoRandomFillOnMeta():
+                module = recipe.build()
+            on_cpu = recipe.flops_per_sample is None and _small(module)
+            forward = 0
+            if recipe.flops_per_sample is None and not on_cpu:
+                sample = torch.empty((1, *dataset.input_shape), dtype=dataset.train_x.dtype, device="meta")
+                forward = forward_flops_per_sample(module, sample)
     except Exception:  # code that needs real values (.item(), numpy) builds on the CPU, where errors are reported
+        module = None
+    if module is None or on_cpu:
         torch.manual_seed(0)
         module = recipe.build()
         check_token_inputs(module, recipe, dataset.name, {"x": dataset.train_x, "x_test": dataset.test_x})

@@ -77,7 +77,7 @@ def test_the_shakespeare_example_trains_per_token_on_its_speakers(tmp_path: Path
     overrides = ["stop.rounds=2", "task.local.steps=2", "eval.every=1 rounds", "task.model.args.hidden=16"]
     result = netfl.run(EXAMPLES / "shakespeare.yaml", overrides=overrides, out=tmp_path / "run")
     summary = result.summary
-    assert summary["num_devices"] == 23 and summary["tasks"][0]["training"].startswith("replicas")
+    assert summary["num_devices"] == 23 and summary["tasks"][0]["training"].startswith("batched")
     assert summary["tasks"][0]["model"] == "models.py:CharGRU(embedding=32, hidden=16)"
     accuracy = result.metrics.test_accuracy.tolist()
     assert len(accuracy) == 3 and accuracy[-1] > accuracy[0]  # learns from the first rounds
@@ -115,7 +115,8 @@ def test_validate_imports_the_users_files_and_says_what_it_measured() -> None:
         result.output
     )
     assert "23 clients (each of the 23 devices holds one)" in result.output
-    assert "trains on replicas (any module, in the worker threads)" in result.output  # embedding 80 x 32, GRU
+    batched = "trains on batched (a sequence model whose every layer the batched path computes, in the worker threads)"
+    assert batched in result.output  # embedding 80 x 32, GRU
     # 3 x 64 x (32 + 64) + 2 x 192 biases, head 64 x 80 + 80 (LEAF's 80 characters): 2,560 + 18,816 + 5,200
     assert "a label per token (80 per sample); 80 classes" in result.output
     assert "\ndata budget " in result.output and "(a quarter of this machine's memory; set NETFL_DATA_BUDGET" in (

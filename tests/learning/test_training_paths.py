@@ -116,7 +116,8 @@ def _reference(network, start, buffers, x, y, jobs, weight_decay):
 
 
 def _paths(name: str) -> list[str]:
-    return (["fused"] if name in ("mlp", "user_mlp") else []) + ["replicas", "stacked"]
+    fused, batched = ["fused"] if name in ("mlp", "user_mlp") else [], ["batched"] if name == "gru" else []
+    return fused + ["replicas", "stacked"] + batched
 
 
 @pytest.fixture
@@ -174,8 +175,8 @@ def test_every_path_equals_one_job_at_a_time(name: str, corrected: bool, device:
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_each_module_trains_on_the_path_it_allows(device: str) -> None:
-    """An MLP is fused anywhere; on a CPU every other module trains on replicas, on a GPU stacked by vmap (a
-    recurrent module where vmap can batch it, else on replicas)."""
+    """An MLP is fused anywhere; on a CPU a recurrent module is batched and every other module trains on replicas,
+    on a GPU stacked by vmap (a recurrent module where vmap can batch it, else on replicas)."""
     chosen = {}
     for name in FAMILIES:
         module, x, y = _family(name)
@@ -185,6 +186,8 @@ def test_each_module_trains_on_the_path_it_allows(device: str) -> None:
     if device != "cpu":
         assert chosen["gru"] in ("stacked", "replicas")
         expected["gru"] = chosen["gru"]
+    else:
+        expected["gru"] = "batched"
     assert chosen == expected
 
 

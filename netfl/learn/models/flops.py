@@ -222,6 +222,24 @@ _FORMULAS: dict[Any, Callable[..., int]] = {
 }
 
 
+def _recurrent_on_meta(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first=False,
+                       *rest):  # fmt: skip
+    """What ``torch._VF``'s recurrent functions return, as empty meta tensors of the right shapes (None: the
+    packed-sequence form, which runs as it is). On the meta device torch computes them through Python
+    decompositions whose first use imports ``torch._dynamo`` -- seconds of a small job's start-up -- for values
+    a meta tensor does not have anyway."""
+    if not (isinstance(params, (list, tuple)) and input.dim() == 3):
+        return None
+    states = list(hx) if isinstance(hx, (list, tuple)) else [hx]
+    steps, batch = (input.shape[1], input.shape[0]) if batch_first else (input.shape[0], input.shape[1])
+    width = (2 if bidirectional else 1) * states[0].shape[-1]
+    shape = (batch, steps, width) if batch_first else (steps, batch, width)
+    return (input.new_empty(shape), *(s.new_empty(s.shape) for s in states))
+
+
+_META_OUTPUTS = {torch._VF.rnn_tanh, torch._VF.rnn_relu, torch._VF.gru, torch._VF.lstm}
+
+
 def _rmatmul(a, b, *args, **kwargs) -> int:
     return _matmul(b, a)
 
@@ -250,4 +268,8 @@ class _Counter(TorchFunctionMode):
                     f"{exc}); this is a failure of netfl's FLOP count, not of the model: give "
                     "model.flops_per_sample (its training FLOPs per sample) to skip the count"
                 ) from None
+        if func in _META_OUTPUTS and args and isinstance(args[0], torch.Tensor) and args[0].is_meta:
+            out = _recurrent_on_meta(*args, **kwargs)
+            if out is not None:
+                return out
         return func(*args, **kwargs)

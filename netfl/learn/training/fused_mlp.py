@@ -129,8 +129,9 @@ class FusedMLP:
         weight_decay: float,
         pull: float = 0.0,
         offset: torch.Tensor | None = None,
+        seeds: list[int] | None = None,
     ) -> None:
-        """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place.
+        """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) in place (``seeds``: not used).
 
         Each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset`` (offset: n x dim or None).
         """

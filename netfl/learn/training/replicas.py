@@ -41,7 +41,7 @@ from netfl.learn.models.pool_first import pool_before_activation
 from netfl.learn.training.objective import ExtraScalars
 from netfl.learn.training.reference import TrainJob
 
-__all__ = ["ReplicaKernel", "Evaluator", "draws_global_random", "uses_channels_last"]
+__all__ = ["Replica", "ReplicaKernel", "Evaluator", "draws_global_random", "uses_channels_last"]
 
 
 def uses_channels_last(module: nn.Module, sample: torch.Tensor) -> bool:
@@ -84,7 +84,7 @@ def _seed_dropouts(module: nn.Module, generator: torch.Generator) -> int:
     return count
 
 
-class _Replica:
+class Replica:
     """One thread's copy of a task's module: its parameters (in layout order), their gradients, its buffers."""
 
     def __init__(self, network: Network, device: torch.device, *, channels_last: bool, training: bool):
@@ -141,10 +141,10 @@ class _ThreadReplicas:
         self._args = (network, device)
         self._kw = {"channels_last": channels_last, "training": training}
 
-    def get(self) -> _Replica:
+    def get(self) -> Replica:
         replica = getattr(self._local, "replica", None)
         if replica is None:
-            replica = self._local.replica = _Replica(*self._args, **self._kw)
+            replica = self._local.replica = Replica(*self._args, **self._kw)
         return replica
 
 
@@ -248,7 +248,7 @@ class ReplicaKernel:
 def draws_global_random(network: Network, x: torch.Tensor, y: torch.Tensor, device: torch.device) -> bool:
     """Whether a training step of a replica of ``network`` (dropout layers seeded) draws from torch's global
     generator: one step on two samples, and torch's generator state compared before and after (restored)."""
-    replica = _Replica(network, device, channels_last=False, training=True)
+    replica = Replica(network, device, channels_last=False, training=True)
     replica.load(network.initial_params().to(device), network.initial_buffers().to(device))
     cpu_state = torch.get_rng_state()
     cuda_state = torch.cuda.get_rng_state(device) if device.type == "cuda" else None

@@ -67,9 +67,11 @@ class ChunkKernel(Protocol):
         weight_decay: float,
         pull: float = 0.0,
         offset: torch.Tensor | None = None,
+        seeds: list[int] | None = None,
     ) -> None:
         """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) and ``buffers`` (n x buffer size) in
-        place; each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset``."""
+        place; each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset``. ``seeds``: each job's
+        (for a kernel whose module draws random numbers)."""
 
 
 def jobs_per_chunk(per_job_bytes: int, device: torch.device, free_bytes: int | None = None) -> int:
@@ -128,8 +130,9 @@ def train_stacked(
             bufs = torch.stack([jobs[j].buffers if jobs[j].buffers is not None else start_buffers for j in members])
         offset = None if corrections is None else _offset(start, [corrections[j] for j in members], lr, pull)
         kernel.train(
-            w, bufs, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay, pull=pull, offset=offset
-        )
+            w, bufs, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay, pull=pull, offset=offset,
+            seeds=[jobs[j].seed for j in members],
+        )  # fmt: skip
         return w, bufs
 
     trained = parallel(train_chunk, chunks) if parallel is not None else [train_chunk(c) for c in chunks]
@@ -193,12 +196,13 @@ class FunctionalKernel:
         weight_decay: float,
         pull: float = 0.0,
         offset: torch.Tensor | None = None,
+        seeds: list[int] | None = None,
     ) -> None:
         network = self.network
         self.module.train()
         n, b = len(steps), batches.shape[2]
         params = stacked_views(w, network.params)
-        own = self._buffers(buffers)
+        own = read_buffers(network, buffers)
         xbuf = torch.empty((n * b, *x.shape[1:]), dtype=x.dtype, device=x.device)
         decay = 1.0 - lr * (weight_decay + pull)
         for step in range(steps[-1] if steps else 0):
@@ -214,21 +218,27 @@ class FunctionalKernel:
             torch._foreach_add_(targets, [grads[name] for name in running], alpha=-lr)
             if offset is not None:
                 w[first:].add_(offset[first:])
-        if buffers is not None:
-            buffers.copy_(torch.stack([network.buffers.pack({k: v[j] for k, v in own.items()}) for j in range(n)]))
+        write_buffers(network, buffers, own)
 
-    def _buffers(self, buffers: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        """Each job's buffers as stacked tensors of their own (contiguous, each its own dtype: a module updates
-        them in place, which vmap carries out only on such tensors), written back into the chunk's rows after
-        training."""
-        if buffers is None or not self.network.buffers:
-            return {}
-        layout = self.network.buffers
-        views = stacked_views(buffers, ParamLayout(layout.names, layout.shapes, layout.numels))
-        return {
-            name: (view.clone() if dtype.is_floating_point else view.round()).to(dtype)
-            for (name, view), dtype in zip(views.items(), layout.dtypes)
-        }
+
+def read_buffers(network: Network, buffers: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """Each job's buffers (rows of ``buffers``) as stacked tensors of their own (contiguous, each its own dtype:
+    a module updates them in place, which vmap carries out only on such tensors); :func:`write_buffers` puts
+    them back into the chunk's rows after training."""
+    if buffers is None or not network.buffers:
+        return {}
+    layout = network.buffers
+    views = stacked_views(buffers, ParamLayout(layout.names, layout.shapes, layout.numels))
+    return {
+        name: (view.clone() if dtype.is_floating_point else view.round()).to(dtype)
+        for (name, view), dtype in zip(views.items(), layout.dtypes)
+    }
+
+
+def write_buffers(network: Network, buffers: torch.Tensor | None, own: dict[str, torch.Tensor]) -> None:
+    if buffers is not None and own:
+        n = len(buffers)
+        buffers.copy_(torch.stack([network.buffers.pack({k: v[j] for k, v in own.items()}) for j in range(n)]))
 
 
 def activation_bytes(network: Network, xb: torch.Tensor, yb: torch.Tensor) -> int:

@@ -11,6 +11,11 @@ Paths (:data:`PATHS`), chosen when the task is built:
   autograd on a per-thread copy of the module, jobs spread over the worker threads
   (:mod:`netfl.learn.training.replicas`). On a CPU this beats stacking a CNN's clients with ``torch.func``, which
   cannot run in two threads at once and spends more per core (benchmarks/speed.py).
+* ``batched`` -- on a CPU, a sequence model (recurrent, embedding or attention layers, the user's included) whose
+  every weighted layer the batched path computes: a chunk of jobs' steps together on a rewritten copy of the
+  module, each layer computing every client with its own weights by batched matrix products, checked against
+  one client at a time when the task is built (:mod:`netfl.learn.training.batched`); chunks in the worker
+  threads.
 * ``stacked`` -- on a GPU, a module ``vmap`` can batch (BatchNorm included) and that draws no random
   numbers: jobs stacked with ``torch.func`` (``vmap(grad(loss))``), a chunk sized to the free memory, so
   that a round of small models is a few large kernels (:mod:`netfl.learn.training.stacked`).
@@ -18,7 +23,8 @@ Paths (:data:`PATHS`), chosen when the task is built:
   the tests and benchmarks (never chosen by itself).
 
 A module that draws from torch's global random generator (other than through ``nn.Dropout`` layers, which
-replicas seed per job) trains on ``replicas`` one job at a time, torch's generator seeded from each job.
+replicas seed per job) trains on ``replicas`` one job at a time, torch's generator seeded from each job --
+unless it is batched, which gives each job its own generators for those draws (attention dropout).
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from functools import partial
 import torch
 
 from netfl.learn.models.flat_model import Network
+from netfl.learn.training.batched import BatchedKernel, plan_for
 from netfl.learn.training.fused_mlp import FusedMLP
 from netfl.learn.training.objective import ExtraScalars
 from netfl.learn.training.reference import TrainJob, train_one
@@ -42,6 +49,7 @@ __all__ = ["PATHS", "TrainJob", "Trainer", "choose_path"]
 PATHS: dict[str, str] = {
     "fused": "the fused MLP kernel: many jobs' steps as batched matrix products, chunks in the worker threads",
     "replicas": "each job by plain autograd on a per-thread copy of the module, jobs in the worker threads",
+    "batched": "clients' steps together on a rewritten copy of the module, each layer with every client's weights",
     "stacked": "jobs stacked with torch.func (vmap of grad): a chunk's step is a few large kernels",
     "reference": "one job at a time through functional_call (the yardstick of the tests)",
 }
@@ -55,9 +63,11 @@ def choose_path(
     fused: bool,
     global_random: bool,
     channels_last: bool,
+    not_batched: str = "not a sequence model",
 ) -> tuple[str, str]:
     """The path a task's jobs train on, and why (see the module docstring); ``cannot(path)`` says why a path
-    cannot train the module ('' when it can). ValueError for a forced path that does not exist or cannot."""
+    cannot train the module ('' when it can); ``not_batched``: why the batched path does not ('' when it does).
+    ValueError for a forced path that does not exist or cannot."""
     if forced is not None:
         if forced not in PATHS:
             raise ValueError(f"unknown training path {forced!r}; accepted: {', '.join(PATHS)}")
@@ -69,9 +79,12 @@ def choose_path(
         return "fused", "a Linear/ReLU stack"
     if device_type == "cuda" and not cannot("stacked"):
         return "stacked", "vmap batches this module"
+    if device_type == "cpu" and not not_batched:
+        return "batched", "a sequence model whose every layer the batched path computes"
+    why = "" if not_batched.startswith("not a sequence model") else f"; not batched: {not_batched}"
     if global_random:
-        return "replicas", "one job at a time, torch's generator seeded per job: the module draws from it"
-    return "replicas", "any module" + (" (channels_last)" if channels_last else "")
+        return "replicas", f"one job at a time, torch's generator seeded per job: the module draws from it{why}"
+    return "replicas", "any module" + (" (channels_last)" if channels_last else "") + why
 
 
 class Trainer:
@@ -99,6 +112,12 @@ class Trainer:
         if not network.buffers and extras is None and not per_token:
             self.fused = FusedMLP.of(network.module, network.params, tuple(x.shape[1:]))
         self.channels_last = uses_channels_last(network.module, x[0])
+        self._batched: BatchedKernel | None = None
+        self.not_batched = "the strategy's extra scalars train on replicas" if extras is not None else ""
+        if not self.not_batched:
+            plan, self.not_batched = plan_for(network, x, y, guard)
+            if plan is not None:
+                self._batched = BatchedKernel(network, plan, guard)
         self.path, self.reason = self._choose(path)
         self._replicas = ReplicaKernel(
             network,
@@ -119,12 +138,15 @@ class Trainer:
             fused=self.fused is not None,
             global_random=self.global_random,
             channels_last=self.channels_last,
+            not_batched=self.not_batched,
         )
 
     def _cannot(self, path: str) -> str:
         """Why ``path`` cannot train this task ('' when it can)."""
         if path == "fused" and self.fused is None:
             return "the fused kernel trains Linear/ReLU stacks without buffers or extras, one label per sample"
+        if path == "batched":
+            return self.not_batched
         if path == "stacked":
             if self.extras is not None:
                 return "the strategy's extra scalars train on replicas"
@@ -151,7 +173,8 @@ class Trainer:
         """The path and why, for summary.json (``threads``: the run's worker threads, ``adaptive``: fewer while
         other processes keep CPUs busy) and ``netfl validate`` (None: before a run)."""
         where = ""
-        if self.path in ("replicas", "fused") and self.device.type == "cpu" and not self.global_random:
+        one_at_a_time = self.path == "replicas" and self.global_random
+        if self.path in ("replicas", "fused", "batched") and self.device.type == "cpu" and not one_at_a_time:
             count = f"{'up to ' if adaptive else ''}{threads} worker thread{'s' if threads != 1 else ''}"
             where = ", in the worker threads" if threads is None else f", {count}"
         return f"{self.path} ({self.reason}{where})"
@@ -169,7 +192,7 @@ class Trainer:
         buffers ``start_buffers`` or the job's own); the jobs of a fused or stacked call share a minibatch
         size and a correction pull."""
         # the replicas guard the module in the worker threads that run it; the other paths run it in this thread
-        with nullcontext() if self.path == "replicas" else self.guard():
+        with nullcontext() if self.path in ("replicas", "batched") else self.guard():
             if self.path == "reference":
                 return [self._train_reference(start, job, lr, weight_decay, start_buffers) for job in jobs]
             train, parallel = self._trainer(start, jobs)
@@ -189,6 +212,9 @@ class Trainer:
         and buffers out), and the map that spreads its work over the worker threads (None: this thread)."""
         if self.path == "replicas":
             return self._replicas.train, parallel_map
+        if self.path == "batched":
+            per_chunk = self._batched.plan.chunk_jobs(start.numel() * start.element_size())
+            return partial(train_stacked, self._batched, per_chunk=per_chunk), parallel_map
         kernel = self.fused if self.path == "fused" else self._functional_kernel()
         per_chunk = jobs_per_chunk(self._per_job_bytes(start, jobs[0].minibatches.shape[1]), self.device)
         # the fused kernel's chunks may train in the worker threads: they never run the module itself

@@ -1,0 +1,546 @@
+"""Layers that compute several clients at once, each client with its own weights: the pieces of the batched path
+(:mod:`netfl.learn.training.batched`).
+
+The clients' minibatches are concatenated along the batch dimension (client 0's samples first), so that the
+user's own ``forward`` -- reshapes, slices, activations, ``scaled_dot_product_attention`` -- runs unchanged on
+``K * B`` samples: everything that works sample by sample is already per client. Only layers with parameters
+or buffers (and dropout, whose masks come from each client's own generator) need to know the clients apart;
+each such layer's ``forward`` is replaced by one of the functions here, which reads the K clients' stacked
+weights from :class:`Clients` and computes all clients with batched matrix products (``bmm``):
+
+* ``Linear`` -- one ``baddbmm``; ``Embedding`` / ``EmbeddingBag`` -- one lookup in the clients' tables laid
+  end to end (client k's ids offset by k x the vocabulary);
+* ``LSTM`` / ``GRU`` / ``RNN`` -- PyTorch's equations (gate order i, f, g, o and r, z, n), every layer and
+  direction: the input projections of all time steps as one ``baddbmm``, then one ``baddbmm`` and a few
+  element-wise operations per time step for all clients together (torch's fused recurrent kernel has no
+  stacked form);
+* ``MultiheadAttention`` -- the projections per client, attention over the K x B samples' heads;
+* ``LayerNorm`` and ``BatchNorm`` -- normalisation per sample (LayerNorm) or per client's minibatch
+  (BatchNorm: the clients' channels side by side), each client's affine weights and running statistics;
+* ``Dropout`` -- each client's mask drawn from its own generator, of the shape a client alone would draw: the
+  same masks as on the replicas (:mod:`netfl.learn.training.replicas`). Attention-weight dropout inside
+  ``MultiheadAttention`` draws, per client, from a second generator that stands for torch's global one (which
+  the one-at-a-time path seeds from the job), in the same order and shapes: the same masks again.
+
+What a layer cannot do batched (a packed sequence, dropout between recurrent layers, ``max_norm``...) raises
+:class:`Unbatchable`, so that the task trains one job at a time on replicas instead, saying why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.nn.utils.rnn import PackedSequence
+
+__all__ = ["LAYERS", "Clients", "Unbatchable", "known_batch_dim"]
+
+
+class Unbatchable(RuntimeError):
+    """A layer is used in a way the batched path does not compute: the reason, for ``netfl validate``."""
+
+
+class Clients:
+    """What the batched layers of one forward pass share: the number of clients, their stacked parameters and
+    buffers (named as in the module, client axis first) and their generators (one per client: dropout layers'
+    ``dropout``, and ``global_`` standing for torch's global generator)."""
+
+    def __init__(self) -> None:
+        self.k = 0
+        self.params: dict[str, torch.Tensor] = {}
+        self.buffers: dict[str, torch.Tensor] = {}
+        self.frozen: dict[str, torch.Tensor] = {}
+        self.dropout: list[torch.Generator] = []
+        self.global_: list[torch.Generator] = []
+
+    def param(self, name: str | None) -> torch.Tensor | None:
+        """Client-stacked ``name`` (a frozen parameter: the module's own, the same for every client)."""
+        if name is None:
+            return None
+        if name in self.params:
+            return self.params[name]
+        frozen = self.frozen[name]
+        return frozen.unsqueeze(0).expand(self.k, *frozen.shape)
+
+    def masks(self, generators: list[torch.Generator], shape: tuple[int, ...], dim: int, keep: float, like):
+        """Each client's Bernoulli(keep) draw of ``shape`` from its own generator, laid side by side along ``dim``."""
+        draws = [
+            torch.empty(shape, dtype=like.dtype, device=like.device).bernoulli_(keep, generator=g) for g in generators
+        ]
+        return torch.cat(draws, dim=dim) if len(draws) > 1 else draws[0]
+
+
+def _to_clients(x: torch.Tensor, dim: int, k: int) -> tuple[torch.Tensor, torch.Size]:
+    """``x`` with its batch dimension ``dim`` (K x B) moved first, viewed as (K, rest, last): client rows."""
+    moved = x.movedim(dim, 0)
+    if moved.shape[0] % k:
+        raise Unbatchable(f"a layer's input has {moved.shape[0]} samples in dimension {dim}, not {k} clients' worth")
+    return moved.reshape(k, -1, moved.shape[-1]), moved.shape
+
+
+def _from_clients(out: torch.Tensor, shape: torch.Size, dim: int) -> torch.Tensor:
+    return out.reshape(*shape[:-1], out.shape[-1]).movedim(0, dim)
+
+
+def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Client rows (K, n, in) through each client's (K, out, in) weight: (K, n, out)."""
+    if bias is None:
+        return torch.bmm(x, weight.transpose(1, 2))
+    return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+
+def linear(m: nn.Linear, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
+    rows, shape = _to_clients(x, dim, c.k)
+    return _from_clients(_project(rows, c.param(names["weight"]), c.param(names.get("bias"))), shape, dim)
+
+
+def _client_ids(ids: torch.Tensor, dim: int, k: int, vocabulary: int) -> tuple[torch.Tensor, torch.Size]:
+    """Each client's ids (K, n), checked against the vocabulary (an id past it would read another client's row)."""
+    moved = ids.movedim(dim, 0)
+    if moved.shape[0] % k:
+        raise Unbatchable(f"an embedding's input has {moved.shape[0]} samples in dimension {dim}, not {k} clients'")
+    rows = moved.reshape(k, -1)
+    if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= vocabulary):
+        raise IndexError(f"token ids reach {int(rows.min())}..{int(rows.max())}; the embedding has {vocabulary} rows")
+    return rows, moved.shape
+
+
+def _plain_embedding(m: nn.Module) -> None:
+    if m.max_norm is not None or m.scale_grad_by_freq or m.sparse:
+        raise Unbatchable(f"{type(m).__name__} with max_norm, scale_grad_by_freq or sparse gradients")
+
+
+def embedding(m: nn.Embedding, c: Clients, names: dict, dim: int, ids: torch.Tensor) -> torch.Tensor:
+    _plain_embedding(m)
+    rows, shape = _client_ids(ids, dim, c.k, m.num_embeddings)
+    weight = c.param(names["weight"])
+    offsets = torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
+    out = F.embedding(rows + offsets, weight.reshape(-1, weight.shape[-1]))
+    if m.padding_idx is not None:  # the padding row gets no gradient, as nn.Embedding's
+        out = torch.where((rows == m.padding_idx).unsqueeze(-1), out.detach(), out)
+    return out.reshape(*shape, out.shape[-1]).movedim(0, dim)
+
+
+def embedding_bag(
+    m: nn.EmbeddingBag, c: Clients, names: dict, dim: int, ids: torch.Tensor, offsets=None, per_sample_weights=None
+) -> torch.Tensor:
+    _plain_embedding(m)
+    if offsets is not None or ids.dim() != 2 or dim != 0:
+        raise Unbatchable("EmbeddingBag on a 1-D input with offsets (the batched path takes bags as rows (N, L))")
+    rows, _ = _client_ids(ids, 0, c.k, m.num_embeddings)
+    weight = c.param(names["weight"])
+    flat = rows + torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
+    if m.padding_idx is not None:  # client 0's padding id stands for every client's: excluded from its bag
+        flat = torch.where(rows == m.padding_idx, m.padding_idx, flat)
+    return F.embedding_bag(
+        flat.view(ids.shape),
+        weight.reshape(-1, weight.shape[-1]),
+        mode=m.mode,
+        per_sample_weights=per_sample_weights,
+        padding_idx=m.padding_idx,
+    )
+
+
+def layer_norm(m: nn.LayerNorm, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
+    if dim >= x.dim() - len(m.normalized_shape):
+        raise Unbatchable("LayerNorm normalising over the batch dimension")
+    out = F.layer_norm(x, m.normalized_shape, None, None, m.eps)
+    weight = c.param(names.get("weight"))
+    if weight is None:
+        bias = c.param(names.get("bias"))
+        if bias is None:
+            return out
+        weight = torch.ones_like(bias)
+    size = math.prod(m.normalized_shape)
+    moved = out.movedim(dim, 0)
+    rows = moved.reshape(c.k, -1, size)
+    bias = c.param(names.get("bias"))
+    scaled = (
+        rows * weight.reshape(c.k, 1, size)
+        if bias is None
+        else torch.addcmul(bias.reshape(c.k, 1, size), rows, weight.reshape(c.k, 1, size))
+    )
+    return scaled.reshape(moved.shape).movedim(0, dim)
+
+
+def batch_norm(
+    m: nn.BatchNorm1d | nn.BatchNorm2d | nn.BatchNorm3d, c: Clients, names: dict, dim: int, x: torch.Tensor
+) -> torch.Tensor:
+    """Each client's minibatch statistics: (K x B, C, ...) laid out as (B, K x C, ...), one channel per client's
+    channel, and each client's running statistics updated in place (rows of its stacked buffers)."""
+    if not m.training:
+        raise Unbatchable("BatchNorm in evaluation mode inside training")
+    k, channels = c.k, x.shape[1]
+    b = x.shape[0] // k
+    spread = x.reshape(k, b, *x.shape[1:]).transpose(0, 1).reshape(b, k * channels, *x.shape[2:])
+    mean = var = None
+    factor = 0.0 if m.momentum is None else m.momentum
+    if m.track_running_stats:
+        mean, var = c.buffers[names["running_mean"]], c.buffers[names["running_var"]]
+        tracked = c.buffers[names["num_batches_tracked"]]
+        tracked.add_(1)
+        if m.momentum is None:  # a cumulative average: one factor for all clients only when their counts agree
+            if bool((tracked != tracked[0]).any()):
+                raise Unbatchable("BatchNorm with momentum=None and clients of different batch counts")
+            factor = 1.0 / float(tracked[0])
+        mean, var = mean.view(-1), var.view(-1)
+    weight, bias = c.param(names.get("weight")), c.param(names.get("bias"))
+    out = F.batch_norm(
+        spread,
+        mean,
+        var,
+        None if weight is None else weight.reshape(-1),
+        None if bias is None else bias.reshape(-1),
+        True,
+        factor,
+        m.eps,
+    )
+    return out.reshape(b, k, *x.shape[1:]).transpose(0, 1).reshape(x.shape)
+
+
+def dropout(m: nn.Module, c: Clients, names: dict, dim: int, x: torch.Tensor, *, channels: int | None) -> torch.Tensor:
+    """The replicas' seeded dropout (:class:`netfl.learn.training.replicas._SeededDropout`) per client."""
+    if not m.training or m.p == 0.0:
+        return x
+    if m.p == 1.0:
+        return x * 0.0
+    per_client = list(x.shape)
+    per_client[dim] //= c.k
+    if channels is not None:
+        if dim >= x.dim() - channels:
+            raise Unbatchable(f"{type(m).__name__} over the batch dimension")
+        per_client[x.dim() - channels :] = [1] * channels
+    keep = c.masks(c.dropout, tuple(per_client), dim, 1.0 - m.p, x)
+    return x * keep / (1.0 - m.p)
+
+
+# ------------------------------------------------------------------ recurrent layers
+
+
+class _LSTMLayer(torch.autograd.Function):
+    """One LSTM layer and direction for K clients, backward written out (backpropagation through time).
+
+    Autograd through a loop over time steps would record a dozen small operations per step and compute the
+    recurrent weights' gradient one step at a time (a product with B rows); here the forward keeps each step's
+    gates in buffers allocated once, the backward walks the steps back with one ``bmm`` each, and the weights'
+    gradient is one ``bmm`` over all steps (T x B rows).
+    """
+
+    @staticmethod
+    def forward(ctx, xp, w_hh, h0, c0, reverse):
+        k, steps, b, gates = xp.shape
+        hidden = gates // 4
+        acts = xp.new_empty(steps, k, b, gates)  # sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
+        cells = xp.new_empty(steps, k, b, hidden)
+        tanh_cells = xp.new_empty(steps, k, b, hidden)
+        hs = xp.new_empty(steps, k, b, hidden)
+        w = w_hh.transpose(1, 2)
+        h, c = h0, c0
+        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+            a = torch.baddbmm(xp[:, t], h, w, out=acts[t])
+            a[..., : 2 * hidden].sigmoid_()
+            a[..., 2 * hidden : 3 * hidden].tanh_()
+            a[..., 3 * hidden :].sigmoid_()
+            c = torch.mul(a[..., hidden : 2 * hidden], c, out=cells[t]).addcmul_(
+                a[..., :hidden], a[..., 2 * hidden : 3 * hidden]
+            )
+            h = torch.mul(a[..., 3 * hidden :], torch.tanh(c, out=tanh_cells[t]), out=hs[t])
+        ctx.save_for_backward(acts, cells, tanh_cells, hs, h0, c0, w_hh)
+        ctx.reverse = reverse
+        return hs.transpose(0, 1), h.clone(), c.clone()
+
+    @staticmethod
+    def backward(ctx, d_out, d_h, d_c):
+        acts, cells, tanh_cells, hs, h0, c0, w_hh = ctx.saved_tensors
+        steps, k, b, gates = acts.shape
+        hidden = gates // 4
+        order = list(range(steps - 1, -1, -1)) if ctx.reverse else list(range(steps))
+        d_gates = acts.new_empty(acts.shape)
+        dh = d_h if d_h is not None else h0.new_zeros(h0.shape)
+        dc = d_c if d_c is not None else c0.new_zeros(c0.shape)
+        previous = {t: (order[n - 1] if n else None) for n, t in enumerate(order)}
+        for t in reversed(order):
+            a = acts[t]
+            i, f, g, o = (
+                a[..., :hidden],
+                a[..., hidden : 2 * hidden],
+                a[..., 2 * hidden : 3 * hidden],
+                a[..., 3 * hidden :],
+            )
+            if d_out is not None:
+                dh = dh + d_out[:, t]
+            tc = tanh_cells[t]
+            dc = dc + dh * o * (1 - tc * tc)
+            c_prev = cells[previous[t]] if previous[t] is not None else c0
+            out = d_gates[t]
+            torch.mul(dc * g, i * (1 - i), out=out[..., :hidden])
+            torch.mul(dc * c_prev, f * (1 - f), out=out[..., hidden : 2 * hidden])
+            torch.mul(dc * i, 1 - g * g, out=out[..., 2 * hidden : 3 * hidden])
+            torch.mul(dh * tc, o * (1 - o), out=out[..., 3 * hidden :])
+            dc = dc * f
+            dh = torch.bmm(out, w_hh)
+        # the recurrent weights' gradient, all steps at once: sum over t of d_gates_t^T h_{t-1}
+        h_prev = torch.empty_like(hs)
+        for n, t in enumerate(order):
+            h_prev[t] = hs[order[n - 1]] if n else h0
+        rows = steps * b
+        d_w = torch.bmm(
+            d_gates.transpose(0, 1).reshape(k, rows, gates).transpose(1, 2),
+            h_prev.transpose(0, 1).reshape(k, rows, hidden),
+        )
+        return d_gates.transpose(0, 1), d_w, dh, dc, None
+
+
+class _GRULayer(torch.autograd.Function):
+    """One GRU layer and direction for K clients, backward written out (as :class:`_LSTMLayer`)."""
+
+    @staticmethod
+    def forward(ctx, xp, w_hh, b_hh, h0, reverse):
+        k, steps, b, gates = xp.shape
+        hidden = gates // 3
+        rz = xp.new_empty(steps, k, b, 2 * hidden)
+        news = xp.new_empty(steps, k, b, hidden)
+        hp_n = xp.new_empty(steps, k, b, hidden)
+        hs = xp.new_empty(steps, k, b, hidden)
+        w = w_hh.transpose(1, 2)
+        h = h0
+        for t in range(steps - 1, -1, -1) if reverse else range(steps):
+            hp = torch.bmm(h, w) if b_hh is None else torch.baddbmm(b_hh.unsqueeze(1), h, w)
+            x_t = xp[:, t]
+            torch.add(x_t[..., : 2 * hidden], hp[..., : 2 * hidden], out=rz[t]).sigmoid_()
+            hp_n[t] = hp[..., 2 * hidden :]
+            n = torch.addcmul(x_t[..., 2 * hidden :], rz[t][..., :hidden], hp_n[t], out=news[t]).tanh_()
+            h = torch.addcmul(n, rz[t][..., hidden:], h - n, out=hs[t])
+        ctx.save_for_backward(rz, news, hp_n, hs, h0, w_hh)
+        ctx.reverse, ctx.has_bias = reverse, b_hh is not None
+        return hs.transpose(0, 1), h.clone()
+
+    @staticmethod
+    def backward(ctx, d_out, d_h):
+        rz, news, hp_n, hs, h0, w_hh = ctx.saved_tensors
+        steps, k, b, hidden = hs.shape
+        order = list(range(steps - 1, -1, -1)) if ctx.reverse else list(range(steps))
+        d_x = hs.new_empty(steps, k, b, 3 * hidden)
+        d_hp = hs.new_empty(steps, k, b, 3 * hidden)
+        h_prev = torch.empty_like(hs)
+        for n, t in enumerate(order):
+            h_prev[t] = hs[order[n - 1]] if n else h0
+        dh = d_h if d_h is not None else h0.new_zeros(h0.shape)
+        for t in reversed(order):
+            if d_out is not None:
+                dh = dh + d_out[:, t]
+            r, z, n = rz[t][..., :hidden], rz[t][..., hidden:], news[t]
+            d_n = dh * (1 - z) * (1 - n * n)
+            torch.mul(d_n * hp_n[t], r * (1 - r), out=d_x[t][..., :hidden])
+            torch.mul(dh * (h_prev[t] - n), z * (1 - z), out=d_x[t][..., hidden : 2 * hidden])
+            d_x[t][..., 2 * hidden :] = d_n
+            d_hp[t][..., : 2 * hidden] = d_x[t][..., : 2 * hidden]
+            torch.mul(d_n, r, out=d_hp[t][..., 2 * hidden :])
+            dh = dh * z + torch.bmm(d_hp[t], w_hh)
+        rows = steps * b
+        flat_hp = d_hp.transpose(0, 1).reshape(k, rows, 3 * hidden)
+        d_w = torch.bmm(flat_hp.transpose(1, 2), h_prev.transpose(0, 1).reshape(k, rows, hidden))
+        d_b = flat_hp.sum(1) if ctx.has_bias else None
+        return d_x.transpose(0, 1), d_w, d_b, dh, None
+
+
+def _rnn_steps(xp, w_hh, h, order, activation):
+    w = w_hh.transpose(1, 2)
+    xs = xp.unbind(1)
+    out = [None] * len(xs)
+    for t in order:
+        h = activation(torch.baddbmm(xs[t], h, w))
+        out[t] = h
+    return out, h
+
+
+def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
+    """``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` for K clients: the same outputs and final states, per client."""
+    if isinstance(input, PackedSequence):
+        raise Unbatchable(f"{type(m).__name__} on a PackedSequence")
+    if input.dim() != 3:
+        raise Unbatchable(f"{type(m).__name__} on an unbatched input")
+    if m.training and m.dropout > 0 and m.num_layers > 1:
+        raise Unbatchable(f"{type(m).__name__} with dropout between layers (drawn inside torch's fused kernel)")
+    if getattr(m, "proj_size", 0):
+        raise Unbatchable("LSTM with proj_size")
+    k, hidden, layers = c.k, m.hidden_size, m.num_layers
+    directions = 2 if m.bidirectional else 1
+    batch_major = input if m.batch_first else input.transpose(0, 1)
+    n, steps = batch_major.shape[0], batch_major.shape[1]
+    b = n // k
+    seq = batch_major.reshape(k, b, steps, -1).transpose(1, 2)  # (K, T, B, F)
+    lstm = m.mode == "LSTM"
+    h0 = c0 = None
+    if hx is not None:
+        h0, c0 = hx if lstm else (hx, None)
+        h0 = h0.reshape(layers * directions, k, b, hidden)
+        c0 = c0.reshape(layers * directions, k, b, hidden) if c0 is not None else None
+    zeros = seq.new_zeros(k, b, hidden)
+    finals_h, finals_c = [], []
+    layer_in = seq
+    for layer in range(layers):
+        outs = []
+        for direction in range(directions):
+            suffix = f"_l{layer}" + ("_reverse" if direction else "")
+            w_ih, w_hh = c.param(names["weight_ih" + suffix]), c.param(names["weight_hh" + suffix])
+            b_ih, b_hh = c.param(names.get("bias_ih" + suffix)), c.param(names.get("bias_hh" + suffix))
+            index = layer * directions + direction
+            h = h0[index] if h0 is not None else zeros
+            t_in = layer_in.shape[1]
+            # both biases go into the input projection, except GRU's b_hh, which r gates (PyTorch's equations)
+            bias = b_ih if m.mode == "GRU" or b_ih is None else b_ih + b_hh
+            xp = _project(layer_in.reshape(k, t_in * b, -1), w_ih, bias).view(k, t_in, b, -1)
+            if lstm:
+                cell = c0[index] if c0 is not None else zeros
+                out, h, cell = _LSTMLayer.apply(xp, w_hh, h, cell, bool(direction))
+                finals_c.append(cell)
+            elif m.mode == "GRU":
+                out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction))
+            else:
+                order = range(t_in - 1, -1, -1) if direction else range(t_in)
+                out, h = _rnn_steps(xp, w_hh, h, order, torch.tanh if m.mode == "RNN_TANH" else torch.relu)
+                out = torch.stack(out, 1)
+            finals_h.append(h)
+            outs.append(out)  # (K, T, B, H)
+        layer_in = outs[0] if directions == 1 else torch.cat(outs, -1)
+    width = layer_in.shape[-1]
+    if m.batch_first:
+        output = layer_in.transpose(1, 2).reshape(n, steps, width)
+    else:
+        output = layer_in.permute(1, 0, 2, 3).reshape(steps, n, width)
+    h_n = torch.stack(finals_h).reshape(layers * directions, n, hidden)
+    if lstm:
+        return output, (h_n, torch.stack(finals_c).reshape(layers * directions, n, hidden))
+    return output, h_n
+
+
+# ------------------------------------------------------------------ attention
+
+
+def attention(
+    m: nn.MultiheadAttention,
+    c: Clients,
+    names: dict,
+    dim: int,
+    query,
+    key,
+    value,
+    key_padding_mask=None,
+    need_weights=True,
+    attn_mask=None,
+    average_attn_weights=True,
+    is_causal=False,
+):
+    """``nn.MultiheadAttention`` for K clients (``F.multi_head_attention_forward``'s rules, each client's
+    projections)."""
+    if m.bias_k is not None or m.add_zero_attn:
+        raise Unbatchable("MultiheadAttention with add_bias_kv or add_zero_attn")
+    if query.dim() != 3:
+        raise Unbatchable("MultiheadAttention on an unbatched input")
+    k = c.k
+    q_in, k_in, v_in = (t if m.batch_first else t.transpose(0, 1) for t in (query, key, value))
+    n, length, embed = q_in.shape
+    source = k_in.shape[1]
+    heads = m.num_heads
+    head = embed // heads
+    b = n // k
+    bias = c.param(names.get("in_proj_bias"))
+    biases = (None, None, None) if bias is None else bias.split(embed, dim=1)
+    if m.in_proj_weight is not None:  # one projection for query, key and value
+        weight = c.param(names["in_proj_weight"])
+        if query is key and key is value:
+            q, kk, v = _project(q_in.reshape(k, b * length, embed), weight, bias).chunk(3, dim=-1)
+        else:
+            wq, wk, wv = weight.split(embed, dim=1)
+            q = _project(q_in.reshape(k, b * length, -1), wq, biases[0])
+            kk = _project(k_in.reshape(k, b * source, -1), wk, biases[1])
+            v = _project(v_in.reshape(k, b * source, -1), wv, biases[2])
+    else:
+        q = _project(q_in.reshape(k, b * length, -1), c.param(names["q_proj_weight"]), biases[0])
+        kk = _project(k_in.reshape(k, b * source, -1), c.param(names["k_proj_weight"]), biases[1])
+        v = _project(v_in.reshape(k, b * source, -1), c.param(names["v_proj_weight"]), biases[2])
+    q = q.reshape(n, length, heads, head).transpose(1, 2)  # (N, heads, L, head)
+    kk = kk.reshape(n, source, heads, head).transpose(1, 2)
+    v = v.reshape(n, source, heads, head).transpose(1, 2)
+    key_padding_mask = _additive(key_padding_mask, q.dtype)
+    if is_causal and attn_mask is None:
+        raise RuntimeError("Need attn_mask if specifying the is_causal hint")
+    causal = bool(is_causal and key_padding_mask is None and not need_weights)
+    mask = None
+    if not causal:
+        mask = _additive(attn_mask, q.dtype)
+        if mask is not None:
+            mask = mask.view(1, 1, length, source) if mask.dim() == 2 else mask.view(n, heads, length, source)
+        if key_padding_mask is not None:
+            padding = key_padding_mask.view(n, 1, 1, source)
+            mask = padding if mask is None else mask + padding
+    p = m.dropout if m.training else 0.0
+    weights = None
+    if need_weights or p > 0.0:
+        scores = torch.matmul(q * (1.0 / math.sqrt(head)), kk.transpose(-2, -1))
+        if mask is not None:
+            scores = scores + mask
+        elif causal:
+            scores = scores + torch.full((length, source), float("-inf"), device=q.device).triu(1)
+        weights = scores.softmax(dim=-1)
+        attended = weights
+        if p > 0.0:  # torch's dropout: a Bernoulli draw the shape of one client's weights, scaled by 1/(1-p)
+            noise = c.masks(c.global_, (b, heads, length, source), 0, 1.0 - p, weights)
+            attended = weights * noise.div_(1.0 - p)
+        out = torch.matmul(attended, v)
+    else:
+        out = F.scaled_dot_product_attention(q, kk, v, attn_mask=mask, is_causal=causal)
+    out = out.transpose(1, 2).reshape(k, b * length, embed)
+    out = _project(out, c.param(names["out_proj.weight"]), c.param(names.get("out_proj.bias"))).view(n, length, -1)
+    if not m.batch_first:
+        out = out.transpose(0, 1)
+    if not need_weights:
+        return out, None
+    return out, weights.mean(dim=1) if average_attn_weights else weights
+
+
+def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
+    """An attention mask as scores to add: a boolean one -inf where True (masked out), a float one as it is."""
+    if mask is None or mask.is_floating_point():
+        return None if mask is None else mask.to(dtype)
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(mask, float("-inf"))
+
+
+def _dropout_kind(channels: int | None) -> Callable:
+    def forward(m, c, names, dim, x):
+        return dropout(m, c, names, dim, x, channels=channels)
+
+    return forward
+
+
+#: The layers the batched path computes, by exact type (a subclass may change ``forward``).
+LAYERS: dict[type, Callable] = {
+    nn.Linear: linear,
+    nn.Embedding: embedding,
+    nn.EmbeddingBag: embedding_bag,
+    nn.LayerNorm: layer_norm,
+    nn.BatchNorm1d: batch_norm,
+    nn.BatchNorm2d: batch_norm,
+    nn.BatchNorm3d: batch_norm,
+    nn.LSTM: recurrent,
+    nn.GRU: recurrent,
+    nn.RNN: recurrent,
+    nn.MultiheadAttention: attention,
+    nn.Dropout: _dropout_kind(None),
+    nn.Dropout1d: _dropout_kind(1),
+    nn.Dropout2d: _dropout_kind(2),
+    nn.Dropout3d: _dropout_kind(3),
+}
+
+
+def known_batch_dim(m: nn.Module) -> int | None:
+    """The batch dimension of a layer's input where its kind fixes it (None: found by running the module)."""
+    if isinstance(m, (nn.RNNBase, nn.MultiheadAttention)):
+        return 0 if m.batch_first else 1
+    if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.EmbeddingBag)):
+        return 0
+    return None
