@@ -13,6 +13,8 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from sphinx.util import logging
+
 DOCS = Path(__file__).resolve().parent
 REPO = DOCS.parent
 sys.path.insert(0, str(REPO))  # netfl from this checkout, as autodoc documents it
@@ -45,27 +47,27 @@ default_role = "literal"  # `name` in a docstring is code, as Markdown shows it
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
-autodoc_class_signature = "separated"
+autodoc_class_signature = "mixed"
 autodoc_preserve_defaults = True
 add_module_names = True
 
 html_theme = "furo"
 html_copy_source = False
 html_show_sourcelink = False
-html_last_updated_fmt = None
+html_show_copyright = False
 pygments_style = "default"
 
 
-def _tables(app, docname: str, source: list[str]) -> None:
-    """Each page's parameter tables checked against netfl.config.schema and their marker lines dropped: a table
-    out of date or a marker naming no model fails the build (the Markdown itself holds the tables)."""
-    try:
-        source[0] = _schema_tables().expand(source[0])
-    except ValueError as exc:
-        from sphinx.errors import ExtensionError
-
-        raise ExtensionError(f"{app.env.doc2path(docname)}: {exc}") from None
-
-
 def setup(app) -> None:
-    app.connect("source-read", _tables)
+    schema_tables = _schema_tables()
+
+    def tables(app, docname: str, source: list[str]) -> None:
+        """Each page's parameter tables checked against netfl.config.schema and their marker lines dropped: a
+        table out of date or a marker naming no model is a warning, which fails the build (-W), and the page keeps
+        its markers (the Markdown itself holds the tables)."""
+        try:
+            source[0] = schema_tables.expand(source[0])
+        except ValueError as exc:
+            logging.getLogger("schema_tables").warning(str(exc), location=docname, type="schema_tables")
+
+    app.connect("source-read", tables)
