@@ -13,7 +13,9 @@ page, not a blank.
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
+import os
 import re
 from pathlib import Path
 
@@ -46,11 +48,24 @@ def sphinx_build(source: Path, out: Path, *options: str) -> tuple[int, str]:
     return status, warnings.read_text() if warnings.exists() else ""
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site") / "html"
-    status, warnings = sphinx_build(DOCS, out)
-    assert status == 0, warnings
+    """The site, built once for the whole run: the first xdist worker to ask builds it in the run's shared
+    temporary folder while the others wait on its lock, then read the same files."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "docs-site"  # this run's alone
+    out, failed = shared / "html", shared / "failed.txt"
+    shared.mkdir(exist_ok=True)
+    with (shared / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not out.is_dir() and not failed.exists():
+            building = shared / f"building-{os.getpid()}"  # renamed once whole: no worker reads a half-built site
+            status, warnings = sphinx_build(DOCS, building)
+            if status == 0:
+                building.rename(out)
+            else:
+                failed.write_text(warnings or f"sphinx-build exited {status}")
+    assert not failed.exists(), failed.read_text()
     return out
 
 
@@ -146,6 +161,7 @@ def test_every_page_is_in_the_navigation_once() -> None:
     assert entries.index("getting-started") < entries.index("topology/index") < entries.index("api/netfl")
 
 
+@pytest.mark.slow
 def test_a_broken_link_page_anchor_api_name_or_table_fails_the_build(tmp_path: Path) -> None:
     """A small site with docs/conf.py: each fault is a warning naming it, and the build fails."""
     source = tmp_path / "src"
