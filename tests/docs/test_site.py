@@ -172,7 +172,7 @@ def test_a_broken_link_page_anchor_api_name_or_table_fails_the_build(tmp_path: P
     )
     stale = schema_tables.block("StopSpec", "stop").replace("| `rounds` |", "| `round` |")
     (source / "page.md").write_text(
-        f"# Page\n\n## A heading\n\n{stale}\n\n```{{eval-rst}}\n.. autofunction:: netfl.api.no_such_name\n```\n"
+        f"# Page\n\n## A heading\n\n{stale}\n\n```{{eval-rst}}\n.. autofunction:: netfl.errors.no_such_name\n```\n"
     )
     (source / "orphan.md").write_text("# In no toctree\n")
     status, warnings = sphinx_build(source, tmp_path / "out", "-c", str(DOCS))
