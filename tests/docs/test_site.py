@@ -206,6 +206,10 @@ def test_the_site_builds_strict_with_every_page(site: Path) -> None:
         r"netfl.ScenarioError</span></code></a>",
         netfl_page,
     )  # documented as netfl.ScenarioError
+    # a private module no page documents: its name as code, not a link, and no warning
+    assert '(<code class="xref py py-mod docutils literal notranslate"><span class="pre">netfl.results.tracking' in (
+        netfl_page
+    )
     for page in (site / "api").rglob("*.html"):
         raw = re.findall(r":(?:py:)?(?:class|mod|func|meth|attr|data|exc|obj):`", page.read_text())
         assert not raw, (page, raw)
