@@ -35,13 +35,14 @@ extensions = ["myst_parser", "sphinx.ext.autodoc"]
 
 source_suffix = {".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["**/report/*.html"]  # a study's report.html is output, not a page
 # Markdown headings get GitHub's anchors (`page.md#a-heading` links), as a forge renders them
 myst_heading_anchors = 4
-myst_enable_extensions = ["colon_fence"]  # ::: fences for the few directives (include, eval-rst)
+myst_enable_extensions = ["colon_fence"]  # ::: fences for the toctrees and includes (no ``` block to run)
 # A docstring's Sphinx role to a name documented on a page is a link; one to a name that is not (a private
-# module, torch's types) is shown as code: autodoc's signatures name third-party types that no page documents,
-# so nitpicky mode would fail on them. Links between pages and their anchors are checked by MyST (-W).
+# module, torch's types) is shown as code, as mkdocstrings' optional references were: autodoc's signatures name
+# third-party and internal types that no page documents (about a hundred), and without intersphinx inventories
+# (they are fetched from the web) nitpicky mode would fail on each. Links between pages, their anchors and the
+# API names the pages' directives ask for are checked all the same (MyST, autodoc: -W).
 nitpicky = False
 default_role = "literal"  # `name` in a docstring is code, as Markdown shows it
 
