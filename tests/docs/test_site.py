@@ -31,8 +31,6 @@ schema_tables = importlib.util.module_from_spec(SPEC)
 SPEC.loader.exec_module(schema_tables)
 #: The README's command, as the site is built (tests/docs/test_code_blocks.py runs the README's line itself).
 STRICT = ["-W", "--keep-going", "-q"]
-#: MyST-Parser 5 still reads the attributes that Sphinx 9 deprecates for Sphinx 11: its own concern, not the site's
-pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated. Check CHANGES for Sphinx API modifications")
 
 
 def sphinx_build(source: Path, out: Path, *options: str) -> tuple[int, str]:
