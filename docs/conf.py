@@ -37,7 +37,6 @@ source_suffix = {".md": "markdown"}
 root_doc = "index"
 # Markdown headings get GitHub's anchors (`page.md#a-heading` links), as a forge renders them
 myst_heading_anchors = 4
-myst_enable_extensions = ["colon_fence"]  # ::: fences for the toctrees and includes (no ``` block to run)
 # A docstring's Sphinx role to a name documented on a page is a link; one to a name that is not (a private
 # module, torch's types) is shown as code, as mkdocstrings' optional references were: autodoc's signatures name
 # third-party and internal types that no page documents (about a hundred), and without intersphinx inventories

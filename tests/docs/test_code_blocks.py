@@ -6,8 +6,9 @@ to a few rounds and seeds by the options below; ``python`` blocks as scripts (on
 ``<!-- test: file NAME -->`` is the user's file of that name, written and imported); ``yaml`` blocks are
 topologies (a whole one validated as it is, a fragment validated inside the quickstart, at the top level or in
 its first device group, as its keys say) or a study file equal to the file it names. A block that is output
-is tagged ``text``. A ``{eval-rst}`` fence is no code but the site's markup (the API pages' autodoc
-directives), which the site's strict build checks (tests/docs/test_site.py). Any other language, or an untagged
+is tagged ``text``. A ``{toctree}``, ``{include}`` or ``{eval-rst}`` fence is no code but the site's markup (the
+navigation, an included file, the API pages' autodoc directives), which the site's strict build checks
+(tests/docs/test_site.py). Any other language, or an untagged
 block, fails: no block is skipped unseen.
 
 Where they run: in this process, in the page's folder, so that no command pays a fresh interpreter's import of
@@ -54,7 +55,7 @@ FENCE = re.compile(
 )
 LANGUAGES = {"bash", "python", "yaml", "text"}
 #: MyST directives written as fences: the site's markup, built (and so checked) by tests/docs/test_site.py.
-DIRECTIVES = {"{eval-rst}"}
+DIRECTIVES = {"{toctree}", "{include}", "{eval-rst}"}
 
 #: Added to every `netfl simulate` / `sweep` of the docs, and to every topology file a Python block loads: one
 #: round (the evaluations before and after it give every table and figure its rows), one seed.

@@ -71,7 +71,7 @@ def toctree_pages() -> list[str]:
     """The pages of docs/index.md's toctrees, in the site's order (the navigation's one source)."""
     index = (DOCS / "index.md").read_text()
     entries = []
-    for body in re.findall(r"^:::\{toctree\}\n(.*?)^:::$", index, re.M | re.S):
+    for body in re.findall(r"^```\{toctree\}\n(.*?)^```$", index, re.M | re.S):
         for line in body.splitlines():
             if line and not line.startswith(":"):
                 entries.append(re.sub(r"^.*<(.*)>$", r"\1", line))
@@ -166,7 +166,7 @@ def test_a_broken_link_page_anchor_api_name_or_table_fails_the_build(tmp_path: P
     source.mkdir()
     (source / "index.md").write_text(
         "# Home\n\n[gone](missing.md), [no such heading](page.md#nowhere), [fine](page.md#a-heading)\n\n"
-        ":::{toctree}\npage\n:::\n"
+        "```{toctree}\npage\n```\n"
     )
     stale = schema_tables.block("StopSpec", "stop").replace("| `rounds` |", "| `round` |")
     (source / "page.md").write_text(
