@@ -1,0 +1,26 @@
+"""Device-state logs: per-device timelines of screen, lock, charger, network and battery states, read and
+written in FLASH's format and as a long table (CSV or parquet), streamed one device at a time.
+
+Engine side: numpy and pyarrow only (no torch, no simpy), so that the replay (policies) and ``netfl fit``
+share one data model.
+"""
+
+from netfl.fleet_logs.read import detect_format, iter_device_logs
+from netfl.fleet_logs.records import DeviceLog, LogError
+from netfl.fleet_logs.states import BATTERY, CHARGER, KIND_NAMES, LOCK, NETWORK, NETWORK_NAMES, SCREEN
+from netfl.fleet_logs.write import write_device_logs
+
+__all__ = [
+    "BATTERY",
+    "CHARGER",
+    "KIND_NAMES",
+    "LOCK",
+    "NETWORK",
+    "NETWORK_NAMES",
+    "SCREEN",
+    "DeviceLog",
+    "LogError",
+    "detect_format",
+    "iter_device_logs",
+    "write_device_logs",
+]
