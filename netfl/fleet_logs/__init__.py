@@ -7,11 +7,14 @@ share one data model.
 
 from netfl.fleet_logs.read import detect_format, iter_device_logs
 from netfl.fleet_logs.records import DeviceLog, LogError
+from netfl.fleet_logs.rules import DEFAULT_RULE, INITIAL, Rule, RuleError, parse_rule, states_after
 from netfl.fleet_logs.states import BATTERY, CHARGER, KIND_NAMES, LOCK, NETWORK, NETWORK_NAMES, SCREEN
 from netfl.fleet_logs.write import write_device_logs
 
 __all__ = [
     "BATTERY",
+    "DEFAULT_RULE",
+    "INITIAL",
     "CHARGER",
     "KIND_NAMES",
     "LOCK",
@@ -20,7 +23,11 @@ __all__ = [
     "SCREEN",
     "DeviceLog",
     "LogError",
+    "Rule",
+    "RuleError",
     "detect_format",
     "iter_device_logs",
+    "parse_rule",
+    "states_after",
     "write_device_logs",
 ]
