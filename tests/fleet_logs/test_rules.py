@@ -49,7 +49,7 @@ def test_changes_at_one_instant_open_no_empty_interval():
     [
         ("locked and sleepy", "unknown word 'sleepy'"),
         ("locked and", "ends too soon"),
-        ("battery = 3", "cannot read '= 3'"),
+        ("battery = 3", "cannot read ' = 3'"),
         ("battery is 3", "battery needs"),
         ("(locked", "not closed"),
         ("", "rule is empty"),
