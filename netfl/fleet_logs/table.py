@@ -186,3 +186,42 @@ class TableDevices:
         if self.origin is None:
             self.origin = stamps[0].astype("datetime64[D]").astype("datetime64[us]")
         return (stamps - self.origin).astype(np.int64) / 1e6
+
+
+def _device_runs(batches: Iterator[pa.RecordBatch], enough: int) -> int:
+    """Runs of equal devices in the device column (the devices of a well-grouped table), up to ``enough``."""
+    count, last = 0, None
+    for batch in batches:
+        devices = pc.cast(batch.column(0), pa.string()).to_numpy(zero_copy_only=False)
+        if not len(devices):
+            continue
+        count += int(np.count_nonzero(devices[1:] != devices[:-1])) + (devices[0] != last)
+        last = devices[-1]
+        if count >= enough:
+            break
+    return count
+
+
+def csv_device_runs(path: Path, enough: int) -> int:
+    """How many devices a CSV table holds (its device column alone read), counted up to ``enough``."""
+    import pyarrow.csv as pacsv
+
+    try:
+        reader = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=1 << 22),
+            convert_options=pacsv.ConvertOptions(column_types={"device": pa.string()}, include_columns=["device"]),
+        )
+    except (pa.ArrowInvalid, KeyError) as e:
+        raise LogError(
+            str(path), None, 1, f"not a device-log table ({_short(e)}); accepted columns: " + ", ".join(COLUMNS)
+        ) from None
+    return _device_runs(iter(reader), enough)
+
+
+def parquet_device_runs(path: Path, enough: int) -> int:
+    """How many devices a parquet table holds (its device column alone read), counted up to ``enough``."""
+    import pyarrow.parquet as pq
+
+    batches = pq.ParquetFile(path).iter_batches(batch_size=1 << 20, columns=["device"])
+    return _device_runs(batches, enough)
