@@ -34,7 +34,7 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from netfl.errors import PolicyError
-from netfl.fleet_logs import DEFAULT_RULE, LogError, RuleError, iter_device_logs, parse_rule
+from netfl.fleet_logs import DEFAULT_RULE, LogBlock, LogError, RuleError, iter_device_logs, iter_log_blocks, parse_rule
 from netfl.policies.base import PolicyParams
 from netfl.policies.rows import SessionRow
 from netfl.policies.trace_arrays import Toggles, TraceModel, merge_intervals
@@ -55,22 +55,26 @@ class LogReplay:
         owners, starts, ends = [], [], []
         self.ids: list[str] = []
         self.complete = True
-        for row, log in enumerate(iter_device_logs(path)):
-            if row == wanted:
+        for block in iter_log_blocks(path):
+            if len(self.ids) + len(block) > wanted:  # the rows wanted end inside this block
+                keep = wanted - len(self.ids)
+                end = int(block.offsets[keep])
+                block = LogBlock(
+                    block.devices[:keep], block.offsets[: keep + 1], block.times[:end], block.kinds[:end],
+                    block.values[:end], block.source,
+                )  # fmt: skip
                 self.complete = False
+            if len(block):
+                if period is not None:
+                    _check_period(block, period)
+                owner, s, e = holds.block_intervals(block)
+                owners.append(owner + len(self.ids))
+                starts.append(np.maximum(s, 0.0))
+                ends.append(np.minimum(e, math.inf if period is None else period))
+                self.ids.extend(block.devices)
+            if not self.complete or len(self.ids) == wanted:
+                self.complete = self.complete and len(self.ids) < wanted
                 break
-            if period is not None and len(log) and (log.times[0] < 0 or log.times[-1] >= period):
-                late = int(np.argmax((log.times < 0) | (log.times >= period)))
-                raise PolicyError(
-                    f"{log.source}: device {log.device}: event {late + 1} at {log.times[late]:g} s lies outside "
-                    f"the period [0, {period:g} s); every event must lie within one period"
-                )
-            s, e = holds.intervals(log)
-            s, e = np.maximum(s, 0.0), np.minimum(e, math.inf if period is None else period)
-            owners.append(np.full(len(s), row, dtype=np.int64))
-            starts.append(s)
-            ends.append(e)
-            self.ids.append(log.device)
         rows = len(self.ids)
         if not rows:
             raise PolicyError(f"{path}: the log set holds no devices")
@@ -80,6 +84,17 @@ class LogReplay:
     @property
     def count(self) -> int:
         return len(self.ids)
+
+
+def _check_period(block: LogBlock, period: float) -> None:
+    outside = (block.times < 0) | (block.times >= period)
+    if outside.any():
+        i = int(np.argmax(outside))
+        device = int(np.searchsorted(block.offsets, i, side="right")) - 1
+        raise PolicyError(
+            f"{block.source}: device {block.devices[device]}: event {i - int(block.offsets[device]) + 1} at "
+            f"{block.times[i]:g} s lies outside the period [0, {period:g} s); every event must lie within one period"
+        )
 
 
 _cache: dict[tuple[str, int, str, float | None], LogReplay] = {}

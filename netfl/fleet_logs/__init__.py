@@ -5,8 +5,8 @@ Engine side: numpy and pyarrow only (no torch, no simpy), so that the replay (po
 share one data model.
 """
 
-from netfl.fleet_logs.read import detect_format, iter_device_logs
-from netfl.fleet_logs.records import DeviceLog, LogError
+from netfl.fleet_logs.read import detect_format, iter_device_logs, iter_log_blocks
+from netfl.fleet_logs.records import DeviceLog, LogBlock, LogError
 from netfl.fleet_logs.rules import DEFAULT_RULE, INITIAL, Rule, RuleError, parse_rule, states_after
 from netfl.fleet_logs.states import BATTERY, CHARGER, KIND_NAMES, LOCK, NETWORK, NETWORK_NAMES, SCREEN
 from netfl.fleet_logs.write import write_device_logs
@@ -22,11 +22,13 @@ __all__ = [
     "NETWORK_NAMES",
     "SCREEN",
     "DeviceLog",
+    "LogBlock",
     "LogError",
     "Rule",
     "RuleError",
     "detect_format",
     "iter_device_logs",
+    "iter_log_blocks",
     "parse_rule",
     "states_after",
     "write_device_logs",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from netfl.fleet_logs.checks import checked_log
+from netfl.fleet_logs.checks import checked_block, checked_log
 from netfl.fleet_logs.flash import iter_entries, parse_device
-from netfl.fleet_logs.records import DeviceLog, LogError
+from netfl.fleet_logs.records import DeviceLog, LogBlock, LogError
 from netfl.fleet_logs.table import TableDevices, csv_batches, parquet_batches
 
 SUFFIXES = {".json": "flash", ".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -59,67 +59,81 @@ def iter_device_logs(path: str | Path, origin: str | np.datetime64 | None = None
     ``origin``: the moment of time 0 for timestamped logs (a date or time, e.g. ``"2020-01-02"``); by default
     midnight of the first event's day in the log set. Logs timed in seconds are taken as they are.
     """
+    for block in iter_log_blocks(path, origin):
+        yield from block.logs()
+
+
+def iter_log_blocks(path: str | Path, origin: str | np.datetime64 | None = None) -> Iterator[LogBlock]:
+    """The log set as blocks of consecutive devices (:class:`LogBlock`; a table's batch, a FLASH file's device),
+    checked as :func:`iter_device_logs` checks them: for code that works on many devices at once."""
     start = None if origin is None else np.datetime64(origin, "us")
     seen: set[str] = set()
     state = {"origin": start}
     for file in log_files(path):
         fmt = detect_format(file)
-        logs = _flash(file, state) if fmt == "flash" else _table(file, fmt, state)
-        for log in logs:
-            if log.device in seen:
+        blocks = _flash(file, state) if fmt == "flash" else _table(file, fmt, state)
+        for block in blocks:
+            again = seen.intersection(block.devices)
+            if again:
                 raise LogError(
                     str(file),
-                    log.device,
+                    next(d for d in block.devices if d in again),
                     0,
                     "appears twice in the log set; accepted: each device once (rows grouped by device)",
                 )
-            seen.add(log.device)
-            yield log
+            seen.update(block.devices)
+            yield block
 
 
-def _flash(file: Path, state: dict) -> Iterator[DeviceLog]:
+def _flash(file: Path, state: dict) -> Iterator[LogBlock]:
     source = str(file)
     for key, record, line in iter_entries(file):
         device, times, kinds, values, lines, state["origin"] = parse_device(source, key, record, line, state["origin"])
-        yield checked_log(source, device, times, kinds, values, lines, numbered=True)
+        yield LogBlock.of(checked_log(source, device, times, kinds, values, lines, numbered=True))
 
 
-def _table(file: Path, fmt: str, state: dict) -> Iterator[DeviceLog]:
+def _table(file: Path, fmt: str, state: dict) -> Iterator[LogBlock]:
+    """Blocks of the devices each batch completes; the batch's last device is carried to the next one."""
     source = str(file)
     table = TableDevices(source, state["origin"])
     batches = csv_batches(file) if fmt == "csv" else parquet_batches(file)
-    current: str | None = None
-    parts: list[tuple[np.ndarray, ...]] = []
+    carry: tuple[np.ndarray, ...] | None = None
     done: set[str] = set()
     for batch in batches:
         if not batch.num_rows:
             continue
         first_line = table.line(0)
-        devices, times, kinds, values = table.columns(batch)
+        devices, cuts, *columns = table.columns(batch)
         state["origin"] = table.origin
-        lines = np.arange(first_line, first_line + len(devices), dtype=np.int64)
-        cuts = np.flatnonzero(devices[1:] != devices[:-1]) + 1
-        starts = np.concatenate(([0], cuts))
-        ends = np.concatenate((cuts, [len(devices)]))
-        for a, b in zip(starts.tolist(), ends.tolist()):
-            device = devices[a]
-            if device != current:
-                if current is not None:
-                    yield _finish(source, current, parts)
-                    done.add(current)
-                if device in done:
-                    raise LogError(
-                        source,
-                        device,
-                        int(lines[a]),
-                        "rows are not together; accepted: rows grouped by device (sort by device, then time)",
-                    )
-                current, parts = device, []
-            parts.append((times[a:b], kinds[a:b], values[a:b], lines[a:b]))
-    if current is not None:
-        yield _finish(source, current, parts)
+        lines = np.arange(first_line, first_line + batch.num_rows, dtype=np.int64)
+        rows = (devices, *columns, lines)
+        if carry is not None:
+            held = len(carry[0])
+            cuts = np.concatenate([[held] if carry[0][-1] != devices[0] else [], cuts + held]).astype(np.int64)
+            rows = tuple(np.concatenate([c, r]) for c, r in zip(carry, rows))
+        last = int(cuts[-1]) if len(cuts) else 0
+        carry = tuple(column[last:] for column in rows)
+        if last:
+            yield _block(source, tuple(column[:last] for column in rows), cuts[:-1], done)
+    if carry is not None:
+        yield _block(source, carry, np.zeros(0, dtype=np.int64), done)
 
 
-def _finish(source: str, device: str, parts: list[tuple[np.ndarray, ...]]) -> DeviceLog:
-    times, kinds, values, lines = (np.concatenate(column) for column in zip(*parts))
-    return checked_log(source, device, times, kinds, values, lines)
+def _block(source: str, rows: tuple[np.ndarray, ...], cuts: np.ndarray, done: set[str]) -> LogBlock:
+    devices, times, kinds, values, lines = rows
+    starts = np.concatenate(([0], cuts)).astype(np.int64)
+    ids = devices[starts].tolist()
+    if len(set(ids)) < len(ids) or not done.isdisjoint(ids):
+        seen = set(done)
+        for start, device in zip(starts.tolist(), ids):
+            if device in seen:
+                raise LogError(
+                    source,
+                    device,
+                    int(lines[start]),
+                    "rows are not together; accepted: rows grouped by device (sort by device, then time)",
+                )
+            seen.add(device)
+    done.update(ids)
+    offsets = np.append(starts, len(devices))
+    return checked_block(source, ids, offsets, times, kinds, values, lines)

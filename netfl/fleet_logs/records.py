@@ -54,3 +54,38 @@ class LogError(NetflError, ValueError):
 
     def __reduce__(self):
         return type(self), (self.path, self.device, self.line, self.what)
+
+
+@dataclass(frozen=True, eq=False)
+class LogBlock:
+    """Consecutive devices' logs in one set of arrays (CSR): device ``i``'s events are
+    ``offsets[i]:offsets[i + 1]`` of ``times``, ``kinds`` and ``values``. What the readers produce, so that a
+    whole block is checked, and a rule evaluated, in vectorised steps rather than one device at a time."""
+
+    devices: list[str]
+    offsets: np.ndarray
+    times: np.ndarray
+    kinds: np.ndarray
+    values: np.ndarray
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    @property
+    def owner(self) -> np.ndarray:
+        """Each event's device (its index in the block)."""
+        return np.repeat(np.arange(len(self.devices)), np.diff(self.offsets))
+
+    def log(self, i: int) -> DeviceLog:
+        a, b = int(self.offsets[i]), int(self.offsets[i + 1])
+        return DeviceLog(self.devices[i], self.times[a:b], self.kinds[a:b], self.values[a:b], self.source)
+
+    def logs(self):
+        """The block's devices' logs in turn (views of its arrays)."""
+        return (self.log(i) for i in range(len(self.devices)))
+
+    @classmethod
+    def of(cls, log: DeviceLog) -> LogBlock:
+        """A block of one device."""
+        return cls([log.device], np.array([0, len(log)]), log.times, log.kinds, log.values, log.source)

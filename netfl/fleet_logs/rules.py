@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netfl.fleet_logs.records import DeviceLog
+from netfl.fleet_logs.records import DeviceLog, LogBlock
 from netfl.fleet_logs.states import BATTERY, CHARGER, G2, G3, G4, G5, KINDS, LOCK, NETWORK, NONE, SCREEN, WIFI
 
 #: Google's and FLASH's: idle (locked), charging and on Wi-Fi (Bonawitz et al., "Towards Federated Learning at
@@ -49,6 +49,12 @@ _WORDS: dict[str, Callable[[States], np.ndarray]] = {
     "no_network": lambda s: s[NETWORK] == NONE,
     **{name: (lambda s, v=v: s[NETWORK] == v) for name, v in (("2g", G2), ("3g", G3), ("4g", G4), ("5g", G5))},
 }
+_KIND_OF_WORD = {
+    **dict.fromkeys(("screen_on", "screen_off"), SCREEN),
+    **dict.fromkeys(("locked", "unlocked"), LOCK),
+    "charging": CHARGER,
+    **dict.fromkeys(("wifi", "cellular", "connected", "no_network", "2g", "3g", "4g", "5g"), NETWORK),
+}
 _COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
 _TOKEN = re.compile(r"\s*(\(|\)|<=|>=|<|>|[A-Za-z0-9_.%]+)")
 ACCEPTED = (
@@ -67,11 +73,12 @@ class Rule:
 
     text: str
     holds: Callable[[States], np.ndarray]
+    kinds: tuple[int, ...] = KINDS  # the kinds the rule reads (the others need not be followed)
 
     def intervals(self, log: DeviceLog) -> tuple[np.ndarray, np.ndarray]:
         """The half-open intervals ``[start, end)`` in which the rule holds for ``log``'s device, in time order,
         merged; the first may start at -inf (it holds before the first change), the last end at inf."""
-        at, states = states_after(log)
+        at, states = states_after(log, self.kinds)
         before = {kind: np.array([value]) for kind, value in INITIAL.items()}
         on = np.concatenate([self.holds(before), self.holds(states)]).astype(bool)
         edges = np.concatenate([[-math.inf], at, [math.inf]])  # on[i] holds on [edges[i], edges[i + 1])
@@ -79,14 +86,55 @@ class Rule:
         bounds = np.concatenate([[-math.inf] if on[0] else [], edges[flips], [math.inf] if on[-1] else []])
         return bounds[0::2].copy(), bounds[1::2].copy()
 
+    def block_intervals(self, block: LogBlock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`intervals` for every device of a block at once: (device index in the block, starts, ends), in
+        device then time order."""
+        who, at, states = block_states_after(block, self.kinds)
+        initially = bool(self.holds({kind: np.array([value]) for kind, value in INITIAL.items()})[0])
+        on = np.asarray(self.holds(states), dtype=bool)
+        before = np.empty(len(on), dtype=bool)  # the state before each instant: the device's previous, or initial
+        before[1:] = on[:-1]
+        opens = np.ones(len(on), dtype=bool)
+        opens[1:] = who[1:] != who[:-1]
+        before[opens] = initially
+        rises, falls = np.flatnonzero(on & ~before), np.flatnonzero(~on & before)
+        devices = np.arange(len(block))
+        last_on = np.zeros(len(block), dtype=bool)
+        ends_at = np.append(np.flatnonzero(opens[1:]), len(on) - 1)  # each device's last instant
+        last_on[who[ends_at]] = on[ends_at]
+        start_owner = np.concatenate([devices if initially else devices[:0], who[rises]])
+        start_time = np.concatenate([np.full(len(block) if initially else 0, -math.inf), at[rises]])
+        end_owner = np.concatenate([who[falls], devices[last_on]])
+        end_time = np.concatenate([at[falls], np.full(int(last_on.sum()), math.inf)])
+        s_order = np.argsort(start_owner, kind="stable")  # -inf first within a device, then in time order
+        e_order = np.argsort(end_owner, kind="stable")  # the rest in time order, inf last
+        return start_owner[s_order], start_time[s_order], end_time[e_order]
 
-def states_after(log: DeviceLog) -> tuple[np.ndarray, States]:
+
+def block_states_after(block: LogBlock, kinds: tuple[int, ...] = KINDS) -> tuple[np.ndarray, np.ndarray, States]:
+    """:func:`states_after` for every device of a block at once: (each instant's device, its time, the states)."""
+    owner = block.owner
+    n = len(block.times)
+    index = np.arange(n)
+    last = np.ones(n, dtype=bool)  # the last event of its device at its instant
+    last[:-1] = (block.times[1:] != block.times[:-1]) | (owner[1:] != owner[:-1])
+    last = np.flatnonzero(last)
+    first = block.offsets[:-1][owner[last]]  # where each instant's device starts
+    states: States = {}
+    for kind in kinds:
+        latest = np.maximum.accumulate(np.where(block.kinds == kind, index, -1))[last]
+        mine = latest >= first  # a change of this device, not of one before it
+        states[kind] = np.where(mine, block.values[np.maximum(latest, 0)], INITIAL[kind])
+    return owner[last], block.times[last], states
+
+
+def states_after(log: DeviceLog, kinds: tuple[int, ...] = KINDS) -> tuple[np.ndarray, States]:
     """The distinct times of ``log``'s changes and each kind's value after all the changes at each of them
     (forward filled; :data:`INITIAL` before a kind's first change)."""
     last = np.flatnonzero(np.append(log.times[1:] != log.times[:-1], True))  # the last event at each instant
     states: States = {}
     index = np.arange(len(log))
-    for kind in KINDS:
+    for kind in kinds:
         mine = log.kinds == kind
         latest = np.maximum.accumulate(np.where(mine, index, -1))[last]  # the kind's latest event so far
         states[kind] = np.where(latest >= 0, log.values[np.maximum(latest, 0)], INITIAL[kind])
@@ -109,7 +157,7 @@ def parse_rule(text: str) -> Rule:
     holds = parser.disjunction()
     if parser.i < len(tokens):
         raise RuleError(f"rule {text!r}: unexpected {tokens[parser.i]!r}; accepted: {ACCEPTED}")
-    return Rule(text, holds)
+    return Rule(text, holds, tuple(sorted(parser.kinds)))
 
 
 class _Parser:
@@ -117,6 +165,7 @@ class _Parser:
 
     def __init__(self, text: str, tokens: list[str]):
         self.text, self.tokens, self.i = text, tokens, 0
+        self.kinds: set[int] = set()
 
     def peek(self) -> str | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
@@ -167,7 +216,9 @@ class _Parser:
             except ValueError:
                 raise RuleError(f"rule {self.text!r}: battery {op} {raw!r}: expected a percentage") from None
             compare = _COMPARE[op]
+            self.kinds.add(BATTERY)
             return lambda s: compare(s[BATTERY], level)  # NaN (unknown) compares false
         if token in _WORDS:
+            self.kinds.add(_KIND_OF_WORD[token])
             return _WORDS[token]
         raise RuleError(f"rule {self.text!r}: unknown word {token!r}; accepted: {ACCEPTED}")

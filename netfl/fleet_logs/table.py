@@ -22,8 +22,9 @@ from netfl.fleet_logs.records import LogError
 from netfl.fleet_logs.states import KIND_BY_NAME
 
 COLUMNS = ("device", "time", "state", "value")
-BATCH_ROWS = 1 << 16
+BATCH_ROWS = 1 << 18
 _NAMES = pa.array(list(KIND_BY_NAME))
+_DICTIONARY = pa.dictionary(pa.int32(), pa.string())  # a table's device and state columns, read by their codes
 _KIND_OF_INDEX = np.array(list(KIND_BY_NAME.values()), dtype=np.int8)
 ACCEPTED_STATES = ", ".join(KIND_BY_NAME)
 
@@ -36,7 +37,8 @@ def csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
             path,
             read_options=pacsv.ReadOptions(block_size=1 << 22),
             convert_options=pacsv.ConvertOptions(
-                column_types={name: pa.string() for name in COLUMNS}, include_columns=list(COLUMNS)
+                column_types={name: _DICTIONARY if name in ("device", "state") else pa.string() for name in COLUMNS},
+                include_columns=list(COLUMNS),
             ),
         )
     except (pa.ArrowInvalid, KeyError) as e:
@@ -54,10 +56,9 @@ def csv_batches(path: Path) -> Iterator[pa.RecordBatch]:
 
 
 def parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
-    import pyarrow.parquet as pq
 
     try:
-        f = pq.ParquetFile(path)
+        f = _open_parquet(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise LogError(str(path), None, 0, f"not a parquet file ({_short(e)})") from None
     missing = [c for c in COLUMNS if c not in f.schema_arrow.names]
@@ -66,6 +67,12 @@ def parquet_batches(path: Path) -> Iterator[pa.RecordBatch]:
             str(path), None, 1, f"has no column {', '.join(missing)}; accepted columns: " + ", ".join(COLUMNS)
         )
     yield from f.iter_batches(batch_size=BATCH_ROWS, columns=list(COLUMNS))
+
+
+def _open_parquet(path: Path):
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path, read_dictionary=["device", "state"])
 
 
 def _short(e: Exception) -> str:
@@ -97,27 +104,45 @@ class TableDevices:
         return self.row + i + 2  # header = line 1
 
     def columns(self, batch: pa.RecordBatch):
-        """(devices as objects, times, kinds, values) of one batch, or a LogError at the first bad row."""
-        devices = batch.column("device")
-        if devices.null_count:
-            i = int(np.argmax(devices.is_null().to_numpy(zero_copy_only=False)))
+        """(devices as objects, where each device's run starts, times, kinds, values) of one batch, or a LogError
+        at the first bad row. Dictionary-encoded columns (as the readers ask for them) are read by their codes:
+        the strings of 10^8 rows are never made, only those of each run's device."""
+        column = batch.column("device")
+        if column.null_count:
+            i = int(np.argmax(column.is_null().to_numpy(zero_copy_only=False)))
             raise LogError(self.source, None, self.line(i), "device is missing")
-        devices = pc.cast(devices, pa.string()).to_numpy(zero_copy_only=False)
+        if pa.types.is_dictionary(column.type):
+            codes = column.indices.to_numpy(zero_copy_only=False)
+            names = np.array(pc.cast(column.dictionary, pa.string()).to_pylist(), dtype=object)
+            runs = np.flatnonzero(codes[1:] != codes[:-1]) + 1
+            devices = names[codes]
+            runs = runs[devices[runs] != devices[runs - 1]]  # a dictionary holding a name twice
+        else:
+            devices = pc.cast(column, pa.string()).to_numpy(zero_copy_only=False)
+            runs = np.flatnonzero(devices[1:] != devices[:-1]) + 1
         times = self._times(batch.column("time"), devices)
         states = batch.column("state")
-        index = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(pc.cast(states, pa.string()))), value_set=_NAMES)
-        if index.null_count:
-            i = int(np.argmax(index.is_null().to_numpy(zero_copy_only=False)))
+        if pa.types.is_dictionary(states.type):
+            words = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(pc.cast(states.dictionary, pa.string()))),
+                                value_set=_NAMES)  # fmt: skip
+            index = np.asarray(words.fill_null(-1).to_numpy(zero_copy_only=False))[
+                states.indices.to_numpy(zero_copy_only=False)
+            ]
+        else:
+            words = pc.index_in(pc.utf8_lower(pc.utf8_trim_whitespace(pc.cast(states, pa.string()))), value_set=_NAMES)
+            index = words.fill_null(-1).to_numpy(zero_copy_only=False)
+        if (index < 0).any():
+            i = int(np.argmax(index < 0))
             raise LogError(
                 self.source,
                 devices[i],
                 self.line(i),
                 f"unknown state {states[i].as_py()!r}; accepted: {ACCEPTED_STATES}",
             )
-        kinds = _KIND_OF_INDEX[index.to_numpy(zero_copy_only=False)]
+        kinds = _KIND_OF_INDEX[index]
         values = self._numbers(batch.column("value"), devices, "value", "a number")
         self.row += batch.num_rows
-        return devices, times, kinds, values
+        return devices, runs, times, kinds, values
 
     def _numbers(self, column: pa.Array, devices: np.ndarray, name: str, accepted: str) -> np.ndarray:
         if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
@@ -221,7 +246,6 @@ def csv_device_runs(path: Path, enough: int) -> int:
 
 def parquet_device_runs(path: Path, enough: int) -> int:
     """How many devices a parquet table holds (its device column alone read), counted up to ``enough``."""
-    import pyarrow.parquet as pq
 
-    batches = pq.ParquetFile(path).iter_batches(batch_size=1 << 20, columns=["device"])
+    batches = _open_parquet(path).iter_batches(batch_size=1 << 20, columns=["device"])
     return _device_runs(batches, enough)
