@@ -227,3 +227,41 @@ def count_devices(path: Path, enough: int) -> int:
         if count >= enough:
             return count
     return count
+
+
+def describe_logs(path: Path, needed: int | None) -> str:
+    """What ``netfl validate`` says of a log set: its devices (counted up to those that replay it and one more, or
+    all of them where the devices cycle (``needed`` None): a table's device column alone is read) and, from a
+    sample of its first devices read in full, its events and days."""
+    needed = needed if needed is not None else 10**9
+    count = count_devices(path, needed + 1)
+    read, events, first, last, whole = sample_logs(path)
+    devices = f"{count:,} devices" if count <= needed else f"more than the {needed:,} devices that replay it"
+    days = (last - first) / DAY_S
+    sample = "all its devices" if whole else f"its first {read:,} devices"
+    return (
+        f"logs       {path}: {devices}; {sample}: {events:,} events, {events / max(read, 1):,.0f} a device, "
+        f"from day {first / DAY_S:.2f} to day {last / DAY_S:.2f} ({days:.1f} days)"
+    )
+
+
+DAY_S = 86_400.0
+
+
+def log_sets(scenario: Any) -> dict[Path, int | None]:
+    """Each log set a scenario replays (availability, charger, owners' use) and how many of its devices it needs."""
+    base = scenario.source.parent if scenario.source is not None else Path.cwd()
+    needed: dict[Path, int | None] = {}
+    start = 0
+    for group in scenario.devices:
+        specs = [group.availability, group.battery.charging if group.battery is not None else None]
+        specs.append(group.usage.sessions if group.usage is not None else None)
+        for spec in specs:
+            if spec is not None and spec.policy == "device_logs":
+                path = DeviceLogsModel.resolve(Path(spec.params["file"]), base)
+                if spec.params.get("unlisted") == "cycle" or needed.get(path, 0) is None:
+                    needed[path] = None
+                else:
+                    needed[path] = max(needed.get(path) or 0, start + group.count)
+        start += group.count
+    return needed
