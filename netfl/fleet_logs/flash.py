@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from netfl.fleet_logs.records import LogError
 from netfl.fleet_logs.states import BATTERY, CHARGER, G2, G3, G4, G5, LOCK, NETWORK, NONE, SCREEN, WIFI
@@ -178,3 +180,61 @@ def parse_device(
         origin = when[0].astype("datetime64[D]").astype("datetime64[us]")
     times = (when - origin).astype(np.int64) / 1e6
     return device, times, kinds, values, np.full(len(rows), line, np.int64), origin
+
+
+_WORD_LIST = list(STATE_WORDS)
+_WORD_ARRAY = pa.array(_WORD_LIST)
+_WORD_KIND = np.array([kind for kind, _ in STATE_WORDS.values()], dtype=np.int8)
+_WORD_VALUE = np.array([value for _, value in STATE_WORDS.values()], dtype=np.float64)
+
+
+def parse_block(
+    entries: list[tuple[str, object, int]], origin: np.datetime64 | None
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.datetime64] | None:
+    """Many FLASH records parsed at once with Arrow's string kernels: (devices, offsets, times, kinds, values,
+    lines, origin), or None where anything is amiss -- the caller then parses the records one by one
+    (:func:`parse_device`), which names the problem."""
+    devices, texts, key_lines = [], [], []
+    for key, record, line in entries:
+        if not isinstance(record, dict) or not isinstance(record.get("messages"), str):
+            return None
+        devices.append(str(record.get("guid", key)))
+        texts.append(record["messages"])
+        key_lines.append(line)
+    split = pc.split_pattern(pa.array(texts, pa.string()), "\n")
+    owner = pc.list_parent_indices(split).to_numpy(zero_copy_only=False)
+    lines_ = pc.utf8_trim_whitespace(pc.list_flatten(split))
+    keep = pc.greater(pc.utf8_length(lines_), 0)
+    lines_ = lines_.filter(keep)
+    owner = owner[keep.to_numpy(zero_copy_only=False)]
+    counts = np.bincount(owner, minlength=len(texts))
+    if not len(owner) or (counts == 0).any():
+        return None
+    parts = pc.split_pattern(lines_, "\t")
+    if not pc.all(pc.equal(pc.list_value_length(parts), 2)).as_py():
+        return None
+    flat = pc.list_flatten(parts)
+    stamps, words = pc.utf8_trim_whitespace(flat[0::2]), pc.utf8_lower(pc.utf8_trim_whitespace(flat[1::2]))
+    try:
+        when = pc.cast(stamps, pa.timestamp("us")).to_numpy(zero_copy_only=False).astype("datetime64[us]")
+    except pa.ArrowInvalid:
+        return None
+    index = pc.index_in(words, value_set=_WORD_ARRAY).fill_null(-1).to_numpy(zero_copy_only=False)
+    kinds, values = _WORD_KIND[np.maximum(index, 0)], _WORD_VALUE[np.maximum(index, 0)]
+    other = np.flatnonzero(index < 0)
+    if len(other):  # battery levels NN%
+        levels = words.take(pa.array(other))
+        if not pc.all(pc.ends_with(levels, "%")).as_py():
+            return None
+        try:
+            percent = pc.cast(pc.utf8_slice_codeunits(levels, 0, -1), pa.float64()).to_numpy(zero_copy_only=False)
+        except pa.ArrowInvalid:
+            return None
+        if not ((percent >= 0) & (percent <= 100)).all():
+            return None
+        kinds[other], values[other] = BATTERY, percent
+    if origin is None:
+        origin = when[0].astype("datetime64[D]").astype("datetime64[us]")
+    times = (when - origin).astype(np.int64) / 1e6
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return devices, offsets, times, kinds, values, np.asarray(key_lines, dtype=np.int64)[owner], origin

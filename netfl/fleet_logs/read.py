@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from netfl.fleet_logs.checks import checked_block, checked_log
-from netfl.fleet_logs.flash import iter_entries, parse_device
+from netfl.fleet_logs.flash import iter_entries, parse_block, parse_device
 from netfl.fleet_logs.records import DeviceLog, LogBlock, LogError
 from netfl.fleet_logs.table import TableDevices, csv_batches, parquet_batches
 
@@ -85,9 +85,45 @@ def iter_log_blocks(path: str | Path, origin: str | np.datetime64 | None = None)
             yield block
 
 
+#: FLASH records parsed together (a block), and the characters of messages that close one early.
+FLASH_BLOCK_DEVICES = 2048
+FLASH_BLOCK_CHARS = 1 << 24
+
+
 def _flash(file: Path, state: dict) -> Iterator[LogBlock]:
+    """Blocks of records parsed together; a block with any problem parsed again record by record, which names it
+    (the first of its records with a problem: the same one-line message as from a file of that record alone)."""
     source = str(file)
-    for key, record, line in iter_entries(file):
+    pending: list[tuple[str, object, int]] = []
+    chars = 0
+    for entry in iter_entries(file):
+        pending.append(entry)
+        record = entry[1]
+        chars += (
+            len(record.get("messages", ""))
+            if isinstance(record, dict) and isinstance(record.get("messages"), str)
+            else 0
+        )
+        if len(pending) >= FLASH_BLOCK_DEVICES or chars >= FLASH_BLOCK_CHARS:
+            yield from _flash_block(source, pending, state)
+            pending, chars = [], 0
+    if pending:
+        yield from _flash_block(source, pending, state)
+
+
+def _flash_block(source: str, entries: list[tuple[str, object, int]], state: dict) -> Iterator[LogBlock]:
+    parsed = parse_block(entries, state["origin"])
+    if parsed is not None:
+        devices, offsets, times, kinds, values, lines, origin = parsed
+        try:
+            block = checked_block(source, devices, offsets, times, kinds, values, lines)
+        except LogError:
+            pass  # said again below, with the message's number
+        else:
+            state["origin"] = origin
+            yield block
+            return
+    for key, record, line in entries:
         device, times, kinds, values, lines, state["origin"] = parse_device(source, key, record, line, state["origin"])
         yield LogBlock.of(checked_log(source, device, times, kinds, values, lines, numbered=True))
 

@@ -186,3 +186,15 @@ def test_both_forms_give_the_same_event_log(tmp_path):
     assert a.battery_fraction == pytest.approx(b.battery_fraction, rel=1e-9)
     for activity in a.energy_by_activity_j:
         assert a.energy_by_activity_j[activity] == pytest.approx(b.energy_by_activity_j[activity], rel=1e-9, abs=1e-9)
+
+
+def test_validate_says_the_devices_and_days(tmp_path):
+    from netfl.policies.device_logs import describe_logs
+
+    path = write_device_logs(THREE, tmp_path / "three.csv", "csv")
+    line = describe_logs(path, 3)
+    assert line == (
+        f"logs       {path}: 3 devices; all its devices: 18 events, 6 a device, from day 0.00 to day 0.00 (0.0 days)"
+    )
+    assert "more than the 2 devices that replay it" in describe_logs(path, 2)
+    assert ": 3 devices;" in describe_logs(path, None)  # cycling: all of them counted

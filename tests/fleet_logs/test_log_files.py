@@ -80,9 +80,10 @@ def test_streams_across_batches(tmp_path, monkeypatch):
 
 
 def test_flash_json_read_in_chunks(tmp_path, monkeypatch):
-    from netfl.fleet_logs import flash
+    from netfl.fleet_logs import flash, read
 
     monkeypatch.setattr(flash, "CHUNK", 64)
+    monkeypatch.setattr(read, "FLASH_BLOCK_DEVICES", 3)  # records parsed three at a time
     logs = some_logs(8)
     assert list(iter_device_logs(write_device_logs(logs, tmp_path / "f.json", "flash"))) == logs
 
