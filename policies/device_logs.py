@@ -152,7 +152,7 @@ def sample_logs(path: Path, devices: int = SAMPLE_DEVICES) -> tuple[int, int, fl
 
 
 class DeviceLogs(SessionRow):
-    """Online while a rule over the device's logged states holds (see the module docstring).
+    """Replays device-state logs: online while a rule over the device's logged states holds (docs/device-logs.md).
 
     ``rule`` is a rule of :mod:`netfl.fleet_logs.rules`: ``screen_on``, ``locked``, ``charging``, ``wifi``,
     ``cellular``, ``battery < 30``... joined by ``and``, ``or``, ``not``.

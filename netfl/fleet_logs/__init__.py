@@ -7,7 +7,15 @@ share one data model.
 
 from netfl.fleet_logs.read import detect_format, iter_device_logs, iter_log_blocks
 from netfl.fleet_logs.records import DeviceLog, LogBlock, LogError
-from netfl.fleet_logs.rules import DEFAULT_RULE, INITIAL, Rule, RuleError, parse_rule, states_after
+from netfl.fleet_logs.rules import (
+    DEFAULT_RULE,
+    INITIAL,
+    Rule,
+    RuleError,
+    block_states_after,
+    parse_rule,
+    states_after,
+)
 from netfl.fleet_logs.states import BATTERY, CHARGER, KIND_NAMES, LOCK, NETWORK, NETWORK_NAMES, SCREEN
 from netfl.fleet_logs.write import write_device_logs
 
@@ -26,6 +34,7 @@ __all__ = [
     "LogError",
     "Rule",
     "RuleError",
+    "block_states_after",
     "detect_format",
     "iter_device_logs",
     "iter_log_blocks",
