@@ -198,3 +198,23 @@ def test_validate_says_the_devices_and_days(tmp_path):
     )
     assert "more than the 2 devices that replay it" in describe_logs(path, 2)
     assert ": 3 devices;" in describe_logs(path, None)  # cycling: all of them counted
+
+
+def test_only_the_devices_a_group_needs_are_read(tmp_path, monkeypatch):
+    """A group of 2 stops reading after the log's second device: a malformed third is never reached."""
+    from netfl.fleet_logs import table
+
+    monkeypatch.setattr(table, "BATCH_ROWS", 4)
+    path = tmp_path / "fleet.csv"
+    rows = "a,0,charger,1\na,5,lock,1\nb,0,screen,1\nb,9,screen,0\nc,0,battery,101\n"
+    path.write_text("device,time,state,value\n" + rows)
+    model = population_model(spec(path, rule="charging"), 2, 1, np.ones((2, 1)), 0, base_dir=tmp_path)
+    assert model.toggles.intervals(0).tolist() == [[0, INF]]
+    with pytest.raises(PolicyError, match=r"fleet.csv:6: device c: battery value 101%"):
+        population_model(spec(path, rule="charging", unlisted="cycle"), 4, 1, np.ones((4, 1)), 0, base_dir=tmp_path)
+
+
+def test_events_outside_the_period_refused(tmp_path):
+    path = write_device_logs(THREE, tmp_path / "three.csv", "csv")
+    with pytest.raises(PolicyError, match=r"device a: event 7 at 90 s lies outside the period \[0, 80 s\)"):
+        population_model(spec(path, period="80s"), 3, 1, np.ones((3, 1)), 0, base_dir=tmp_path)
