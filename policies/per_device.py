@@ -37,6 +37,7 @@ __all__ = [
     "device_values",
     "draw_rows",
     "constant_of",
+    "reciprocal",
 ]
 
 #: Devices drawn in one vectorised step: the draws' temporaries stay a few MB at ten million devices.
@@ -131,6 +132,12 @@ def device_values(dist: Distribution, key: int, name: str, n: int) -> np.ndarray
         rows = np.arange(first, min(first + _CHUNK, n))
         out[rows] = draw_rows(dist, sub, rows)
     return out
+
+
+def reciprocal(values: np.ndarray) -> np.ndarray:
+    """1 / ``values``, a broadcast kept a broadcast."""
+    one = constant_of(values)
+    return np.broadcast_to(np.float64(1.0 / one), values.shape) if one is not None else 1.0 / values
 
 
 def constant_of(values: np.ndarray) -> float | None:

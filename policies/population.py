@@ -47,7 +47,7 @@ from netfl import keyed_random
 from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
-from netfl.policies.per_device import constant_of, device_values
+from netfl.policies.per_device import constant_of, device_values, reciprocal
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "build_population_model", "HOUR", "DAY"]
 
@@ -172,7 +172,7 @@ class SessionsModel(PopulationModel):
         self.on, self.off = params.on, params.off
         # per device (broadcasts where the group shares one value): the factors of its on and off durations
         self.on_scale = device_values(params.length_scale, key, "length_scale", n)
-        self.off_scale = 1.0 / device_values(params.rate_scale, key, "rate_scale", n)
+        self.off_scale = reciprocal(device_values(params.rate_scale, key, "rate_scale", n))
         self.scaled = not (constant_of(self.on_scale) == 1.0 and constant_of(self.off_scale) == 1.0)
         on_mean, off_mean = self.on.mean, self.off.mean
         if self.scaled:
@@ -206,7 +206,7 @@ class DiurnalModel(PopulationModel):
         # factors of its rates of leaving each state (off: rate_scale; on: 1 / length_scale)
         self.offset = device_values(params.time_zone_offset, key, "time_zone_offset", n)
         self.come_scale = device_values(params.rate_scale, key, "rate_scale", n)
-        self.leave_scale = 1.0 / device_values(params.length_scale, key, "length_scale", n)
+        self.leave_scale = reciprocal(device_values(params.length_scale, key, "length_scale", n))
         self.scaled = not (constant_of(self.come_scale) == 1.0 and constant_of(self.leave_scale) == 1.0)
         everyone = np.arange(n)
         start = self._start_probability(everyone)
