@@ -112,9 +112,7 @@ def draw_rows(dist: Distribution, key: int, rows: np.ndarray) -> np.ndarray:
         return p[0] + (p[1] - p[0]) * u
     if k == "choice":
         cumulative = (
-            np.cumsum(dist.probabilities)
-            if isinstance(dist, WeightedChoice)
-            else np.arange(1, len(p) + 1) / len(p)
+            np.cumsum(dist.probabilities) if isinstance(dist, WeightedChoice) else np.arange(1, len(p) + 1) / len(p)
         )
         pick = np.minimum(np.searchsorted(cumulative, u, side="right"), len(p) - 1)
         return np.asarray(p, dtype=float)[pick]
