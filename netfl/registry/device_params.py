@@ -98,10 +98,10 @@ class BatterySpec(Strict):
     """
 
     capacity: Joules = Field(55e3, gt=0, description="energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery")
-    health: FractionDistribution = Field(
-        Distribution("constant", (1.0,)),
+    health: FractionDistribution | None = Field(
+        None,
         description="share of capacity the battery still holds (fade with age), in (0, 1]; per device: "
-        "{uniform: [0.7, 1.0]}",
+        "{uniform: [0.7, 1.0]}; omitted: 1, as new",
     )
     initial: FractionDistribution = Field(
         Distribution("constant", (1.0,)), description="initial charge, fraction of capacity"
@@ -112,8 +112,8 @@ class BatterySpec(Strict):
 
     @field_validator("health")
     @classmethod
-    def _a_share(cls, d: Distribution):
-        if d.kind not in ("constant", "uniform", "choice") or d.support_min <= 0 or d.support_max > 1:
+    def _a_share(cls, d: Distribution | None):
+        if d is not None and d.kind not in ("constant", "uniform", "choice") or d.support_min <= 0 or d.support_max > 1:
             raise ValueError(f"health must stay within (0, 1] (a constant, uniform or choice); got {d.describe()}")
         return d
 
