@@ -1,16 +1,17 @@
 """What heterogeneous owners cost at scale: a phone fleet's idle day with and without per-device parameters.
 
 The idle rows of topologies/ten-million-phones.yaml's phones (diurnal availability, a nightly charger, the
-owners' use) are built and taken through a simulated day in the server's 3-minute steps, once with every
-parameter shared by the group (the usage preset's factors at 1, one time zone, batteries at full health) and
-once heterogeneous (the ``phone`` preset's per-owner factors, time zones drawn per device for availability,
-charger and use, ``battery.health: {uniform: [0.7, 1.0]}``). Each run is its own process (its peak RSS is its
-own); the pairs alternate, side by side, so that the machine's load falls on both alike:
+owners' use) are built and taken through a simulated day in the server's 3-minute steps: as the earlier
+``phone`` preset (one profile for all, sessions of 5 minutes); with the present preset but every parameter
+shared by the group (its factors at 1, one time zone, batteries at full health); and heterogeneous (the
+preset's per-owner factors, time zones drawn per device for availability, charger and use,
+``battery.health: {uniform: [0.7, 1.0]}``). Each run is its own process (its peak RSS is its own); the
+variants alternate, side by side, so that the machine's load falls on all alike:
 
     .venv/bin/python benchmarks/owners_scale.py [--sizes 100000,1000000] [--repeats 2]
 
-Printed: build and day seconds, changes taken, peak RSS, and the heterogeneous world's extra bytes and
-nanoseconds per device (and per change).
+Printed: each run's build and day seconds, changes taken and peak RSS, and the heterogeneous world's extra
+bytes per device and time per change against the other two.
 """
 
 from __future__ import annotations
@@ -28,19 +29,26 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 ZONES = {"uniform": ["-3h", "3h"]}
 
 
-def scenario(n: int, heterogeneous: bool) -> dict:
+#: The worlds compared: the earlier ``phone`` preset (one profile, sessions of 5 min), the present one with every
+#: owner alike (its factors at 1), and the present one heterogeneous.
+VARIANTS = ("before", "shared", "heterogeneous")
+
+
+def scenario(n: int, variant: str) -> dict:
     from netfl.policies.usage import PRESETS
 
     sessions = dict(PRESETS["phone"]["sessions"])
     charging = {"policy": "daily", "start": "22:00", "end": "07:00", "jitter": "1h"}
     availability = {"policy": "diurnal", "mixing": "20min"}
     battery = {"capacity": "55kJ", "initial": {"uniform": [0.3, 1.0]}, "min_level": "20%", "charging": charging}
-    if heterogeneous:
+    if variant == "heterogeneous":
         for policy in (sessions, charging, availability):
             policy["time_zone_offset"] = ZONES
         battery["health"] = {"uniform": [0.7, 1.0]}
     else:
         sessions.pop("rate_scale"), sessions.pop("length_scale")
+    if variant == "before":
+        sessions["mixing"] = "4min"
     return {
         "name": "owners-scale",
         "seed": 17,
@@ -69,7 +77,7 @@ def scenario(n: int, heterogeneous: bool) -> dict:
     }
 
 
-def one(n: int, heterogeneous: bool) -> dict:
+def one(n: int, variant: str) -> dict:
     """Build the idle rows of n phones and take them through the day; what it cost (run in its own process)."""
     from netfl.assemble.availability import group_models, usage_setups
     from netfl.assemble.world import device_table
@@ -86,7 +94,7 @@ def one(n: int, heterogeneous: bool) -> dict:
         return flip(self, due, on_flip)
 
     PopulationModel.flip = counted
-    sc = scenario_from_dict(scenario(n, heterogeneous))
+    sc = scenario_from_dict(scenario(n, variant))
     started = time.perf_counter()
     streams = RandomStreams(sc.seed)
     table = device_table(sc, streams)
@@ -98,14 +106,17 @@ def one(n: int, heterogeneous: bool) -> dict:
     for t in range(0, 24 * 3600 + 1, 180):
         rows.advance(float(t))
     done = time.perf_counter()
-    level = rows.level_at(slice(None), 24 * 3600.0) / rows.capacity
     return {
         "build_s": built - started,
         "day_s": done - built,
         "changes": changes[0],
         "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "mean_level": float(level.mean()),
     }
+
+
+def joined(runs: list[dict], key: str, form: str) -> str:
+    """Each run's value of ``key``, in order, as ``a/b``."""
+    return "/".join(format(r[key], form) for r in runs)
 
 
 def main() -> None:
@@ -115,32 +126,31 @@ def main() -> None:
     parser.add_argument("--one", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one(int(args.one[0]), args.one[1] == "1")))
+        print(json.dumps(one(int(args.one[0]), args.one[1])))
         return
     print(f"load before: {os.getloadavg()}")
     for n in map(int, args.sizes.split(",")):
-        got: dict[bool, list[dict]] = {False: [], True: []}
+        got: dict[str, list[dict]] = {variant: [] for variant in VARIANTS}
         for _ in range(args.repeats):
-            for heterogeneous in (False, True):  # alternated, side by side in time
-                cmd = [sys.executable, __file__, "--one", str(n), "1" if heterogeneous else "0"]
-                got[heterogeneous].append(json.loads(subprocess.check_output(cmd).decode().strip().splitlines()[-1]))
-        for heterogeneous, runs in got.items():
-            best = {k: min(r[k] for r in runs) for k in ("build_s", "day_s", "rss_mb")}
+            for variant in VARIANTS:  # alternated, side by side in time
+                cmd = [sys.executable, __file__, "--one", str(n), variant]
+                got[variant].append(json.loads(subprocess.check_output(cmd).decode().strip().splitlines()[-1]))
+        for variant, runs in got.items():
             print(
-                f"n={n:>9,} {'heterogeneous' if heterogeneous else 'shared       '}: build {best['build_s']:.2f} s, "
-                f"day {best['day_s']:.2f} s, {runs[0]['changes']:,} changes, peak RSS {best['rss_mb']:.0f} MB, "
-                f"mean level at 24:00 {runs[0]['mean_level']:.1%}"
+                f"n={n:>9,} {variant:<13}: build {joined(runs, 'build_s', '.2f')} s, day {joined(runs, 'day_s', '.1f')}"
+                f" s, {runs[0]['changes']:,} changes ({runs[0]['changes'] / n:.0f} a device), peak RSS "
+                f"{joined(runs, 'rss_mb', '.0f')} MB"
             )
-        pairs = list(zip(got[False], got[True]))
-        extra_b = min(h["rss_mb"] - s["rss_mb"] for s, h in pairs) * 2**20 / n
-        ratio = min(h["day_s"] / s["day_s"] for s, h in pairs)
-        extra_ns = min((h["day_s"] + h["build_s"] - s["day_s"] - s["build_s"]) for s, h in pairs) * 1e9 / n
-        per_change = min(h["day_s"] / h["changes"] for _, h in pairs) * 1e9
-        per_change_shared = min(s["day_s"] / s["changes"] for s, _ in pairs) * 1e9
-        print(
-            f"  heterogeneous - shared: {extra_b:.0f} B per device (peak RSS), {extra_ns:.0f} ns per device a day "
-            f"(build + day); day time ratio {ratio:.2f}x; {per_change_shared:.0f} -> {per_change:.0f} ns per change"
-        )
+        for base in ("before", "shared"):
+            pairs = list(zip(got[base], got["heterogeneous"]))
+            extra_b = min(h["rss_mb"] - s["rss_mb"] for s, h in pairs) * 2**20 / n
+            ratios = [h["day_s"] / s["day_s"] for s, h in pairs]
+            per_change = [(s["day_s"] / s["changes"] * 1e9, h["day_s"] / h["changes"] * 1e9) for s, h in pairs]
+            print(
+                f"  heterogeneous against {base}: {extra_b:+.0f} B per device (peak RSS); day time ratio "
+                f"{', '.join(f'{r:.2f}x' for r in ratios)} (pair by pair); ns per change "
+                f"{', '.join(f'{a:.0f} -> {b:.0f}' for a, b in per_change)}"
+            )
     print(f"load after: {os.getloadavg()}")
 
 
