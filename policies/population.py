@@ -27,6 +27,11 @@ seconds (continuous-time policies) or round indices (per-round policies):
   drawn whole, geometric, so a long run costs one draw;
 * ``cyclic`` -- deterministic cycles with a random phase.
 
+A model's parameters that may differ from device to device (time zones, the
+factors of light and heavy users: :mod:`netfl.policies.per_device`) are
+float64 arrays of n, read-only broadcasts where the group shares one value,
+and ``_next_change`` reads them at the devices due.
+
 Traces (:mod:`~netfl.policies.traces`), ``eligible`` and a user's
 population policy (:mod:`~netfl.policies.population_policy`) have population
 models of their own, in their modules; :mod:`~netfl.policies.catalog` says
