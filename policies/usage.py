@@ -26,16 +26,16 @@ restated from published measurements (not fitted to one trace):
   owner, sessions of about 3 minutes (``mixing`` 2.5 min), and per owner a
   log-normal factor on how often the phone is picked up (``rate_scale``,
   sigma 0.45) and on how long a session lasts (``length_scale``, sigma
-  0.25), drawn once per device: measured over 2 000 phones
-  (benchmarks/phone_day.py), 3.4 h of use a day on average (p10 1.7 h,
-  median 3.2 h, p90 5.4 h) in about 65 sessions of 3.1 minutes;
+  0.25), drawn once per device: 3.4 h of use a day on average (p10 1.7 h,
+  median 3.2 h, p90 5.4 h; 2 000 phones, benchmarks/phone_day.py) in about
+  65 sessions of about 3 minutes;
 * power: 2 W in use -- the order measured for a smartphone with the display
   lit and an application running (Carroll & Heiser, "An Analysis of Power
   Consumption in a Smartphone", USENIX ATC 2010; the display and the SoC
   dominate, with the radio on top), on top of the idle draw.
 
-A full 55 kJ phone then spends about 24 kJ on its median owner's use over
-a day, about 40 kJ on a heavy user's (p90), and some 4 kJ standing by: with
+A full 55 kJ phone then spends about 23 kJ on its median owner's use over
+a day, about 39 kJ on a heavy user's (p90), and some 4 kJ standing by: with
 batteries faded by age (``battery.health``, e.g. ``{uniform: [0.7, 1.0]}``,
 netfl/registry/device_params.py) and a nightly charger, about one phone in
 ten reaches 21:00 below 30 %, as users who plug in at every level of charge
