@@ -58,7 +58,7 @@ def test_heavy_users_are_online_as_the_scaled_chain_says() -> None:
     n, p = 20_000, 0.2
     scales = {"rate_scale": {"choice": [0.5, 4.0]}, "length_scale": {"choice": [1.0, 2.0]}}
     m = model("diurnal", n, profile=[p] * 24, mixing="10s", **scales)
-    m.advance(HOUR)
+    m.advance(HOUR / 2)  # 180 mixing times: stationary
     odds = m.come_scale / m.leave_scale
     for a_s in np.unique(odds):
         expected = a_s * p / (a_s * p + 1 - p)
@@ -119,11 +119,15 @@ def topology(tmp_path: Path, count: int = 4, **group) -> Path:
 
 def test_validate_accepts_and_shows_per_device_distributions(tmp_path: Path) -> None:
     availability = {"policy": "diurnal", "time_zone_offset": {"uniform": ["-5h", "3h"]}}
-    path = topology(tmp_path, availability=availability, battery={"health": {"uniform": [0.7, 1.0]}})
+    battery = {"health": {"uniform": [0.7, 1.0]}}
+    path = topology(tmp_path, availability=availability, battery=battery, usage="phone")
     result = run_cli("validate", path, "--set", "engine.devices=arrays")
     assert result.exit_code == 0, result.output
     assert "time_zone_offset={uniform: [-5h, 3h]}" in result.output
     assert "health uniform(70%, 100%)" in result.output
+    assert "rate_scale={lognormal: {median: 1, sigma: 0.45}}, length_scale={lognormal: {median: 1, sigma: 0.25}}" in (
+        result.output
+    )
 
 
 @pytest.mark.parametrize(
