@@ -38,6 +38,10 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
     for note in dict.fromkeys(str(w.message) for w in noted if issubclass(w.category, NetflWarning)):
         click.echo(f"warning: {note}", err=True)
     click.echo(describe_scenario(scenario))
+    from netfl.fleet_fit.fragment import provenance_lines
+
+    for line in provenance_lines(topology):
+        click.echo(f"fitted (netfl fit): {line}")
     if tracking:
         click.echo(f"tracking: each run logged to {tracking.describe()}")
     for s, report in enumerate(reports):
