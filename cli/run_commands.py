@@ -38,6 +38,10 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
     for note in dict.fromkeys(str(w.message) for w in noted if issubclass(w.category, NetflWarning)):
         click.echo(f"warning: {note}", err=True)
     click.echo(describe_scenario(scenario))
+    from netfl.policies.device_logs import describe_logs, log_sets
+
+    for path, needed in log_sets(scenario).items():  # device-state logs: their devices and days, from a sample
+        click.echo(describe_logs(path, needed))
     from netfl.fleet_fit.fragment import provenance_lines
 
     for line in provenance_lines(topology):
