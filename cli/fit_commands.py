@@ -65,10 +65,14 @@ def fit(
     if out.suffix.lower() not in (".yaml", ".yml"):
         fail(f"--out {out}: the fragment is YAML; name it .yaml or .yml")
     with user_errors():
-        result = fit_logs(logs, clusters=None if per_device else clusters, capacity=joules, seed=seed, simulate=simulate)
+        result = fit_logs(
+            logs, clusters=None if per_device else clusters, capacity=joules, seed=seed, simulate=simulate
+        )
     write_atomically(out, fragment_of(result, logs.name, flops=flops, uplink=uplink))
-    click.echo(f"wrote {out}: {len(result.groups)} group(s) from {result.logged.devices} devices, "
-               f"{result.logged.days:.1f} device-days ({result.lines:,} log lines)")
+    click.echo(
+        f"wrote {out}: {len(result.groups)} group(s) from {result.logged.devices} devices over "
+        f"{result.logged.days / max(result.logged.devices, 1):.1f} days ({result.lines:,} log lines)"
+    )
     if result.fit is not None:
         page = report or out.with_suffix(".html")
         write_atomically(page, html_report(result.groups, result.fit, result.logged, result.simulated, logs.name))

@@ -79,9 +79,7 @@ def _rates(stats: list[DeviceStats]) -> np.ndarray:
 def fit_group(name: str, stats: list[DeviceStats], capacity: float) -> FittedGroup:
     """The parameters of one group of devices (a cluster, or one device)."""
     fleet = FleetStats.of(stats)
-    availability, availability_mixing = _chain(
-        fleet.eligible, fleet.exposure, sum(s.eligible_starts for s in stats)
-    )
+    availability, availability_mixing = _chain(fleet.eligible, fleet.exposure, sum(s.eligible_starts for s in stats))
     used = fleet.use.sum() > 0
     use_profile, use_mixing = _chain(fleet.use, fleet.exposure, fleet.use_starts.sum())
     charge, idle, use = _rates(stats) * capacity / 100.0
@@ -115,4 +113,3 @@ def fit_group(name: str, stats: list[DeviceStats], capacity: float) -> FittedGro
         window=window,
         windows_seen=len(plug_ins),
     )
-

@@ -70,7 +70,9 @@ def fragment_text(groups: list[FittedGroup], source: str, *, flops: float, uplin
         f"{MARK} fitted: availability (diurnal profile of locked & charging & Wi-Fi, mixing), use (diurnal "
         "sessions, power), charger (daily window, jitter), idle draw, charge power, initial charge",
         f"{MARK} given, not fitted: battery capacity {groups[0].capacity:g} J, compute {flops:g} FLOP/s, "
-        f"uplink {uplink}" if groups else f"{MARK} no devices",
+        f"uplink {uplink}"
+        if groups
+        else f"{MARK} no devices",
     ]
     body = yaml.safe_dump(
         {"devices": [group_document(g, flops, uplink) for g in groups]},

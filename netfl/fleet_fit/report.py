@@ -67,8 +67,13 @@ def _cdf(title: str, edges: np.ndarray, logged: np.ndarray, simulated: np.ndarra
     fig, ax = _figure(title, xlabel, "fraction at most")
     for counts, (colour, label) in ((logged, LOGGED), (simulated, SIMULATED)):
         if counts.sum() > 0:
-            ax.step(edges, np.concatenate(([0.0], np.cumsum(counts) / counts.sum())), where="post", color=colour,
-                    label=label)
+            ax.step(
+                edges,
+                np.concatenate(([0.0], np.cumsum(counts) / counts.sum())),
+                where="post",
+                color=colour,
+                label=label,
+            )
     if log:
         ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
@@ -90,39 +95,63 @@ def _times_of_day(title: str, logged: np.ndarray, simulated: np.ndarray) -> byte
     return png(fig)
 
 
-def html_report(groups: list[FittedGroup], fit: Goodness, logged: FleetStats, simulated: FleetStats, source: str,
-                ) -> str:
+def html_report(
+    groups: list[FittedGroup],
+    fit: Goodness,
+    logged: FleetStats,
+    simulated: FleetStats,
+    source: str,
+) -> str:
     """The page: what was fitted, the goodness of fit, the figures, the groups' parameters."""
-    minutes = np.arange(1441)
     figures = [
-        ("Eligible fraction by hour", "locked, charging and on Wi-Fi (logged); online (simulated)",
-         _hourly("Eligible fraction by hour", "fraction eligible", logged.eligible_by_hour, simulated.eligible_by_hour)),
-        ("In use by hour", "screen on (logged); in a use session (simulated)",
-         _hourly("In use by hour", "fraction in use", logged.use_by_hour, simulated.use_by_hour)),
-        ("Session lengths", "completed sessions, cumulative",
-         _cdf("Session lengths", LENGTH_EDGES, logged.lengths, simulated.lengths, "seconds", True)),
-        ("Charge start times", "charges of an hour or more",
-         _times_of_day("Charge start times", logged.plug_ins, simulated.plug_ins)),
-        ("Charge end times", "charges of an hour or more",
-         _times_of_day("Charge end times", logged.plug_outs, simulated.plug_outs)),
-        ("Battery level by hour", "mean percent, read every 10 minutes along the samples",
-         _hourly("Battery level by hour", "percent", logged.level_by_hour, simulated.level_by_hour)),
+        (
+            "Eligible fraction by hour",
+            "locked, charging and on Wi-Fi (logged); online (simulated)",
+            _hourly(
+                "Eligible fraction by hour", "fraction eligible", logged.eligible_by_hour, simulated.eligible_by_hour
+            ),
+        ),
+        (
+            "In use by hour",
+            "screen on (logged); in a use session (simulated)",
+            _hourly("In use by hour", "fraction in use", logged.use_by_hour, simulated.use_by_hour),
+        ),
+        (
+            "Session lengths",
+            "completed sessions, cumulative",
+            _cdf("Session lengths", LENGTH_EDGES, logged.lengths, simulated.lengths, "seconds", True),
+        ),
+        (
+            "Charge start times",
+            "charges of an hour or more",
+            _times_of_day("Charge start times", logged.plug_ins, simulated.plug_ins),
+        ),
+        (
+            "Charge end times",
+            "charges of an hour or more",
+            _times_of_day("Charge end times", logged.plug_outs, simulated.plug_outs),
+        ),
+        (
+            "Battery level by hour",
+            "mean percent, read every 10 minutes along the samples",
+            _hourly("Battery level by hour", "percent", logged.level_by_hour, simulated.level_by_hour),
+        ),
     ]
-    del minutes
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>netfl fit: {html.escape(source)}</title><style>{STYLE}"
         ".grid { display: grid; grid-template-columns: 1fr 1fr; gap: 0 1.2em; }</style></head><body>",
         f"<h1>A fleet from its logs: {html.escape(source)}</h1>",
-        f'<p class="meta">{logged.devices} devices, {logged.days:.1f} device-days of logs, fitted as '
+        f'<p class="meta">{logged.devices} devices over {logged.days / max(logged.devices, 1):.1f} days of logs, fitted as '
         f"{len(groups)} group(s); the fitted world simulated with {simulated.devices} devices for "
         f"{simulated.days / max(simulated.devices, 1):.0f} days.</p>",
         "<h2>Goodness of fit</h2>",
         '<div class="table"><table class="data"><tr><th>statistic</th><th>measure</th><th>value</th></tr>',
     ]
     out += [
-        f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>" for a, b, c in fit.rows()
+        f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td><td>{html.escape(c)}</td></tr>"
+        for a, b, c in fit.rows()
     ]
     out += ["</table></div>", '<div class="grid">']
     for heading, caption, image in figures:
@@ -131,6 +160,12 @@ def html_report(groups: list[FittedGroup], fit: Goodness, logged: FleetStats, si
             f'<figure><img alt="{html.escape(heading)}" src="data:image/png;base64,{data}">',
             f"<figcaption>{html.escape(caption)}</figcaption></figure>",
         ]
-    out += ["</div>", "<h2>Fitted groups</h2>", "<pre>", html.escape(terminal_table(groups, fit, logged, simulated)),
-            "</pre>", "</body></html>"]
+    out += [
+        "</div>",
+        "<h2>Fitted groups</h2>",
+        "<pre>",
+        html.escape(terminal_table(groups, fit, logged, simulated)),
+        "</pre>",
+        "</body></html>",
+    ]
     return "\n".join(out) + "\n"

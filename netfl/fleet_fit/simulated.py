@@ -26,7 +26,16 @@ from netfl.fleet_fit.tracks import Tracks, intervals_of
 __all__ = ["simulate_groups", "simulated_stats", "scenario_of"]
 
 #: Kinds of the idle events that move or mark a device's state here.
-_STATE_KINDS = ("online", "offline", "use_start", "use_end", "charge_start", "charge_stop", "battery_full", "battery_empty")
+_STATE_KINDS = (
+    "online",
+    "offline",
+    "use_start",
+    "use_end",
+    "charge_start",
+    "charge_stop",
+    "battery_full",
+    "battery_empty",
+)
 
 
 def _shares(groups: list[FittedGroup], devices: int) -> list[int]:

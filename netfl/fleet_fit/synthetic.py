@@ -71,9 +71,27 @@ def _per_device(n: int, initial: np.ndarray, changes) -> list[tuple[list[float],
 
 
 def _group(owners: Owners, n: int, days: float, key: int):
-    use = DiurnalModel(Diurnal.Params(profile=list(owners.use_profile), mixing=owners.use_mixing), n, keyed_random.child_key(key, "use"), None, 0)
-    wifi = DiurnalModel(Diurnal.Params(profile=list(owners.wifi_profile), mixing=owners.wifi_mixing), n, keyed_random.child_key(key, "wifi"), None, 0)
-    charger = DailyModel(Daily.Params(start=owners.start, end=owners.end, jitter=owners.jitter), n, keyed_random.child_key(key, "charger"), None, 0)
+    use = DiurnalModel(
+        Diurnal.Params(profile=list(owners.use_profile), mixing=owners.use_mixing),
+        n,
+        keyed_random.child_key(key, "use"),
+        None,
+        0,
+    )
+    wifi = DiurnalModel(
+        Diurnal.Params(profile=list(owners.wifi_profile), mixing=owners.wifi_mixing),
+        n,
+        keyed_random.child_key(key, "wifi"),
+        None,
+        0,
+    )
+    charger = DailyModel(
+        Daily.Params(start=owners.start, end=owners.end, jitter=owners.jitter),
+        n,
+        keyed_random.child_key(key, "charger"),
+        None,
+        0,
+    )
     tracks = []
     for model in (use, wifi, charger):
         initial = model.state.copy()

@@ -52,7 +52,9 @@ def test_fit_validate_simulate_and_held_out(tmp_path: Path):
     fit = fit_logs(logs, clusters=2, simulate=30, seed=3)
     page = html_report(fit.groups, fit.fit, fit.logged, fit.simulated, "logs.csv")
     assert page.count("data:image/png;base64,") == 6 and "KS distance" in page
-    held_out = write_device_logs(fleet_logs([(LIGHT, 12), (HEAVY, 8)], 3, seed=99), tmp_path / "held.parquet", "parquet")
+    held_out = write_device_logs(
+        fleet_logs([(LIGHT, 12), (HEAVY, 8)], 3, seed=99), tmp_path / "held.parquet", "parquet"
+    )
     g = goodness(FleetStats.of(stream_stats(held_out)[0]), fit.simulated)
     # bounds: 20 held-out and 40 simulated devices over 3 days (sampling noise of hourly fractions ~0.03-0.05)
     assert g.eligible_rms <= 0.06 and g.use_rms <= 0.05 and g.level_rms <= 5.0

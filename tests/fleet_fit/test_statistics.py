@@ -34,11 +34,22 @@ def log(rows):
 
 def test_eligible_is_locked_and_charging_and_on_wifi():
     t = tracks_of_log(
-        log([
-            (0, SCREEN, 0), (0, LOCK, 1), (0, NETWORK, 1), (0, CHARGER, 0), (0, BATTERY, 50),
-            (100, CHARGER, 1), (200, SCREEN, 1), (200, LOCK, 0), (300, SCREEN, 0), (300, LOCK, 1),
-            (400, NETWORK, 4), (500, BATTERY, 60),
-        ])
+        log(
+            [
+                (0, SCREEN, 0),
+                (0, LOCK, 1),
+                (0, NETWORK, 1),
+                (0, CHARGER, 0),
+                (0, BATTERY, 50),
+                (100, CHARGER, 1),
+                (200, SCREEN, 1),
+                (200, LOCK, 0),
+                (300, SCREEN, 0),
+                (300, LOCK, 1),
+                (400, NETWORK, 4),
+                (500, BATTERY, 60),
+            ]
+        )
     )
     assert list(zip(*t.eligible)) == [(100, 200), (300, 400)]
     assert list(zip(*t.use)) == [(200, 300)]
@@ -49,10 +60,19 @@ def test_battery_rates_solve_the_physics():
     # 0-3600 unplugged idle: -1 %; 3600-7200 in use: -1 - 4 = -5 %; 7200-10800 charging: +20 - 1 = +19 %
     s = device_stats(
         tracks_of_log(
-            log([
-                (0, SCREEN, 0), (0, CHARGER, 0), (0, BATTERY, 50), (3600, BATTERY, 49), (3600, SCREEN, 1),
-                (7200, SCREEN, 0), (7200, BATTERY, 44), (7200, CHARGER, 1), (10800, BATTERY, 63),
-            ])
+            log(
+                [
+                    (0, SCREEN, 0),
+                    (0, CHARGER, 0),
+                    (0, BATTERY, 50),
+                    (3600, BATTERY, 49),
+                    (3600, SCREEN, 1),
+                    (7200, SCREEN, 0),
+                    (7200, BATTERY, 44),
+                    (7200, CHARGER, 1),
+                    (10800, BATTERY, 63),
+                ]
+            )
         )
     )
     g = fit_group("g", [s], capacity=360000.0)  # 3600 J per percent: 1 %/h is 1 W
