@@ -1,8 +1,8 @@
 """The ``netfl`` command: the group that gathers every command (the installed script's entry point).
 
 The commands live by group: run_commands.py (validate, simulate, resume, rerun), study_commands.py (sweep, report),
-catalogue_commands.py (algorithms, policies), trace_commands.py (trace convert), fit_commands.py (fit). The options they share are
-declared once in options.py; exit codes and user errors are handled in exits.py.
+catalogue_commands.py (algorithms, policies), trace_commands.py (trace convert), fit_commands.py (fit).
+The options they share are declared once in options.py; exit codes and user errors are handled in exits.py.
 """
 
 from __future__ import annotations

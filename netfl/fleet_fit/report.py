@@ -143,8 +143,8 @@ def html_report(
         f"<title>netfl fit: {html.escape(source)}</title><style>{STYLE}"
         ".grid { display: grid; grid-template-columns: 1fr 1fr; gap: 0 1.2em; }</style></head><body>",
         f"<h1>A fleet from its logs: {html.escape(source)}</h1>",
-        f'<p class="meta">{logged.devices} devices over {logged.days / max(logged.devices, 1):.1f} days of logs, fitted as '
-        f"{len(groups)} group(s); the fitted world simulated with {simulated.devices} devices for "
+        f'<p class="meta">{logged.devices} devices over {logged.days / max(logged.devices, 1):.1f} days of logs, '
+        f"fitted as {len(groups)} group(s); the fitted world simulated with {simulated.devices} devices for "
         f"{simulated.days / max(simulated.devices, 1):.0f} days.</p>",
         "<h2>Goodness of fit</h2>",
         '<div class="table"><table class="data"><tr><th>statistic</th><th>measure</th><th>value</th></tr>',
