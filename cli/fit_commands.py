@@ -32,6 +32,12 @@ from netfl.cli.exits import fail, user_errors
     show_default=True,
     help="devices of the fitted world to simulate for the report (0: no report)",
 )
+@click.option(
+    "--rule",
+    default="locked and charging and wifi",
+    show_default=True,
+    help="when a logged device is eligible: a rule over its states, as device_logs' (docs/device-logs.md)",
+)
 @click.option("--report", type=options.PATH, help="the HTML fit report [default: beside --out, .html]")
 def fit(
     logs: Path,
@@ -44,6 +50,7 @@ def fit(
     seed: int,
     simulate: int,
     report: Path | None,
+    rule: str,
 ) -> None:
     """Fit the world's models to device-state LOGS and write them as a topology's devices: list.
 
@@ -64,11 +71,17 @@ def fit(
         fail(f"--capacity: {exc}")
     if out.suffix.lower() not in (".yaml", ".yml"):
         fail(f"--out {out}: the fragment is YAML; name it .yaml or .yml")
+    from netfl.fleet_logs.rules import RuleError, parse_rule
+
+    try:
+        parse_rule(rule)
+    except RuleError as exc:
+        fail(f"--rule: {exc}")
     with user_errors():
         result = fit_logs(
-            logs, clusters=None if per_device else clusters, capacity=joules, seed=seed, simulate=simulate
+            logs, clusters=None if per_device else clusters, capacity=joules, seed=seed, simulate=simulate, rule=rule
         )
-    write_atomically(out, fragment_of(result, logs.name, flops=flops, uplink=uplink))
+    write_atomically(out, fragment_of(result, logs.name, flops=flops, uplink=uplink, rule=rule))
     click.echo(
         f"wrote {out}: {len(result.groups)} group(s) from {result.logged.devices} devices over "
         f"{result.logged.days / max(result.logged.devices, 1):.1f} days ({result.lines:,} log lines)"

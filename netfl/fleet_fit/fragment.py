@@ -60,14 +60,16 @@ def group_document(group: FittedGroup, flops: float, uplink: str) -> dict[str, A
     return entry
 
 
-def fragment_text(groups: list[FittedGroup], source: str, *, flops: float, uplink: str) -> str:
+def fragment_text(
+    groups: list[FittedGroup], source: str, *, flops: float, uplink: str, rule: str = "locked and charging and wifi"
+) -> str:
     """The fragment's YAML: the provenance comments, then ``devices:``."""
     devices = sum(len(g.devices) for g in groups)
     days = sum(g.days for g in groups)
     header = [
         f"{MARK} {devices} devices over {days / max(devices, 1):.1f} days ({days:.0f} device-days) of logs from "
         f"{source}, in {len(groups)} group(s)",
-        f"{MARK} fitted: availability (diurnal profile of locked & charging & Wi-Fi, mixing), use (diurnal "
+        f"{MARK} fitted: availability (diurnal profile of '{rule}', mixing), use (diurnal "
         "sessions, power), charger (daily window, jitter), idle draw, charge power, initial charge",
         f"{MARK} given, not fitted: battery capacity {groups[0].capacity:g} J, compute {flops:g} FLOP/s, "
         f"uplink {uplink}"

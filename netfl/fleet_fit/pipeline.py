@@ -14,6 +14,7 @@ from netfl.fleet_fit.goodness import Goodness, goodness
 from netfl.fleet_fit.simulated import simulated_days, simulated_stats
 from netfl.fleet_fit.statistics import DeviceStats, FleetStats, device_stats
 from netfl.fleet_fit.tracks import tracks_of_log
+from netfl.fleet_logs.rules import DEFAULT_RULE, parse_rule
 
 __all__ = ["Fit", "stream_stats", "fit_stats", "fit_logs", "write_atomically"]
 
@@ -27,14 +28,16 @@ class Fit:
     lines: int
 
 
-def stream_stats(path: str | Path) -> tuple[list[DeviceStats], int]:
-    """Every device's statistics, one device's log in memory at a time; and the number of events read."""
+def stream_stats(path: str | Path, rule: str = DEFAULT_RULE) -> tuple[list[DeviceStats], int]:
+    """Every device's statistics, one device's log in memory at a time; and the number of events read.
+    ``rule``: when a device is eligible (:mod:`netfl.fleet_logs.rules`)."""
     from netfl.fleet_logs import iter_device_logs
 
+    eligible = parse_rule(rule)
     stats, lines = [], 0
     for log in iter_device_logs(path):
         lines += len(log)
-        stats.append(device_stats(tracks_of_log(log)))
+        stats.append(device_stats(tracks_of_log(log, eligible)))
     return stats, lines
 
 
@@ -52,9 +55,10 @@ def fit_logs(
     capacity: float = 55e3,
     seed: int = 0,
     simulate: int = 200,
+    rule: str = DEFAULT_RULE,
 ) -> Fit:
     """Fit the logs at ``path``; ``simulate`` devices of the fitted world simulated for the report (0: none)."""
-    stats, lines = stream_stats(path)
+    stats, lines = stream_stats(path, rule)
     groups = fit_stats(stats, clusters=clusters, capacity=capacity, seed=seed)
     logged = FleetStats.of(stats)
     if not simulate:
@@ -76,5 +80,6 @@ def write_atomically(path: str | Path, text: str) -> None:
             temporary.unlink()
 
 
-def fragment_of(result: Fit, source: str, *, flops: float, uplink: str) -> str:
-    return fragment_text(result.groups, source, flops=flops, uplink=uplink)
+def fragment_of(result: Fit, source: str, *, flops: float, uplink: str, rule: str = DEFAULT_RULE) -> str:
+    """The fragment's text for ``result`` (see :func:`netfl.fleet_fit.fragment.fragment_text`)."""
+    return fragment_text(result.groups, source, flops=flops, uplink=uplink, rule=rule)

@@ -5,9 +5,9 @@ a simulated one from the engine's idle events (:mod:`netfl.fleet_fit.simulated`)
 of the statistics (:mod:`netfl.fleet_fit.statistics`) serves both, and a difference between them is the
 world's, not the bookkeeping's.
 
-A logged state is known from its first change on; before that it takes its resting value (screen off, locked,
-charger unplugged, no network), so a device is never counted eligible on a guess. The observed span is from
-the device's first change to its last.
+Eligibility is a rule over the logged states (:mod:`netfl.fleet_logs.rules`, the one the replay uses; by
+default locked and charging and on Wi-Fi); before a state's first change it has the replay's initial value
+(:data:`netfl.fleet_logs.rules.INITIAL`). The observed span is from the device's first change to its last.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from netfl.fleet_logs.states import BATTERY, CHARGER, LOCK, NETWORK, SCREEN, WIFI
+from netfl.fleet_logs.rules import DEFAULT_RULE, INITIAL, Rule, parse_rule
+from netfl.fleet_logs.states import BATTERY, CHARGER, SCREEN
 
-__all__ = ["Tracks", "intervals_of", "tracks_of_log", "RESTING"]
+__all__ = ["Tracks", "intervals_of", "tracks_of_log"]
 
-#: The value a state has before its first logged change.
-RESTING = {SCREEN: 0.0, LOCK: 1.0, CHARGER: 0.0, NETWORK: 0.0}
+_DEFAULT = parse_rule(DEFAULT_RULE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,31 +54,32 @@ def intervals_of(edges: np.ndarray, on: np.ndarray, end: float) -> tuple[np.ndar
 
 
 def _state_at(times: np.ndarray, kinds: np.ndarray, values: np.ndarray, kind: int, edges: np.ndarray) -> np.ndarray:
-    """The value of ``kind`` holding from each of ``edges`` on (its resting value before its first change)."""
+    """The value of ``kind`` holding from each of ``edges`` on (its initial value before its first change)."""
     mine = kinds == kind
     t, v = times[mine], values[mine]
     index = np.searchsorted(t, edges, side="right") - 1
-    return np.where(index >= 0, v[np.maximum(index, 0)] if len(v) else RESTING[kind], RESTING[kind])
+    return np.where(index >= 0, v[np.maximum(index, 0)] if len(v) else INITIAL[kind], INITIAL[kind])
 
 
-def tracks_of_log(log) -> Tracks:
-    """A logged device's tracks (``log``: a :class:`netfl.fleet_logs.DeviceLog`); eligible is locked AND
-    charging AND on Wi-Fi, the rule of Google's and FLASH's production FL."""
+def tracks_of_log(log, rule: Rule = _DEFAULT) -> Tracks:
+    """A logged device's tracks (``log``: a :class:`netfl.fleet_logs.DeviceLog`); eligible while ``rule`` holds
+    (default: locked and charging and on Wi-Fi, the rule of Google's and FLASH's production FL)."""
     times, kinds, values = log.times, log.kinds, log.values
     start, end = float(times[0]), float(times[-1])
     edges = np.unique(times[kinds != BATTERY]) if len(times) else times
     if not len(edges) or edges[0] > start:
         edges = np.concatenate(([start], edges))
     screen = _state_at(times, kinds, values, SCREEN, edges) == 1
-    locked = _state_at(times, kinds, values, LOCK, edges) == 1
     plugged = _state_at(times, kinds, values, CHARGER, edges) == 1
-    wifi = _state_at(times, kinds, values, NETWORK, edges) == WIFI
+    starts, ends = rule.intervals(log)
+    starts, ends = np.maximum(starts, start), np.minimum(ends, end)
+    inside = ends > starts
     battery = kinds == BATTERY
     return Tracks(
         device=log.device,
         start=start,
         end=end,
-        eligible=intervals_of(edges, locked & plugged & wifi, end),
+        eligible=(starts[inside], ends[inside]),
         use=intervals_of(edges, screen, end),
         charge=intervals_of(edges, plugged, end),
         battery=(times[battery], values[battery]),

@@ -78,3 +78,13 @@ def test_malformed_logs_one_line_nothing_written(tmp_path: Path, rows: str, what
     message = result.output.strip()
     assert len(message.splitlines()) == 1 and what in message, message
     assert not out.exists() and not list(tmp_path.glob(".*part"))
+
+
+def test_help_says_what_is_fitted_and_a_bad_rule_is_one_line(tmp_path: Path):
+    shown = CliRunner().invoke(main, ["fit", "--help"])
+    assert shown.exit_code == 0 and "diurnal profile of the eligible fraction" in shown.output
+    logs = tmp_path / "logs.csv"
+    logs.write_text("device,time,state,value\na,0,screen,1\n")
+    result = CliRunner().invoke(main, ["fit", str(logs), "--out", str(tmp_path / "f.yaml"), "--rule", "locked and"])
+    assert result.exit_code == 2 and result.output.startswith("error: --rule:") and len(result.output.splitlines()) == 1
+    assert not (tmp_path / "f.yaml").exists()
