@@ -68,3 +68,24 @@ def test_formats_agree(fitted):
 def test_circular_spread_of_uniform_jitter():
     u = np.linspace(-1, 1, 10001) * 2700 + 22.5 * 3600
     assert circular_mean_sd(u)[1] * 3**0.5 == pytest.approx(2700, rel=1e-3)
+
+
+def test_per_device_groups_validate(tmp_path):
+    import yaml
+
+    from netfl.config import scenario_from_dict
+    from netfl.fleet_fit.fragment import fragment_text
+
+    stats, _ = stream_stats(
+        write_device_logs(fleet_logs([(LIGHT, 3), (HEAVY, 2)], 2, seed=2), tmp_path / "l.csv", "csv")
+    )
+    groups = fit_stats(stats, clusters=None, capacity=LIGHT.capacity, seed=0)
+    assert [g.devices for g in groups] == [(s.device,) for s in stats]
+    devices = yaml.safe_load(fragment_text(groups, "l.csv", flops=1e9, uplink="10Mbps"))["devices"]
+    world = {
+        "name": "w",
+        "stop": {"rounds": 1},
+        "task": {"dataset": {"name": "digits"}, "model": {"name": "logistic"}, "local": {"steps": 1}},
+        "devices": devices,
+    }
+    assert len(scenario_from_dict(world).devices) == 5
