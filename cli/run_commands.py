@@ -42,6 +42,10 @@ def validate(topology: Path, overrides: tuple[str, ...], data_dir: Path | None) 
 
     for path, needed in log_sets(scenario).items():  # device-state logs: their devices and days, from a sample
         click.echo(describe_logs(path, needed))
+    from netfl.fleet_fit.fragment import provenance_lines
+
+    for line in provenance_lines(topology):
+        click.echo(f"fitted (netfl fit): {line}")
     if tracking:
         click.echo(f"tracking: each run logged to {tracking.describe()}")
     for s, report in enumerate(reports):
