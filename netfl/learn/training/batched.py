@@ -53,7 +53,7 @@ __all__ = ["BatchedKernel", "BatchPlan", "plan_for", "SEQUENCE_LAYERS"]
 SEQUENCE_LAYERS = (nn.RNNBase, nn.Embedding, nn.EmbeddingBag, nn.MultiheadAttention)
 #: Jobs in one chunk at most. Measured on the char-LSTM and Transformer workloads of benchmarks/speed.py (one
 #: thread): 16 to 32 clients per chunk are within a few per cent of each other; more only holds more memory.
-CHUNK_JOBS = 24
+CHUNK_JOBS = 32
 #: Parameter bytes of one chunk at most, for larger models (where one client's products are large already).
 CHUNK_PARAM_BYTES = 16 * 2**20
 
@@ -65,8 +65,14 @@ class BatchPlan:
 
     layers: dict[str, tuple[int, dict[str, str]]]
 
-    def chunk_jobs(self, param_bytes: int) -> int:
-        return max(1, min(CHUNK_JOBS, CHUNK_PARAM_BYTES // max(1, param_bytes)))
+    def chunk_jobs(self, param_bytes: int, jobs: int | None = None) -> int:
+        """Jobs per chunk; given the number of ``jobs``, the chunks made as even as the cap allows (50 jobs
+        with a cap of 32: two chunks of 25, not 32 and 18: each chunk's step costs about the same whatever
+        its size, so the fewest chunks, evenly filled, is fastest)."""
+        cap = max(1, min(CHUNK_JOBS, CHUNK_PARAM_BYTES // max(1, param_bytes)))
+        if not jobs:
+            return cap
+        return -(-jobs // -(-jobs // cap))
 
 
 def is_sequence_model(module: nn.Module) -> bool:
@@ -204,6 +210,8 @@ def client_losses(logits: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor
 class BatchedKernel:
     """Trains chunks of jobs on per-thread rewritten copies (a :class:`~netfl.learn.training.stacked.ChunkKernel`)."""
 
+    takes_same_start = True  # told that a chunk's jobs start from one model (train_stacked's chunks do)
+
     def __init__(self, network: Network, plan: BatchPlan, guard: Callable[[], AbstractContextManager] = nullcontext):
         self.network, self.plan, self.guard = network, plan, guard
         self._local = threading.local()
@@ -228,11 +236,14 @@ class BatchedKernel:
         pull: float = 0.0,
         offset: torch.Tensor | None = None,
         seeds: list[int] | None = None,
+        same_start: bool = False,
     ) -> None:
+        """As :meth:`netfl.learn.training.stacked.ChunkKernel.train`; ``same_start``: every row of ``w`` is the
+        same model (the first step then computes the clients' products as one, :class:`Clients`)."""
         with self.guard():  # in the thread that runs the user's module
-            self._train(w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds)
+            self._train(w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds, same_start)
 
-    def _train(self, w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds) -> None:
+    def _train(self, w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds, same_start) -> None:
         made = self._copy()
         layout = self.network.params
         n = len(steps)
@@ -248,7 +259,7 @@ class BatchedKernel:
             idx = batches[first:, step].reshape(-1)
             leaves = {name: p[first:].detach().requires_grad_(True) for name, p in params.items()}
             grads = self.gradients(made, leaves, {k: v[first:] for k, v in own.items()}, x[idx], y[idx],
-                                    dropout[first:], global_[first:])  # fmt: skip
+                                    dropout[first:], global_[first:], shared=same_start and step == 0)  # fmt: skip
             targets = list(leaves.values())
             with torch.no_grad():
                 if decay != 1.0:
@@ -261,9 +272,9 @@ class BatchedKernel:
         write_buffers(self.network, buffers, own)
 
     @staticmethod
-    def gradients(made: _Copy, leaves, buffers, xb, yb, dropout, global_) -> list[torch.Tensor]:
+    def gradients(made: _Copy, leaves, buffers, xb, yb, dropout, global_, shared=False) -> list[torch.Tensor]:
         clients = made.clients
-        clients.k, clients.params, clients.buffers = len(dropout), leaves, buffers
+        clients.k, clients.params, clients.buffers, clients.shared = len(dropout), leaves, buffers, shared
         clients.dropout, clients.global_ = dropout, global_
         loss = client_losses(made.module(xb), yb, clients.k)
         grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
