@@ -264,7 +264,11 @@ class BatchedKernel:
             with torch.no_grad():
                 if decay != 1.0:
                     torch._foreach_mul_(targets, decay)
-                torch._foreach_add_(targets, grads, alpha=-lr)
+                dense = [n for n, g in enumerate(grads) if not g.is_sparse]
+                torch._foreach_add_([targets[n] for n in dense], [grads[n] for n in dense], alpha=-lr)
+                for target, grad in zip(targets, grads):
+                    if grad.is_sparse:  # an embedding bag's: the rows its bags read
+                        target.add_(grad, alpha=-lr)
                 if offsets is not None:
                     torch._foreach_add_(targets, [offsets[name][first:] for name in leaves])
         for name, view in stacked_views(w, layout).items():
@@ -306,7 +310,7 @@ def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.T
     if not torch.equal(torch.get_rng_state(), state):
         torch.set_rng_state(state)
         return "the module draws from torch's global generator in a way the batched path cannot give each client"
-    batched = torch.cat([g.reshape(k, -1) for g in grads], dim=1)
+    batched = torch.cat([(g.to_dense() if g.is_sparse else g).reshape(k, -1) for g in grads], dim=1)
     replica = Replica(network, x.device, channels_last=False, training=True)
     try:
         for j in range(k):
