@@ -267,8 +267,8 @@ class BatchedKernel:
                 dense = [n for n, g in enumerate(grads) if not g.is_sparse]
                 torch._foreach_add_([targets[n] for n in dense], [grads[n] for n in dense], alpha=-lr)
                 for target, grad in zip(targets, grads):
-                    if grad.is_sparse:  # an embedding bag's: the rows its bags read
-                        target.add_(grad, alpha=-lr)
+                    if grad.is_sparse:  # an embedding bag's: the rows its bags read, duplicates summed
+                        _add_rows(target, grad, -lr)
                 if offsets is not None:
                     torch._foreach_add_(targets, [offsets[name][first:] for name in leaves])
         for name, view in stacked_views(w, layout).items():
@@ -283,6 +283,14 @@ class BatchedKernel:
         loss = client_losses(made.module(xb), yb, clients.k)
         grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
         return [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, leaves.values())]
+
+
+def _add_rows(target: torch.Tensor, grad: torch.Tensor, alpha: float) -> None:
+    """``target += alpha * grad`` for a sparse (client, row) gradient of a (K, rows, width) table, by one
+    ``index_add_`` of its rows as they come (``add_`` of a sparse tensor sorts and merges them first: slower)."""
+    k, rows, width = target.shape
+    client, row = grad._indices()
+    target.view(k * rows, width).index_add_(0, client * rows + row, grad._values(), alpha=alpha)
 
 
 def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.Tensor) -> str:
