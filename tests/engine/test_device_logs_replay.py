@@ -7,14 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_support import WORK_KINDS, FakeBackend, events, group, scenario
+from engine_support import WORK_KINDS, events, group, scenario
+from test_one_world import run  # either form of the engine, as the one-world tests run it
 
-from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.errors import PolicyError
 from netfl.fleet_logs import BATTERY, CHARGER, LOCK, NETWORK, SCREEN, DeviceLog, write_device_logs
 from netfl.policies.catalog import check_spec, population_model
-from netfl.rng import RandomStreams
-from netfl.sim.simulation import Simulation
 
 SUFFIX = {"flash": "json", "csv": "csv", "parquet": "parquet"}
 
@@ -130,20 +128,6 @@ def three_phone_world(path: Path, stop: dict, rule: str | None = None):
     )
     phones["usage"] = {"sessions": {**logs, "rule": "screen_on"}, "power": 0.2}
     return scenario([phones], stop=stop, round={"participants": 2, "deadline": 5.0})
-
-
-def run(sc, form: str):
-    streams = RandomStreams(sc.seed)
-    mix = np.full((sc.num_devices, 10), 0.1)
-    backend = FakeBackend(participants=sc.server.round.asked)
-    if form == "actors":
-        policies, chargers = device_policies(sc, streams, np.full(sc.num_devices, 10), mix)
-        w = build_world(sc, streams, policies=policies, chargers=chargers)
-    else:
-        population, charging = population_models(sc, streams, mix), group_models(sc, streams, mix, "charging")
-        w = build_world(sc, streams, population=population, charging=charging)
-    sim = Simulation(w, backend)
-    return sim, sim.run()
 
 
 @pytest.mark.parametrize("form", ["actors", "arrays"])
