@@ -3,7 +3,7 @@
 Between two changes of its own a device's battery level is linear in time
 (:mod:`netfl.sim.idle_battery`); its changes -- the flips of its
 availability, usage and charger models and its battery's marks -- are taken
-in its own time order, vectorised over the devices due, and only when the
+in its own time order, a compiled pass per device, and only when the
 engine asks (:mod:`netfl.sim.idle_changes`). :class:`IdleRows` answers what
 the fleet asks of idle devices: who can work now or at each device's own
 instant, and handing devices to actors and back. The physics is
@@ -119,7 +119,7 @@ class IdleRows(IdleChanges):
             d, t = devices[mine], until[mine]
             due = self.next_at[d] <= t
             if due.any():
-                self._take_changes(g, d[due] - sl.start, t[due], self._models(g))
+                self._take_changes(g, d[due] - sl.start, t[due])
 
     def eligible_each(self, devices: np.ndarray, at: np.ndarray) -> np.ndarray:
         """Whether each of ``devices`` (advanced to its own time ``at[k]``) is eligible then: what
