@@ -1,0 +1,111 @@
+"""The compiled per-change step and draws (netfl/kernels/) give the results of the numpy steps they replace.
+
+The worlds below were run with the vectorised numpy step this package replaced (netfl d324281) and their event
+logs and per-device totals hashed; the compiled step must give the same bytes: a phones' day (diurnal
+availability, nightly chargers, the owners' use), the same with daily windows, asynchronous arrivals, a
+FedScale-format trace, ``eligible`` on the charger with a user's population policy (draws in Python, flips
+handed back), and sessions in the actor form (a device's policy a row of its model). The draws are also
+compared element by element with :mod:`netfl.keyed_random`'s. Hashes of floats hold where numpy's float64
+exp, log, log1p and cos call the C library, as the kernels do (x86 without AVX-512, as the machine they were
+recorded on; see netfl/kernels/__init__.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from engine_support import events
+from test_idle_events import DAY_POLICIES, day
+from test_one_world import CHARGERS, POLICIES, USE, asynchronous, fedscale_trace, run, user_policy, world
+
+from netfl import keyed_random
+from netfl.sim.idle_events import KINDS
+from netfl.sim.idle_rows import IdleRows
+
+
+def digest(sim, result) -> str:
+    """The event log (every field of every row) and each device's totals, hashed."""
+    h = hashlib.sha256()
+    for e in events(sim):
+        h.update(repr((e.time, e.round, e.device, e.kind, e.detail, sorted(e.values.items()))).encode())
+    stats = result.stats
+    columns = [stats.tasks_started, stats.online_time_s, stats.charged_j, stats.battery_fraction, stats.battery_empty]
+    for column in columns + [stats.energy_by_activity_j[k] for k in sorted(stats.energy_by_activity_j)]:
+        h.update(np.ascontiguousarray(column).tobytes())
+    return h.hexdigest()[:16]
+
+
+def worlds(tmp_path: Path) -> dict:
+    eligible = {**POLICIES["eligible"], "charging": True, "idle": user_policy("Flicker")(tmp_path)}
+    return {
+        "phones": (day(DAY_POLICIES["diurnal"], count=20), "arrays"),
+        "daily": (day(DAY_POLICIES["daily"], count=20), "arrays"),
+        "async": (asynchronous(day(DAY_POLICIES["diurnal"], count=20), "900s", 5, 21_600.0), "arrays"),
+        "trace": (
+            world(fedscale_trace(tmp_path), count=40, rounds=30, charging=CHARGERS["daily"], usage=USE),
+            "arrays",
+        ),
+        "eligible": (world(eligible, count=40, rounds=40, charging=CHARGERS["sessions"], usage=USE), "arrays"),
+        "sessions actors": (world(POLICIES["sessions"], count=40, rounds=40, charging=CHARGERS["daily"]), "actors"),
+    }
+
+
+#: The digests of the numpy step (netfl d324281), world by world.
+BEFORE = {
+    "phones": "c07918f9c6c24bbe",
+    "daily": "7f7a07efff83b6d3",
+    "async": "1dd3cfea43c6b3c4",
+    "trace": "f4f8cdbd56f96bc1",
+    "eligible": "ac0fbc48ac0d3f6e",
+    "sessions actors": "855bcb8134049721",
+}
+
+
+@pytest.mark.parametrize("name", ["phones", "daily", "async", "trace", "eligible", "sessions actors"])
+def test_the_compiled_step_gives_the_numpy_steps_results_to_the_bit(name: str, tmp_path: Path, monkeypatch) -> None:
+    sc, form = worlds(tmp_path)[name]
+    sim, result = run(sc, form, True)
+    assert digest(sim, result) == BEFORE[name]
+    monkeypatch.setattr(IdleRows, "ROWS_PER_STEP", 7)  # many calls, stops handed back between them
+    monkeypatch.setattr(IdleRows, "EVENT_BUFFER", 16)  # and a buffer of events that fills at every other change
+    sim, result = run(sc, form, True)
+    assert digest(sim, result) == BEFORE[name]
+
+
+def test_the_compiled_draws_are_keyed_randoms() -> None:
+    from netfl.kernels import keyed
+
+    rng = np.random.default_rng(5)
+    keys = [0, 1, 2**63 + 12345, 2**64 - 1, int(rng.integers(2**62))]
+    devices, draws = rng.integers(0, 10**7, 200), rng.integers(0, 2**32, 200)
+    for key in keys:
+        bits = keyed_random.bits(key, devices, draws)
+        uniform = keyed_random.uniform(key, devices, draws)
+        normal = keyed_random.standard_normal(key, devices, draws)
+        for i, (d, k) in enumerate(zip(devices, draws)):
+            args = np.uint64(key), np.uint64(d), np.uint64(k)
+            assert keyed.bits(*args) == bits[i]
+            assert keyed.uniform(*args) == uniform[i]
+            assert keyed.standard_normal(*args) == normal[i]
+
+
+def test_the_step_logs_the_event_codes_of_the_log() -> None:
+    from netfl.kernels import idle_step
+
+    names = ("ONLINE", "OFFLINE", "BATTERY_EMPTY", "POWER_ON", "CHARGE_START", "CHARGE_STOP", "BELOW_MIN_LEVEL")
+    names += ("ABOVE_MIN_LEVEL", "BATTERY_FULL", "USE_START", "USE_END")
+    assert [getattr(idle_step, name) for name in names] == list(range(len(KINDS)))
+    assert [name.lower() for name in names] == list(KINDS)
+
+
+if __name__ == "__main__":  # print the digests (run on the tree to compare with)
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (sc, form) in worlds(Path(tmp)).items():
+            print(f"    {name!r}: {digest(*run(sc, form, True))!r},", flush=True)
+    sys.exit(0)
