@@ -29,7 +29,7 @@ import math
 from numba import njit, types
 
 from netfl.kernels.codes import ABSENT, EXTERNAL
-from netfl.kernels.keyed import _JIT
+from netfl.kernels.keyed import _INLINE, _JIT
 from netfl.kernels.models import B1, F8, I8, MODEL, PARAM, array, flip
 
 # sources of a change, in the order changes at one instant are taken
@@ -53,19 +53,19 @@ STOPS = types.Tuple((I8, I8, F8, I8))
 ROWS = array(types.int64, readonly=True)
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _log(events, kind, d, t, cause, level):
     n = events[5][0]
     events[0][n], events[1][n], events[2][n], events[3][n], events[4][n] = t, d, kind, cause, level
     events[5][0] = n + 1
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _mask(flag):
     return 1.0 if flag else 0.0
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def net_drain(state, columns, d):
     """The rate at which device d's level falls (negative while the charger out-supplies its loads)."""
     load = _mask(state[2][d]) * columns[0][d]
@@ -74,12 +74,12 @@ def net_drain(state, columns, d):
     return load
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _clip(x, lo, hi):
     return min(max(x, lo), hi)
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def settle(state, columns, group, events, d, t):
     """Account device d's energy and charge from its ``since`` up to ``t``; log the marks its level passed."""
     level, since, alive, using = state[0], state[1], state[2], state[4]
@@ -93,7 +93,7 @@ def settle(state, columns, group, events, d, t):
         capacity = columns[2][d]
         after = _clip(before - drain * dt, 0.0, capacity)
         if group[_EVENTS]:
-            _marks_passed(state, columns, events, d, before, after, drain, t)
+            _marks_passed(events, state[8], d, since[d], capacity, columns[3][d], before, after, drain, t)
         gained = after - before
         if gained > 0:
             state[7][d] += gained
@@ -102,11 +102,9 @@ def settle(state, columns, group, events, d, t):
 
 
 @njit(**_JIT)
-def _marks_passed(state, columns, events, d, before, after, drain, until):
+def _marks_passed(events, below, d, since, capacity, min_level, before, after, drain, until):
     """The marks at which the actor's battery watch wakes, passed between two changes: full while charging,
-    min_level on the way down, each at the instant the level reached it."""
-    since, below = state[1][d], state[8]
-    capacity, min_level = columns[2][d], columns[3][d]
+    min_level on the way down, each at the instant the level reached it (called, not inlined: events only)."""
     if drain < 0 and after >= capacity and before < capacity:
         at = since + (before - capacity) / drain
         _log(events, BATTERY_FULL, d, _clip(at, since, until), NO_CAUSE, math.nan)
@@ -117,7 +115,7 @@ def _marks_passed(state, columns, events, d, before, after, drain, until):
         _log(events, BELOW_MIN_LEVEL, d, _clip(at, since, until), NO_CAUSE, min_level)
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def battery_at(state, columns, d):
     """When device d reaches its battery's next mark at its present drain: empty while it drains, its min_level
     while it charges below it (inf: neither, on mains power, or off)."""
@@ -134,7 +132,7 @@ def battery_at(state, columns, d):
     return out
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _says_online(state, group, availability, j, d):
     online = availability[2][j] and state[2][d]
     if group[_REQUIRES_CHARGING]:
@@ -142,7 +140,7 @@ def _says_online(state, group, availability, j, d):
     return online
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _set_online(state, group, events, d, online, t, emptied):
     was = state[9][d]
     if was and not online:
@@ -156,7 +154,7 @@ def _set_online(state, group, events, d, online, t, emptied):
     state[9][d] = online
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _boot(state, columns, group, events, availability, j, d, t):
     """A dead device on a charger that out-supplies its idle draw powers on (its availability asked again)."""
     if not state[2][d] and state[3][d] and columns[1][d] > columns[0][d]:
@@ -167,7 +165,7 @@ def _boot(state, columns, group, events, availability, j, d, t):
             _set_online(state, group, events, d, _says_online(state, group, availability, j, d), t, False)
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _battery_mark(state, columns, group, events, availability, j, d, t):
     """Device d reached its battery's mark: emptied if draining, else at its min_level."""
     if net_drain(state, columns, d) > 0:
@@ -187,7 +185,7 @@ def _battery_mark(state, columns, group, events, availability, j, d, t):
         state[8][d] = False
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _flipped(state, columns, group, events, availability, charger, usage, source, j, d, t):
     """What a flip of ``source``'s model (done) changes for device d."""
     if source == AVAILABILITY:
@@ -211,12 +209,12 @@ def _flipped(state, columns, group, events, availability, charger, usage, source
         state[4][d] = using
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _change_of(model, j):
     return math.inf if model[0] == ABSENT else model[3][j]
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _next_of(state, group, availability, charger, usage, j, d):
     """Device d's earliest change and its source (the first source holding it)."""
     t, source = state[12][d], BATTERY
@@ -233,7 +231,7 @@ def _next_of(state, group, availability, charger, usage, j, d):
     return t, source
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _take(state, columns, group, availability, charger, usage, events, j, now, pending, pending_t):
     """Take row j's changes up to ``now``, ``pending`` (a source, or -1) first: the change at ``pending_t`` of an
     external model, flipped by the caller since this device stopped at it (settled up to it). Returns -1, or the
@@ -253,11 +251,19 @@ def _take(state, columns, group, availability, charger, usage, events, j, now, p
                 settle(state, columns, group, events, d, t)
             if source == BATTERY:
                 _battery_mark(state, columns, group, events, availability, j, d, t)
-            else:
-                model = availability if source == AVAILABILITY else charger if source == CHARGER else usage
-                if model[0] == EXTERNAL:
-                    return source
-                flip(model, j)
+            else:  # each model by name: a tuple of arrays chosen at run time would count references each time
+                if source == AVAILABILITY:
+                    if availability[0] == EXTERNAL:
+                        return source
+                    flip(availability, j)
+                elif source == CHARGER:
+                    if charger[0] == EXTERNAL:
+                        return source
+                    flip(charger, j)
+                else:
+                    if usage[0] == EXTERNAL:
+                        return source
+                    flip(usage, j)
                 _flipped(state, columns, group, events, availability, charger, usage, source, j, d, t)
         if source != AVAILABILITY:  # a load or the level changed: the battery's next mark moves
             state[12][d] = battery_at(state, columns, d)
@@ -265,7 +271,7 @@ def _take(state, columns, group, availability, charger, usage, events, j, now, p
     return -1
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _stop(stops, k, source, t):
     n = stops[3][0]
     stops[0][n], stops[1][n], stops[2][n] = k, source, t
@@ -312,7 +318,7 @@ def take_due(state, columns, group, availability, charger, usage, events, first,
     return last
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _schedule(state, columns, group, availability, charger, usage, j, d):
     state[12][d] = battery_at(state, columns, d)
     state[13][d] = math.inf if state[14][d] else _next_of(state, group, availability, charger, usage, j, d)[0]

@@ -21,7 +21,11 @@ _ONE, _TWO = np.uint64(1), np.uint64(2)
 _UNIT = 1.0 / (1 << 53)
 _NORMAL_SALT = np.uint64(0x6A09E667F3BCC909)  # keyed_random's: normals draw from their own bits
 
-_JIT = {"cache": True, "error_model": "numpy", "nogil": True}
+_JIT = {"cache": True, "error_model": "numpy", "nogil": True, "_nrt": False}
+#: The helpers that take the engine's tuples of arrays are inlined into their callers (numba's IR): called, each
+#: would be handed every array of every tuple by value (a few kilobytes at every change); the draws above take
+#: numbers only. No reference counting (``_nrt``): nothing here allocates.
+_INLINE = {**_JIT, "inline": "always"}
 
 
 @njit(**_JIT)

@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, types
 
 from netfl.kernels.codes import ABSENT, CONSTANT, DAILY, DIURNAL, EXPONENTIAL, LOGNORMAL, SESSIONS, WEIBULL
-from netfl.kernels.keyed import _JIT, standard_normal, uniform
+from netfl.kernels.keyed import _INLINE, _JIT, standard_normal, uniform
 
 __all__ = ["ABSENT", "MODEL", "daily_start", "flip", "next_change", "next_changes"]
 
@@ -80,11 +80,9 @@ def _duration(kind, key, device, draw, a, b):
 
 
 @njit(**_JIT)
-def _diurnal(m, j, at):
+def _diurnal(key, online, draws, profile, mixing, offset, j, at):
     """An exponential holding time at the local hour's rate of leaving the state, redrawn from the hour's end at
-    the next hour's rate when it crosses it (DiurnalModel)."""
-    state, draws, key, profile, mixing, offset = m[2], m[5], m[1], m[12], m[8][j], m[9][j]
-    online = state[j]
+    the next hour's rate when it crosses it (DiurnalModel); the model's arrays it needs, not its tuple."""
     leaves = False  # a state never left (its rate zero at every hour): its devices never change
     for h in range(24):
         p = profile[j, h]
@@ -109,7 +107,7 @@ def _diurnal(m, j, at):
         hour += 1
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def _window(m, j):
     """Where device j's current day's window opens and closes, with that day's jitter (DailyModel)."""
     key, day, start, length, jitter = m[1], m[6][j], m[8][j], m[9][j], m[10][j]
@@ -123,18 +121,21 @@ def _window(m, j):
     return opens, closes
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def next_change(m, j, at):
     """When device j of model ``m``, having just entered ``state[j]`` at ``at``, next flips (its draws used)."""
     kind = m[0]
     if kind == SESSIONS:
-        online, draws, p = m[2][j], m[5], (m[8], m[9]) if m[2][j] else (m[10], m[11])
-        dist = m[7][0] if online else m[7][1]
-        duration = _duration(dist, m[1], np.uint64(j), np.uint64(draws[j]), p[0][j], p[1][j])
+        draws = m[5]
+        if m[2][j]:  # scalars picked, never arrays: a tuple of arrays made here would count references each time
+            dist, a, b = m[7][0], m[8][j], m[9][j]
+        else:
+            dist, a, b = m[7][1], m[10][j], m[11][j]
+        duration = _duration(dist, m[1], np.uint64(j), np.uint64(draws[j]), a, b)
         draws[j] += 1
         return at + duration
     if kind == DIURNAL:
-        return _diurnal(m, j, at)
+        return _diurnal(m[1], m[2][j], m[5], m[12], m[8][j], m[9][j], j, at)
     if kind == DAILY:
         if m[2][j]:  # just went online: the same day's window closes next
             return _window(m, j)[1]
@@ -143,7 +144,7 @@ def next_change(m, j, at):
     return math.inf
 
 
-@njit(**_JIT)
+@njit(**_INLINE)
 def flip(m, j):
     """Device j of model ``m`` flips at its change; its next change drawn."""
     at = m[3][j]

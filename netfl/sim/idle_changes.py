@@ -220,9 +220,9 @@ class IdleChanges(IdleBattery):
                         context, events, stops = self._context(g), self._events_buffer(), self._stops_for(last - first)
                         first = self._kernel.take_due(*context, events, first, last, float(now), stops)
                         self._hand_over(events)
-                        resumed = self._resume(g, stops, np.arange(last), np.broadcast_to(float(now), (last,)))
-                        if resumed is not None:
-                            self._take_rows(g, *resumed)
+                        if stops[3][0]:  # rows stopped at an external model's change (stops: their rows)
+                            rows = np.arange(last)
+                            self._take_rows(g, *self._resume(g, stops, rows, np.broadcast_to(float(now), (last,))))
             else:
                 mine = devices[(devices >= sl.start) & (devices < sl.stop)]
                 rows = mine[self.next_at[mine] <= now] - sl.start
