@@ -11,10 +11,13 @@ bandwidth (about 150 ns a change); compiled, a device is taken through its chang
 
 They import numba, so nothing imports them before a world needs them (a population model of those kinds, or the
 array form of the engine): a small world with per-round availability never loads numba. Every function is
-compiled with explicit signatures and ``cache=True``: the first import on a machine compiles them (some
-seconds) and stores the machine code in ``__pycache__`` beside these files, or, where that folder is not
+compiled with explicit signatures and ``cache=True``: the first import on a machine compiles them (about a
+minute of CPU: the helpers are inlined into the entry points, so that no tuple of arrays is handed over by value
+at every change) and stores the machine code in ``__pycache__`` beside these files, or, where that folder is not
 writable (a wheel installed read-only), in numba's user-wide cache (``~/.cache/numba``; ``NUMBA_CACHE_DIR``
-chooses another folder); later imports load it (tens of milliseconds). Every parameter a model or a device
+chooses another folder); later imports load it (numba's import and the first load: about a second of CPU). The
+cache is keyed by each file's contents: a change to the options in :mod:`netfl.kernels.keyed` alone leaves the
+other files' entries as they were (remove ``__pycache__/*.nbi`` then). Every parameter a model or a device
 has is passed as an array with one value per device (a read-only broadcast when a group shares one value), so
 a parameter made per-device changes no kernel.
 
