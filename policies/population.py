@@ -33,6 +33,11 @@ seconds (continuous-time policies) or round indices (per-round policies):
   drawn whole, geometric, so a long run costs one draw;
 * ``cyclic`` -- deterministic cycles with a random phase.
 
+A model's parameters that may differ from device to device (time zones, the
+factors of light and heavy users: :mod:`netfl.policies.per_device`) are
+float64 arrays of n, read-only broadcasts where the group shares one value,
+and ``_next_change`` reads them at the devices due.
+
 Traces (:mod:`~netfl.policies.traces`), ``eligible`` and a user's
 population policy (:mod:`~netfl.policies.population_policy`) have population
 models of their own, in their modules; :mod:`~netfl.policies.catalog` says
@@ -53,6 +58,7 @@ from netfl import keyed_random
 from netfl.kernels import codes
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
+from netfl.policies.per_device import constant_of, device_values, reciprocal
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "build_population_model", "HOUR", "DAY"]
 
@@ -145,11 +151,11 @@ class PopulationModel(ABC):
         profile: np.ndarray | None = None,
         day: np.ndarray | None = None,
     ) -> tuple:
-        """The kernels' tuple: ``params`` (up to four) and ``profile`` (per device and hour) with one value per
+        """The kernels' tuple: ``params`` (up to six) and ``profile`` (per device and hour) with one value per
         device, a value all share given once (broadcast, no memory per device)."""
         n = self.n
         per_device = [np.broadcast_to(np.asarray(p, dtype=np.float64), (n,)) for p in params]
-        per_device += [_NO_PARAM] * (4 - len(per_device))
+        per_device += [_NO_PARAM] * (6 - len(per_device))
         hours = _NO_PROFILE if profile is None else np.broadcast_to(np.asarray(profile, dtype=np.float64), (n, 24))
         return (
             np.int64(kind),
@@ -205,16 +211,25 @@ class SessionsModel(PopulationModel):
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key, params)
         self.on, self.off = params.on, params.off
-        self.stationary = self.on.mean / (self.on.mean + self.off.mean)  # the long-run online fraction
+        # per device (broadcasts where the group shares one value): the factors of its on and off durations
+        self.on_scale = device_values(params.length_scale, key, "length_scale", n)
+        self.off_scale = reciprocal(device_values(params.rate_scale, key, "rate_scale", n))
+        self.scaled = not (constant_of(self.on_scale) == 1.0 and constant_of(self.off_scale) == 1.0)
+        on_mean, off_mean = self.on.mean, self.off.mean
+        if self.scaled:
+            on_mean, off_mean = on_mean * self.on_scale, off_mean * self.off_scale
+        self.stationary = on_mean / (on_mean + off_mean)  # the long-run online fraction (per device, if scaled)
         everyone = np.arange(n)
         self.state[:] = self._uniform(everyone) < self.stationary
         self.change[:] = self._next_change(everyone, np.zeros(n))
 
     def kernel_model(self) -> tuple:
-        """On and off lengths (one draw each, a normal from its own stream): parameters p0, p1 and p2, p3."""
+        """On and off lengths (one draw each, a normal from its own stream): parameters p0, p1 and p2, p3; each
+        device's factors of them p4 (on) and p5 (off)."""
         (on0, on1), (off0, off1) = ((*d.params, 0.0)[:2] for d in (self.on, self.off))
         kinds = tuple(codes.DISTRIBUTIONS.get(d.kind, codes.UNIFORM) for d in (self.on, self.off))
-        return self._as_kernel(codes.SESSIONS, (on0, on1, off0, off1), dist=kinds)
+        params = (on0, on1, off0, off1, self.on_scale, self.off_scale)
+        return self._as_kernel(codes.SESSIONS, params, dist=kinds)
 
     _next_change = PopulationModel._compiled_next_change
 
@@ -227,15 +242,32 @@ class DiurnalModel(PopulationModel):
         super().__init__(n, key, params)
         self.profile = np.asarray(params.hourly(), dtype=float)
         self.mixing = params.mixing
-        self.offset = params.time_zone_offset
-        hour = math.floor(self.offset / HOUR)
+        # per device (float64 arrays of n, broadcasts where the group shares one value): its time zone, and the
+        # factors of its rates of leaving each state (off: rate_scale; on: 1 / length_scale)
+        self.offset = device_values(params.time_zone_offset, key, "time_zone_offset", n)
+        self.come_scale = device_values(params.rate_scale, key, "rate_scale", n)
+        self.leave_scale = reciprocal(device_values(params.length_scale, key, "length_scale", n))
+        self.scaled = not (constant_of(self.come_scale) == 1.0 and constant_of(self.leave_scale) == 1.0)
         everyone = np.arange(n)
-        self.state[:] = self._uniform(everyone) < self.profile[hour % 24]
+        start = self._start_probability(everyone)
+        self.state[:] = self._uniform(everyone) < start
         self.change[:] = self._next_change(everyone, np.zeros(n))
 
+    def _start_probability(self, devices: np.ndarray) -> np.ndarray | float:
+        """P(online) of ``devices`` in their local hour at time 0: the chain's stationary probability there."""
+        offset = constant_of(self.offset)
+        hour = math.floor(offset / HOUR) if offset is not None else np.floor(self.offset[devices] / HOUR)
+        p = self.profile[np.asarray(hour, dtype=np.int64) % 24]
+        if not self.scaled:
+            return p
+        odds = self.come_scale[devices] / self.leave_scale[devices]  # a s
+        return odds * p / (odds * p + (1.0 - p))
+
     def kernel_model(self) -> tuple:
-        """The hourly profile, the mixing time (p0) and the time-zone offset (p1)."""
-        return self._as_kernel(codes.DIURNAL, (self.mixing, self.offset), profile=self.profile)
+        """The hourly profile, the mixing time (p0), each device's time-zone offset (p1) and the factors of its
+        rates of coming online (p2) and of leaving (p3)."""
+        params = (self.mixing, self.offset, self.come_scale, self.leave_scale)
+        return self._as_kernel(codes.DIURNAL, params, profile=self.profile)
 
     _next_change = PopulationModel._compiled_next_change
 
@@ -246,7 +278,8 @@ class DailyModel(PopulationModel):
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key, params)
-        self.start, self.jitter = window_start(params), params.jitter
+        offset = device_values(params.time_zone_offset, key, "time_zone_offset", n)
+        self.start, self.jitter = window_start(params.start, offset), params.jitter  # per device (see window_start)
         self.length = (params.end - params.start) % DAY
         self.day = np.full(n, -1, dtype=np.int32)  # the day whose window is current or next
         _kernels().daily_start(self.kernel_model())  # yesterday's window may still be open at 0
@@ -352,10 +385,14 @@ def _kernels():
     return models
 
 
-def window_start(params: Any) -> float:
-    """Where day 0's window of a ``daily`` policy opens on the simulated clock: ``start`` local, the offset taken
-    modulo a day (the windows repeat daily), so that day -1's window is the earliest that may still be open at 0."""
-    return params.start - params.time_zone_offset % DAY
+def window_start(start: float, offset: np.ndarray) -> np.ndarray:
+    """Where day 0's window of a ``daily`` policy opens on the simulated clock, per device: ``start`` local, the
+    device's time-zone ``offset`` taken modulo a day (the windows repeat daily), so that day -1's window is the
+    earliest that may still be open at 0. A broadcast stays one (no memory per device)."""
+    one = constant_of(offset)
+    if one is not None:
+        return np.broadcast_to(np.float64(start - one % DAY), offset.shape)
+    return start - offset % DAY
 
 
 #: The built-ins' population models by name (:mod:`netfl.policies.builtin` adds those defined beside their policies).

@@ -2,16 +2,17 @@
 
 A model is handed over as one tuple (:data:`MODEL`), built by its Python class in
 :mod:`netfl.policies.population` (which holds its parameters and state):
-``(kind, key, state, change, since, draws, day, dist, p0, p1, p2, p3, profile)`` --
+``(kind, key, state, change, since, draws, day, dist, p0, p1, p2, p3, p4, p5, profile)`` --
 its kind (the constants below), its stream's key, its per-device arrays (state, next change, since, draws used,
 the current day of a daily window), the kinds of its two session lengths (sessions) and its parameters, each an
 array with one value per device (a broadcast where they all share one):
 
 * sessions: ``p0, p1`` the online length's parameters, ``p2, p3`` the offline length's (``dist[0]``,
-  ``dist[1]``: their kinds, :data:`CONSTANT` to :data:`UNIFORM`, drawn as
-  :func:`netfl.policies.population.sample_durations` draws them);
+  ``dist[1]``: their kinds, :data:`CONSTANT` to :data:`UNIFORM`, drawn as numpy's ``sample_durations`` drew
+  them), ``p4, p5`` the device's factors of its online and offline lengths (1: as drawn);
 * diurnal: ``profile[j, h]`` device j's probability of being on in local hour h, ``p0`` the mixing time,
-  ``p1`` the time-zone offset (s);
+  ``p1`` the device's time-zone offset (s), ``p2, p3`` the factors of its rates of coming online and of
+  leaving (:mod:`netfl.policies.per_device`);
 * daily: ``p0`` where day 0's window opens on the simulated clock, ``p1`` its length, ``p2`` the jitter.
 
 :data:`~netfl.kernels.codes.EXTERNAL` marks a model whose changes Python draws (traces, ``eligible``, a
@@ -59,6 +60,8 @@ MODEL = types.Tuple(
         PARAM,
         PARAM,
         PARAM,
+        PARAM,
+        PARAM,
         PARAM2,
     )
 )
@@ -80,9 +83,10 @@ def _duration(kind, key, device, draw, a, b):
 
 
 @njit(**_JIT)
-def _diurnal(key, online, draws, profile, mixing, offset, j, at):
-    """An exponential holding time at the local hour's rate of leaving the state, redrawn from the hour's end at
-    the next hour's rate when it crosses it (DiurnalModel); the model's arrays it needs, not its tuple."""
+def _diurnal(key, online, draws, profile, mixing, offset, scale, j, at):
+    """An exponential holding time at the local hour's rate of leaving the state (times the device's ``scale`` of
+    that rate), redrawn from the hour's end at the next hour's rate when it crosses it (DiurnalModel); the model's
+    arrays it needs, not its tuple."""
     leaves = False  # a state never left (its rate zero at every hour): its devices never change
     for h in range(24):
         p = profile[j, h]
@@ -96,7 +100,7 @@ def _diurnal(key, online, draws, profile, mixing, offset, j, at):
     hour = np.int64(math.floor((t + offset) / HOUR))
     while True:
         p = profile[j, hour % 24]
-        rate = (1.0 - p if online else p) / mixing
+        rate = (1.0 - p if online else p) / mixing * scale  # x * 1.0 is x: an unscaled device's bits unchanged
         boundary = (hour + 1) * HOUR - offset
         u = uniform(key, device, np.uint64(draws[j]))
         draws[j] += 1
@@ -128,14 +132,15 @@ def next_change(m, j, at):
     if kind == SESSIONS:
         draws = m[5]
         if m[2][j]:  # scalars picked, never arrays: a tuple of arrays made here would count references each time
-            dist, a, b = m[7][0], m[8][j], m[9][j]
+            dist, a, b, scale = m[7][0], m[8][j], m[9][j], m[12][j]
         else:
-            dist, a, b = m[7][1], m[10][j], m[11][j]
+            dist, a, b, scale = m[7][1], m[10][j], m[11][j], m[13][j]
         duration = _duration(dist, m[1], np.uint64(j), np.uint64(draws[j]), a, b)
         draws[j] += 1
-        return at + duration
+        return at + duration * scale  # x * 1.0 is x: an unscaled device's bits unchanged
     if kind == DIURNAL:
-        return _diurnal(m[1], m[2][j], m[5], m[12], m[8][j], m[9][j], j, at)
+        scale = m[11][j] if m[2][j] else m[10][j]  # leaving: 1 / length_scale; coming online: rate_scale
+        return _diurnal(m[1], m[2][j], m[5], m[14], m[8][j], m[9][j], scale, j, at)
     if kind == DAILY:
         if m[2][j]:  # just went online: the same day's window closes next
             return _window(m, j)[1]

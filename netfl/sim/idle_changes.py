@@ -73,7 +73,7 @@ _ABSENT = (
     np.zeros(1, dtype=np.uint32),
     np.zeros(1, dtype=np.int32),
     np.zeros(2, dtype=np.int64),
-    *(np.zeros(1),) * 4,
+    *(np.zeros(1),) * 6,
     np.zeros((1, 24)),
 )
 

@@ -1,13 +1,15 @@
 """The compiled per-change step and draws (netfl/kernels/) give the results of the numpy steps they replace.
 
-The worlds below were run with the vectorised numpy step this package replaced (netfl d324281) and their event
-logs and per-device totals hashed; the compiled step must give the same bytes: a phones' day (diurnal
-availability, nightly chargers, the owners' use), the same with daily windows, asynchronous arrivals, a
-FedScale-format trace, ``eligible`` on the charger with a user's population policy (draws in Python, flips
-handed back), and sessions in the actor form (a device's policy a row of its model). The draws are also
-compared element by element with :mod:`netfl.keyed_random`'s. Hashes of floats hold where numpy's float64
-exp, log, log1p and cos call the C library, as the kernels do (x86 without AVX-512, as the machine they were
-recorded on; see netfl/kernels/__init__.py).
+The worlds below were run with main's vectorised numpy step (recorded from main at 0182266, the numpy
+implementation, with fleet-owners' per-device parameters) and their event logs and per-device totals hashed;
+the compiled step must give the same bytes: a phones' day (diurnal availability, nightly chargers, the owners'
+use), the same with daily windows, asynchronous arrivals, a FedScale-format trace, ``eligible`` on the charger
+with a user's population policy (draws in Python, flips handed back), sessions in the actor form (a device's
+policy a row of its model), and a fleet whose devices differ (time zones drawn per device for availability and
+chargers, light and heavy users' rate and length scales for diurnal and sessions, faded batteries). The draws
+are also compared element by element with :mod:`netfl.keyed_random`'s. Hashes of floats hold where numpy's
+float64 exp, log, log1p and cos call the C library, as the kernels do (x86 without AVX-512, as the machine
+they were recorded on; see netfl/kernels/__init__.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_support import events
+from engine_support import events, group, scenario
 from test_idle_events import DAY_POLICIES, day
 from test_one_world import CHARGERS, POLICIES, USE, asynchronous, fedscale_trace, run, user_policy, world
 
@@ -38,6 +40,45 @@ def digest(sim, result) -> str:
     return h.hexdigest()[:16]
 
 
+def fleet() -> object:
+    """Phones that differ device by device: their time zones (availability and charger), how often and how long
+    they are used and online (rate and length scales), their batteries' health; sessions scaled per device too."""
+    zones = {"choice": {"values": ["-5h", "0h", "1h", "8h"], "weights": [3, 2, 2, 1]}}
+    diurnal = {
+        "policy": "diurnal",
+        "mixing": "15min",
+        "time_zone_offset": zones,
+        "rate_scale": {"lognormal": {"median": 1.0, "sigma": 0.5}},
+        "length_scale": {"choice": [0.5, 1.0, 2.0]},
+    }
+    nights = {"policy": "daily", "start": "22:00", "end": "07:00", "jitter": "1h", "time_zone_offset": zones}
+    battery = {
+        "capacity": "20kJ",
+        "health": {"uniform": [0.6, 1.0]},
+        "initial": {"uniform": [0.05, 0.6]},
+        "min_level": "30%",
+        "charging": nights,
+        "charge_power": 1.0,
+    }
+    phones = group("phones", 24, flops=2e9, up=2e6, power={"idle": 0.1}, battery=battery, availability=diurnal)
+    phones["usage"] = "phone"
+    sessions = {
+        "policy": "sessions",
+        "on": {"exponential": {"mean": "1h"}},
+        "off": {"lognormal": {"median": "2h", "sigma": 0.5}},
+        "rate_scale": {"uniform": [0.5, 2.0]},
+        "length_scale": {"choice": [1.0, 3.0]},
+    }
+    tablets = group(
+        "tablets", 12, flops=1e9, up=1e6, battery={"capacity": "30kJ", "health": 0.8}, availability=sessions
+    )
+    return scenario(
+        [phones, tablets],
+        stop={"sim_time": 86_400.0},
+        round={"participants": 4, "deadline": 60.0, "interval": 1200.0},
+    )
+
+
 def worlds(tmp_path: Path) -> dict:
     eligible = {**POLICIES["eligible"], "charging": True, "idle": user_policy("Flicker")(tmp_path)}
     return {
@@ -50,21 +91,25 @@ def worlds(tmp_path: Path) -> dict:
         ),
         "eligible": (world(eligible, count=40, rounds=40, charging=CHARGERS["sessions"], usage=USE), "arrays"),
         "sessions actors": (world(POLICIES["sessions"], count=40, rounds=40, charging=CHARGERS["daily"]), "actors"),
+        "fleet": (fleet(), "arrays"),
+        "fleet actors": (fleet(), "actors"),
     }
 
 
-#: The digests of the numpy step (netfl d324281), world by world.
+#: The digests of main's numpy step (main at 0182266, tests/engine/test_kernels.py run there), world by world.
 BEFORE = {
-    "phones": "c07918f9c6c24bbe",
-    "daily": "7f7a07efff83b6d3",
-    "async": "1dd3cfea43c6b3c4",
+    "phones": "5533300d29f29465",
+    "daily": "908b5da7a675cbb4",
+    "async": "c1c0e98e4c339881",
     "trace": "f4f8cdbd56f96bc1",
     "eligible": "ac0fbc48ac0d3f6e",
     "sessions actors": "855bcb8134049721",
+    "fleet": "69ef37767ec99e45",
+    "fleet actors": "be8aa557c487b9b2",
 }
 
 
-@pytest.mark.parametrize("name", ["phones", "daily", "async", "trace", "eligible", "sessions actors"])
+@pytest.mark.parametrize("name", list(BEFORE))
 def test_the_compiled_step_gives_the_numpy_steps_results_to_the_bit(name: str, tmp_path: Path, monkeypatch) -> None:
     sc, form = worlds(tmp_path)[name]
     sim, result = run(sc, form, True)
