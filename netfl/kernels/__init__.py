@@ -11,11 +11,15 @@ bandwidth (about 150 ns a change); compiled, a device is taken through its chang
 
 They import numba, so nothing imports them before a world needs them (a population model of those kinds, or the
 array form of the engine): a small world with per-round availability never loads numba. Every function is
-compiled with explicit signatures and ``cache=True``: the first import on a machine compiles them (about a
-minute of CPU: the helpers are inlined into the entry points, so that no tuple of arrays is handed over by value
-at every change) and stores the machine code in ``__pycache__`` beside these files, or, where that folder is not
-writable (a wheel installed read-only), in numba's user-wide cache (``~/.cache/numba``; ``NUMBA_CACHE_DIR``
-chooses another folder); later imports load it (numba's import and the first load: about a second of CPU). The
+compiled with explicit signatures and ``cache=True``: the first import on a machine compiles them (about 40 s
+of CPU: the helpers are inlined into the entry points, so that no tuple of arrays is handed over by value at
+every change; the per-change body into one entry point only, :func:`~netfl.kernels.idle_step.take`) and stores
+the machine code in ``__pycache__`` beside these files, or, where that folder is not writable (a wheel installed
+read-only), in numba's user-wide cache (``~/.cache/numba``; ``NUMBA_CACHE_DIR`` chooses another folder); later
+imports load it (numba's import, about 0.2 s, and the first load, about 0.45 s of CPU on an idle machine, most of
+it numba's own set-up of its CPU target, which imports scipy.linalg to look for a BLAS). The test suite's
+controller compiles them before xdist starts its workers (tests/conftest.py), so that they are not compiled in
+each worker at once. The
 cache is keyed by each file's contents: a change to the options in :mod:`netfl.kernels.keyed` alone leaves the
 other files' entries as they were (remove ``__pycache__/*.nbi`` then). Every parameter a model or a device
 has is passed as an array with one value per device (a read-only broadcast when a group shares one value), so
