@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from numba import njit, types
 
 from netfl.kernels.codes import ABSENT, EXTERNAL
@@ -280,58 +279,43 @@ def _stop(stops, k, source, t):
 
 
 @njit(
-    types.int64(
-        STATE, COLUMNS, GROUP, MODEL, MODEL, MODEL, EVENTS, ROWS, PARAM, ROWS, PARAM, types.int64, types.float64, STOPS
-    ),
+    types.int64(STATE, COLUMNS, GROUP, MODEL, MODEL, MODEL, EVENTS, ROWS, PARAM, ROWS, PARAM, STOPS),
     **_JIT,
 )
-def take(state, columns, group, availability, charger, usage, events, rows, now, pending, pending_t, last, due, stops):
-    """:func:`take_rows` (``last`` < 0) or :func:`take_due` (``rows[0]`` the first row, ``due`` the time): one
-    entry point, so that :func:`_take`, inlined, is compiled once (the first compile's largest share)."""
-    scan = last >= 0
-    start, next_at = group[_START], state[13]
-    k, end = (rows[0], last) if scan else (0, rows.size)
-    while k < end:
-        if scan:
-            j = k
-            if next_at[start + j] > due:
-                k += 1
-                continue
-            until, source, at = due, -1, 0.0
-        else:
-            j = rows[k]
-            until, source, at = now[k], pending[k], pending_t[k]
-        stopped = _take(state, columns, group, availability, charger, usage, events, j, until, source, at)
-        if stopped == FULL:
-            return k
-        if stopped >= 0:
-            _stop(stops, k, stopped, _next_of(state, group, availability, charger, usage, j, start + j)[0])
-        k += 1
-    return end
-
-
 def take_rows(state, columns, group, availability, charger, usage, events, rows, now, pending, pending_t, stops):
     """Take rows ``rows`` through their changes up to ``now[k]`` each (``pending``, ``pending_t``: see
     :func:`_take`); those that stop at an external model's change go into ``stops`` (their position k in
     ``rows``, the source, the change's time). Returns the position of the row at which the event buffer filled,
     whose changes and the following rows' are still to take (``rows.size``: none)."""
-    return take(
-        state, columns, group, availability, charger, usage, events, rows, now, pending, pending_t, -1, 0.0, stops
-    )
+    for k in range(rows.size):
+        j = rows[k]
+        stopped = _take(
+            state, columns, group, availability, charger, usage, events, j, now[k], pending[k], pending_t[k]
+        )
+        if stopped == FULL:
+            return k
+        if stopped >= 0:
+            _stop(stops, k, stopped, _next_of(state, group, availability, charger, usage, j, group[_START] + j)[0])
+    return rows.size
 
 
+@njit(
+    types.int64(STATE, COLUMNS, GROUP, MODEL, MODEL, MODEL, EVENTS, types.int64, types.int64, types.float64, STOPS),
+    **_JIT,
+)
 def take_due(state, columns, group, availability, charger, usage, events, first, last, now, stops):
     """Take every row from ``first`` to ``last`` (excluded) whose next change is due by ``now`` through its
     changes; those that stop at an external model's change go into ``stops`` (row, source, time). Returns the
     row at which the event buffer filled, from which to scan on (``last``: none)."""
-    first_row = np.full(1, first, dtype=np.int64)
-    return take(
-        state, columns, group, availability, charger, usage, events, first_row, _NONE, _NO_ROWS, _NONE, last, now, stops
-    )
-
-
-#: take_due's unused arguments of :func:`take`
-_NONE, _NO_ROWS = np.zeros(1), np.zeros(1, dtype=np.int64)
+    start, next_at = group[_START], state[13]
+    for j in range(first, last):
+        if next_at[start + j] <= now:
+            stopped = _take(state, columns, group, availability, charger, usage, events, j, now, -1, 0.0)
+            if stopped == FULL:
+                return j
+            if stopped >= 0:
+                _stop(stops, j, stopped, _next_of(state, group, availability, charger, usage, j, start + j)[0])
+    return last
 
 
 @njit(**_INLINE)
