@@ -6,7 +6,7 @@ training threads (test_threads.py) ask for them.
 
 With xdist, the controller loads the compiled idle step (netfl/kernels/) before
 it starts its workers: on a fresh checkout that compiles it into numba's cache
-once (about 40 s of CPU) instead of in every worker at once; with the cache
+once (about 70 s of CPU) instead of in every worker at once; with the cache
 warm it costs the controller numba's import and a cache load (about 0.7 s).
 """
 

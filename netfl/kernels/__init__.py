@@ -11,9 +11,10 @@ bandwidth (about 150 ns a change); compiled, a device is taken through its chang
 
 They import numba, so nothing imports them before a world needs them (a population model of those kinds, or the
 array form of the engine): a small world with per-round availability never loads numba. Every function is
-compiled with explicit signatures and ``cache=True``: the first import on a machine compiles them (about 40 s
+compiled with explicit signatures and ``cache=True``: the first import on a machine compiles them (about 70 s
 of CPU: the helpers are inlined into the entry points, so that no tuple of arrays is handed over by value at
-every change; the per-change body into one entry point only, :func:`~netfl.kernels.idle_step.take`) and stores
+every change; the per-change body is compiled twice, in ``take_rows`` and ``take_due``: one entry point for both
+compiled in 40 s but took 2-7 % longer a change, 10^5 phones, three alternated pairs) and stores
 the machine code in ``__pycache__`` beside these files, or, where that folder is not writable (a wheel installed
 read-only), in numba's user-wide cache (``~/.cache/numba``; ``NUMBA_CACHE_DIR`` chooses another folder); later
 imports load it (numba's import, about 0.2 s, and the first load, about 0.45 s of CPU on an idle machine, most of
