@@ -92,12 +92,15 @@ def _source_dir(scenario: Scenario) -> Path | None:
 def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, str]]:
     """A group's own use: a continuous-time policy with a population form (it runs at every scale)."""
     problems: list[tuple[str, str]] = []
+    first = 0
     for i, group in enumerate(scenario.devices):
+        devices = range(first, first + group.count)  # a log set or trace must cover the group's devices
+        first += group.count
         if group.usage is None:
             continue
         where = f"devices[{i}].usage.sessions"
         spec = group.usage.sessions
-        found = [(f"{where}{p}", m) for p, m in check_spec(spec, base_dir, continuous_only=True)]
+        found = [(f"{where}{p}", m) for p, m in check_spec(spec, base_dir, continuous_only=True, devices=devices)]
         if not found and not supports_population(spec, base_dir):
             accepted = ", ".join(n for n in POPULATION_MODELS if not issubclass(BUILTIN_POLICIES[n], RoundPolicy))
             found.append((f"{where}.policy", f"{spec.policy!r} has no population form; use one of {accepted}"))

@@ -7,14 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from engine_support import WORK_KINDS, FakeBackend, events, group, scenario
+from engine_support import WORK_KINDS, events, group, scenario
+from test_one_world import run  # either form of the engine, as the one-world tests run it
 
-from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.errors import PolicyError
 from netfl.fleet_logs import BATTERY, CHARGER, LOCK, NETWORK, SCREEN, DeviceLog, write_device_logs
 from netfl.policies.catalog import check_spec, population_model
-from netfl.rng import RandomStreams
-from netfl.sim.simulation import Simulation
 
 SUFFIX = {"flash": "json", "csv": "csv", "parquet": "parquet"}
 
@@ -132,20 +130,6 @@ def three_phone_world(path: Path, stop: dict, rule: str | None = None):
     return scenario([phones], stop=stop, round={"participants": 2, "deadline": 5.0})
 
 
-def run(sc, form: str):
-    streams = RandomStreams(sc.seed)
-    mix = np.full((sc.num_devices, 10), 0.1)
-    backend = FakeBackend(participants=sc.server.round.asked)
-    if form == "actors":
-        policies, chargers = device_policies(sc, streams, np.full(sc.num_devices, 10), mix)
-        w = build_world(sc, streams, policies=policies, chargers=chargers)
-    else:
-        population, charging = population_models(sc, streams, mix), group_models(sc, streams, mix, "charging")
-        w = build_world(sc, streams, population=population, charging=charging)
-    sim = Simulation(w, backend)
-    return sim, sim.run()
-
-
 @pytest.mark.parametrize("form", ["actors", "arrays"])
 def test_battery_from_the_logged_charger_and_screen_by_hand(tmp_path, form):
     """Never eligible (no FL work): each battery moves by the idle draw, the owner's use and the charger alone.
@@ -218,3 +202,23 @@ def test_events_outside_the_period_refused(tmp_path):
     path = write_device_logs(THREE, tmp_path / "three.csv", "csv")
     with pytest.raises(PolicyError, match=r"device a: event 7 at 90 s lies outside the period \[0, 80 s\)"):
         population_model(spec(path, period="80s"), 3, 1, np.ones((3, 1)), 0, base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("where", ["usage", "eligible"])
+def test_validate_counts_the_logs_of_the_owners_use_and_of_a_component(tmp_path, where):
+    """A log set of 3 devices under a group of 5: refused wherever device_logs replays it, the owners' use (no
+    availability from the logs) or a component of eligible, naming the YAML path and the counts."""
+    from netfl.errors import ScenarioError
+
+    path = write_device_logs(THREE, tmp_path / "three.csv", "csv")
+    logs = {"policy": "device_logs", "file": str(path), "rule": "screen_on"}
+    availability = {"policy": "eligible", "idle": logs} if where == "eligible" else {"policy": "always"}
+    phones = group("phones", 5, battery={"capacity": 100.0}, availability=availability)
+    if where == "usage":
+        phones["usage"] = {"sessions": logs, "power": 0.2}
+    with pytest.raises(ScenarioError) as caught:
+        scenario([phones])
+    text = str(caught.value)
+    assert "holds 3 devices, fewer than the 5 that replay it" in text
+    assert ("devices[0].usage.sessions.file" if where == "usage" else "devices[0].availability.idle.file") in text
+    scenario([{**phones, "count": 3}])  # as many phones as logs: valid
