@@ -352,3 +352,27 @@ def settle_devices(state, columns, group, events, devices, until):
     """Settle each of ``devices`` (any groups) up to ``until[k]``: their energy, charge and the marks passed."""
     for k in range(devices.size):
         settle(state, columns, group, events, devices[k], until[k])
+
+
+@njit(types.int64(STATE, COLUMNS, types.int64, types.int64, types.boolean, types.float64, I8), **_JIT)
+def eligible_rows(state, columns, first, last, exclude_using, now, out):
+    """Devices ``first`` to ``last`` (excluded; idle ones advanced to ``now``) that are idle, online, on, not in
+    use where ``exclude_using`` (use excludes training) and not below their min_level at ``now``, as
+    :meth:`~netfl.sim.idle_battery.IdleBattery.below_min` says it, into ``out``, ascending; returns their number.
+    One pass, no temporaries: the round's check of every device, which as numpy's passes cost more than the
+    changes did at ten million devices."""
+    level, since, alive, using, online, busy = state[0], state[1], state[2], state[4], state[9], state[14]
+    capacity, min_level, finite = columns[2], columns[3], columns[5]
+    n = 0
+    for d in range(first, last):
+        if not (online[d] and alive[d]) or busy[d] or (exclude_using and using[d]):
+            continue
+        if min_level[d] > 0 and finite[d]:
+            drain = net_drain(state, columns, d)
+            at = _clip(level[d] - drain * (now - since[d]), 0.0, capacity[d])
+            threshold = min_level[d] * capacity[d]
+            if at < threshold or (at == threshold and drain > 0):
+                continue
+        out[n] = d
+        n += 1
+    return n

@@ -154,3 +154,39 @@ if __name__ == "__main__":  # print the digests (run on the tree to compare with
         for name, (sc, form) in worlds(Path(tmp)).items():
             print(f"    {name!r}: {digest(*run(sc, form, True))!r},", flush=True)
     sys.exit(0)
+
+
+def test_the_compiled_eligibility_is_below_min_s() -> None:
+    """The round's check of every device, compiled, against the battery's closed form written out here: idle,
+    online, on, not in use (where use excludes training) and not below min_level -- at it exactly only while
+    charging or still -- over random states with levels placed on the threshold."""
+    from netfl.kernels import idle_step
+
+    rng = np.random.default_rng(5)
+    n, now = 4000, 500.0
+    capacity = rng.choice([1000.0, 2000.0], n)
+    min_level = rng.choice([0.0, 0.2, 0.3], n)
+    finite = rng.random(n) < 0.9
+    idle_w, use_w, charge_w = rng.choice([0.0, 0.1], n), np.full(n, 2.0), rng.choice([0.5, 3.0], n)
+    alive, charging, using = (rng.random(n) < p for p in (0.9, 0.3, 0.3))
+    online, busy = rng.random(n) < 0.7, rng.random(n) < 0.1
+    since = rng.uniform(0.0, now, n)
+    drain = alive * idle_w + using * use_w - charging * charge_w
+    threshold = min_level * np.where(finite, capacity, 0.0)
+    level = rng.uniform(0.0, capacity)
+    on_it = rng.random(n) < 0.3  # at the threshold at now exactly: the tie the actor's watch breaks by the drain
+    level[on_it] = threshold[on_it] + drain[on_it] * (now - since[on_it])
+    f8 = np.zeros(n)
+    state = (level, since, alive, charging, using, f8, f8, f8, busy, online, f8, f8, f8, f8, busy)
+    columns = (idle_w, charge_w, capacity, min_level, use_w, finite)
+    at = np.clip(level - drain * (now - since), 0.0, capacity)
+    below = (min_level > 0) & finite & ((at < threshold) | ((at == threshold) & (drain > 0)))
+    for exclude_using in (False, True):
+        expected = online & alive & ~busy & ~(exclude_using & using) & ~below
+        out = np.empty(n, dtype=np.int64)
+        found = idle_step.eligible_rows(state, columns, 0, n, exclude_using, now, out)
+        assert found == expected.sum() and (out[:found] == np.flatnonzero(expected)).all()
+        assert ((at == threshold) & expected & (min_level > 0) & finite).any()  # the tie is tested, both ways
+        assert ((at == threshold) & ~expected & online & alive & ~busy).any()
+        part = idle_step.eligible_rows(state, columns, 1000, 3000, exclude_using, now, out)
+        assert (out[:part] == np.flatnonzero(expected[1000:3000]) + 1000).all()
