@@ -32,6 +32,7 @@ threads, each thread on its own copy.
 from __future__ import annotations
 
 import copy
+import math
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -43,7 +44,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from netfl.learn.models.flat_model import IGNORE_LABEL, Network, OutputMismatch, output_problem, task_loss
-from netfl.learn.training.client_layers import LAYERS, Clients, Unbatchable, known_batch_dim
+from netfl.learn.training.client_layers import LAYERS, Clients, Unbatchable, add_rows, known_batch_dim
 from netfl.learn.training.stacked import read_buffers, running_from, stacked_views, write_buffers
 
 __all__ = ["BatchedKernel", "BatchPlan", "plan_for", "SEQUENCE_LAYERS"]
@@ -197,6 +198,18 @@ class _Copy:
         self.module = module
 
 
+def table_row_multiple(module: nn.Module, plan: BatchPlan) -> int:
+    """The multiple of a chunk's row length that lets every embedding table of the plan be read in place as
+    rows of one matrix (:func:`~netfl.learn.training.client_layers.client_tables`): the least common multiple
+    of their widths and 16 (a cache line of floats); 1 when that is large (a few odd widths)."""
+    named = dict(module.named_modules())
+    multiple = 16
+    for name in plan.layers:
+        if isinstance(named[name], (nn.Embedding, nn.EmbeddingBag)):
+            multiple = math.lcm(multiple, named[name].embedding_dim)
+    return multiple if multiple <= 4096 else 1
+
+
 def client_losses(logits: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor:
     """The sum over K clients of each one's task loss (mean cross-entropy over its labelled positions): the
     gradient of each client's weights is that of its own loss."""
@@ -215,6 +228,7 @@ class BatchedKernel:
     def __init__(self, network: Network, plan: BatchPlan, guard: Callable[[], AbstractContextManager] = nullcontext):
         self.network, self.plan, self.guard = network, plan, guard
         self._local = threading.local()
+        self.row_multiple = table_row_multiple(network.module, plan)
 
     def _copy(self) -> _Copy:
         made = getattr(self._local, "copy", None)
@@ -247,7 +261,7 @@ class BatchedKernel:
         made = self._copy()
         layout = self.network.params
         n = len(steps)
-        params = {name: view.clone() for name, view in stacked_views(w, layout).items()}
+        params = stacked_views(w, layout)  # trained in place: the chunk's rows are the jobs' results
         offsets = stacked_views(offset, layout) if offset is not None else None
         own = read_buffers(self.network, buffers)
         seeds = seeds if seeds is not None else [0] * n
@@ -268,11 +282,9 @@ class BatchedKernel:
                 torch._foreach_add_([targets[n] for n in dense], [grads[n] for n in dense], alpha=-lr)
                 for target, grad in zip(targets, grads):
                     if grad.is_sparse:  # an embedding bag's: the rows its bags read, duplicates summed
-                        _add_rows(target, grad, -lr)
+                        add_rows(target, grad, -lr)
                 if offsets is not None:
                     torch._foreach_add_(targets, [offsets[name][first:] for name in leaves])
-        for name, view in stacked_views(w, layout).items():
-            view.copy_(params[name])
         write_buffers(self.network, buffers, own)
 
     @staticmethod
@@ -283,14 +295,6 @@ class BatchedKernel:
         loss = client_losses(made.module(xb), yb, clients.k)
         grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
         return [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, leaves.values())]
-
-
-def _add_rows(target: torch.Tensor, grad: torch.Tensor, alpha: float) -> None:
-    """``target += alpha * grad`` for a sparse (client, row) gradient of a (K, rows, width) table, by one
-    ``index_add_`` of its rows as they come (``add_`` of a sparse tensor sorts and merges them first: slower)."""
-    k, rows, width = target.shape
-    client, row = grad._indices()
-    target.view(k * rows, width).index_add_(0, client * rows + row, grad._values(), alpha=alpha)
 
 
 def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.Tensor) -> str:

@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence
 
-__all__ = ["LAYERS", "Clients", "Unbatchable", "known_batch_dim"]
+__all__ = ["LAYERS", "Clients", "Unbatchable", "add_rows", "client_tables", "known_batch_dim"]
 
 
 class Unbatchable(RuntimeError):
@@ -148,15 +148,58 @@ def _plain_embedding(m: nn.Module) -> None:
         raise Unbatchable(f"{type(m).__name__} with max_norm, scale_grad_by_freq or sparse gradients")
 
 
+def client_tables(weight: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """The K clients' (K, rows, width) tables as one (rows', width) matrix over the same memory, and the row
+    at which client k's table starts (k x that step), or None when the layout does not allow it.
+
+    A chunk's tables are views into its rows of parameters (trained in place, no copy), so client k's table
+    starts k x (row length) floats after client 0's; where that length is a multiple of the width (the batched
+    kernel pads the rows so: :attr:`~netfl.learn.training.batched.BatchedKernel.row_multiple`), the tables are
+    rows of one strided matrix that ``embedding_bag`` and ``index_add_`` take as is. A frozen table (the same
+    for every client, stride 0) is its own matrix with step 0."""
+    k, rows, width = weight.shape
+    between, along, inner = weight.stride()
+    if inner != 1 or along != width or between % width:
+        return None
+    step = between // width
+    return weight.as_strided(((k - 1) * step + rows, width), (width, 1)), step
+
+
+def _tables_or_copy(weight: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """:func:`client_tables`, or the tables copied end to end where the layout does not allow a view."""
+    return client_tables(weight) or (weight.reshape(-1, weight.shape[-1]), weight.shape[1])
+
+
 def embedding(m: nn.Embedding, c: Clients, names: dict, dim: int, ids: torch.Tensor) -> torch.Tensor:
     _plain_embedding(m)
     rows, shape = _client_ids(ids, dim, c.k, m.num_embeddings)
-    weight = c.param(names["weight"])
-    offsets = torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
-    out = F.embedding(rows + offsets, weight.reshape(-1, weight.shape[-1]))
+    out = _ClientLookup.apply(rows, c.param(names["weight"]))
     if m.padding_idx is not None:  # the padding row gets no gradient, as nn.Embedding's
         out = torch.where((rows == m.padding_idx).unsqueeze(-1), out.detach(), out)
     return out.reshape(*shape, out.shape[-1]).movedim(0, dim)
+
+
+class _ClientLookup(torch.autograd.Function):
+    """``Embedding`` over the clients' tables (:func:`client_tables`): each client's ids (K, n) read its own
+    table; the weight gradient dense, as ``nn.Embedding``'s (each client's rows summed by ``index_add_``)."""
+
+    @staticmethod
+    def forward(ctx, rows, weight):
+        k, vocabulary, width = weight.shape
+        table, step = _tables_or_copy(weight)
+        ctx.save_for_backward(rows)
+        ctx.shape = weight.shape
+        return F.embedding(rows + torch.arange(k, device=rows.device).unsqueeze(1) * step, table)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        (rows,) = ctx.saved_tensors
+        if not ctx.needs_input_grad[1]:
+            return None, None
+        k, vocabulary, width = ctx.shape
+        ids = (rows + torch.arange(k, device=rows.device).unsqueeze(1) * vocabulary).reshape(-1)
+        d_weight = d_out.new_zeros(k * vocabulary, width).index_add_(0, ids, d_out.reshape(-1, width))
+        return None, d_weight.view(k, vocabulary, width)
 
 
 def embedding_bag(
@@ -167,52 +210,75 @@ def embedding_bag(
         raise Unbatchable("EmbeddingBag on a 1-D input with offsets (the batched path takes bags as rows (N, L))")
     rows, _ = _client_ids(ids, 0, c.k, m.num_embeddings)
     weight = c.param(names["weight"])
-    flat = rows + torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
-    if m.padding_idx is not None:  # client 0's padding id stands for every client's: excluded from its bag
-        flat = torch.where(rows == m.padding_idx, m.padding_idx, flat)
     if per_sample_weights is None and m.mode in ("sum", "mean") and torch.is_grad_enabled():
-        return _ClientBags.apply(flat.view(ids.shape), weight, m.mode, m.padding_idx)
-    return F.embedding_bag(
-        flat.view(ids.shape),
-        weight.reshape(-1, weight.shape[-1]),
-        mode=m.mode,
-        per_sample_weights=per_sample_weights,
-        padding_idx=m.padding_idx,
-    )
+        return _ClientBags.apply(rows.view(ids.shape), weight, m.mode, m.padding_idx)
+    if torch.is_grad_enabled():  # per-sample weights or max: autograd through a copy of the tables
+        table, step = weight.reshape(-1, weight.shape[-1]), weight.shape[1]
+    else:
+        table, step = _tables_or_copy(weight)
+    flat = _bag_ids(rows.view(ids.shape), c.k, step, m.padding_idx)
+    return F.embedding_bag(flat, table, mode=m.mode, per_sample_weights=per_sample_weights, padding_idx=m.padding_idx)
+
+
+def _bag_ids(rows: torch.Tensor, k: int, step: int, padding_idx: int | None) -> torch.Tensor:
+    """Bags (K x n, L) of client ids as rows of the clients' tables laid ``step`` rows apart; client 0's
+    padding id stands for every client's, so that ``embedding_bag`` leaves it out of each bag."""
+    flat = rows + (torch.arange(k, device=rows.device) * step).repeat_interleave(rows.shape[0] // k).unsqueeze(1)
+    if padding_idx is not None:
+        flat = torch.where(rows == padding_idx, padding_idx, flat)
+    return flat
 
 
 class _ClientBags(torch.autograd.Function):
-    """``EmbeddingBag`` (sum or mean) over the clients' tables laid end to end, its weight gradient sparse: the
-    rows the bags read, nothing else. A dense gradient of K tables, zeroed and added whole every step, costs
-    more than the rest of a bag-of-words model's step (K x 5000 x 32 floats against 25 x 1024 rows read);
-    the SGD step then adds the sparse gradient into the rows it names."""
+    """``EmbeddingBag`` (sum or mean) over the clients' tables (:func:`client_tables`), its weight gradient
+    sparse: the rows the bags read, nothing else. A dense gradient of K tables, zeroed and added whole every
+    step, costs more than the rest of a bag-of-words model's step (K x 5000 x 32 floats against 25 x 1024 rows
+    read); the SGD step then adds the sparse gradient into the rows it names (:func:`add_rows`)."""
 
     @staticmethod
-    def forward(ctx, flat, weight, mode, padding_idx):
-        ctx.save_for_backward(flat)
+    def forward(ctx, rows, weight, mode, padding_idx):
+        k = weight.shape[0]
+        table, step = _tables_or_copy(weight)
+        ctx.save_for_backward(rows)
         ctx.shape, ctx.mode, ctx.padding_idx = weight.shape, mode, padding_idx
-        return F.embedding_bag(flat, weight.reshape(-1, weight.shape[-1]), mode=mode, padding_idx=padding_idx)
+        return F.embedding_bag(_bag_ids(rows, k, step, padding_idx), table, mode=mode, padding_idx=padding_idx)
 
     @staticmethod
     def backward(ctx, d_out):
-        (flat,) = ctx.saved_tensors
+        (rows,) = ctx.saved_tensors
         k, vocabulary, width = ctx.shape
-        bags, length = flat.shape
-        keep = flat != ctx.padding_idx if ctx.padding_idx is not None else None
+        bags, length = rows.shape
+        keep = rows != ctx.padding_idx if ctx.padding_idx is not None else None
         if ctx.mode == "mean":
-            counts = keep.sum(1, keepdim=True) if keep is not None else flat.new_full((bags, 1), length)
+            counts = keep.sum(1, keepdim=True) if keep is not None else rows.new_full((bags, 1), length)
             d_out = d_out / counts.clamp(min=1)
-        ids = flat.reshape(-1)
+        client = torch.arange(k, device=rows.device).repeat_interleave(bags // k * length)
+        ids = rows.reshape(-1)
         values = d_out.unsqueeze(1).expand(bags, length, width).reshape(-1, width)
         if keep is not None:
-            ids, values = ids[keep.reshape(-1)], values[keep.reshape(-1)]
-        indices = torch.stack([torch.div(ids, vocabulary, rounding_mode="floor"), ids % vocabulary])
+            client, ids, values = client[keep.reshape(-1)], ids[keep.reshape(-1)], values[keep.reshape(-1)]
+        indices = torch.stack([client, ids])
         return (
             None,
             torch.sparse_coo_tensor(indices, values, (k, vocabulary, width), check_invariants=False),
             None,
             None,
         )
+
+
+def add_rows(target: torch.Tensor, grad: torch.Tensor, alpha: float) -> None:
+    """``target += alpha * grad`` for a sparse (client, row) gradient of the (K, rows, width) tables, in place
+    (``target`` is a view into the chunk's rows): one ``index_add_`` of its rows as they come into
+    :func:`client_tables` (``add_`` of a sparse tensor sorts and merges them first; ``index_add_`` with an
+    ``alpha`` is three times slower than scaling the rows first), else an accumulating ``index_put_``."""
+    client, row = grad._indices()
+    values = grad._values() * alpha
+    tables = client_tables(target)
+    if tables is None:
+        target.index_put_((client, row), values, accumulate=True)
+    else:
+        table, step = tables
+        table.index_add_(0, client * step + row, values)
 
 
 def layer_norm(m: nn.LayerNorm, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
