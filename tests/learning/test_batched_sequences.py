@@ -220,7 +220,7 @@ class SumBag(nn.Module):
         return self.out(self.lstm(halves)[0][-1])
 
 
-@pytest.mark.parametrize("name", ["lstm", "transformer", "embedding_bag", "sum_bag"])
+@pytest.mark.parametrize("name", ["lstm", "gru_rnn", "transformer", "embedding_bag", "sum_bag"])
 def test_a_chunks_first_step_computed_as_one_product_equals_each_clients_own(name: str) -> None:
     """A chunk's jobs start from one model; its first step computes every client's rows with one matrix
     product (and an embedding bag's gradient sparse): each client's gradient is still its own, and equals the

@@ -463,10 +463,12 @@ class _LSTMLayer(torch.autograd.Function):
 
 
 class _GRULayer(torch.autograd.Function):
-    """One GRU layer and direction for K clients, backward written out (as :class:`_LSTMLayer`)."""
+    """One GRU layer and direction for K clients, backward written out (as :class:`_LSTMLayer`); ``shared``:
+    every client holds the same weights (a chunk's first step), so each step's recurrent product is one matrix
+    product of K x B rows."""
 
     @staticmethod
-    def forward(ctx, xp, w_hh, b_hh, h0, reverse):
+    def forward(ctx, xp, w_hh, b_hh, h0, reverse, shared):
         k, steps, b, gates = xp.shape
         hidden = gates // 3
         rz = xp.new_empty(steps, k, b, 2 * hidden)
@@ -476,14 +478,18 @@ class _GRULayer(torch.autograd.Function):
         w = w_hh.transpose(1, 2)
         h = h0
         for t in range(steps - 1, -1, -1) if reverse else range(steps):
-            hp = torch.bmm(h, w) if b_hh is None else torch.baddbmm(b_hh.unsqueeze(1), h, w)
+            if shared:  # every client's weights equal client 0's: one product of K x B rows
+                flat = h.reshape(k * b, hidden)
+                hp = (flat @ w[0] if b_hh is None else torch.addmm(b_hh[0], flat, w[0])).view(k, b, gates)
+            else:
+                hp = torch.bmm(h, w) if b_hh is None else torch.baddbmm(b_hh.unsqueeze(1), h, w)
             x_t = xp[:, t]
             torch.add(x_t[..., : 2 * hidden], hp[..., : 2 * hidden], out=rz[t]).sigmoid_()
             hp_n[t] = hp[..., 2 * hidden :]
             n = torch.addcmul(x_t[..., 2 * hidden :], rz[t][..., :hidden], hp_n[t], out=news[t]).tanh_()
             h = torch.addcmul(n, rz[t][..., hidden:], h - n, out=hs[t])
         ctx.save_for_backward(rz, news, hp_n, hs, h0, w_hh)
-        ctx.reverse, ctx.has_bias = reverse, b_hh is not None
+        ctx.reverse, ctx.has_bias, ctx.shared = reverse, b_hh is not None, shared
         return hs.transpose(0, 1), h.clone()
 
     @staticmethod
@@ -507,12 +513,15 @@ class _GRULayer(torch.autograd.Function):
             d_x[t][..., 2 * hidden :] = d_n
             d_hp[t][..., : 2 * hidden] = d_x[t][..., : 2 * hidden]
             torch.mul(d_n, r, out=d_hp[t][..., 2 * hidden :])
-            dh = dh * z + torch.bmm(d_hp[t], w_hh)
+            if ctx.shared:
+                dh = dh * z + (d_hp[t].reshape(k * b, 3 * hidden) @ w_hh[0]).view(k, b, hidden)
+            else:
+                dh = dh * z + torch.bmm(d_hp[t], w_hh)
         rows = steps * b
         flat_hp = d_hp.transpose(0, 1).reshape(k, rows, 3 * hidden)
         d_w = torch.bmm(flat_hp.transpose(1, 2), h_prev.transpose(0, 1).reshape(k, rows, hidden))
         d_b = flat_hp.sum(1) if ctx.has_bias else None
-        return d_x.transpose(0, 1), d_w, d_b, dh, None
+        return d_x.transpose(0, 1), d_w, d_b, dh, None, None
 
 
 def _rnn_steps(xp, w_hh, h, order, activation):
@@ -570,7 +579,7 @@ def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
                 continue
             xp = _project(layer_in.reshape(k, t_in * b, -1), w_ih, bias, c.shared).view(k, t_in, b, -1)
             if m.mode == "GRU":
-                out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction))
+                out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction), c.shared)
             else:
                 order = range(t_in - 1, -1, -1) if direction else range(t_in)
                 out, h = _rnn_steps(xp, w_hh, h, order, torch.tanh if m.mode == "RNN_TANH" else torch.relu)
