@@ -173,33 +173,12 @@ def _tables_or_copy(weight: torch.Tensor) -> tuple[torch.Tensor, int]:
 def embedding(m: nn.Embedding, c: Clients, names: dict, dim: int, ids: torch.Tensor) -> torch.Tensor:
     _plain_embedding(m)
     rows, shape = _client_ids(ids, dim, c.k, m.num_embeddings)
-    out = _ClientLookup.apply(rows, c.param(names["weight"]))
+    weight = c.param(names["weight"])
+    offsets = torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
+    out = F.embedding(rows + offsets, weight.reshape(-1, weight.shape[-1]))
     if m.padding_idx is not None:  # the padding row gets no gradient, as nn.Embedding's
         out = torch.where((rows == m.padding_idx).unsqueeze(-1), out.detach(), out)
     return out.reshape(*shape, out.shape[-1]).movedim(0, dim)
-
-
-class _ClientLookup(torch.autograd.Function):
-    """``Embedding`` over the clients' tables (:func:`client_tables`): each client's ids (K, n) read its own
-    table; the weight gradient dense, as ``nn.Embedding``'s (each client's rows summed by ``index_add_``)."""
-
-    @staticmethod
-    def forward(ctx, rows, weight):
-        k, vocabulary, width = weight.shape
-        table, step = _tables_or_copy(weight)
-        ctx.save_for_backward(rows)
-        ctx.shape = weight.shape
-        return F.embedding(rows + torch.arange(k, device=rows.device).unsqueeze(1) * step, table)
-
-    @staticmethod
-    def backward(ctx, d_out):
-        (rows,) = ctx.saved_tensors
-        if not ctx.needs_input_grad[1]:
-            return None, None
-        k, vocabulary, width = ctx.shape
-        ids = (rows + torch.arange(k, device=rows.device).unsqueeze(1) * vocabulary).reshape(-1)
-        d_weight = d_out.new_zeros(k * vocabulary, width).index_add_(0, ids, d_out.reshape(-1, width))
-        return None, d_weight.view(k, vocabulary, width)
 
 
 def embedding_bag(
