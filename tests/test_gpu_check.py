@@ -57,7 +57,7 @@ def test_the_wheels_for_the_gpu_machine_are_netfls_missing_dependencies_pinned_h
     lines = done.stdout.splitlines()
     pins = dict(line.split("==") for line in lines if "==" in line and " " not in line)
     expected = {"simpy", "pydantic", "pydantic-core", "pyyaml", "annotated-types", "typing-extensions",
-                "typing-inspection"}  # fmt: skip
+                "typing-inspection", "numba", "llvmlite"}  # fmt: skip
     assert set(pins) == expected
     assert all(pins[name] == importlib.metadata.version(name) for name in pins)
     assert not {"torch", "numpy", "pandas", "click"} & set(pins)  # the machine has them: its torch stays

@@ -1,5 +1,5 @@
 """The layers import one way (DESIGN.md, Layers): every package and top-level module of netfl has a layer, and a
-layer imports only those listed for it in LAYERS: base <- registry, policies <- configuration, simulating,
+layer imports only those listed for it in LAYERS: base, kernels <- registry, policies <- configuration, simulating,
 learning <- results <- building <- runner <- study, api <- cli (simulating and learning are peers, meeting only
 through netfl/backend.py).
 
@@ -118,9 +118,10 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         (),
     ),
     "registry": (("netfl.registry",), ("base",)),
-    "policies": (("netfl.policies",), ("base",)),
+    "kernels": (("netfl.kernels",), ()),  # the engine's compiled steps: numpy and numba only
+    "policies": (("netfl.policies",), ("base", "kernels")),
     "config": (("netfl.config",), ("base", "registry", "policies")),
-    "sim": (("netfl.sim",), ("base", "registry", "policies")),
+    "sim": (("netfl.sim",), ("base", "registry", "policies", "kernels")),
     "learn": (("netfl.learn", "netfl.algorithms"), ("base", "registry")),
     "results": (("netfl.results",), ("base", "config")),
     "build": (("netfl.assemble",), ("base", "registry", "policies", "config", "sim", "learn")),
@@ -153,6 +154,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 FORBIDDEN_LIBRARIES = {
     "base": {"torch", "simpy"},
     "registry": {"torch", "simpy"},
+    "kernels": {"torch", "simpy"},
     "policies": {"torch", "simpy"},
     "config": {"torch", "simpy"},
     "sim": {"torch"},
