@@ -1,14 +1,38 @@
-"""Test-wide settings: one training thread with one torch thread.
+"""Test-wide settings: one training thread with one torch thread, and one forkserver per test process.
 
 A test suite sharing two cores with other processes collapses under torch's
 default pool (one spinning thread per core); tests that need several
 training threads (test_threads.py) ask for them.
+
+A sweep ends the forkserver its runs were forked from (netfl.study.local), so
+that ``netfl sweep`` exits at once; the next sweep starts a new one, which
+imports torch and netfl again (4 s of CPU). Tests run a hundred sweeps: here the
+forkserver outlives each sweep and serves the next, and is ended once, with
+the test process. Every run is still a fresh fork of a server that started
+clean (the sweep's own behaviour); what is shared is only that server's
+imports. The tests of stopping (tests/end_to_end/test_sweep_stop.py) run
+``netfl sweep`` in a process of its own, where it ends its helpers as always.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
 
 
 def pytest_configure(config) -> None:
     from netfl.learn.training.runtime import use_threads
 
     use_threads(1)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_forkserver_for_the_session() -> Iterator[None]:
+    from netfl.study import local
+
+    stop_helpers = local._stop_helpers
+    local._stop_helpers = lambda: None
+    yield
+    local._stop_helpers = stop_helpers
+    stop_helpers()
