@@ -12,6 +12,11 @@ the test process. Every run is still a fresh fork of a server that started
 clean (the sweep's own behaviour); what is shared is only that server's
 imports. The tests of stopping (tests/end_to_end/test_sweep_stop.py) run
 ``netfl sweep`` in a process of its own, where it ends its helpers as always.
+
+The modules that hold slow tests run first: two workers (pytest-xdist) then
+finish together on the many quick ones, instead of one of them waiting while the
+other runs a minute-long test that happened to be collected last. A module is
+kept whole, so that its module-scoped fixtures are built once.
 """
 
 from __future__ import annotations
@@ -25,6 +30,11 @@ def pytest_configure(config) -> None:
     from netfl.learn.training.runtime import use_threads
 
     use_threads(1)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module.__name__ not in slow_modules)  # stable: each module's order kept
 
 
 @pytest.fixture(autouse=True, scope="session")
