@@ -8,9 +8,10 @@ Markdown itself, so that a page read on a forge or in an editor has them too::
     python docs_build/schema_tables.py           # rewrite every page's tables from the code
     python docs_build/schema_tables.py --check   # exit 1 naming each page whose tables are out of date
 
-As a MkDocs hook (mkdocs.yml, ``hooks:``) it checks each page's tables against the code and drops the markers:
-a table out of date, a marker naming no model or one left open fails the build, so the site shows what the
-Markdown shows, and both what the code declares.
+The site's build (docs/conf.py, Sphinx's ``source-read`` event) calls :func:`expand` on each page: it checks the
+page's tables against the code and drops the markers; a table out of date, a marker naming no model or one left
+open is a warning, which fails the strict build, so the site shows what the Markdown shows, and both what the
+code declares.
 """
 
 from __future__ import annotations
@@ -225,11 +226,6 @@ def expand(markdown: str) -> str:
             "run python docs_build/schema_tables.py"
         )
     return BLOCK.sub(lambda m: table(_model(m.group(1)), m.group(2)), markdown)
-
-
-def on_page_markdown(markdown: str, **_: Any) -> str:
-    """MkDocs' hook: each page's Markdown before it is rendered."""
-    return expand(markdown)
 
 
 def pages(docs: Path) -> list[Path]:

@@ -1,4 +1,4 @@
-"""netfl from Python: describe a world (a YAML file, a dict, or the schema's models), run it, read typed results.
+"""netfl from Python: describe a world (a YAML file, a dict, or the schema's models), run it, read typed results::
 
     import netfl
 

@@ -9,6 +9,7 @@ ones in :mod:`~netfl.policies.sessions`, eligibility in
 from __future__ import annotations
 
 from netfl.policies.catalog import BUILTIN_POLICIES
+from netfl.policies.device_logs import DeviceLogs
 from netfl.policies.eligible import Eligible
 from netfl.policies.population import POPULATION_MODELS
 from netfl.policies.rounds import Bernoulli, Cyclic, Markov
@@ -28,6 +29,7 @@ BUILTIN_POLICIES.update(
         "eligible": Eligible,
         "fedscale_trace": FedScaleTrace,
         "trace_csv": IntervalTrace,
+        "device_logs": DeviceLogs,
     }
 )
 # the population forms defined beside their policies (traces), not in netfl.policies.population

@@ -27,6 +27,11 @@ seconds (continuous-time policies) or round indices (per-round policies):
   drawn whole, geometric, so a long run costs one draw;
 * ``cyclic`` -- deterministic cycles with a random phase.
 
+A model's parameters that may differ from device to device (time zones, the
+factors of light and heavy users: :mod:`netfl.policies.per_device`) are
+float64 arrays of n, read-only broadcasts where the group shares one value,
+and ``_next_change`` reads them at the devices due.
+
 Traces (:mod:`~netfl.policies.traces`), ``eligible`` and a user's
 population policy (:mod:`~netfl.policies.population_policy`) have population
 models of their own, in their modules; :mod:`~netfl.policies.catalog` says
@@ -47,6 +52,7 @@ from netfl import keyed_random
 from netfl.distributions import Distribution
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
+from netfl.policies.per_device import constant_of, device_values, reciprocal
 
 __all__ = ["PopulationModel", "POPULATION_MODELS", "build_population_model", "HOUR", "DAY"]
 
@@ -169,18 +175,26 @@ class SessionsModel(PopulationModel):
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key, params)
         self.on, self.off = params.on, params.off
-        self.stationary = self.on.mean / (self.on.mean + self.off.mean)  # the long-run online fraction
+        # per device (broadcasts where the group shares one value): the factors of its on and off durations
+        self.on_scale = device_values(params.length_scale, key, "length_scale", n)
+        self.off_scale = reciprocal(device_values(params.rate_scale, key, "rate_scale", n))
+        self.scaled = not (constant_of(self.on_scale) == 1.0 and constant_of(self.off_scale) == 1.0)
+        on_mean, off_mean = self.on.mean, self.off.mean
+        if self.scaled:
+            on_mean, off_mean = on_mean * self.on_scale, off_mean * self.off_scale
+        self.stationary = on_mean / (on_mean + off_mean)  # the long-run online fraction (per device, if scaled)
         everyone = np.arange(n)
         self.state[:] = self._uniform(everyone) < self.stationary
         self.change[:] = self._next_change(everyone, np.zeros(n))
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         out = np.empty(len(due))
-        for online, dist in ((True, self.on), (False, self.off)):
+        for online, dist, scale in ((True, self.on, self.on_scale), (False, self.off, self.off_scale)):
             rows = np.flatnonzero(self.state[due] == online)
             if rows.size:
                 devices = due[rows]
-                out[rows] = at[rows] + sample_durations(dist, self.key, devices, self.draws[devices])
+                durations = sample_durations(dist, self.key, devices, self.draws[devices])
+                out[rows] = at[rows] + (durations * scale[devices] if self.scaled else durations)
                 self.draws[devices] += 1
         return out
 
@@ -193,11 +207,26 @@ class DiurnalModel(PopulationModel):
         super().__init__(n, key, params)
         self.profile = np.asarray(params.hourly(), dtype=float)
         self.mixing = params.mixing
-        self.offset = params.time_zone_offset
-        hour = math.floor(self.offset / HOUR)
+        # per device (float64 arrays of n, broadcasts where the group shares one value): its time zone, and the
+        # factors of its rates of leaving each state (off: rate_scale; on: 1 / length_scale)
+        self.offset = device_values(params.time_zone_offset, key, "time_zone_offset", n)
+        self.come_scale = device_values(params.rate_scale, key, "rate_scale", n)
+        self.leave_scale = reciprocal(device_values(params.length_scale, key, "length_scale", n))
+        self.scaled = not (constant_of(self.come_scale) == 1.0 and constant_of(self.leave_scale) == 1.0)
         everyone = np.arange(n)
-        self.state[:] = self._uniform(everyone) < self.profile[hour % 24]
+        start = self._start_probability(everyone)
+        self.state[:] = self._uniform(everyone) < start
         self.change[:] = self._next_change(everyone, np.zeros(n))
+
+    def _start_probability(self, devices: np.ndarray) -> np.ndarray | float:
+        """P(online) of ``devices`` in their local hour at time 0: the chain's stationary probability there."""
+        offset = constant_of(self.offset)
+        hour = math.floor(offset / HOUR) if offset is not None else np.floor(self.offset[devices] / HOUR)
+        p = self.profile[np.asarray(hour, dtype=np.int64) % 24]
+        if not self.scaled:
+            return p
+        odds = self.come_scale[devices] / self.leave_scale[devices]  # a s
+        return odds * p / (odds * p + (1.0 - p))
 
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         out = np.full(len(due), math.inf)
@@ -209,11 +238,15 @@ class DiurnalModel(PopulationModel):
             pending = np.flatnonzero(online if leave_on.any() else ~online)
         # the devices still pending, their clocks, hours and states, kept compact from one hour to the next
         devices, t, on = due[pending], at[pending], online[pending].view(np.uint8)
-        hour = np.floor((t + self.offset) / HOUR).astype(np.int64)
+        offset = self.offset[devices]
+        hour = np.floor((t + offset) / HOUR).astype(np.int64)
         rates = np.stack([leave_off, leave_on]) / self.mixing  # [state, hour of the day]
+        scale = np.where(on, self.leave_scale[devices], self.come_scale[devices]) if self.scaled else None
         while pending.size:
             rate = rates[on, hour % 24]
-            boundary = (hour + 1) * HOUR - self.offset
+            if scale is not None:
+                rate = rate * scale
+            boundary = (hour + 1) * HOUR - offset
             u = self._uniform(devices)
             with np.errstate(divide="ignore"):
                 arrive = t - np.log1p(-u) / rate
@@ -222,6 +255,9 @@ class DiurnalModel(PopulationModel):
             out[pending[arrived]] = arrive[arrived]
             later = np.flatnonzero(~done)
             pending, devices, t, on, hour = pending[later], devices[later], boundary[later], on[later], hour[later]
+            offset = offset[later]
+            if scale is not None:
+                scale = scale[later]
             hour += 1
         return out
 
@@ -232,7 +268,8 @@ class DailyModel(PopulationModel):
 
     def __init__(self, params: Any, n: int, key: int, label_mix: np.ndarray, seed: int):
         super().__init__(n, key, params)
-        self.start, self.jitter = window_start(params), params.jitter
+        offset = device_values(params.time_zone_offset, key, "time_zone_offset", n)
+        self.start, self.jitter = window_start(params.start, offset), params.jitter  # per device (see window_start)
         self.length = (params.end - params.start) % DAY
         self.day = np.full(n, -1, dtype=np.int32)  # the day whose window is current or next
         everyone = np.arange(n)
@@ -248,7 +285,7 @@ class DailyModel(PopulationModel):
 
     def _window(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         day = self.day[devices]
-        opens = day * DAY + self.start
+        opens = day * DAY + self.start[devices]
         closes = opens + self.length
         if self.jitter > 0:
             draw = 2 * (day + 1)
@@ -349,10 +386,14 @@ class CyclicModel(PopulationModel):
         return self.p
 
 
-def window_start(params: Any) -> float:
-    """Where day 0's window of a ``daily`` policy opens on the simulated clock: ``start`` local, the offset taken
-    modulo a day (the windows repeat daily), so that day -1's window is the earliest that may still be open at 0."""
-    return params.start - params.time_zone_offset % DAY
+def window_start(start: float, offset: np.ndarray) -> np.ndarray:
+    """Where day 0's window of a ``daily`` policy opens on the simulated clock, per device: ``start`` local, the
+    device's time-zone ``offset`` taken modulo a day (the windows repeat daily), so that day -1's window is the
+    earliest that may still be open at 0. A broadcast stays one (no memory per device)."""
+    one = constant_of(offset)
+    if one is not None:
+        return np.broadcast_to(np.float64(start - one % DAY), offset.shape)
+    return start - offset % DAY
 
 
 #: The built-ins' population models by name (:mod:`netfl.policies.builtin` adds those defined beside their policies).

@@ -8,8 +8,10 @@ of the current one, from a stream keyed by (seed, group, device, draw
 number), so the intervals depend on the seed alone and not on how often or
 when the engine asks. Time 0 is the start of the simulation and, for the
 clock-based policies (``daily``, ``diurnal``), midnight of day 0 plus their
-shared ``time_zone_offset`` (local time minus simulated time: with ``8h``,
-simulated 0 is 08:00 local).
+``time_zone_offset`` (local time minus simulated time: with ``8h``,
+simulated 0 is 08:00 local): one for the group, or drawn per device
+(``{uniform: [-5h, 3h]}``, ``{choice: {values: [-5h, 1h], weights: [3, 1]}}``:
+:mod:`netfl.policies.per_device`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pydantic import Field, PlainValidator, model_validator
 
 from netfl.distributions import Distribution, parse_duration
 from netfl.policies.base import PolicyParams
+from netfl.policies.per_device import PerDeviceScale, PerDeviceTime
 from netfl.policies.population import DAY, HOUR, AlwaysModel, DailyModel, DiurnalModel, SessionsModel
 from netfl.policies.rows import SessionRow
 from netfl.units import Seconds, parse_quantity
@@ -63,6 +66,10 @@ class OnOff(SessionRow):
     others the exact stationary start would draw the *residual* of a
     length-biased session, so the first session is slightly off (shorter on
     average for heavy tails) -- a transient that lasts one session.
+
+    Heterogeneous devices: a device's on durations are multiplied by its
+    ``length_scale`` and its off gaps divided by its ``rate_scale``, each drawn
+    once per device (:mod:`netfl.policies.per_device`).
     """
 
     population = SessionsModel
@@ -70,6 +77,13 @@ class OnOff(SessionRow):
     class Params(PolicyParams):
         on: Duration = Field(description="length of an online session")
         off: Duration = Field(description="length of an offline gap")
+        rate_scale: PerDeviceScale = Field(
+            Distribution("constant", (1.0,)),
+            description="per-device multiplier of the rate of coming online (off gaps divided by it)",
+        )
+        length_scale: PerDeviceScale = Field(
+            Distribution("constant", (1.0,)), description="per-device multiplier of an online session's length"
+        )
 
 
 # ------------------------------------------------------------ time of day
@@ -107,7 +121,11 @@ ClockTime = Annotated[float, PlainValidator(_parse_clock)]
 class ClockParams(PolicyParams):
     """What every clock-based policy shares: which local time simulated time 0 is."""
 
-    time_zone_offset: Seconds = Field(0.0, description="local time minus simulated time (8h: simulated 0 is 08:00)")
+    time_zone_offset: PerDeviceTime = Field(
+        Distribution("constant", (0.0,)),
+        description="local time minus simulated time (8h: simulated 0 is 08:00); per device: {uniform: [-5h, 3h]}, "
+        "{choice: [-5h, 0h, 1h]} or {choice: {values: [...], weights: [...]}}",
+    )
 
 
 class Daily(SessionRow):
@@ -174,8 +192,16 @@ class Diurnal(SessionRow):
     is discarded and redrawn from the boundary at the next hour's rate
     (memorylessness makes this exact). The start state is drawn from the
     first hour's profile. ``time_zone_offset`` shifts local time: local =
-    simulated + offset, so groups in different zones peak at different times.
-    Without ``profile`` the ``production`` preset applies.
+    simulated + offset, so groups (or, drawn per device, devices) in different
+    zones peak at different times. Without ``profile`` the ``production``
+    preset applies.
+
+    Heterogeneous devices: ``rate_scale`` (a) multiplies a device's rate of
+    coming online and ``length_scale`` (s) the length of its stays online
+    (its rate of leaving is divided by s), each drawn once per device; its
+    probability of being online in hour h is then ``a s p / (a s p + 1 - p)``
+    with ``p = profile[h]`` (about ``a s p`` for small p: a heavy user's
+    screen time is a times as many sessions, s times as long).
     """
 
     population = DiurnalModel
@@ -188,6 +214,15 @@ class Diurnal(SessionRow):
             None, description="a built-in profile instead of profile; production when neither is given"
         )
         mixing: Seconds = Field(600.0, gt=0, description="mean time between state redraws")
+        rate_scale: PerDeviceScale = Field(
+            Distribution("constant", (1.0,)),
+            description="per-device multiplier of the rate of coming online (of sessions begun per hour); "
+            "e.g. {lognormal: {median: 1, sigma: 0.5}} for light and heavy users",
+        )
+        length_scale: PerDeviceScale = Field(
+            Distribution("constant", (1.0,)),
+            description="per-device multiplier of the time a stay online lasts (a session's length)",
+        )
 
         @model_validator(mode="after")
         def _one_profile(self):

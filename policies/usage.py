@@ -11,31 +11,44 @@ not asked to train, and work under way stops when a session begins (cause
 begins while the phone is off (battery empty) draws nothing: nobody uses a
 dead phone.
 
-The ``phone`` preset (``usage: phone``) is a typical smartphone day,
-illustrative rather than fitted to a trace:
+The ``phone`` preset (``usage: phone``) is a smartphone fleet's day,
+restated from published measurements (not fitted to one trace):
 
-* when: a diurnal two-state chain whose hourly probability of being in use
-  is :data:`PHONE_USE_PROFILE` (local time) -- little at night, more at midday
-  and most in the evening; about 3.2 hours of use a day, in sessions of
-  about 5 minutes (``mixing`` 4 min) -- the order of the daily screen-on time
-  and the short, frequent sessions smartphone studies report (Falaki et al.,
-  "Diversity in Smartphone Usage", MobiSys 2010; Böhmer et al., "Falling
-  Asleep with Angry Birds, Facebook and Kindle", MobileHCI 2011);
+* screen time and its spread: the owners of a fleet differ by an order of
+  magnitude (Falaki et al., "Diversity in Smartphone Usage", MobiSys 2010:
+  daily interaction from about half an hour to over 8 hours across users,
+  10 to 200 sessions a day). Average daily screen time lies between 2.4 h
+  in about 76 sessions (dscout, "Mobile Touches", 2016; its heaviest tenth
+  of users 3.75 h in 132 sessions) and about 4.7 h in about 69 sessions of
+  about 4 minutes (Strategy Analytics, 2016). The preset: a diurnal chain
+  whose hourly probability of use is :data:`PHONE_USE_PROFILE` (local time:
+  little at night, more at midday, most in the evening) for the median
+  owner, sessions of about 3 minutes (``mixing`` 2.5 min), and per owner a
+  log-normal factor on how often the phone is picked up (``rate_scale``,
+  sigma 0.45) and on how long a session lasts (``length_scale``, sigma
+  0.25), drawn once per device: 3.4 h of use a day on average (p10 1.7 h,
+  median 3.2 h, p90 5.4 h; 2 000 phones, benchmarks/phone_day.py) in about
+  65 sessions of about 3 minutes;
 * power: 2 W in use -- the order measured for a smartphone with the display
   lit and an application running (Carroll & Heiser, "An Analysis of Power
-  Consumption in a Smartphone", USENIX ATC 2010), on top of the idle draw.
+  Consumption in a Smartphone", USENIX ATC 2010; the display and the SoC
+  dominate, with the radio on top), on top of the idle draw.
 
-A full 55 kJ phone then spends about 23 kJ on its owner's use over a day and
-some 4 kJ standing by, so that started full in the morning it reaches the
-night at about half charge -- where the chargers of the ``daily`` policy take
-over.
+A full 55 kJ phone then spends about 23 kJ on its median owner's use over
+a day, about 39 kJ on a heavy user's (p90), and some 4 kJ standing by: with
+batteries faded by age (``battery.health``, e.g. ``{uniform: [0.7, 1.0]}``,
+netfl/registry/device_params.py) and a nightly charger, about one phone in
+ten reaches 21:00 below 30 %, as users who plug in at every level of charge
+report (Ferreira et al., "Understanding Human-Smartphone Concerns: A Study
+of Battery Life", Pervasive 2011).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-#: P(in use) by local hour, 00:00-01:00 first: night 2 %, morning 10-15 %, midday 20 %, evening 25 %.
+#: P(in use) by local hour for the median owner, 00:00-01:00 first: night 2 %, morning 10-15 %, midday 20 %, evening
+#: 25 % (3.2 hours a day).
 PHONE_USE_PROFILE: tuple[float, ...] = (
     *(0.02,) * 7,  # 00-07
     0.10,  # 07-08
@@ -49,7 +62,13 @@ PHONE_USE_PROFILE: tuple[float, ...] = (
 #: ``usage: phone``, as the mapping it stands for.
 PRESETS: dict[str, dict[str, Any]] = {
     "phone": {
-        "sessions": {"policy": "diurnal", "profile": list(PHONE_USE_PROFILE), "mixing": "4min"},
+        "sessions": {
+            "policy": "diurnal",
+            "profile": list(PHONE_USE_PROFILE),
+            "mixing": "2.5min",
+            "rate_scale": {"lognormal": {"median": 1.0, "sigma": 0.45}},  # light and heavy users (see above)
+            "length_scale": {"lognormal": {"median": 1.0, "sigma": 0.25}},
+        },
         "power": 2.0,
     },
 }

@@ -18,10 +18,11 @@ needs_chromium = pytest.mark.skipif(
 _CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000"]
 
 
-def dom_of(page: Path) -> str:
-    """The page's DOM once its scripts have run."""
+def dom_of(page: Path, query: str = "") -> str:
+    """The page's DOM once its scripts have run; ``query`` (``q=word``) is its URL's query string."""
+    url = page.as_uri() + (f"?{query}" if query else "")
     return subprocess.run(
-        [*_CHROMIUM, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120, check=True
+        [*_CHROMIUM, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True
     ).stdout
 
 

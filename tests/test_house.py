@@ -52,6 +52,12 @@ ALLOWED_PRIVATE = {
         for name in names
     },
     **{
+        ("netfl/learn/training/batched.py", name): "an embedding bag's sparse gradient comes uncoalesced, and "
+        "torch's sparse docs name _indices()/_values() as the way to read an uncoalesced tensor (indices() would "
+        "coalesce it: a sort and merge per step)"
+        for name in ("grad._indices", "grad._values")
+    },
+    **{
         ("netfl/study/local.py", name): "multiprocessing's forkserver and resource tracker have no public stop; "
         "each use is guarded (getattr, hasattr) and skipped where a Python lacks it"
         for name in (

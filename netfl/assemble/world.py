@@ -15,6 +15,7 @@ from netfl.assemble.availability import usage_setups
 from netfl.config.schema import DeviceGroupSpec, Scenario
 from netfl.distributions import Distribution
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
+from netfl.policies.per_device import device_values
 from netfl.policies.population import PopulationModel
 from netfl.registry.device_params import DEVICE_COLUMNS, Column
 from netfl.rng import RandomStreams
@@ -94,8 +95,20 @@ def _values(column: Column, group: DeviceGroupSpec, streams: RandomStreams, part
         values = np.asarray(value.sample(rng, group.count), dtype=float)
         if column.of:
             values *= parts[column.of][-1]
+    else:
+        values = np.broadcast_to(np.float64(value), (group.count,))
+    return _scaled(values, column, group, streams)
+
+
+def _scaled(values: np.ndarray, column: Column, group: DeviceGroupSpec, streams: RandomStreams) -> np.ndarray:
+    """``values`` times the column's per-device factor (a battery's health), where it has one that is not 1."""
+    factor: object = group
+    for name in column.scaled_by.split(".") if column.scaled_by else ():
+        factor = getattr(factor, name, None)
+    if not isinstance(factor, Distribution) or factor.as_scenario_value() == 1.0:
         return values
-    return np.broadcast_to(np.float64(value), (group.count,))
+    name = column.scaled_by.rsplit(".", 1)[-1]
+    return values * device_values(factor, streams.integer_seed("devices", group.group, name), name, group.count)
 
 
 def _column(parts: list[np.ndarray]) -> np.ndarray:

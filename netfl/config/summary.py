@@ -53,11 +53,13 @@ def _flow(value: Any) -> str:
 
 
 def _call(name: str, params: dict[str, Any]) -> str:
-    """``name(key=value, ...)``; past the width, whole parameters are left out (``, ...``), never cut mid-value."""
+    """``name(key=value, ...)``; past the width, whole parameters are left out (``, ...``), never cut mid-value.
+    Lists (a 24-value profile) come last, so that the parameters that fit -- a per-device distribution among
+    them -- are shown first."""
     args = ""
-    for k, v in params.items():
+    for k, v in sorted(params.items(), key=lambda item: isinstance(item[1], (list, tuple))):
         arg = f"{k}={_flow(v)}"
-        if args and len(args) + len(arg) > _MAX_VALUE_CHARS:
+        if args and len(args) + len(arg) > _WIDTH - 2:
             args += ", ..."
             break
         args = f"{args}, {arg}" if args else arg

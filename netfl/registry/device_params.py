@@ -89,16 +89,33 @@ class PowerSpec(Strict):
 class BatterySpec(Strict):
     """A battery; a device without one is mains powered and never empties.
 
-    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery.
+    Default capacity 55 kJ: a 4000 mAh x 3.85 V phone battery (phones sold since about 2019 hold 3000 to
+    5000 mAh, 42 to 69 kJ). ``health`` is the share of that capacity a device's battery still holds: a
+    lithium-ion cell is rated to keep about 80 % after 500 full cycles (Apple's rating for iPhone batteries;
+    about 1.5 years of daily charging), so a fleet of phones one to three years old is well described by
+    ``health: {uniform: [0.7, 1.0]}``. Drawn once per device; the charge (``initial``, ``min_level``, the
+    level logged) is a fraction of the faded capacity, as a phone's percentage is.
     """
 
     capacity: Joules = Field(55e3, gt=0, description="energy when full; 55 kJ is a 4000 mAh x 3.85 V phone battery")
+    health: FractionDistribution | None = Field(
+        None,
+        description="share of capacity the battery still holds (fade with age), in (0, 1]; per device: "
+        "{uniform: [0.7, 1.0]}; omitted: 1, as new",
+    )
     initial: FractionDistribution = Field(
         Distribution("constant", (1.0,)), description="initial charge, fraction of capacity"
     )
     min_level: Fraction = Field(0.0, ge=0, le=1, description="at or below this fraction the device does not take part")
     charging: PolicySpec | None = Field(None, description="when the charger is plugged in: a continuous-time policy")
     charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
+
+    @field_validator("health")
+    @classmethod
+    def _a_share(cls, d: Distribution | None):
+        if d is not None and d.kind not in ("constant", "uniform", "choice") or d.support_min <= 0 or d.support_max > 1:
+            raise ValueError(f"health must stay within (0, 1] (a constant, uniform or choice); got {d.describe()}")
+        return d
 
     @field_validator("initial")
     @classmethod
@@ -222,6 +239,9 @@ class Column:
     absent: float = math.nan  # where the key's mapping or value is omitted (a group without a battery: mains)
     stream: str = ""  # a distribution is drawn per device from ("devices", group, stream); the key's last name if ""
     of: str = ""  # a fraction of this column (the initial charge: of the capacity)
+    #: the YAML path of a per-device factor of the value (the capacity: its health), drawn per device from the
+    #: keyed stream ("devices", group, the factor's last name) -- netfl.policies.per_device
+    scaled_by: str = ""
 
     @property
     def stream_name(self) -> str:
@@ -237,7 +257,7 @@ DEVICE_COLUMNS: tuple[Column, ...] = (
     Column("transmit_w", "power.transmit"),
     Column("receive_w", "power.receive_w"),
     Column("idle_w", "power.idle"),
-    Column("capacity_j", "battery.capacity", absent=math.inf),  # inf: mains powered
+    Column("capacity_j", "battery.capacity", absent=math.inf, scaled_by="battery.health"),  # inf: mains powered
     Column("initial_j", "battery.initial", absent=math.inf, stream="battery_initial", of="capacity_j"),
     Column("min_level", "battery.min_level", absent=0.0),
     Column("charge_w", "battery.charge_power", absent=0.0),

@@ -62,6 +62,7 @@ def test_summary_shows_every_declared_device_field_in_its_unit() -> None:
     data = yaml.safe_load(TINY)
     data["devices"][0]["battery"] = {
         "capacity": "10kJ",
+        "health": "90%",
         "charging": {"policy": "daily", "start": "22:00", "end": "6:00"},
     }
     data["devices"][0]["link"] = {"uplink": "2Mbps", "latency": "500ms"}
@@ -72,7 +73,8 @@ def test_summary_shows_every_declared_device_field_in_its_unit() -> None:
         values = flat.split(f" {label} ", 1)[1]
         assert all(f" {key} " in f" {values}" for key in spec.model_fields), (label, values)
     assert "power compute 2 W, transmit 0.2 W, receive 0.08 W, idle 0.05 W battery capacity 10 kJ, " in flat
-    assert "battery capacity 10 kJ, initial 100%, min_level 0%, charging daily(start=22:00, end=6:00), " in flat
+    battery = "battery capacity 10 kJ, health 90%, initial 100%, min_level 0%, charging daily(start=22:00, end=6:00), "
+    assert battery in flat
     assert "charge_power 10 W link uplink 2 Mbit/s, latency 0.5s" in flat
     assert f"\n  {data['devices'][0]['group']:<10} x4: availability always\n" in text
 

@@ -101,11 +101,22 @@ def test_idle_events_refused_with_actors_asked_and_said_where_actors_are_needed(
 
 
 def test_a_long_profile_in_a_policy_ends_as_other_long_lists(tmp_path: Path) -> None:
+    profile = [round(0.05 + 0.9 * h / 23, 6) for h in range(24)]
+    world = tmp_path / "diurnal.yaml"
+    world.write_text(TINY + f"    availability: {{policy: diurnal, mixing: 5min, profile: {profile}}}\n")
+    result = run("validate", world)
+    assert result.exit_code == 0, result.output
+    line = next(line for line in result.output.splitlines() if "profile=" in line)
+    assert ", ... (24 values)]" in line, line
+    assert "..." not in line.split("(24 values)]")[0].replace(", ... ", ""), line  # no number cut mid-way
+
+
+def test_per_device_factors_are_shown_before_a_long_profile() -> None:
+    """The phone preset's per-owner factors fit on the line; its 24-value profile, listed last, is left out."""
     result = run("validate", REPO / "topologies" / "ten-million-phones.yaml")
     assert result.exit_code == 0, result.output
-    usage = next(line for line in result.output.splitlines() if "usage" in line and "profile=" in line)
-    assert ", ... (24 values)]" in usage, usage
-    assert "..." not in usage.split("(24 values)]")[0].replace(", ... ", ""), usage  # no number cut mid-way
+    usage = next(line for line in result.output.splitlines() if "usage" in line and "diurnal(" in line)
+    assert "rate_scale={lognormal: {median: 1, sigma: 0.45}}" in usage and usage.endswith("...),"), usage
 
 
 def fedscale_lists_of_lists(tmp_path: Path) -> Path:

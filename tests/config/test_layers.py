@@ -104,6 +104,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
                 "distributions",
                 "errors",
                 "events",
+                "fleet_logs",  # device-state logs: their data model, readers and writers
                 "keyed_random",
                 "numbers",
                 "problems",
@@ -129,9 +130,23 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     ),
     "study": (("netfl.study",), ("base", "registry", "policies", "config", "results", "build", "runner")),
     "api": (("netfl", "netfl.api"), ("base", "config", "results", "runner")),
+    "fleet_fit": (("netfl.fleet_fit",), ("base", "registry", "policies", "config", "results", "api")),
     "cli": (
         ("netfl.cli",),
-        ("base", "registry", "policies", "config", "sim", "learn", "results", "build", "runner", "study", "api"),
+        (
+            "base",
+            "registry",
+            "policies",
+            "config",
+            "sim",
+            "learn",
+            "results",
+            "build",
+            "runner",
+            "study",
+            "api",
+            "fleet_fit",
+        ),
     ),
 }
 #: What a layer may never load, even through another (torch and simpy: the engine and the learner stay apart).

@@ -6,12 +6,15 @@ to a few rounds and seeds by the options below; ``python`` blocks as scripts (on
 ``<!-- test: file NAME -->`` is the user's file of that name, written and imported); ``yaml`` blocks are
 topologies (a whole one validated as it is, a fragment validated inside the quickstart, at the top level or in
 its first device group, as its keys say) or a study file equal to the file it names. A block that is output
-is tagged ``text``. Any other language, or an untagged block, fails: no block is skipped unseen.
+is tagged ``text``. A ``{toctree}``, ``{include}`` or ``{eval-rst}`` fence is no code but the site's markup (the
+navigation, an included file, the API pages' autodoc directives), which the site's strict build checks
+(tests/docs/test_site.py). Any other language, or an untagged
+block, fails: no block is skipped unseen.
 
 Where they run: in this process, in the page's folder, so that no command pays a fresh interpreter's import of
 torch (seconds each): ``netfl`` commands through click's test runner on the ``netfl`` group (its exit code
 and output as the shell would see them), ``python`` blocks and ``python SCRIPT`` lines executed in a fresh
-``__main__`` namespace (a traceback names the page and its line), mkdocs through its own command group. A
+``__main__`` namespace (a traceback names the page and its line), sphinx-build through its own entry point. A
 process of its own only where the behaviour is a process's: the run stopped with Ctrl-C (a signal) so that
 ``netfl resume`` has a checkpoint; ``netfl sweep`` still runs its runs in its pool of processes. A read-only
 command that several pages show alike (``netfl validate`` of a file of the
@@ -51,6 +54,8 @@ FENCE = re.compile(
     r"^(?:<!-- test: (?P<mark>[^>]*) -->\n)?^```(?P<lang>[^\s`]*)[^\n]*\n(?P<body>.*?)^```[ \t]*$", re.M | re.S
 )
 LANGUAGES = {"bash", "python", "yaml", "text"}
+#: MyST directives written as fences: the site's markup, built (and so checked) by tests/docs/test_site.py.
+DIRECTIVES = {"{toctree}", "{include}", "{eval-rst}"}
 
 #: Added to every `netfl simulate` / `sweep` of the docs, and to every topology file a Python block loads: one
 #: round (the evaluations before and after it give every table and figure its rows), one seed.
@@ -97,7 +102,7 @@ def blocks(page: Path) -> list[Block]:
 def test_every_block_is_run_or_marked_as_output() -> None:
     found = [b for page in PAGES for b in blocks(page)]
     assert len(found) > 40
-    untagged = [str(b) for b in found if b.lang not in LANGUAGES]
+    untagged = [str(b) for b in found if b.lang not in LANGUAGES | DIRECTIVES]
     assert not untagged, f"tag each block bash, python, yaml (run here) or text (output, not run): {untagged}"
     for page in PAGES:  # every fence is one FENCE found: an odd ``` line would hide the blocks after it
         fences = sum(1 for line in page.read_text().splitlines() if line.startswith("```"))
@@ -349,10 +354,12 @@ def run_bash(block: Block, cwd: Path) -> None:
         elif words[0] == "python":
             assert stdout is None, command
             run_script(words[1:], cwd)
-        elif words[0] == "mkdocs":
-            from mkdocs.__main__ import cli
+        elif words[0] == "sphinx-build":
+            from sphinx.cmd.build import build_main
 
-            in_process(cli, [*words, "--site-dir", str(cwd / "site")], cwd)
+            with inside(cwd):
+                status = build_main(words[1:])
+            assert status == 0, f"{command} exited {status}"
         else:
             raise AssertionError(f"{block}: no rule runs {command!r}")
 
@@ -487,12 +494,12 @@ def page_id(page: Path) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang != "text" for b in blocks(p))], ids=page_id)
+@pytest.mark.parametrize("page", [p for p in PAGES if any(b.lang in RUN for b in blocks(p))], ids=page_id)
 def test_the_pages_blocks_run(page: Path, tmp_path: Path) -> None:
     cwd = workdir(tmp_path)
     PREPARE.get(page_id(page), lambda _: None)(cwd)
     for block in blocks(page):
-        if block.lang != "text":
+        if block.lang in RUN:
             try:
                 RUN[block.lang](block, cwd)
             except AssertionError as failure:

@@ -13,6 +13,7 @@ import pytest
 from engine_support import WORK_KINDS, FakeBackend, events, group, scenario
 
 from netfl.assemble import build_world, device_policies, group_models, population_models
+from netfl.assemble.world import device_table
 from netfl.rng import RandomStreams
 from netfl.sim.idle_rows import IdleRows
 from netfl.sim.simulation import Simulation
@@ -126,8 +127,8 @@ FILE_POLICIES: dict[str, Callable[[Path], dict]] = {
 }
 
 
-def world(policy: dict, count: int = 30, rounds: int = 25, charging: dict | None = None, usage=None):
-    battery = {"capacity": 400.0, "initial": {"uniform": [0.0, 1.0]}, "min_level": 0.3}
+def world(policy: dict, count: int = 30, rounds: int = 25, charging: dict | None = None, usage=None, health=1.0):
+    battery = {"capacity": 400.0, "initial": {"uniform": [0.0, 1.0]}, "min_level": 0.3, "health": health}
     idle = 0.3
     if charging is not None:  # batteries that empty within the run, and chargers that power them on again
         battery |= {"initial": {"uniform": [0.0, 0.5]}, "charging": charging, "charge_power": 3.0}
@@ -323,3 +324,37 @@ def test_the_array_form_gives_the_same_world_whatever_its_step(monkeypatch) -> N
         assert np.array_equal(getattr(whole.stats, name), getattr(stepped.stats, name), equal_nan=True), name
     for activity, joules in whole.stats.energy_by_activity_j.items():
         assert np.array_equal(joules, stepped.stats.energy_by_activity_j[activity]), activity
+
+
+HETEROGENEOUS = {  # per-device time zones, use and battery health: drawn per device, the same in both forms
+    "availability": {"policy": "diurnal", "mixing": "30s", "time_zone_offset": {"uniform": ["-5h", "3h"]}},
+    "charging": {
+        "policy": "daily",
+        "start": "00:00:30",
+        "end": "00:02",
+        "jitter": "20s",
+        "time_zone_offset": {"choice": {"values": ["0s", "40s", "-30s"], "weights": [2, 1, 1]}},
+    },
+    "usage": {
+        "sessions": {
+            "policy": "sessions",
+            "on": {"exponential": {"mean": "8s"}},
+            "off": "20s",
+            "rate_scale": {"lognormal": {"median": 1, "sigma": 0.6}},
+            "length_scale": {"uniform": [0.5, 2.0]},
+        },
+        "power": 1.5,
+    },
+}
+
+
+def test_both_forms_draw_the_same_heterogeneous_owners_and_batteries() -> None:
+    h = HETEROGENEOUS
+    sc = world(h["availability"], 40, 40, h["charging"], h["usage"], health={"uniform": [0.7, 1.0]})
+    actors, arrays = assert_same_world(sc, "heterogeneous")
+    assert {"battery_empty", "charge_start"} <= set(actors.recorder.kinds)
+    assert actors.stats.energy_by_activity_j["use"] == pytest.approx(
+        arrays.stats.energy_by_activity_j["use"], rel=1e-9, abs=1e-9
+    )
+    capacity = device_table(sc, RandomStreams(sc.seed)).capacity_j[:40]
+    assert len(np.unique(capacity)) == 40 and 0.7 * 400 <= capacity.min() and capacity.max() <= 400

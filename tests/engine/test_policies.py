@@ -90,6 +90,7 @@ def test_registry_names() -> None:
         "eligible",
         "fedscale_trace",
         "trace_csv",
+        "device_logs",
     ]
 
 

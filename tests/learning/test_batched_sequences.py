@@ -206,6 +206,58 @@ def test_without_dropout_the_batched_path_equals_training_by_the_book() -> None:
         assert end_buffers is None and want_buffers is None
 
 
+class SumBag(nn.Module):
+    """An embedding bag summing its ids (no padding id), two of them through one LSTM cell of a sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.bag = nn.EmbeddingBag(V, 6, mode="sum")
+        self.lstm = nn.LSTM(6, 5)  # time-major, over the two halves of the ids
+        self.out = nn.Linear(5, 4)
+
+    def forward(self, tokens):
+        halves = torch.stack([self.bag(tokens[:, :4]), self.bag(tokens[:, 4:])])
+        return self.out(self.lstm(halves)[0][-1])
+
+
+@pytest.mark.parametrize("name", ["lstm", "transformer", "embedding_bag", "sum_bag"])
+def test_a_chunks_first_step_computed_as_one_product_equals_each_clients_own(name: str) -> None:
+    """A chunk's jobs start from one model; its first step computes every client's rows with one matrix
+    product (and an embedding bag's gradient sparse): each client's gradient is still its own, and equals the
+    gradient computed with each client's weights apart."""
+    from netfl.learn.training.batched import BatchedKernel, _Copy, plan_for
+    from netfl.learn.training.stacked import stacked_views
+
+    torch.manual_seed(4)
+    network = Network(SumBag() if name == "sum_bag" else MODULES[name]())
+    x, y = _data(name)
+    plan, why = plan_for(network, x, y)
+    assert plan is not None, why
+    k = 3
+    w = network.initial_params().expand(k, -1).clone()
+    grads = {}
+    for shared in (False, True):
+        made = _Copy(network, plan)
+        leaves = {n: v.clone().requires_grad_(True) for n, v in stacked_views(w, network.params).items()}
+        own = {n: v.expand(k, *v.shape).clone() for n, v in network.buffer_tensors(network.initial_buffers()).items()}
+        gens = [[torch.Generator().manual_seed(s) for s in (1, 2, 3)] for _ in range(2)]
+        got = BatchedKernel.gradients(made, leaves, own, x[: 4 * k], y[: 4 * k], *gens, shared=shared)
+        grads[shared] = [g.to_dense() if g.is_sparse else g for g in got]
+    assert any(float(g.abs().max()) > 0 for g in grads[False])
+    for apart, together in zip(grads[False], grads[True]):
+        torch.testing.assert_close(together, apart, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(grads[False][0][0], grads[False][0][1])  # the clients' gradients differ
+
+
+def test_chunks_are_made_even() -> None:
+    from netfl.learn.training.batched import CHUNK_JOBS, BatchPlan
+
+    plan = BatchPlan({})
+    assert plan.chunk_jobs(1000) == CHUNK_JOBS == 32
+    assert [plan.chunk_jobs(1000, n) for n in (1, 5, 32, 33, 50, 64, 65, 100)] == [1, 5, 32, 17, 25, 32, 22, 25]
+    assert plan.chunk_jobs(10 * 2**20, 50) == 1  # 10 MiB of parameters a job: one a chunk
+
+
 class MixesTheBatch(nn.Module):
     def __init__(self):
         super().__init__()

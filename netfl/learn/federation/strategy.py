@@ -341,7 +341,7 @@ def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like
     """``sum_k weights[k] * delta_k``, shaped and typed like ``like``.
 
     Accumulated one update at a time: stacking the updates first would allocate and copy a
-    (|updates| x model size) matrix every round.
+    (``len(updates)`` x model size) matrix every round.
     """
     total = torch.zeros_like(like)
     for update, weight in zip(updates, weights):
@@ -354,7 +354,8 @@ def weighted_sum(updates: Sequence[ClientUpdate], weights: Sequence[float], like
 
 
 def data_weights(updates: Sequence[ClientUpdate], weighting: str) -> list[float]:
-    """p_k of each update: its client's share of the updates' samples (``samples``) or 1/|updates| (``uniform``)."""
+    """p_k of each update: its client's share of the updates' samples (``samples``) or 1 / ``len(updates)``
+    (``uniform``)."""
     sizes = [u.num_samples if weighting == "samples" else 1 for u in updates]
     total = sum(sizes)
     return [n / total for n in sizes]

@@ -53,7 +53,7 @@ __all__ = ["BatchedKernel", "BatchPlan", "plan_for", "SEQUENCE_LAYERS"]
 SEQUENCE_LAYERS = (nn.RNNBase, nn.Embedding, nn.EmbeddingBag, nn.MultiheadAttention)
 #: Jobs in one chunk at most. Measured on the char-LSTM and Transformer workloads of benchmarks/speed.py (one
 #: thread): 16 to 32 clients per chunk are within a few per cent of each other; more only holds more memory.
-CHUNK_JOBS = 24
+CHUNK_JOBS = 32
 #: Parameter bytes of one chunk at most, for larger models (where one client's products are large already).
 CHUNK_PARAM_BYTES = 16 * 2**20
 
@@ -65,8 +65,14 @@ class BatchPlan:
 
     layers: dict[str, tuple[int, dict[str, str]]]
 
-    def chunk_jobs(self, param_bytes: int) -> int:
-        return max(1, min(CHUNK_JOBS, CHUNK_PARAM_BYTES // max(1, param_bytes)))
+    def chunk_jobs(self, param_bytes: int, jobs: int | None = None) -> int:
+        """Jobs per chunk; given the number of ``jobs``, the chunks made as even as the cap allows (50 jobs
+        with a cap of 32: two chunks of 25, not 32 and 18: each chunk's step costs about the same whatever
+        its size, so the fewest chunks, evenly filled, is fastest)."""
+        cap = max(1, min(CHUNK_JOBS, CHUNK_PARAM_BYTES // max(1, param_bytes)))
+        if not jobs:
+            return cap
+        return -(-jobs // -(-jobs // cap))
 
 
 def is_sequence_model(module: nn.Module) -> bool:
@@ -204,6 +210,8 @@ def client_losses(logits: torch.Tensor, y: torch.Tensor, k: int) -> torch.Tensor
 class BatchedKernel:
     """Trains chunks of jobs on per-thread rewritten copies (a :class:`~netfl.learn.training.stacked.ChunkKernel`)."""
 
+    takes_same_start = True  # told that a chunk's jobs start from one model (train_stacked's chunks do)
+
     def __init__(self, network: Network, plan: BatchPlan, guard: Callable[[], AbstractContextManager] = nullcontext):
         self.network, self.plan, self.guard = network, plan, guard
         self._local = threading.local()
@@ -228,11 +236,14 @@ class BatchedKernel:
         pull: float = 0.0,
         offset: torch.Tensor | None = None,
         seeds: list[int] | None = None,
+        same_start: bool = False,
     ) -> None:
+        """As :meth:`netfl.learn.training.stacked.ChunkKernel.train`; ``same_start``: every row of ``w`` is the
+        same model (the first step then computes the clients' products as one, :class:`Clients`)."""
         with self.guard():  # in the thread that runs the user's module
-            self._train(w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds)
+            self._train(w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds, same_start)
 
-    def _train(self, w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds) -> None:
+    def _train(self, w, buffers, x, y, batches, steps, lr, weight_decay, pull, offset, seeds, same_start) -> None:
         made = self._copy()
         layout = self.network.params
         n = len(steps)
@@ -248,12 +259,16 @@ class BatchedKernel:
             idx = batches[first:, step].reshape(-1)
             leaves = {name: p[first:].detach().requires_grad_(True) for name, p in params.items()}
             grads = self.gradients(made, leaves, {k: v[first:] for k, v in own.items()}, x[idx], y[idx],
-                                    dropout[first:], global_[first:])  # fmt: skip
+                                    dropout[first:], global_[first:], shared=same_start and step == 0)  # fmt: skip
             targets = list(leaves.values())
             with torch.no_grad():
                 if decay != 1.0:
                     torch._foreach_mul_(targets, decay)
-                torch._foreach_add_(targets, grads, alpha=-lr)
+                dense = [n for n, g in enumerate(grads) if not g.is_sparse]
+                torch._foreach_add_([targets[n] for n in dense], [grads[n] for n in dense], alpha=-lr)
+                for target, grad in zip(targets, grads):
+                    if grad.is_sparse:  # an embedding bag's: the rows its bags read, duplicates summed
+                        _add_rows(target, grad, -lr)
                 if offsets is not None:
                     torch._foreach_add_(targets, [offsets[name][first:] for name in leaves])
         for name, view in stacked_views(w, layout).items():
@@ -261,13 +276,21 @@ class BatchedKernel:
         write_buffers(self.network, buffers, own)
 
     @staticmethod
-    def gradients(made: _Copy, leaves, buffers, xb, yb, dropout, global_) -> list[torch.Tensor]:
+    def gradients(made: _Copy, leaves, buffers, xb, yb, dropout, global_, shared=False) -> list[torch.Tensor]:
         clients = made.clients
-        clients.k, clients.params, clients.buffers = len(dropout), leaves, buffers
+        clients.k, clients.params, clients.buffers, clients.shared = len(dropout), leaves, buffers, shared
         clients.dropout, clients.global_ = dropout, global_
         loss = client_losses(made.module(xb), yb, clients.k)
         grads = torch.autograd.grad(loss, list(leaves.values()), allow_unused=True)
         return [g if g is not None else torch.zeros_like(p) for g, p in zip(grads, leaves.values())]
+
+
+def _add_rows(target: torch.Tensor, grad: torch.Tensor, alpha: float) -> None:
+    """``target += alpha * grad`` for a sparse (client, row) gradient of a (K, rows, width) table, by one
+    ``index_add_`` of its rows as they come (``add_`` of a sparse tensor sorts and merges them first: slower)."""
+    k, rows, width = target.shape
+    client, row = grad._indices()
+    target.view(k * rows, width).index_add_(0, client * rows + row, grad._values(), alpha=alpha)
 
 
 def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.Tensor) -> str:
@@ -295,7 +318,7 @@ def _disagreement(network: Network, plan: BatchPlan, x: torch.Tensor, y: torch.T
     if not torch.equal(torch.get_rng_state(), state):
         torch.set_rng_state(state)
         return "the module draws from torch's global generator in a way the batched path cannot give each client"
-    batched = torch.cat([g.reshape(k, -1) for g in grads], dim=1)
+    batched = torch.cat([(g.to_dense() if g.is_sparse else g).reshape(k, -1) for g in grads], dim=1)
     replica = Replica(network, x.device, channels_last=False, training=True)
     try:
         for j in range(k):

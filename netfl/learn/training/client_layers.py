@@ -46,10 +46,13 @@ class Unbatchable(RuntimeError):
 class Clients:
     """What the batched layers of one forward pass share: the number of clients, their stacked parameters and
     buffers (named as in the module, client axis first) and their generators (one per client: dropout layers'
-    ``dropout``, and ``global_`` standing for torch's global generator)."""
+    ``dropout``, and ``global_`` standing for torch's global generator). ``shared``: every client's weights
+    are the same (a chunk's first step: its jobs start from one model), so a layer may compute all clients'
+    rows with one matrix product (each client's weight gradient is still its own)."""
 
     def __init__(self) -> None:
         self.k = 0
+        self.shared = False
         self.params: dict[str, torch.Tensor] = {}
         self.buffers: dict[str, torch.Tensor] = {}
         self.frozen: dict[str, torch.Tensor] = {}
@@ -85,16 +88,48 @@ def _from_clients(out: torch.Tensor, shape: torch.Size, dim: int) -> torch.Tenso
     return out.reshape(*shape[:-1], out.shape[-1]).movedim(0, dim)
 
 
-def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """Client rows (K, n, in) through each client's (K, out, in) weight: (K, n, out)."""
+def _project(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, shared: bool = False) -> torch.Tensor:
+    """Client rows (K, n, in) through each client's (K, out, in) weight: (K, n, out). ``shared``: the clients'
+    weights are equal (:class:`Clients`), one product of K x n rows."""
+    if shared:
+        return _SharedProject.apply(x, weight, bias)
     if bias is None:
         return torch.bmm(x, weight.transpose(1, 2))
     return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
 
 
+class _SharedProject(torch.autograd.Function):
+    """:func:`_project` where every client's weight equals client 0's: the forward and the input's gradient as
+    one matrix product of K x n rows (a ``bmm`` of K products of n rows is slower), each client's weight and
+    bias gradients from its own rows."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        k, n, width = x.shape
+        flat = x.reshape(k * n, width)
+        w = weight[0].t()
+        out = flat @ w if bias is None else torch.addmm(bias[0], flat, w)
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return out.view(k, n, -1)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        x, weight = ctx.saved_tensors
+        k, n, width = x.shape
+        d_x = d_w = d_b = None
+        if ctx.needs_input_grad[0]:
+            d_x = (d_out.reshape(k * n, -1) @ weight[0]).view(k, n, width)
+        if ctx.needs_input_grad[1]:
+            d_w = torch.bmm(d_out.transpose(1, 2), x)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            d_b = d_out.sum(1)
+        return d_x, d_w, d_b
+
+
 def linear(m: nn.Linear, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
     rows, shape = _to_clients(x, dim, c.k)
-    return _from_clients(_project(rows, c.param(names["weight"]), c.param(names.get("bias"))), shape, dim)
+    return _from_clients(_project(rows, c.param(names["weight"]), c.param(names.get("bias")), c.shared), shape, dim)
 
 
 def _client_ids(ids: torch.Tensor, dim: int, k: int, vocabulary: int) -> tuple[torch.Tensor, torch.Size]:
@@ -135,6 +170,8 @@ def embedding_bag(
     flat = rows + torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
     if m.padding_idx is not None:  # client 0's padding id stands for every client's: excluded from its bag
         flat = torch.where(rows == m.padding_idx, m.padding_idx, flat)
+    if per_sample_weights is None and m.mode in ("sum", "mean") and torch.is_grad_enabled():
+        return _ClientBags.apply(flat.view(ids.shape), weight, m.mode, m.padding_idx)
     return F.embedding_bag(
         flat.view(ids.shape),
         weight.reshape(-1, weight.shape[-1]),
@@ -142,6 +179,40 @@ def embedding_bag(
         per_sample_weights=per_sample_weights,
         padding_idx=m.padding_idx,
     )
+
+
+class _ClientBags(torch.autograd.Function):
+    """``EmbeddingBag`` (sum or mean) over the clients' tables laid end to end, its weight gradient sparse: the
+    rows the bags read, nothing else. A dense gradient of K tables, zeroed and added whole every step, costs
+    more than the rest of a bag-of-words model's step (K x 5000 x 32 floats against 25 x 1024 rows read);
+    the SGD step then adds the sparse gradient into the rows it names."""
+
+    @staticmethod
+    def forward(ctx, flat, weight, mode, padding_idx):
+        ctx.save_for_backward(flat)
+        ctx.shape, ctx.mode, ctx.padding_idx = weight.shape, mode, padding_idx
+        return F.embedding_bag(flat, weight.reshape(-1, weight.shape[-1]), mode=mode, padding_idx=padding_idx)
+
+    @staticmethod
+    def backward(ctx, d_out):
+        (flat,) = ctx.saved_tensors
+        k, vocabulary, width = ctx.shape
+        bags, length = flat.shape
+        keep = flat != ctx.padding_idx if ctx.padding_idx is not None else None
+        if ctx.mode == "mean":
+            counts = keep.sum(1, keepdim=True) if keep is not None else flat.new_full((bags, 1), length)
+            d_out = d_out / counts.clamp(min=1)
+        ids = flat.reshape(-1)
+        values = d_out.unsqueeze(1).expand(bags, length, width).reshape(-1, width)
+        if keep is not None:
+            ids, values = ids[keep.reshape(-1)], values[keep.reshape(-1)]
+        indices = torch.stack([torch.div(ids, vocabulary, rounding_mode="floor"), ids % vocabulary])
+        return (
+            None,
+            torch.sparse_coo_tensor(indices, values, (k, vocabulary, width), check_invariants=False),
+            None,
+            None,
+        )
 
 
 def layer_norm(m: nn.LayerNorm, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
@@ -224,74 +295,105 @@ class _LSTMLayer(torch.autograd.Function):
     """One LSTM layer and direction for K clients, backward written out (backpropagation through time).
 
     Autograd through a loop over time steps would record a dozen small operations per step and compute the
-    recurrent weights' gradient one step at a time (a product with B rows); here the forward keeps each step's
-    gates in buffers allocated once, the backward walks the steps back with one ``bmm`` each, and the weights'
-    gradient is one ``bmm`` over all steps (T x B rows).
+    recurrent weights' gradient one step at a time. Here each step is one product of ``[x_t, h_prev]`` with
+    the clients' ``[W_ih, W_hh]`` (the classic fused form: no separate input projection, and no (T, K, B, 4H)
+    tensor copied between layouts), in buffers allocated once; ``tanh(z)`` is computed as ``2 sigmoid(2z) - 1``
+    (one ``sigmoid`` over all four gates: torch's CPU ``tanh`` costs three of its ``sigmoid``); each step's
+    local derivatives are computed in the forward, while its gates are in the cache, so that the backward
+    walks the steps back with five element-wise operations and one product each; the weights' gradient is one
+    ``bmm`` over all steps (T x B rows). ``shared``: every client holds the same weights (the first step of a
+    chunk), so each step's product is one matrix product of K x B rows.
+
+    ``x``: (K, T, B, F); returns the outputs (T, K, B, H), h_n and c_n (K, B, H).
     """
 
     @staticmethod
-    def forward(ctx, xp, w_hh, h0, c0, reverse):
-        k, steps, b, gates = xp.shape
-        hidden = gates // 4
-        acts = xp.new_empty(steps, k, b, gates)  # sigmoid(i), sigmoid(f), tanh(g), sigmoid(o)
-        cells = xp.new_empty(steps, k, b, hidden)
-        tanh_cells = xp.new_empty(steps, k, b, hidden)
-        hs = xp.new_empty(steps, k, b, hidden)
-        w = w_hh.transpose(1, 2)
-        h, c = h0, c0
+    def forward(ctx, x, w_ih, w_hh, bias, h0, c0, reverse, shared):
+        k, steps, b, width = x.shape
+        hidden = w_hh.shape[-1]
+        gates = 4 * hidden
+        i_, f_, g_, o_ = (slice(n * hidden, (n + 1) * hidden) for n in range(4))
+        # slot s holds [x_t, h_prev] for the step that reads it: forward t reads slot t and writes h_t into
+        # slot t + 1; reverse t reads slot t + 1 and writes into slot t
+        xh = x.new_empty(steps + 1, k, b, width + hidden)
+        (xh[1:] if reverse else xh[:-1])[..., :width].copy_(x.transpose(0, 1))
+        xh[steps if reverse else 0, ..., width:] = h0
+        weights = torch.cat([w_ih, w_hh], dim=2)  # (K, 4H, F + H)
+        doubled = weights.clone()
+        doubled[:, g_].mul_(2.0)  # tanh(z) = 2 sigmoid(2z) - 1: the g gate's pre-activation doubled
+        if bias is not None:
+            bias = bias.clone()
+            bias[:, g_].mul_(2.0)
+        acts = x.new_empty(steps, k, b, gates)
+        # local[t]: d gates / (dc, dc, dc, dh) -- (g i', c_prev f', i g', tanh(c) o'); to_cell[t]: o tanh'(c)
+        local = x.new_empty(steps, k, b, gates)
+        to_cell = x.new_empty(steps, k, b, hidden)
+        rows = k * b
+        w = doubled[0].t() if shared else doubled.transpose(1, 2)
+        c = c0
         for t in range(steps - 1, -1, -1) if reverse else range(steps):
-            a = torch.baddbmm(xp[:, t], h, w, out=acts[t])
-            a[..., : 2 * hidden].sigmoid_()
-            a[..., 2 * hidden : 3 * hidden].tanh_()
-            a[..., 3 * hidden :].sigmoid_()
-            c = torch.mul(a[..., hidden : 2 * hidden], c, out=cells[t]).addcmul_(
-                a[..., :hidden], a[..., 2 * hidden : 3 * hidden]
-            )
-            h = torch.mul(a[..., 3 * hidden :], torch.tanh(c, out=tanh_cells[t]), out=hs[t])
-        ctx.save_for_backward(acts, cells, tanh_cells, hs, h0, c0, w_hh)
-        ctx.reverse = reverse
-        return hs.transpose(0, 1), h.clone(), c.clone()
+            read, write = (t + 1, t) if reverse else (t, t + 1)
+            a, d = acts[t], local[t]
+            if shared and bias is None:
+                torch.mm(xh[read].view(rows, -1), w, out=a.view(rows, gates))
+            elif shared:
+                torch.addmm(bias[0], xh[read].view(rows, -1), w, out=a.view(rows, gates))
+            elif bias is None:
+                torch.bmm(xh[read], w, out=a)
+            else:
+                torch.baddbmm(bias.unsqueeze(1), xh[read], w, out=a)
+            a.sigmoid_()
+            torch.addcmul(a, a, a, value=-1.0, out=d)  # s (1 - s), each gate
+            g = a[..., g_].mul_(2.0).sub_(1.0)
+            d[..., i_].mul_(g)
+            d[..., f_].mul_(c)
+            c = torch.mul(a[..., f_], c).addcmul_(a[..., i_], g)
+            torch.addcmul(a[..., i_], a[..., i_] * g, g, value=-1.0, out=d[..., g_])  # i (1 - g^2)
+            tc = torch.mul(c, 2.0).sigmoid_().mul_(2.0).sub_(1.0)
+            h = torch.mul(a[..., o_], tc, out=xh[write, ..., width:])
+            d[..., o_].mul_(tc)
+            torch.addcmul(a[..., o_], h, tc, value=-1.0, out=to_cell[t])  # o (1 - tanh(c)^2)
+        ctx.save_for_backward(xh, acts, local, to_cell, weights)
+        ctx.reverse, ctx.shared, ctx.width, ctx.has_bias = reverse, shared, width, bias is not None
+        out = xh[:-1, ..., width:] if reverse else xh[1:, ..., width:]
+        return out, xh[0 if reverse else steps, ..., width:].clone(), c
 
     @staticmethod
     def backward(ctx, d_out, d_h, d_c):
-        acts, cells, tanh_cells, hs, h0, c0, w_hh = ctx.saved_tensors
+        xh, acts, local, to_cell, weights = ctx.saved_tensors
         steps, k, b, gates = acts.shape
-        hidden = gates // 4
-        order = list(range(steps - 1, -1, -1)) if ctx.reverse else list(range(steps))
+        hidden, width, reverse = gates // 4, ctx.width, ctx.reverse
+        dh = d_h.clone() if d_h is not None else acts.new_zeros(k, b, hidden)
+        dc = d_c.clone() if d_c is not None else acts.new_zeros(k, b, hidden)
         d_gates = acts.new_empty(acts.shape)
-        dh = d_h if d_h is not None else h0.new_zeros(h0.shape)
-        dc = d_c if d_c is not None else c0.new_zeros(c0.shape)
-        previous = {t: (order[n - 1] if n else None) for n, t in enumerate(order)}
-        for t in reversed(order):
-            a = acts[t]
-            i, f, g, o = (
-                a[..., :hidden],
-                a[..., hidden : 2 * hidden],
-                a[..., 2 * hidden : 3 * hidden],
-                a[..., 3 * hidden :],
-            )
+        d_xh = acts.new_empty(steps, k, b, width + hidden)  # at t: [dx_t, dh_prev]
+        rows, three = k * b, 3 * hidden
+        w0 = weights[0]
+        for t in range(steps) if reverse else range(steps - 1, -1, -1):
             if d_out is not None:
-                dh = dh + d_out[:, t]
-            tc = tanh_cells[t]
-            dc = dc + dh * o * (1 - tc * tc)
-            c_prev = cells[previous[t]] if previous[t] is not None else c0
-            out = d_gates[t]
-            torch.mul(dc * g, i * (1 - i), out=out[..., :hidden])
-            torch.mul(dc * c_prev, f * (1 - f), out=out[..., hidden : 2 * hidden])
-            torch.mul(dc * i, 1 - g * g, out=out[..., 2 * hidden : 3 * hidden])
-            torch.mul(dh * tc, o * (1 - o), out=out[..., 3 * hidden :])
-            dc = dc * f
-            dh = torch.bmm(out, w_hh)
-        # the recurrent weights' gradient, all steps at once: sum over t of d_gates_t^T h_{t-1}
-        h_prev = torch.empty_like(hs)
-        for n, t in enumerate(order):
-            h_prev[t] = hs[order[n - 1]] if n else h0
-        rows = steps * b
-        d_w = torch.bmm(
-            d_gates.transpose(0, 1).reshape(k, rows, gates).transpose(1, 2),
-            h_prev.transpose(0, 1).reshape(k, rows, hidden),
-        )
-        return d_gates.transpose(0, 1), d_w, dh, dc, None
+                dh = dh + d_out[t]
+            dc.addcmul_(dh, to_cell[t])
+            out, factors = d_gates[t], local[t]
+            torch.mul(
+                dc.unsqueeze(2),
+                factors[..., :three].view(k, b, 3, hidden),
+                out=out[..., :three].view(k, b, 3, hidden),
+            )
+            torch.mul(dh, factors[..., three:], out=out[..., three:])
+            dc.mul_(acts[t, :, :, hidden : 2 * hidden])
+            if ctx.shared:
+                torch.mm(out.view(rows, gates), w0, out=d_xh[t].view(rows, -1))
+            else:
+                torch.bmm(out, weights, out=d_xh[t])
+            dh = d_xh[t, ..., width:]
+        # the weights' gradient, all steps at once (T x B rows): sum over steps of d_gates_t^T [x_t, h_prev]
+        flat = steps * b
+        d_rows = d_gates.transpose(0, 1).reshape(k, flat, gates)
+        read = (xh[1:] if reverse else xh[:-1]).transpose(0, 1).reshape(k, flat, -1)
+        d_w = torch.bmm(d_rows.transpose(1, 2), read)
+        d_bias = d_rows.sum(1) if ctx.has_bias else None
+        d_x = d_xh[..., :width].transpose(0, 1)
+        return d_x, d_w[..., :width], d_w[..., width:], d_bias, dh.clone(), dc, None, None
 
 
 class _GRULayer(torch.autograd.Function):
@@ -391,14 +493,17 @@ def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
             index = layer * directions + direction
             h = h0[index] if h0 is not None else zeros
             t_in = layer_in.shape[1]
-            # both biases go into the input projection, except GRU's b_hh, which r gates (PyTorch's equations)
+            # both biases in one, except GRU's b_hh, which r gates (PyTorch's equations)
             bias = b_ih if m.mode == "GRU" or b_ih is None else b_ih + b_hh
-            xp = _project(layer_in.reshape(k, t_in * b, -1), w_ih, bias).view(k, t_in, b, -1)
             if lstm:
                 cell = c0[index] if c0 is not None else zeros
-                out, h, cell = _LSTMLayer.apply(xp, w_hh, h, cell, bool(direction))
+                out, h, cell = _LSTMLayer.apply(layer_in, w_ih, w_hh, bias, h, cell, bool(direction), c.shared)
                 finals_c.append(cell)
-            elif m.mode == "GRU":
+                finals_h.append(h)
+                outs.append(out.transpose(0, 1))  # (K, T, B, H)
+                continue
+            xp = _project(layer_in.reshape(k, t_in * b, -1), w_ih, bias, c.shared).view(k, t_in, b, -1)
+            if m.mode == "GRU":
                 out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction))
             else:
                 order = range(t_in - 1, -1, -1) if direction else range(t_in)
@@ -453,16 +558,16 @@ def attention(
     if m.in_proj_weight is not None:  # one projection for query, key and value
         weight = c.param(names["in_proj_weight"])
         if query is key and key is value:
-            q, kk, v = _project(q_in.reshape(k, b * length, embed), weight, bias).chunk(3, dim=-1)
+            q, kk, v = _project(q_in.reshape(k, b * length, embed), weight, bias, c.shared).chunk(3, dim=-1)
         else:
             wq, wk, wv = weight.split(embed, dim=1)
-            q = _project(q_in.reshape(k, b * length, -1), wq, biases[0])
-            kk = _project(k_in.reshape(k, b * source, -1), wk, biases[1])
-            v = _project(v_in.reshape(k, b * source, -1), wv, biases[2])
+            q = _project(q_in.reshape(k, b * length, -1), wq, biases[0], c.shared)
+            kk = _project(k_in.reshape(k, b * source, -1), wk, biases[1], c.shared)
+            v = _project(v_in.reshape(k, b * source, -1), wv, biases[2], c.shared)
     else:
-        q = _project(q_in.reshape(k, b * length, -1), c.param(names["q_proj_weight"]), biases[0])
-        kk = _project(k_in.reshape(k, b * source, -1), c.param(names["k_proj_weight"]), biases[1])
-        v = _project(v_in.reshape(k, b * source, -1), c.param(names["v_proj_weight"]), biases[2])
+        q = _project(q_in.reshape(k, b * length, -1), c.param(names["q_proj_weight"]), biases[0], c.shared)
+        kk = _project(k_in.reshape(k, b * source, -1), c.param(names["k_proj_weight"]), biases[1], c.shared)
+        v = _project(v_in.reshape(k, b * source, -1), c.param(names["v_proj_weight"]), biases[2], c.shared)
     q = q.reshape(n, length, heads, head).transpose(1, 2)  # (N, heads, L, head)
     kk = kk.reshape(n, source, heads, head).transpose(1, 2)
     v = v.reshape(n, source, heads, head).transpose(1, 2)
@@ -495,7 +600,8 @@ def attention(
     else:
         out = F.scaled_dot_product_attention(q, kk, v, attn_mask=mask, is_causal=causal)
     out = out.transpose(1, 2).reshape(k, b * length, embed)
-    out = _project(out, c.param(names["out_proj.weight"]), c.param(names.get("out_proj.bias"))).view(n, length, -1)
+    out = _project(out, c.param(names["out_proj.weight"]), c.param(names.get("out_proj.bias")), c.shared)
+    out = out.view(n, length, -1)
     if not m.batch_first:
         out = out.transpose(0, 1)
     if not need_weights:

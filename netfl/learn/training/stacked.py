@@ -71,7 +71,8 @@ class ChunkKernel(Protocol):
     ) -> None:
         """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) and ``buffers`` (n x buffer size) in
         place; each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset``. ``seeds``: each job's
-        (for a kernel whose module draws random numbers)."""
+        (for a kernel whose module draws random numbers). A kernel whose ``takes_same_start`` is true is also
+        passed ``same_start=True``: every row of ``w`` starts as the same model, as a chunk's jobs here do."""
 
 
 def jobs_per_chunk(per_job_bytes: int, device: torch.device, free_bytes: int | None = None) -> int:
@@ -129,9 +130,10 @@ def train_stacked(
         if start_buffers is not None:
             bufs = torch.stack([jobs[j].buffers if jobs[j].buffers is not None else start_buffers for j in members])
         offset = None if corrections is None else _offset(start, [corrections[j] for j in members], lr, pull)
+        same = {"same_start": True} if getattr(kernel, "takes_same_start", False) else {}
         kernel.train(
             w, bufs, x, y, batches.to(x.device), steps, lr=lr, weight_decay=weight_decay, pull=pull, offset=offset,
-            seeds=[jobs[j].seed for j in members],
+            seeds=[jobs[j].seed for j in members], **same,
         )  # fmt: skip
         return w, bufs
 

@@ -213,7 +213,7 @@ class Trainer:
         if self.path == "replicas":
             return self._replicas.train, parallel_map
         if self.path == "batched":
-            per_chunk = self._batched.plan.chunk_jobs(start.numel() * start.element_size())
+            per_chunk = self._batched.plan.chunk_jobs(start.numel() * start.element_size(), len(jobs))
             return partial(train_stacked, self._batched, per_chunk=per_chunk), parallel_map
         kernel = self.fused if self.path == "fused" else self._functional_kernel()
         per_chunk = jobs_per_chunk(self._per_job_bytes(start, jobs[0].minibatches.shape[1]), self.device)
