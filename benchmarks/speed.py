@@ -824,6 +824,8 @@ def _engine_yaml(n: int, hours: int, churn: str, world: str, trace: Path | None 
 
 def engine(args, tmp: Path) -> dict:
     sizes, hours = ENGINE_RUNS[args.quick]
+    if args.engine_sizes:
+        sizes = tuple(int(float(n)) for n in args.engine_sizes.split(","))
     if args.engine_max:
         sizes = (*sizes, args.engine_max)
     results: dict = {}
@@ -941,6 +943,11 @@ def main() -> None:
         type=int,
         default=0,
         help="engine section: also this many devices (e.g. 10000000) [default: none]",
+    )
+    parser.add_argument(
+        "--engine-sizes",
+        default="",
+        help="engine section: the sizes to measure, comma-separated (e.g. 10000,100000) [default: 10^4, 10^5, 10^6]",
     )
     parser.add_argument(
         "--churn",

@@ -201,6 +201,16 @@ class Eligible(SessionRow):
             for path, msg in check_spec(getattr(params, name), base_dir, continuous_only=True)
         ]
 
+    @classmethod
+    def check_devices(cls, params: PolicyParams, base_dir: Path, devices: range) -> list[tuple[str, str]]:
+        """Each component's own device checks (a log set or trace that lists too few of the group's devices)."""
+        return [
+            (f".{name}{path}", msg)
+            for name in COMPONENTS
+            if getattr(params, name) is not None
+            for path, msg in check_spec(getattr(params, name), base_dir, continuous_only=True, devices=devices)
+        ]
+
     @property
     def components(self) -> dict[str, SessionPolicy]:
         """Each component's policy for this device (of a model: the row of the component's model)."""

@@ -13,6 +13,12 @@ on (seed, group, role, i, k) alone, so the realisation does not depend on
 when or how often the engine asks. The tests check each model against its
 closed forms (stationary behaviour, session lengths, FedAU's patterns).
 
+The classes hold each model's parameters and state; the continuous-time
+models' next changes are drawn by compiled kernels
+(:mod:`netfl.kernels.models`, loaded on first use), which the engine's
+per-change step calls too: :meth:`PopulationModel.kernel_model` hands a
+model over, every parameter as one value per device.
+
 Every model is an alternating on/off process on an axis that is simulated
 seconds (continuous-time policies) or round indices (per-round policies):
 
@@ -49,7 +55,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from netfl import keyed_random
-from netfl.distributions import Distribution
+from netfl.kernels import codes
 from netfl.policies.base import shared_rng
 from netfl.policies.participation import resolve_probabilities
 from netfl.policies.per_device import constant_of, device_values, reciprocal
@@ -130,6 +136,48 @@ class PopulationModel(ABC):
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         """When each device in ``due``, having just entered ``state[due]`` at ``at``, next flips."""
 
+    # ------------------------------------------------------- compiled draws
+
+    def kernel_model(self) -> tuple:
+        """This model as the compiled kernels take it (netfl/kernels/models.py): :data:`~netfl.kernels.codes.EXTERNAL`
+        (its changes drawn here, in Python) unless a subclass draws them compiled."""
+        return self._as_kernel(codes.EXTERNAL)
+
+    def _as_kernel(
+        self,
+        kind: int,
+        params: tuple = (),
+        dist: tuple[int, int] = (0, 0),
+        profile: np.ndarray | None = None,
+        day: np.ndarray | None = None,
+    ) -> tuple:
+        """The kernels' tuple: ``params`` (up to six) and ``profile`` (per device and hour) with one value per
+        device, a value all share given once (broadcast, no memory per device)."""
+        n = self.n
+        per_device = [np.broadcast_to(np.asarray(p, dtype=np.float64), (n,)) for p in params]
+        per_device += [_NO_PARAM] * (6 - len(per_device))
+        hours = _NO_PROFILE if profile is None else np.broadcast_to(np.asarray(profile, dtype=np.float64), (n, 24))
+        return (
+            np.int64(kind),
+            np.uint64(self.key & 0xFFFFFFFFFFFFFFFF),
+            self.state,
+            self.change,
+            self.since,
+            self.draws,
+            _NO_DAY if day is None else day,
+            np.asarray(dist, dtype=np.int64),
+            *per_device,
+            hours,
+        )
+
+    def _compiled_next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
+        """:meth:`_next_change` by the compiled draws of :meth:`kernel_model`."""
+        out = np.empty(len(due))
+        _kernels().next_changes(
+            self.kernel_model(), np.asarray(due, dtype=np.int64), np.asarray(at, dtype=np.float64), out
+        )
+        return out
+
     # ------------------------------------------------------------------ draws
 
     def _uniform(self, due: np.ndarray) -> np.ndarray:
@@ -152,20 +200,8 @@ class AlwaysModel(PopulationModel):
     def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
         return np.full(len(due), math.inf)
 
-
-def sample_durations(dist: Distribution, key: int, devices: np.ndarray, draws: np.ndarray) -> np.ndarray:
-    """One duration of ``dist`` per device, from that device's draw number (a normal uses its own stream)."""
-    k, p = dist.kind, dist.params
-    if k == "constant":
-        return np.full(len(devices), p[0])
-    if k == "exponential":
-        return keyed_random.exponential(key, devices, draws, p[0])
-    if k == "lognormal":
-        return p[0] * np.exp(p[1] * keyed_random.standard_normal(key, devices, draws))
-    u = keyed_random.uniform(key, devices, draws)
-    if k == "weibull":
-        return p[1] * (-np.log1p(-u)) ** (1.0 / p[0])
-    return p[0] + (p[1] - p[0]) * u
+    def kernel_model(self) -> tuple:
+        return self._as_kernel(codes.NEVER)
 
 
 class SessionsModel(PopulationModel):
@@ -187,16 +223,15 @@ class SessionsModel(PopulationModel):
         self.state[:] = self._uniform(everyone) < self.stationary
         self.change[:] = self._next_change(everyone, np.zeros(n))
 
-    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
-        out = np.empty(len(due))
-        for online, dist, scale in ((True, self.on, self.on_scale), (False, self.off, self.off_scale)):
-            rows = np.flatnonzero(self.state[due] == online)
-            if rows.size:
-                devices = due[rows]
-                durations = sample_durations(dist, self.key, devices, self.draws[devices])
-                out[rows] = at[rows] + (durations * scale[devices] if self.scaled else durations)
-                self.draws[devices] += 1
-        return out
+    def kernel_model(self) -> tuple:
+        """On and off lengths (one draw each, a normal from its own stream): parameters p0, p1 and p2, p3; each
+        device's factors of them p4 (on) and p5 (off)."""
+        (on0, on1), (off0, off1) = ((*d.params, 0.0)[:2] for d in (self.on, self.off))
+        kinds = tuple(codes.DISTRIBUTIONS.get(d.kind, codes.UNIFORM) for d in (self.on, self.off))
+        params = (on0, on1, off0, off1, self.on_scale, self.off_scale)
+        return self._as_kernel(codes.SESSIONS, params, dist=kinds)
+
+    _next_change = PopulationModel._compiled_next_change
 
 
 class DiurnalModel(PopulationModel):
@@ -228,38 +263,13 @@ class DiurnalModel(PopulationModel):
         odds = self.come_scale[devices] / self.leave_scale[devices]  # a s
         return odds * p / (odds * p + (1.0 - p))
 
-    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
-        out = np.full(len(due), math.inf)
-        online = self.state[due]
-        leave_on, leave_off = 1.0 - self.profile, self.profile  # the rates of leaving each state, per hour
-        if leave_on.any() and leave_off.any():
-            pending = np.arange(len(due))
-        else:  # a state never left: its devices never change
-            pending = np.flatnonzero(online if leave_on.any() else ~online)
-        # the devices still pending, their clocks, hours and states, kept compact from one hour to the next
-        devices, t, on = due[pending], at[pending], online[pending].view(np.uint8)
-        offset = self.offset[devices]
-        hour = np.floor((t + offset) / HOUR).astype(np.int64)
-        rates = np.stack([leave_off, leave_on]) / self.mixing  # [state, hour of the day]
-        scale = np.where(on, self.leave_scale[devices], self.come_scale[devices]) if self.scaled else None
-        while pending.size:
-            rate = rates[on, hour % 24]
-            if scale is not None:
-                rate = rate * scale
-            boundary = (hour + 1) * HOUR - offset
-            u = self._uniform(devices)
-            with np.errstate(divide="ignore"):
-                arrive = t - np.log1p(-u) / rate
-            done = (rate > 0) & (arrive < boundary)
-            arrived = np.flatnonzero(done)  # indices, not masks: see netfl/sim/idle_rows.py
-            out[pending[arrived]] = arrive[arrived]
-            later = np.flatnonzero(~done)
-            pending, devices, t, on, hour = pending[later], devices[later], boundary[later], on[later], hour[later]
-            offset = offset[later]
-            if scale is not None:
-                scale = scale[later]
-            hour += 1
-        return out
+    def kernel_model(self) -> tuple:
+        """The hourly profile, the mixing time (p0), each device's time-zone offset (p1) and the factors of its
+        rates of coming online (p2) and of leaving (p3)."""
+        params = (self.mixing, self.offset, self.come_scale, self.leave_scale)
+        return self._as_kernel(codes.DIURNAL, params, profile=self.profile)
+
+    _next_change = PopulationModel._compiled_next_change
 
 
 class DailyModel(PopulationModel):
@@ -272,37 +282,13 @@ class DailyModel(PopulationModel):
         self.start, self.jitter = window_start(params.start, offset), params.jitter  # per device (see window_start)
         self.length = (params.end - params.start) % DAY
         self.day = np.full(n, -1, dtype=np.int32)  # the day whose window is current or next
-        everyone = np.arange(n)
-        opens, closes = self._window(everyone)
-        # yesterday's window may still be open at 0; else the first that closes after 0 is current or next
-        before = np.flatnonzero(closes <= 0)
-        while before.size:
-            self.day[before] += 1
-            opens[before], closes[before] = self._window(everyone[before])
-            before = before[closes[before] <= 0]
-        self.state[:] = opens <= 0
-        self.change[:] = np.where(self.state, closes, opens)
+        _kernels().daily_start(self.kernel_model())  # yesterday's window may still be open at 0
 
-    def _window(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        day = self.day[devices]
-        opens = day * DAY + self.start[devices]
-        closes = opens + self.length
-        if self.jitter > 0:
-            draw = 2 * (day + 1)
-            opens = opens + self.jitter * (2 * keyed_random.uniform(self.key, devices, draw) - 1)
-            closes = closes + self.jitter * (2 * keyed_random.uniform(self.key, devices, draw + 1) - 1)
-        return opens, closes
+    def kernel_model(self) -> tuple:
+        """Day 0's window start on the simulated clock (p0), its length (p1), the jitter (p2), each day's."""
+        return self._as_kernel(codes.DAILY, (self.start, self.length, self.jitter), day=self.day)
 
-    def _next_change(self, due: np.ndarray, at: np.ndarray) -> np.ndarray:
-        opened = self.state[due]  # just went online: the same day's window closes next
-        out = np.empty(len(due))
-        if opened.any():
-            out[opened] = self._window(due[opened])[1]
-        closed = ~opened
-        if closed.any():
-            self.day[due[closed]] += 1
-            out[closed] = self._window(due[closed])[0]
-        return out
+    _next_change = PopulationModel._compiled_next_change
 
 
 class _RoundChain(PopulationModel):
@@ -384,6 +370,19 @@ class CyclicModel(PopulationModel):
     @property
     def participation(self) -> np.ndarray:
         return self.p
+
+
+# what the kernels' tuple holds for a parameter a model does not have (never read)
+_NO_PARAM = np.broadcast_to(np.float64(0.0), (1,))
+_NO_PROFILE = np.broadcast_to(np.float64(0.0), (1, 24))
+_NO_DAY = np.zeros(1, dtype=np.int32)
+
+
+def _kernels():
+    """The compiled draws, imported on first use (numba loads then: a world without these models never does)."""
+    from netfl.kernels import models
+
+    return models
 
 
 def window_start(start: float, offset: np.ndarray) -> np.ndarray:

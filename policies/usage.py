@@ -29,10 +29,13 @@ restated from published measurements (not fitted to one trace):
   0.25), drawn once per device: 3.4 h of use a day on average (p10 1.7 h,
   median 3.2 h, p90 5.4 h; 2 000 phones, benchmarks/phone_day.py) in about
   65 sessions of about 3 minutes;
-* power: 2 W in use -- the order measured for a smartphone with the display
-  lit and an application running (Carroll & Heiser, "An Analysis of Power
-  Consumption in a Smartphone", USENIX ATC 2010; the display and the SoC
-  dominate, with the radio on top), on top of the idle draw.
+* power: 2 W in use, on top of the idle draw -- an assumption at the high
+  end of the measured range, not a measured average: Carroll & Heiser ("An
+  Analysis of Power Consumption in a Smartphone", USENIX ATC 2010) measured
+  about 0.3 to 1.1 W across usage scenarios on a 2008 phone (an Openmoko
+  Freerunner), the display and the SoC dominating; their "The Systems
+  Hacker's Guide to the Galaxy: Energy Usage in a Modern Smartphone" (APSys
+  2013) measures a Galaxy S III the same way.
 
 A full 55 kJ phone then spends about 23 kJ on its median owner's use over
 a day, about 39 kJ on a heavy user's (p90), and some 4 kJ standing by: with
@@ -40,7 +43,11 @@ batteries faded by age (``battery.health``, e.g. ``{uniform: [0.7, 1.0]}``,
 netfl/registry/device_params.py) and a nightly charger, about one phone in
 ten reaches 21:00 below 30 %, as users who plug in at every level of charge
 report (Ferreira et al., "Understanding Human-Smartphone Concerns: A Study
-of Battery Life", Pervasive 2011).
+of Battery Life", Pervasive 2011). The split of that drain is the preset's
+known gap: standing by is about 15 % of its day's drain, where Chen et al.
+("Smartphone Energy Drain in the Wild: Analysis and Implications",
+SIGMETRICS 2015; 1 520 phones) find 45.9 % of the daily drain with the
+screen off; the preset puts more of the drain in use than real fleets do.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Test-wide settings: one training thread with one torch thread, and one forkserver per test process.
+"""Test-wide settings: one training thread with one torch thread, the compiled kernels built once, and one
+forkserver per test process.
 
 A test suite sharing two cores with other processes collapses under torch's
 default pool (one spinning thread per core); tests that need several
@@ -17,6 +18,11 @@ The modules that hold slow tests run first: two workers (pytest-xdist) then
 finish together on the many quick ones, instead of one of them waiting while the
 other runs a minute-long test that happened to be collected last. A module is
 kept whole, so that its module-scoped fixtures are built once.
+
+With xdist, the controller loads the compiled idle step (netfl/kernels/) before
+it starts its workers: on a fresh checkout that compiles it into numba's cache
+once (about 70 s of CPU) instead of in every worker at once; with the cache
+warm it costs the controller numba's import and a cache load (about 0.7 s).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ def pytest_configure(config) -> None:
     from netfl.learn.training.runtime import use_threads
 
     use_threads(1)
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None) not in (None, 0):
+        import netfl.kernels.idle_step  # noqa: F401  (compiles into the cache the workers then load)
 
 
 def pytest_collection_modifyitems(config, items) -> None:

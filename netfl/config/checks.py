@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import networkx as nx
-
 from netfl.config.algorithm_choice import algorithm_problems
 from netfl.config.budget import workload
 from netfl.config.engine_form import check_engine
@@ -92,12 +90,15 @@ def _source_dir(scenario: Scenario) -> Path | None:
 def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, str]]:
     """A group's own use: a continuous-time policy with a population form (it runs at every scale)."""
     problems: list[tuple[str, str]] = []
+    first = 0
     for i, group in enumerate(scenario.devices):
+        devices = range(first, first + group.count)  # a log set or trace must cover the group's devices
+        first += group.count
         if group.usage is None:
             continue
         where = f"devices[{i}].usage.sessions"
         spec = group.usage.sessions
-        found = [(f"{where}{p}", m) for p, m in check_spec(spec, base_dir, continuous_only=True)]
+        found = [(f"{where}{p}", m) for p, m in check_spec(spec, base_dir, continuous_only=True, devices=devices)]
         if not found and not supports_population(spec, base_dir):
             accepted = ", ".join(n for n in POPULATION_MODELS if not issubclass(BUILTIN_POLICIES[n], RoundPolicy))
             found.append((f"{where}.policy", f"{spec.policy!r} has no population form; use one of {accepted}"))
@@ -139,15 +140,19 @@ def _check_network(scenario: Scenario) -> list[tuple[str, str]]:
     if "server" in nodes:
         problems.append(("network.nodes.server", "`server` is the name of the server itself; rename this node"))
     known = set(nodes) | {"server"}
-    graph = nx.Graph()
-    graph.add_nodes_from(known)
+    if nodes:  # routes matter between relay nodes only: networkx (0.15 s of every run's start) imported for them
+        import networkx as nx
+
+        graph = nx.Graph()
+        graph.add_nodes_from(known)
     for k, link in enumerate(scenario.network.links):
         for end, name in (("from", link.source), ("to", link.to)):
             if name not in known:
                 problems.append(
                     (f"network.links[{k}].{end}", f"unknown node {name!r}; nodes: {', '.join(sorted(known))}")
                 )
-        graph.add_edge(link.source, link.to, latency=link.latency)
+        if nodes:
+            graph.add_edge(link.source, link.to, latency=link.latency)
     for name in nodes:
         if name in graph and not nx.has_path(graph, name, "server"):
             problems.append((f"network.nodes.{name}", "no route to the server: add a link in network.links"))

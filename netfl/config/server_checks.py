@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import networkx as nx
-
 from netfl.config.schema import Scenario
 from netfl.policies import check_spec
 from netfl.registry.algorithms import ALGORITHMS, AlgorithmEntry
@@ -148,6 +146,8 @@ def edge_nodes(scenario: Scenario) -> list[str]:
 def _route(scenario: Scenario, node: str) -> list[str]:
     """The nodes from ``node`` to the server by the shortest route (by latency), as the engine routes; empty
     when there is none."""
+    import networkx as nx  # only for scenarios with relay nodes (0.15 s of every run's start otherwise)
+
     graph = nx.Graph()
     graph.add_nodes_from([*scenario.network.nodes, "server"])
     for link in scenario.network.links:

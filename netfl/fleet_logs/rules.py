@@ -89,7 +89,7 @@ class Rule:
     def block_intervals(self, block: LogBlock) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """:meth:`intervals` for every device of a block at once: (device index in the block, starts, ends), in
         device then time order."""
-        who, at, states = block_states_after(block, self.kinds)
+        who, at, states = block_states_after(self._read_rows(block), self.kinds)
         initially = bool(self.holds({kind: np.array([value]) for kind, value in INITIAL.items()})[0])
         on = np.asarray(self.holds(states), dtype=bool)
         before = np.empty(len(on), dtype=bool)  # the state before each instant: the device's previous, or initial
@@ -109,6 +109,22 @@ class Rule:
         s_order = np.argsort(start_owner, kind="stable")  # -inf first within a device, then in time order
         e_order = np.argsort(end_owner, kind="stable")  # the rest in time order, inf last
         return start_owner[s_order], start_time[s_order], end_time[e_order]
+
+    def _read_rows(self, block: LogBlock) -> LogBlock:
+        """The block's rows of the kinds the rule reads, and each device's first row (so that every device keeps
+        an instant): the same intervals from fewer rows, as a row of another kind never changes the rule's
+        answer (half of a phone's rows can be battery levels that ``locked and charging and wifi`` ignores)."""
+        if set(KINDS) <= set(self.kinds) or not len(block.times):
+            return block
+        keep = block.kinds == self.kinds[0] if self.kinds else np.zeros(len(block.kinds), dtype=bool)
+        for kind in self.kinds[1:]:
+            keep |= block.kinds == kind
+        keep[block.offsets[:-1]] = True
+        rows = np.flatnonzero(keep)
+        if len(rows) == len(keep):
+            return block
+        offsets = np.searchsorted(rows, block.offsets)  # each device's rows kept before its first
+        return LogBlock(block.devices, offsets, block.times[rows], block.kinds[rows], block.values[rows], block.source)
 
 
 def block_states_after(block: LogBlock, kinds: tuple[int, ...] = KINDS) -> tuple[np.ndarray, np.ndarray, States]:

@@ -38,6 +38,12 @@ def png(fig: Figure, tight: bool = True) -> bytes:
     return buffer.getvalue()
 
 
+#: The margins matplotlib's ``tight_layout`` finds for a 6.4 x 4 inch plot of one title line, axis labels and
+#: tick labels of up to three digits, given by hand: ``tight_layout`` lays the figure out by drawing it once
+#: more before ``savefig`` draws it (a third of a small run's plotting time).
+SMALL_PLOT_MARGINS = {"left": 0.1, "right": 0.975, "bottom": 0.145, "top": 0.91}
+
+
 def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> None:
     times, unit = time_axis([m.sim_time_s for m in metrics])
     fig = Figure(figsize=(6.4, 4.0), dpi=120)
@@ -60,7 +66,7 @@ def plot_accuracy_vs_time(path: Path, metrics: Sequence[Any], *, title: str) -> 
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
+    fig.subplots_adjust(**SMALL_PLOT_MARGINS)
     fig.savefig(path)
 
 

@@ -1,17 +1,18 @@
-"""An idle device's battery in closed form: its net drain, its level at any instant, and the accounts settled
-between two of its changes (netfl/sim/idle_rows.py takes the changes).
+"""An idle device's battery in closed form: its net drain and its level at any instant, read for many devices
+at once (netfl/sim/idle_changes.py takes the changes).
 
 Between two changes a device's power is constant -- the idle draw (while it
 is on), its owner's use, less the charger (while plugged in) -- so its level
 is linear in time, clipped to [0, capacity]: :class:`IdleBattery` holds
-every device's level and accounts as arrays and computes these for any set
-of devices at once, reading a quantity a whole group shares once. The
-physics is :class:`~netfl.sim.battery.Battery`'s: a dead phone draws
-nothing, charges while plugged in, a full battery stays full, the charger
-feeds the loads first. Where idle devices' events are wanted, settling a
-stretch also logs the marks the level passed without changing anything here
-(full, and min_level on the way down: the actor's battery watch wakes at
-both), at the instant the level reached each.
+every device's level and accounts as arrays and reads these for any set
+of devices at once (who is eligible, the energy at an evaluation), reading a
+quantity a whole group shares once. The physics is
+:class:`~netfl.sim.battery.Battery`'s: a dead phone draws nothing, charges
+while plugged in, a full battery stays full, the charger feeds the loads
+first. Settling the accounts between two changes, the battery's next mark
+and the marks passed on the way (full, and min_level on the way down, logged
+where idle devices' events are wanted) are the compiled step's
+(:mod:`netfl.kernels.idle_step`), the same arithmetic as these reads.
 """
 
 from __future__ import annotations
@@ -113,73 +114,9 @@ class IdleBattery:
             return np.clip(level, 0.0, self._of("capacity", d, g)) if finite else np.full(level.shape, _INF)
         return np.where(finite, np.clip(level, 0.0, self._of("capacity", d, g)), _INF)
 
-    def _settle(self, d: np.ndarray, t: np.ndarray, g: int | None = None) -> None:
-        """Account devices ``d``'s energy and charge from their ``since`` up to ``t`` (their next change or now)."""
-        dt = t - self.since[d]
-        self.energy_j["idle"][d] += _when(self.alive[d], self._of("idle_w", d, g) * dt)
-        using = np.flatnonzero(self.using[d])  # only they add anything
-        use_w = self._of("use_w", d, g)
-        self.energy_j["use"][d[using]] += (use_w[using] if isinstance(use_w, np.ndarray) else use_w) * dt[using]
-        finite = self._of("finite", d, g)
-        if isinstance(finite, np.ndarray):
-            keep = np.flatnonzero(finite)
-            f, dt = d[keep], dt[keep]
-        else:
-            keep = None
-            f = d if finite else d[:0]
-        if f.size:
-            before = self.level[f]
-            drain = self.net_drain_w(f, g)
-            after = np.clip(before - drain * dt, 0.0, self._of("capacity", f, g))
-            if self.events is not None:
-                self._marks_passed(f, g, before, after, drain, t if keep is None else t[keep])
-            gained = after - before
-            charged = np.flatnonzero(gained > 0)  # only they add anything
-            self.charged_j[f[charged]] += gained[charged]
-            self.level[f] = after
-        self.since[d] = t
-
-    def _marks_passed(
-        self, f: np.ndarray, g: int | None, before: np.ndarray, after: np.ndarray, drain: np.ndarray, until: np.ndarray
-    ) -> None:
-        """Log the marks that devices ``f``'s batteries passed from ``before`` (at their ``since``) to ``after`` (at
-        ``until``) at ``drain``, which change nothing here but at which the actor's battery watch wakes: full while
-        charging, min_level on the way down. Each at the instant the level reached it, as the watch computes it."""
-        events, since = self.events, self.since[f]
-        capacity, min_level = self._of("capacity", f, g), self._of("min_level", f, g)
-        full = np.flatnonzero((drain < 0) & (after >= capacity) & (before < capacity))
-        if full.size:
-            top = capacity[full] if isinstance(capacity, np.ndarray) else capacity
-            at = since[full] + (before[full] - top) / drain[full]
-            events.add("battery_full", f[full], np.clip(at, since[full], until[full]))
-        floor = min_level * capacity
-        down = np.flatnonzero((drain > 0) & (min_level > 0) & (after <= floor) & ~self.below[f])
-        if down.size:
-            mark = floor[down] if isinstance(floor, np.ndarray) else floor
-            at = since[down] + (before[down] - mark) / drain[down]
-            self.below[f[down]] = True
-            level = min_level[down] if isinstance(min_level, np.ndarray) else min_level
-            events.add("below_min_level", f[down], np.clip(at, since[down], until[down]), level=level)
-
     def _floor(self, d: np.ndarray | slice, g: int | None = None) -> np.ndarray | float:
         """Devices ``d``'s min_level in joules (0 on mains power)."""
         return self._of("min_level", d, g) * np.where(self._of("finite", d, g), self._of("capacity", d, g), 0.0)
-
-    def _battery_at(self, d: np.ndarray, drain: np.ndarray, g: int | None = None) -> np.ndarray:
-        """When each of devices ``d`` reaches its battery's next mark at its present ``drain``: empty while it
-        drains, its min_level while it charges below it (inf: neither, on mains power, or off). The two never
-        coincide: the sign of the drain says which one a mark is."""
-        level, since = self.level[d], self.since[d]
-        live = self.alive[d] & self._of("finite", d, g)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = since + level / drain
-        out[np.flatnonzero(~(live & (drain > 0)))] = _INF
-        floor = self._floor(d, g)
-        rising = np.flatnonzero(live & (drain < 0) & (level < floor))
-        if rising.size:
-            below = floor[rising] if isinstance(floor, np.ndarray) else floor
-            out[rising] = since[rising] + (below - level[rising]) / -drain[rising]
-        return out
 
     def below_min(self, d: np.ndarray | slice, now: float, g: int | None = None) -> np.ndarray:
         """Whether each of devices ``d`` is below its ``min_level`` at ``now`` (at it exactly: while draining), as

@@ -1,4 +1,4 @@
-"""How an idle device's state moves: its changes taken in its own time order, vectorised over the devices due.
+"""How an idle device's state moves: its changes taken in its own time order, a compiled pass per device.
 
 A device's changes are the flips of its availability, usage and charger
 models (:mod:`netfl.policies.population`) and its battery's marks, computed
@@ -6,9 +6,14 @@ from the level and the net drain (:mod:`netfl.sim.idle_battery`).
 :class:`IdleChanges` holds every device's state between its tasks (online,
 in use, plugged in, the battery) and takes each device through its changes
 only when the engine asks (:meth:`IdleChanges.advance`): a device nobody asks
-about costs nothing per change. :class:`~netfl.sim.idle_rows.IdleRows` adds
-what the fleet asks of idle devices (who can work, handing devices to actors
-and back).
+about costs nothing per change. The step itself is compiled
+(:mod:`netfl.kernels.idle_step`, loaded when the first such world is built):
+one pass per device, no temporaries, the models' next changes drawn in it;
+the flips of a model whose draws are Python's (traces, ``eligible``, a
+user's population policy) are handed back here and taken for all the devices
+stopped at one at once. :class:`~netfl.sim.idle_rows.IdleRows` adds what the
+fleet asks of idle devices (who can work, handing devices to actors and
+back).
 """
 
 from __future__ import annotations
@@ -19,11 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from netfl.kernels import codes
 from netfl.policies.population import PopulationModel
 from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_battery import IdleBattery
-from netfl.sim.idle_events import BATTERY_EMPTY, CHARGING
 
 _INF = math.inf
 
@@ -46,19 +51,31 @@ class GroupRows:
     usage: UsageSetup | None = None
 
 
-# the sources of a device's changes, in the order in which changes at the same instant are taken (_BATTERY: its
-# battery empties, or, charging below its min_level, reaches it -- which makes the device eligible again)
+# the sources of a device's changes, in the order in which changes at the same instant are taken (netfl/kernels/
+# idle_step.py; _BATTERY: its battery empties, or, charging below its min_level, reaches it)
 _BATTERY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
 
 
-def _first_change(sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each column's earliest time and its source (the first row holding it): ``min`` and ``argmin`` over axis 0,
-    row by row instead of across the columns' stride."""
-    t = sources.min(axis=0)
-    first = np.zeros(len(t), dtype=np.int8)
-    for source in range(len(sources) - 1, -1, -1):  # the lowest source holding the minimum wins, as argmin's
-        first[np.flatnonzero(sources[source] == t)] = source
-    return t, first
+def _step():
+    """The compiled step (numba loads with it, once)."""
+    from netfl.kernels import idle_step
+
+    return idle_step
+
+
+#: A role a group does not have (no charger, no use), as the kernels take it: never read.
+_ABSENT = (
+    np.int64(codes.ABSENT),
+    np.uint64(0),
+    np.zeros(1, dtype=bool),
+    np.full(1, _INF),
+    np.zeros(1),
+    np.zeros(1, dtype=np.uint32),
+    np.zeros(1, dtype=np.int32),
+    np.zeros(2, dtype=np.int64),
+    *(np.zeros(1),) * 6,
+    np.zeros((1, 24)),
+)
 
 
 def _per_group(values: list[float], slices: list[slice]) -> np.ndarray:
@@ -73,10 +90,10 @@ def _per_group(values: list[float], slices: list[slice]) -> np.ndarray:
 class IdleChanges(IdleBattery):
     """Every device's state between its tasks, and its changes (see the module docstring)."""
 
-    #: Rows taken in one vectorised step: the temporaries of a step (a few arrays of this many values) stay below
-    #: the size above which the C library maps fresh pages for each one and returns them after -- at ten million
-    #: devices whole-size temporaries at every round cost more time in page faults than in arithmetic.
+    #: Rows one call of the compiled step scans: a Ctrl-C is seen between two calls.
     ROWS_PER_STEP = 1 << 18
+    #: Idle devices' events the compiled step buffers before handing them over.
+    EVENT_BUFFER = 1 << 16
 
     def __init__(self, table: DeviceTable, groups: Sequence[GroupRows]):
         self.groups = list(groups)
@@ -91,32 +108,78 @@ class IdleChanges(IdleBattery):
         self.busy = np.zeros(n, dtype=bool)  # held by an actor
         self.battery_at = np.full(n, _INF)  # the battery's next mark at its present drain (see _battery_at)
         self.next_at = np.full(n, _INF)  # the earliest of the device's next changes
+        self._kernel = _step()
+        self._columns_k = tuple(
+            np.asarray(self._columns[name], dtype=bool if name == "finite" else np.float64)
+            for name in ("idle_w", "charge_w", "capacity", "min_level", "use_w", "finite")
+        )
+        self._buffer = tuple(np.empty(0, dtype=t) for t in (np.float64, np.int64, np.int64, np.int64, np.float64))
+        self._stops = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0), np.zeros(1, np.int64))
         for g, sl in enumerate(self.slices):
-            for first in range(0, sl.stop - sl.start, self.ROWS_PER_STEP):  # bounded temporaries (see ROWS_PER_STEP)
-                self._start(g, np.arange(first, min(first + self.ROWS_PER_STEP, sl.stop - sl.start)))
+            self._kernel.start_rows(*self._context(g), self._events_buffer(), np.arange(sl.stop - sl.start))
 
-    def _start(self, g: int, rows: np.ndarray) -> None:
-        """Rows ``rows`` of group ``g`` at time 0: plugged in, in use and online as their models start, and their
-        first change scheduled."""
-        group, d = self.groups[g], rows + self.slices[g].start
-        if group.charger is not None:
-            self.charging[d] = group.charger.state[rows]
-            self._boot(g, rows, d, 0.0)
-        if group.usage is not None:
-            self.using[d] = group.usage.model.state[rows] & self.alive[d]
-        if group.availability.time_base == "continuous":
-            self.online[d] = self._says_online(g, rows, d)
-        self._schedule(g, rows)
+    # ------------------------------------------------- the compiled step's arguments
+
+    def _context(self, g: int) -> tuple:
+        """(device state, device quantities, group, availability, charger, use) as the compiled step takes them."""
+        group = self.groups[g]
+        events = self.events is not None
+        below = self.below if events else self.busy  # read only when events are logged
+        state = (
+            self.level,
+            self.since,
+            self.alive,
+            self.charging,
+            self.using,
+            self.energy_j["idle"],
+            self.energy_j["use"],
+            self.charged_j,
+            below,
+            self.online,
+            self.online_since,
+            self.online_time_s,
+            self.battery_at,
+            self.next_at,
+            self.busy,
+        )
+        continuous = group.availability.time_base == "continuous"
+        flags = np.array(
+            [
+                self.slices[g].start,
+                continuous,
+                bool(getattr(group.availability, "requires_charging", False)),
+                self._cause[g] if events else 0,
+                events,
+            ],
+            dtype=np.int64,
+        )
+        models = (
+            group.availability.kernel_model() if continuous else _ABSENT,
+            group.charger.kernel_model() if group.charger is not None else _ABSENT,
+            group.usage.model.kernel_model() if group.usage is not None else _ABSENT,
+        )
+        return state, self._columns_k, flags, *models
+
+    def _events_buffer(self) -> tuple:
+        """Where the compiled step puts events (none unless they are logged), emptied by :meth:`_hand_over`."""
+        if self.events is not None and not len(self._buffer[0]):
+            self._buffer = tuple(np.empty(self.EVENT_BUFFER, dtype=b.dtype) for b in self._buffer)
+        return (*self._buffer, np.zeros(1, dtype=np.int64))
+
+    def _hand_over(self, events: tuple) -> None:
+        """The events the compiled step buffered, into the log's arrays."""
+        n = int(events[5][0])
+        if n:
+            times, devices, kinds, causes, levels = (column[:n].copy() for column in events[:5])
+            self.events.add_rows(kinds, devices, times, causes, levels)
+
+    def _stops_for(self, rows: int) -> tuple:
+        if len(self._stops[0]) < rows:
+            self._stops = (np.empty(rows, np.int64), np.empty(rows, np.int64), np.empty(rows), np.zeros(1, np.int64))
+        self._stops[3][0] = 0
+        return self._stops
 
     # ---------------------------------------------------------------- changes
-
-    def _sources(self, g: int, rows: np.ndarray) -> np.ndarray:
-        """Each row's next change from each source (4 x rows: battery, availability, charger, usage)."""
-        out = np.full((4, len(rows)), _INF)
-        out[_BATTERY] = self.battery_at[rows + self.slices[g].start]
-        for source, model in self._models(g).items():
-            out[source] = model.change[rows]
-        return out
 
     def _models(self, g: int) -> dict[int, PopulationModel]:
         """Group ``g``'s models that change in continuous time, by the source of the changes they make."""
@@ -131,76 +194,78 @@ class IdleChanges(IdleBattery):
 
     def _schedule(self, g: int, rows: np.ndarray) -> None:
         """Rows ``rows`` of group ``g`` start (or are idle again): their battery's next mark and next change."""
-        d = rows + self.slices[g].start
-        self.battery_at[d] = self._battery_at(d, self.net_drain_w(d, g), g)
-        self.next_at[d] = np.where(self.busy[d], _INF, self._sources(g, rows).min(axis=0))
+        self._kernel.schedule_rows(*self._context(g), np.asarray(rows, dtype=np.int64))
+
+    def _settle(self, d: np.ndarray, t: np.ndarray) -> None:
+        """Account devices ``d``'s energy and charge from their ``since`` up to ``t`` (logging the marks passed)."""
+        events = self._events_buffer()
+        flags = np.array([0, 0, 0, 0, self.events is not None], dtype=np.int64)
+        state = self._context(0)[0] if self.slices else None
+        for first in range(0, len(d), self.EVENT_BUFFER // 2):  # at most two marks each
+            part = slice(first, first + self.EVENT_BUFFER // 2)
+            events[5][0] = 0
+            self._kernel.settle_devices(
+                state, self._columns_k, flags, events, np.asarray(d[part], dtype=np.int64), np.asarray(t[part], float)
+            )
+            self._hand_over(events)
 
     def advance(self, now: float, devices: np.ndarray | None = None) -> None:
         """Take every idle device's changes up to ``now`` (or only ``devices``' ones), each device in its own
         time order."""
         for g, sl in enumerate(self.slices):
             if devices is None:
-                rows = np.flatnonzero(self.next_at[sl] <= now)
+                for first in range(0, sl.stop - sl.start, self.ROWS_PER_STEP):  # a Ctrl-C is seen between steps
+                    last = min(first + self.ROWS_PER_STEP, sl.stop - sl.start)
+                    while first < last:
+                        context, events, stops = self._context(g), self._events_buffer(), self._stops_for(last - first)
+                        first = self._kernel.take_due(*context, events, first, last, float(now), stops)
+                        self._hand_over(events)
+                        if stops[3][0]:  # rows stopped at an external model's change (stops: their rows)
+                            rows = np.arange(last)
+                            self._take_rows(g, *self._resume(g, stops, rows, np.broadcast_to(float(now), (last,))))
             else:
                 mine = devices[(devices >= sl.start) & (devices < sl.stop)]
                 rows = mine[self.next_at[mine] <= now] - sl.start
-            models = self._models(g)
-            for first in range(0, rows.size, self.ROWS_PER_STEP):  # devices are independent: a bounded step at a time
-                self._take_changes(g, rows[first : first + self.ROWS_PER_STEP], now, models)
+                self._take_changes(g, rows, np.broadcast_to(float(now), rows.shape))
 
-    def _take_changes(
-        self, g: int, rows: np.ndarray, now: float | np.ndarray, models: dict[int, PopulationModel]
-    ) -> None:
-        """Take rows ``rows`` of group ``g`` through their changes up to ``now`` (one time, or one per row),
-        vectorised over the rows."""
-        start = self.slices[g].start
-        sources = self._sources(g, rows)
-        while rows.size:
-            t, first = _first_change(sources)
-            d = rows + start
-            power = np.flatnonzero(first != _AVAILABILITY)  # availability alone changes no load: the battery
-            if power.size:  # stays linear
-                self._settle(d[power], t[power], g)
-            for source, take in (
-                (_BATTERY, self._battery_mark),
-                (_AVAILABILITY, self._availability_flipped),
-                (_CHARGER, self._charger_flipped),
-                (_USAGE, self._usage_flipped),
-            ):
-                mine = np.flatnonzero(first == source)
-                if mine.size:
-                    changed = rows[mine]
-                    take(g, changed, d[mine], t[mine])
-                    # a change moves its own source's next change and, if it changed a load or the level,
-                    # the battery's marks; the other sources' changes stay where they were
-                    if source in models:
-                        sources[source, mine] = models[source].change[changed]
-            if power.size:
-                dp = d[power]
-                marks = self._battery_at(dp, self.net_drain_w(dp, g), g)
-                self.battery_at[dp] = marks
-                sources[_BATTERY, power] = marks
-            upcoming = sources.min(axis=0)
-            self.next_at[d] = upcoming
-            due = np.flatnonzero(upcoming <= now)
-            rows, sources = rows[due], sources[:, due]
-            now = now if np.ndim(now) == 0 else now[due]
+    def _take_changes(self, g: int, rows: np.ndarray, now: np.ndarray) -> None:
+        """Take rows ``rows`` of group ``g`` through their changes up to ``now[k]`` each."""
+        for first in range(0, rows.size, self.ROWS_PER_STEP):  # a Ctrl-C is seen between steps
+            part = slice(first, first + self.ROWS_PER_STEP)
+            some = np.asarray(rows[part], dtype=np.int64)
+            self._take_rows(g, some, np.ascontiguousarray(now[part], dtype=np.float64), np.full(len(some), -1), None)
 
-    def _battery_mark(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        """Devices ``d`` reached their battery's mark (settled to it): emptied if draining, else at min_level."""
-        draining = self.net_drain_w(d, g) > 0
-        for handle, which in ((self._emptied, np.flatnonzero(draining)), (self._at_floor, np.flatnonzero(~draining))):
-            if which.size:
-                handle(g, rows[which], d[which], t[which])
+    def _take_rows(self, g: int, rows: np.ndarray, now: np.ndarray, pending: np.ndarray, at: np.ndarray | None) -> None:
+        """Rows ``rows`` through their changes up to ``now[k]`` each, ``pending[k]`` (a source, or -1) first: the
+        external model's flip at ``at[k]`` taken since the row stopped at it."""
+        work = [(rows, now, pending, np.zeros(len(rows)) if at is None else at)]
+        while work:  # the rows stopped at an external model's change come back here, for as long as they stop
+            rows, now, pending, at = work.pop()
+            done = 0
+            while done < len(rows):
+                context, events, stops = self._context(g), self._events_buffer(), self._stops_for(len(rows) - done)
+                part = slice(done, None)
+                filled = self._kernel.take_rows(*context, events, rows[part], now[part], pending[part], at[part], stops)
+                self._hand_over(events)
+                resumed = self._resume(g, stops, rows[part], now[part])
+                if resumed is not None:
+                    work.append(resumed)
+                done += filled
 
-    def _at_floor(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        self.level[d] = self._of("min_level", d, g) * self._of("capacity", d, g)  # exact: no rounding short
-        if self.events is not None:
-            was = np.flatnonzero(self.below[d])
-            self.below[d] = False
-            level = self._of("min_level", d, g)
-            level = level[was] if isinstance(level, np.ndarray) else level
-            self.events.add("above_min_level", d[was], t[was], level=level)
+    def _resume(self, g: int, stops: tuple, rows: np.ndarray, now: np.ndarray) -> tuple | None:
+        """The rows the compiled step stopped at an external model's change (``stops``: their positions in
+        ``rows``): those models' flips taken here, for all of them at once; what to take them on from there with
+        (:meth:`_take_rows`' arguments), or None."""
+        n = int(stops[3][0])
+        if not n:
+            return None
+        position, source, at = (column[:n].copy() for column in stops[:3])
+        stopped = np.ascontiguousarray(rows[position], dtype=np.int64)
+        for which, model in self._models(g).items():
+            flips = np.flatnonzero(source == which)
+            if flips.size:
+                model.flip(stopped[flips])
+        return stopped, np.ascontiguousarray(now[position], dtype=np.float64), source, at
 
     def _says_online(self, g: int, rows: np.ndarray, d: np.ndarray) -> np.ndarray:
         """Whether devices ``d`` (rows ``rows`` of group ``g``) are online: their availability says so and they
@@ -211,91 +276,22 @@ class IdleChanges(IdleBattery):
             online &= self.charging[d]
         return online
 
-    def _set_online(
-        self,
-        d: np.ndarray,
-        online: np.ndarray,
-        t: np.ndarray | float,
-        g: int,
-        emptied: bool = False,
-        round_index: int = -1,
-    ) -> None:
-        """Devices ``d`` (of group ``g``) are ``online`` from ``t``; ``emptied``: those going offline because their
-        battery emptied (else their availability says so); ``round_index``: the round a per-round answer is for."""
-        t = np.broadcast_to(t, d.shape)
+    def _set_online(self, d: np.ndarray, online: np.ndarray, t: float, g: int, round_index: int) -> None:
+        """Devices ``d`` (of group ``g``) are ``online`` from ``t`` on, as their per-round availability answered for
+        round ``round_index`` at its start (logged now; a change between rounds is the compiled step's)."""
         was = self.online[d]
         going = np.flatnonzero(was & ~online)
         gone = d[going]
-        self.online_time_s[gone] += t[going] - self.online_since[gone]
-        coming = np.flatnonzero(~was & online)
-        self.online_since[d[coming]] = t[coming]
+        self.online_time_s[gone] += t - self.online_since[gone]
+        self.online_since[d[np.flatnonzero(~was & online)]] = t
         self.online[d] = online
         if self.events is None:
             return
-        if round_index >= 0:  # a per-round answer, at its round's start: logged now
-            flipped = np.flatnonzero(was != online)
-            if flipped.size:
-                came, flips = online[flipped], d[flipped]
-                parts = [("online", flips[came], self._cause[g], None), ("offline", flips[~came], self._cause[g], None)]
-                self.events.now(float(t[flipped[0]]), round_index, parts)
-            return
-        self.events.add("offline", gone, t[going], cause=BATTERY_EMPTY if emptied else self._cause[g])
-        self.events.add("online", d[coming], t[coming], cause=self._cause[g])
-
-    def _emptied(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        self.level[d] = 0.0
-        self.alive[d] = False
-        self.using[d] = False
-        if self.events is not None:
-            self.events.add("battery_empty", d, t)
-            self.below[d] |= self._of("min_level", d, g) > 0  # as the actor's _empty sets it
-        self._set_online(d, np.zeros(len(d), dtype=bool), t, g, emptied=True)
-        self._boot(g, rows, d, t)  # emptied while plugged in (its loads out-drew the charger): it powers on again
-
-    def _boot(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray | float) -> None:
-        """Dead devices on a charger that out-supplies their idle draw power on (availability asked again)."""
-        boots = ~self.alive[d] & self.charging[d] & (self._of("charge_w", d, g) > self._of("idle_w", d, g))
-        if not boots.any():
-            return
-        self.alive[d[boots]] = True
-        t = np.broadcast_to(t, d.shape)
-        if self.events is not None:
-            self.events.add("power_on", d[boots], t[boots], cause=CHARGING)
-        if self.groups[g].availability.time_base == "continuous":
-            self._set_online(d[boots], self._says_online(g, rows[boots], d[boots]), t[boots], g)
-
-    def _availability_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        self.groups[g].availability.flip(rows)
-        self._set_online(d, self._says_online(g, rows, d), t, g)
-
-    def _charger_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        charger = self.groups[g].charger
-        charger.flip(rows)
-        self.charging[d] = charger.state[rows]
-        if self.events is not None:
-            self._log_plugs(d, t)
-        self._boot(g, rows, d, t)
-        model = self.groups[g].availability
-        if getattr(model, "requires_charging", False) and model.time_base == "continuous":
-            self._set_online(d, self._says_online(g, rows, d), t, g)
-
-    def _log_plugs(self, d: np.ndarray, t: np.ndarray) -> None:
-        """Devices ``d`` were plugged in or unplugged at ``t`` (settled to it): with their battery's fraction."""
-        with np.errstate(invalid="ignore"):
-            fraction = np.where(self.finite[d], self.level[d] / self.capacity[d], 1.0)
-        plugged = self.charging[d]
-        for kind, which in (("charge_start", np.flatnonzero(plugged)), ("charge_stop", np.flatnonzero(~plugged))):
-            self.events.add(kind, d[which], t[which], level=fraction[which])
-
-    def _usage_flipped(self, g: int, rows: np.ndarray, d: np.ndarray, t: np.ndarray) -> None:
-        model = self.groups[g].usage.model
-        model.flip(rows)
-        using = model.state[rows] & self.alive[d]
-        if self.events is not None:
-            was = self.using[d]
-            self.events.add("use_start", d[~was & using], t[~was & using])
-            self.events.add("use_end", d[was & ~using], t[was & ~using])
-        self.using[d] = using
+        flipped = np.flatnonzero(was != online)
+        if flipped.size:
+            came, flips = online[flipped], d[flipped]
+            parts = [("online", flips[came], self._cause[g], None), ("offline", flips[~came], self._cause[g], None)]
+            self.events.now(t, round_index, parts)
 
     def start_round(self, round_index: int, now: float) -> None:
         """Per-round availability steps into ``round_index`` (at ``now``); the idle devices' online follow it."""

@@ -3,7 +3,7 @@
 The actor form logs a device's changes -- online and offline, its battery's
 marks, its charger, its owner's use -- as they happen (netfl/sim/device/).
 The array form takes an idle device's changes only when the engine asks
-(:class:`~netfl.sim.idle_rows.IdleRows`), vectorised over the devices due,
+(:class:`~netfl.sim.idle_rows.IdleRows`), in a compiled pass per device,
 so it learns of them later than the simulated clock: :class:`IdleEvents`
 keeps them as they are taken, a few numbers each, and :meth:`IdleEvents.into`
 puts them into the event log when the run ends, each with the round that was
@@ -57,7 +57,8 @@ class IdleEvents:
         """``recorder``: the log, for the events logged at the present instant (:meth:`answers`)."""
         self.recorder = recorder
         self._causes: list[str | None] = [None, "battery_empty", "charging"]
-        # (times, devices, kind, cause, levels or None, round): what one add() logged, its constants once
+        # (times, devices, kind, cause, levels or None, round): what one add() logged, its constants once (kinds and
+        # causes one per row, from add_rows)
         self._chunks: list[tuple] = []
         self._count = 0
 
@@ -90,6 +91,15 @@ class IdleEvents:
         times = np.broadcast_to(np.asarray(times, dtype=np.float64), (n,)).copy()
         self._chunks.append((times, np.array(devices, dtype=np.int64), _CODE[kind], cause, levels, round_index))
         self._count += n
+
+    def add_rows(
+        self, kinds: np.ndarray, devices: np.ndarray, times: np.ndarray, causes: np.ndarray, levels: np.ndarray
+    ) -> None:
+        """Events of any kinds, one per row: kind and cause codes, and the level column (NaN: none), as the
+        compiled step buffers them (netfl/kernels/idle_step.py), each device's in the order it had them."""
+        if len(devices):
+            self._chunks.append((times, devices, kinds, causes, levels, -1))
+            self._count += len(devices)
 
     def now(self, time: float, round_index: int, parts: Sequence[tuple]) -> None:
         """Events taken at the instant they happen -- time 0's, a per-round availability's answers at its round's
@@ -135,7 +145,10 @@ class IdleEvents:
         chunks = self._chunks
         sizes = [len(chunk[0]) for chunk in chunks]
         times, devices = (np.concatenate([chunk[k] for chunk in chunks]) for k in (0, 1))
-        kinds, causes, rounds = (np.repeat(np.array([chunk[k] for chunk in chunks]), sizes) for k in (2, 3, 5))
+        kinds, causes = (
+            np.concatenate([np.broadcast_to(chunk[k], (n,)) for n, chunk in zip(sizes, chunks)]) for k in (2, 3)
+        )
+        rounds = np.repeat(np.array([chunk[5] for chunk in chunks]), sizes)
         levels = np.concatenate([np.full(n, np.nan) if c[4] is None else c[4] for n, c in zip(sizes, chunks)])
         order = np.lexsort((np.arange(len(times)), devices, times))  # time, device, then each device's own order
         order = order[times[order] <= until]

@@ -3,7 +3,7 @@
 Between two changes of its own a device's battery level is linear in time
 (:mod:`netfl.sim.idle_battery`); its changes -- the flips of its
 availability, usage and charger models and its battery's marks -- are taken
-in its own time order, vectorised over the devices due, and only when the
+in its own time order, a compiled pass per device, and only when the
 engine asks (:mod:`netfl.sim.idle_changes`). :class:`IdleRows` answers what
 the fleet asks of idle devices: who can work now or at each device's own
 instant, and handing devices to actors and back. The physics is
@@ -94,18 +94,16 @@ class IdleRows(IdleChanges):
     def eligible(self, now: float, devices: np.ndarray | None = None) -> np.ndarray:
         """Devices (ascending; of ``devices`` only, if given) that are idle, online, on, not in use (where use
         excludes training) and above their ``min_level`` at ``now`` (advanced to ``now``)."""
-        if devices is None:  # every device: whole arrays, no gathering (this runs at every round)
-            ok = self.online & self.alive
-            ok &= ~self.busy
-            for g, (sl, group) in enumerate(zip(self.slices, self.groups)):
-                if group.usage is not None and not group.usage.spec.train_while_in_use:
-                    ok[sl] &= ~self.using[sl]
-                mine = ok[sl]
-                check = np.flatnonzero(mine & (self._of("min_level", sl, g) > 0) & self._of("finite", sl, g))
-                for first in range(0, check.size, self.ROWS_PER_STEP):  # bounded temporaries (see ROWS_PER_STEP)
-                    some = check[first : first + self.ROWS_PER_STEP]
-                    mine[some[self.below_min(some + sl.start, now, g)]] = False
-            return np.flatnonzero(ok)
+        if devices is None:  # every device: a compiled pass over a bounded step of rows at a time (every round)
+            state, found = self._context(0)[0] if self.slices else None, []
+            for sl, group in zip(self.slices, self.groups):
+                exclude_using = group.usage is not None and not group.usage.spec.train_while_in_use
+                for first in range(sl.start, sl.stop, self.ROWS_PER_STEP):
+                    last = min(first + self.ROWS_PER_STEP, sl.stop)
+                    out = np.empty(last - first, dtype=np.int64)
+                    n = self._kernel.eligible_rows(state, self._columns_k, first, last, exclude_using, float(now), out)
+                    found.append(out[:n])
+            return np.concatenate(found) if found else np.empty(0, dtype=np.int64)
         d = np.sort(devices)
         return d[self.eligible_each(d, np.full(len(d), now))]
 
@@ -119,7 +117,7 @@ class IdleRows(IdleChanges):
             d, t = devices[mine], until[mine]
             due = self.next_at[d] <= t
             if due.any():
-                self._take_changes(g, d[due] - sl.start, t[due], self._models(g))
+                self._take_changes(g, d[due] - sl.start, t[due])
 
     def eligible_each(self, devices: np.ndarray, at: np.ndarray) -> np.ndarray:
         """Whether each of ``devices`` (advanced to its own time ``at[k]``) is eligible then: what

@@ -23,7 +23,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import networkx as nx
 import numpy as np
 import simpy
 
@@ -116,18 +115,28 @@ class Network:
         self.attachments = attachments
         self.log = log
         self._counters = Counters()
-        self.graph = nx.Graph()
-        self.graph.add_node(SERVER, kind="server")
-        for name, node in nodes.items():
-            self.graph.add_node(name, kind=node.kind)
-        for wire in wires:
-            self.graph.add_edge(wire.source, wire.to, rate=wire.rate, latency=wire.latency)
+        self._nodes, self._wires, self._graph = nodes, wires, None
         self._paths: dict[str, list[str]] = {SERVER: [SERVER]}  # node -> its path to the server (the graph is fixed)
         self.edges = {name for name, node in nodes.items() if node.kind == "edge"}  # hierarchical FL's edge servers
         self.media: dict[str, Medium] = {
             name: MEDIA[node.medium.kind](env, node.medium, log=log, rng=streams.numpy("medium", name))
             for name, node in nodes.items()
         }
+
+    @property
+    def graph(self):
+        """The wired nodes and links as a networkx graph, built at the first route asked for past the server
+        (a run without relay nodes never asks: networkx is 0.15 s of a small job's start-up)."""
+        if self._graph is None:
+            import networkx as nx
+
+            self._graph = graph = nx.Graph()
+            graph.add_node(SERVER, kind="server")
+            for name, node in self._nodes.items():
+                graph.add_node(name, kind=node.kind)
+            for wire in self._wires:
+                graph.add_edge(wire.source, wire.to, rate=wire.rate, latency=wire.latency)
+        return self._graph
 
     @property
     def counters(self) -> Counters:
@@ -161,6 +170,8 @@ class Network:
         """The lowest-latency path of wired nodes from ``node`` to the server (found once per node: every job of
         a device routes its download and its upload by it)."""
         if node not in self._paths:
+            import networkx as nx
+
             self._paths[node] = nx.shortest_path(self.graph, node, SERVER, weight="latency")
         return self._paths[node]
 

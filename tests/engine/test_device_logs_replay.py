@@ -202,3 +202,23 @@ def test_events_outside_the_period_refused(tmp_path):
     path = write_device_logs(THREE, tmp_path / "three.csv", "csv")
     with pytest.raises(PolicyError, match=r"device a: event 7 at 90 s lies outside the period \[0, 80 s\)"):
         population_model(spec(path, period="80s"), 3, 1, np.ones((3, 1)), 0, base_dir=tmp_path)
+
+
+@pytest.mark.parametrize("where", ["usage", "eligible"])
+def test_validate_counts_the_logs_of_the_owners_use_and_of_a_component(tmp_path, where):
+    """A log set of 3 devices under a group of 5: refused wherever device_logs replays it, the owners' use (no
+    availability from the logs) or a component of eligible, naming the YAML path and the counts."""
+    from netfl.errors import ScenarioError
+
+    path = write_device_logs(THREE, tmp_path / "three.csv", "csv")
+    logs = {"policy": "device_logs", "file": str(path), "rule": "screen_on"}
+    availability = {"policy": "eligible", "idle": logs} if where == "eligible" else {"policy": "always"}
+    phones = group("phones", 5, battery={"capacity": 100.0}, availability=availability)
+    if where == "usage":
+        phones["usage"] = {"sessions": logs, "power": 0.2}
+    with pytest.raises(ScenarioError) as caught:
+        scenario([phones])
+    text = str(caught.value)
+    assert "holds 3 devices, fewer than the 5 that replay it" in text
+    assert ("devices[0].usage.sessions.file" if where == "usage" else "devices[0].availability.idle.file") in text
+    scenario([{**phones, "count": 3}])  # as many phones as logs: valid

@@ -58,3 +58,32 @@ def test_changes_at_one_instant_open_no_empty_interval():
 def test_bad_rules_said(rule, what):
     with pytest.raises(RuleError, match=what):
         parse_rule(rule)
+
+
+@pytest.mark.parametrize(
+    "rule", ["locked and charging and wifi", "charging", "screen_on", "not locked or battery < 30", "cellular"]
+)
+def test_a_block_gives_each_devices_intervals(rule):
+    """A block's intervals (which read only the rule's kinds' rows) are each device's own, for devices whose rows
+    are mostly of kinds the rule ignores, a device of battery levels alone and one whose changes share an instant."""
+    from netfl.fleet_logs import LogBlock
+
+    rng = np.random.default_rng(3)
+    logs = []
+    for d in range(6):
+        k = rng.choice([SCREEN, LOCK, CHARGER, NETWORK, BATTERY, BATTERY, BATTERY], 40).astype(np.int8)
+        values = np.where(k == BATTERY, rng.integers(0, 101, 40), np.where(k == NETWORK, rng.choice([0, 1, 4], 40),
+                          rng.integers(0, 2, 40))).astype(float)  # fmt: skip
+        logs.append(DeviceLog(f"d{d}", np.sort(rng.integers(0, 30, 40)).astype(float), k, values))
+    logs.append(DeviceLog("levels", np.array([5.0, 9.0]), np.array([BATTERY] * 2, np.int8), np.array([20.0, 40.0])))
+    logs.append(DeviceLog("instant", np.array([7.0] * 3), np.array([LOCK, CHARGER, NETWORK], np.int8), np.ones(3)))
+    block = LogBlock(
+        [log.device for log in logs], np.cumsum([0] + [len(log) for log in logs]),
+        np.concatenate([log.times for log in logs]), np.concatenate([log.kinds for log in logs]),
+        np.concatenate([log.values for log in logs]),
+    )  # fmt: skip
+    holds = parse_rule(rule)
+    owner, starts, ends = holds.block_intervals(block)
+    for i, log in enumerate(logs):
+        s, e = holds.intervals(log)
+        assert starts[owner == i].tolist() == s.tolist() and ends[owner == i].tolist() == e.tolist(), (rule, i)

@@ -220,7 +220,7 @@ class SumBag(nn.Module):
         return self.out(self.lstm(halves)[0][-1])
 
 
-@pytest.mark.parametrize("name", ["lstm", "transformer", "embedding_bag", "sum_bag"])
+@pytest.mark.parametrize("name", ["lstm", "gru_rnn", "transformer", "embedding_bag", "sum_bag"])
 def test_a_chunks_first_step_computed_as_one_product_equals_each_clients_own(name: str) -> None:
     """A chunk's jobs start from one model; its first step computes every client's rows with one matrix
     product (and an embedding bag's gradient sparse): each client's gradient is still its own, and equals the
@@ -256,6 +256,32 @@ def test_chunks_are_made_even() -> None:
     assert plan.chunk_jobs(1000) == CHUNK_JOBS == 32
     assert [plan.chunk_jobs(1000, n) for n in (1, 5, 32, 33, 50, 64, 65, 100)] == [1, 5, 32, 17, 25, 32, 22, 25]
     assert plan.chunk_jobs(10 * 2**20, 50) == 1  # 10 MiB of parameters a job: one a chunk
+
+
+def test_embedding_tables_are_read_and_updated_in_the_chunks_rows() -> None:
+    """A chunk's tables are views into its rows: read as one matrix where the row length is a multiple of the
+    width (what the batched kernel pads to), updated in place either way, equal to a dense update by hand."""
+    from netfl.learn.training.client_layers import add_rows, client_tables
+
+    k, rows, width = 3, 5, 4
+    for length in (24, 23):  # aligned (24 = 6 x 4) and not: the tables start 23 floats apart
+        w = torch.randn(k, length)
+        tables = w[:, 2 : 2 + rows * width].view(k, rows, width)
+        view = client_tables(tables)
+        assert (view is None) == (length % width != 0)
+        if view is not None:
+            matrix, step = view
+            assert step == 6 and torch.equal(matrix[2 * step + 3], tables[2, 3])
+        client, row = torch.tensor([0, 2, 2, 1]), torch.tensor([4, 1, 1, 0])  # a duplicate row: summed
+        values = torch.randn(4, width)
+        grad = torch.sparse_coo_tensor(torch.stack([client, row]), values, (k, rows, width))
+        expected = tables - 0.5 * grad.to_dense()
+        add_rows(tables, grad, -0.5)
+        torch.testing.assert_close(tables, expected)
+        torch.testing.assert_close(w[:, 2 : 2 + rows * width].view(k, rows, width), expected)
+    frozen = torch.randn(rows, width).expand(k, rows, width)  # a frozen table: every client reads the same
+    matrix, step = client_tables(frozen)
+    assert step == 0 and torch.equal(matrix, frozen[0])
 
 
 class MixesTheBatch(nn.Module):

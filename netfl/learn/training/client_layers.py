@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import PackedSequence
 
-__all__ = ["LAYERS", "Clients", "Unbatchable", "known_batch_dim"]
+__all__ = ["LAYERS", "Clients", "Unbatchable", "add_rows", "client_tables", "known_batch_dim"]
 
 
 class Unbatchable(RuntimeError):
@@ -148,6 +148,28 @@ def _plain_embedding(m: nn.Module) -> None:
         raise Unbatchable(f"{type(m).__name__} with max_norm, scale_grad_by_freq or sparse gradients")
 
 
+def client_tables(weight: torch.Tensor) -> tuple[torch.Tensor, int] | None:
+    """The K clients' (K, rows, width) tables as one (rows', width) matrix over the same memory, and the row
+    at which client k's table starts (k x that step), or None when the layout does not allow it.
+
+    A chunk's tables are views into its rows of parameters (trained in place, no copy), so client k's table
+    starts k x (row length) floats after client 0's; where that length is a multiple of the width (the batched
+    kernel pads the rows so: :attr:`~netfl.learn.training.batched.BatchedKernel.row_multiple`), the tables are
+    rows of one strided matrix that ``embedding_bag`` and ``index_add_`` take as is. A frozen table (the same
+    for every client, stride 0) is its own matrix with step 0."""
+    k, rows, width = weight.shape
+    between, along, inner = weight.stride()
+    if inner != 1 or along != width or between % width:
+        return None
+    step = between // width
+    return weight.as_strided(((k - 1) * step + rows, width), (width, 1)), step
+
+
+def _tables_or_copy(weight: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """:func:`client_tables`, or the tables copied end to end where the layout does not allow a view."""
+    return client_tables(weight) or (weight.reshape(-1, weight.shape[-1]), weight.shape[1])
+
+
 def embedding(m: nn.Embedding, c: Clients, names: dict, dim: int, ids: torch.Tensor) -> torch.Tensor:
     _plain_embedding(m)
     rows, shape = _client_ids(ids, dim, c.k, m.num_embeddings)
@@ -167,52 +189,75 @@ def embedding_bag(
         raise Unbatchable("EmbeddingBag on a 1-D input with offsets (the batched path takes bags as rows (N, L))")
     rows, _ = _client_ids(ids, 0, c.k, m.num_embeddings)
     weight = c.param(names["weight"])
-    flat = rows + torch.arange(c.k, device=ids.device).unsqueeze(1) * m.num_embeddings
-    if m.padding_idx is not None:  # client 0's padding id stands for every client's: excluded from its bag
-        flat = torch.where(rows == m.padding_idx, m.padding_idx, flat)
     if per_sample_weights is None and m.mode in ("sum", "mean") and torch.is_grad_enabled():
-        return _ClientBags.apply(flat.view(ids.shape), weight, m.mode, m.padding_idx)
-    return F.embedding_bag(
-        flat.view(ids.shape),
-        weight.reshape(-1, weight.shape[-1]),
-        mode=m.mode,
-        per_sample_weights=per_sample_weights,
-        padding_idx=m.padding_idx,
-    )
+        return _ClientBags.apply(rows.view(ids.shape), weight, m.mode, m.padding_idx)
+    if torch.is_grad_enabled():  # per-sample weights or max: autograd through a copy of the tables
+        table, step = weight.reshape(-1, weight.shape[-1]), weight.shape[1]
+    else:
+        table, step = _tables_or_copy(weight)
+    flat = _bag_ids(rows.view(ids.shape), c.k, step, m.padding_idx)
+    return F.embedding_bag(flat, table, mode=m.mode, per_sample_weights=per_sample_weights, padding_idx=m.padding_idx)
+
+
+def _bag_ids(rows: torch.Tensor, k: int, step: int, padding_idx: int | None) -> torch.Tensor:
+    """Bags (K x n, L) of client ids as rows of the clients' tables laid ``step`` rows apart; client 0's
+    padding id stands for every client's, so that ``embedding_bag`` leaves it out of each bag."""
+    flat = rows + (torch.arange(k, device=rows.device) * step).repeat_interleave(rows.shape[0] // k).unsqueeze(1)
+    if padding_idx is not None:
+        flat = torch.where(rows == padding_idx, padding_idx, flat)
+    return flat
 
 
 class _ClientBags(torch.autograd.Function):
-    """``EmbeddingBag`` (sum or mean) over the clients' tables laid end to end, its weight gradient sparse: the
-    rows the bags read, nothing else. A dense gradient of K tables, zeroed and added whole every step, costs
-    more than the rest of a bag-of-words model's step (K x 5000 x 32 floats against 25 x 1024 rows read);
-    the SGD step then adds the sparse gradient into the rows it names."""
+    """``EmbeddingBag`` (sum or mean) over the clients' tables (:func:`client_tables`), its weight gradient
+    sparse: the rows the bags read, nothing else. A dense gradient of K tables, zeroed and added whole every
+    step, costs more than the rest of a bag-of-words model's step (K x 5000 x 32 floats against 25 x 1024 rows
+    read); the SGD step then adds the sparse gradient into the rows it names (:func:`add_rows`)."""
 
     @staticmethod
-    def forward(ctx, flat, weight, mode, padding_idx):
-        ctx.save_for_backward(flat)
+    def forward(ctx, rows, weight, mode, padding_idx):
+        k = weight.shape[0]
+        table, step = _tables_or_copy(weight)
+        ctx.save_for_backward(rows)
         ctx.shape, ctx.mode, ctx.padding_idx = weight.shape, mode, padding_idx
-        return F.embedding_bag(flat, weight.reshape(-1, weight.shape[-1]), mode=mode, padding_idx=padding_idx)
+        return F.embedding_bag(_bag_ids(rows, k, step, padding_idx), table, mode=mode, padding_idx=padding_idx)
 
     @staticmethod
     def backward(ctx, d_out):
-        (flat,) = ctx.saved_tensors
+        (rows,) = ctx.saved_tensors
         k, vocabulary, width = ctx.shape
-        bags, length = flat.shape
-        keep = flat != ctx.padding_idx if ctx.padding_idx is not None else None
+        bags, length = rows.shape
+        keep = rows != ctx.padding_idx if ctx.padding_idx is not None else None
         if ctx.mode == "mean":
-            counts = keep.sum(1, keepdim=True) if keep is not None else flat.new_full((bags, 1), length)
+            counts = keep.sum(1, keepdim=True) if keep is not None else rows.new_full((bags, 1), length)
             d_out = d_out / counts.clamp(min=1)
-        ids = flat.reshape(-1)
+        client = torch.arange(k, device=rows.device).repeat_interleave(bags // k * length)
+        ids = rows.reshape(-1)
         values = d_out.unsqueeze(1).expand(bags, length, width).reshape(-1, width)
         if keep is not None:
-            ids, values = ids[keep.reshape(-1)], values[keep.reshape(-1)]
-        indices = torch.stack([torch.div(ids, vocabulary, rounding_mode="floor"), ids % vocabulary])
+            client, ids, values = client[keep.reshape(-1)], ids[keep.reshape(-1)], values[keep.reshape(-1)]
+        indices = torch.stack([client, ids])
         return (
             None,
             torch.sparse_coo_tensor(indices, values, (k, vocabulary, width), check_invariants=False),
             None,
             None,
         )
+
+
+def add_rows(target: torch.Tensor, grad: torch.Tensor, alpha: float) -> None:
+    """``target += alpha * grad`` for a sparse (client, row) gradient of the (K, rows, width) tables, in place
+    (``target`` is a view into the chunk's rows): one ``index_add_`` of its rows as they come into
+    :func:`client_tables` (``add_`` of a sparse tensor sorts and merges them first; ``index_add_`` with an
+    ``alpha`` is three times slower than scaling the rows first), else an accumulating ``index_put_``."""
+    client, row = grad._indices()
+    values = grad._values() * alpha
+    tables = client_tables(target)
+    if tables is None:
+        target.index_put_((client, row), values, accumulate=True)
+    else:
+        table, step = tables
+        table.index_add_(0, client * step + row, values)
 
 
 def layer_norm(m: nn.LayerNorm, c: Clients, names: dict, dim: int, x: torch.Tensor) -> torch.Tensor:
@@ -397,10 +442,12 @@ class _LSTMLayer(torch.autograd.Function):
 
 
 class _GRULayer(torch.autograd.Function):
-    """One GRU layer and direction for K clients, backward written out (as :class:`_LSTMLayer`)."""
+    """One GRU layer and direction for K clients, backward written out (as :class:`_LSTMLayer`); ``shared``:
+    every client holds the same weights (a chunk's first step), so each step's recurrent product is one matrix
+    product of K x B rows."""
 
     @staticmethod
-    def forward(ctx, xp, w_hh, b_hh, h0, reverse):
+    def forward(ctx, xp, w_hh, b_hh, h0, reverse, shared):
         k, steps, b, gates = xp.shape
         hidden = gates // 3
         rz = xp.new_empty(steps, k, b, 2 * hidden)
@@ -410,14 +457,18 @@ class _GRULayer(torch.autograd.Function):
         w = w_hh.transpose(1, 2)
         h = h0
         for t in range(steps - 1, -1, -1) if reverse else range(steps):
-            hp = torch.bmm(h, w) if b_hh is None else torch.baddbmm(b_hh.unsqueeze(1), h, w)
+            if shared:  # every client's weights equal client 0's: one product of K x B rows
+                flat = h.reshape(k * b, hidden)
+                hp = (flat @ w[0] if b_hh is None else torch.addmm(b_hh[0], flat, w[0])).view(k, b, gates)
+            else:
+                hp = torch.bmm(h, w) if b_hh is None else torch.baddbmm(b_hh.unsqueeze(1), h, w)
             x_t = xp[:, t]
             torch.add(x_t[..., : 2 * hidden], hp[..., : 2 * hidden], out=rz[t]).sigmoid_()
             hp_n[t] = hp[..., 2 * hidden :]
             n = torch.addcmul(x_t[..., 2 * hidden :], rz[t][..., :hidden], hp_n[t], out=news[t]).tanh_()
             h = torch.addcmul(n, rz[t][..., hidden:], h - n, out=hs[t])
         ctx.save_for_backward(rz, news, hp_n, hs, h0, w_hh)
-        ctx.reverse, ctx.has_bias = reverse, b_hh is not None
+        ctx.reverse, ctx.has_bias, ctx.shared = reverse, b_hh is not None, shared
         return hs.transpose(0, 1), h.clone()
 
     @staticmethod
@@ -441,12 +492,15 @@ class _GRULayer(torch.autograd.Function):
             d_x[t][..., 2 * hidden :] = d_n
             d_hp[t][..., : 2 * hidden] = d_x[t][..., : 2 * hidden]
             torch.mul(d_n, r, out=d_hp[t][..., 2 * hidden :])
-            dh = dh * z + torch.bmm(d_hp[t], w_hh)
+            if ctx.shared:
+                dh = dh * z + (d_hp[t].reshape(k * b, 3 * hidden) @ w_hh[0]).view(k, b, hidden)
+            else:
+                dh = dh * z + torch.bmm(d_hp[t], w_hh)
         rows = steps * b
         flat_hp = d_hp.transpose(0, 1).reshape(k, rows, 3 * hidden)
         d_w = torch.bmm(flat_hp.transpose(1, 2), h_prev.transpose(0, 1).reshape(k, rows, hidden))
         d_b = flat_hp.sum(1) if ctx.has_bias else None
-        return d_x.transpose(0, 1), d_w, d_b, dh, None
+        return d_x.transpose(0, 1), d_w, d_b, dh, None, None
 
 
 def _rnn_steps(xp, w_hh, h, order, activation):
@@ -504,7 +558,7 @@ def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
                 continue
             xp = _project(layer_in.reshape(k, t_in * b, -1), w_ih, bias, c.shared).view(k, t_in, b, -1)
             if m.mode == "GRU":
-                out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction))
+                out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction), c.shared)
             else:
                 order = range(t_in - 1, -1, -1) if direction else range(t_in)
                 out, h = _rnn_steps(xp, w_hh, h, order, torch.tanh if m.mode == "RNN_TANH" else torch.relu)

@@ -72,7 +72,8 @@ class ChunkKernel(Protocol):
         """Advance the rows of ``w`` (n x dim, jobs sorted by ``steps``) and ``buffers`` (n x buffer size) in
         place; each step: ``w <- (1 - lr (weight_decay + pull)) w - lr grad + offset``. ``seeds``: each job's
         (for a kernel whose module draws random numbers). A kernel whose ``takes_same_start`` is true is also
-        passed ``same_start=True``: every row of ``w`` starts as the same model, as a chunk's jobs here do."""
+        passed ``same_start=True``: every row of ``w`` starts as the same model, as a chunk's jobs here do.
+        A kernel's ``row_multiple`` (if any): the rows of ``w`` lie a multiple of that many elements apart."""
 
 
 def jobs_per_chunk(per_job_bytes: int, device: torch.device, free_bytes: int | None = None) -> int:
@@ -125,7 +126,7 @@ def train_stacked(
         batches = torch.zeros(len(members), steps[-1], b, dtype=torch.long)
         for row, j in enumerate(members):  # rows past a job's own steps are never read
             batches[row, : steps[row]] = jobs[j].minibatches
-        w = start.detach().expand(len(members), -1).clone()
+        w = _rows(start.detach(), len(members), getattr(kernel, "row_multiple", 1))
         bufs = None
         if start_buffers is not None:
             bufs = torch.stack([jobs[j].buffers if jobs[j].buffers is not None else start_buffers for j in members])
@@ -143,6 +144,17 @@ def train_stacked(
         for row, j in enumerate(members):
             out[j] = (w[row], bufs[row] if bufs is not None else None)
     return out
+
+
+def _rows(start: torch.Tensor, n: int, multiple: int) -> torch.Tensor:
+    """``n`` copies of ``start`` as the rows of an (n x dim) matrix whose rows lie ``multiple``-aligned apart
+    in memory (a kernel's ``row_multiple``: the batched kernel reads every client's embedding table as rows
+    of one matrix, which needs the row length to be a multiple of the table's width)."""
+    dim = start.shape[0]
+    length = -(-dim // multiple) * multiple
+    w = start.new_empty(n, length)[:, :dim]
+    w.copy_(start.expand(n, -1))
+    return w
 
 
 def _offset(start: torch.Tensor, corrections: Sequence[Correction | None], lr: float, pull: float) -> torch.Tensor:
