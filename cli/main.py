@@ -17,7 +17,17 @@ from netfl.cli.trace_commands import trace
 from netfl.version import DISTRIBUTION, __version__
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Netfl(click.Group):
+    """The group, giving back the signal handlers it found as each command ends (netfl.signals)."""
+
+    def main(self, *args, **kwargs):
+        from netfl.signals import handlers_given_back
+
+        with handlers_given_back():
+            return super().main(*args, **kwargs)
+
+
+@click.group(cls=_Netfl, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, message=f"netfl %(version)s (the {DISTRIBUTION} distribution)")
 def main() -> None:
     """netfl: a discrete-event network simulator for federated learning."""

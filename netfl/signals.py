@@ -151,7 +151,25 @@ def interrupts_kept() -> Iterator[Callable[[], bool]]:
 
 
 def ignore_further_signals() -> None:
-    """After an interruption has been handled: more Ctrl-C only repeats the request; let the exit finish."""
+    """After an interruption has been handled: more Ctrl-C only repeats the request; let the exit finish.
+    Lasts until the command ends (:func:`handlers_given_back`)."""
     if _main_thread():
         for s in (signal.SIGINT, signal.SIGTERM):
             signal.signal(s, signal.SIG_IGN)
+
+
+@contextmanager
+def handlers_given_back() -> Iterator[None]:
+    """Inside: a command that may end by ignoring further signals (:func:`ignore_further_signals`). As it ends,
+    the Ctrl-C and SIGTERM handlers it found are back: a command called from Python (a notebook, a test)
+    does not leave its caller deaf to Ctrl-C, and the next command run in the same process can be stopped."""
+    if not _main_thread():
+        yield
+        return
+    found = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in found.items():
+            if handler is not None:  # None: set from outside Python, which cannot be restored from here
+                signal.signal(s, handler)

@@ -1,8 +1,23 @@
-"""Test-wide settings: one training thread with one torch thread; the compiled kernels built once.
+"""Test-wide settings: one training thread with one torch thread, the compiled kernels built once, and one
+forkserver per test process.
 
 A test suite sharing two cores with other processes collapses under torch's
 default pool (one spinning thread per core); tests that need several
 training threads (test_threads.py) ask for them.
+
+A sweep ends the forkserver its runs were forked from (netfl.study.local), so
+that ``netfl sweep`` exits at once; the next sweep starts a new one, which
+imports torch and netfl again (4 s of CPU). Tests run a hundred sweeps: here the
+forkserver outlives each sweep and serves the next, and is ended once, with
+the test process. Every run is still a fresh fork of a server that started
+clean (the sweep's own behaviour); what is shared is only that server's
+imports. The tests of stopping (tests/end_to_end/test_sweep_stop.py) run
+``netfl sweep`` in a process of its own, where it ends its helpers as always.
+
+The modules that hold slow tests run first: two workers (pytest-xdist) then
+finish together on the many quick ones, instead of one of them waiting while the
+other runs a minute-long test that happened to be collected last. A module is
+kept whole, so that its module-scoped fixtures are built once.
 
 With xdist, the controller loads the compiled idle step (netfl/kernels/) before
 it starts its workers: on a fresh checkout that compiles it into numba's cache
@@ -12,6 +27,10 @@ warm it costs the controller numba's import and a cache load (about 0.7 s).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
 
 def pytest_configure(config) -> None:
     from netfl.learn.training.runtime import use_threads
@@ -19,3 +38,19 @@ def pytest_configure(config) -> None:
     use_threads(1)
     if not hasattr(config, "workerinput") and config.getoption("numprocesses", None) not in (None, 0):
         import netfl.kernels.idle_step  # noqa: F401  (compiles into the cache the workers then load)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    slow_modules = {item.module.__name__ for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.module.__name__ not in slow_modules)  # stable: each module's order kept
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_forkserver_for_the_session() -> Iterator[None]:
+    from netfl.study import local
+
+    stop_helpers = local._stop_helpers
+    local._stop_helpers = lambda: None
+    yield
+    local._stop_helpers = stop_helpers
+    stop_helpers()

@@ -122,3 +122,37 @@ def test_ctrl_c_while_the_world_is_built_writes_nothing_and_says_so(tmp_path: Pa
     _, stderr = finish(process)
     assert "interrupted: stopped while building the world; nothing was written" in stderr
     assert not out.exists()
+
+
+#: A policy that stops its own run (SIGTERM to the process it runs in) as round 3 begins.
+STOPS_ITSELF = """\
+import os, signal
+
+from netfl.policies import RoundPolicy
+
+
+class StopsItself(RoundPolicy):
+    def participates(self, round_index):
+        if round_index == 3 and self.device.index == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return True
+"""
+
+
+def test_a_command_interrupted_in_this_process_gives_the_signal_handlers_back(tmp_path: Path) -> None:
+    """A command run from Python (a notebook, a test) and interrupted ignores further signals only until it ends:
+    its caller can be stopped by Ctrl-C and SIGTERM again. (Left ignored, the next sweep in the same process once
+    ran all its runs to the end through the SIGTERM meant to stop it.)"""
+    from cli_support import run as run_cli
+
+    (tmp_path / "stops.py").write_text(STOPS_ITSELF)
+    (tmp_path / "run.yaml").write_text(
+        ENDLESS.replace("beacon.py:Beacon", "stops.py:StopsItself").replace(
+            "stop: {rounds: 1000000}", "stop: {rounds: 50}"
+        )
+    )
+    found = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    result = run_cli("simulate", tmp_path / "run.yaml", "--out", tmp_path / "out", "--quiet")
+    assert result.exit_code == 130, (result.output, result.exception)
+    assert "interrupted: partial results written" in result.output
+    assert {s: signal.getsignal(s) for s in found} == found

@@ -293,8 +293,8 @@ def test_a_signal_at_any_step_of_starting_a_run_stops_the_sweep(
 ) -> None:
     """SIGTERM to ``netfl sweep`` (6 runs, 2 at a time) exactly at one step of starting its third run, which
     starts as one of the first two ends: the sweep stops (exit 130), keeps the finished runs and marks the rest
-    interrupted. Sent as sweep.json said that the run started (a critical section inside the driver's own), it
-    was once lost: the sweep ran all six to the end and exited 0."""
+    interrupted; no run after the third starts. Sent as sweep.json said that the run started (a critical section
+    inside the driver's own), it was once lost: the sweep ran all six to the end and exited 0."""
     (tmp_path / "tiny.yaml").write_text(TINY)
     (tmp_path / "study.yaml").write_text("base: tiny.yaml\nseeds: 6\n")
     third = load_study(tmp_path / "study.yaml", out=tmp_path / "out").runs[2].label
@@ -315,7 +315,10 @@ def test_a_signal_at_any_step_of_starting_a_run_stops_the_sweep(
     assert status["interrupted"] is True
     runs = {r["seed"]: r for r in status["runs"]}
     assert "complete" in {runs[1]["status"], runs[2]["status"]}  # the run whose end let the third start
-    assert all(runs[seed]["status"] == "interrupted" for seed in (3, 4, 5, 6)), runs
+    # The third run, stopped as it started, may yet finish first on a busy machine (two rounds) and is then kept
+    # as complete, as any run that ends by itself as the stop comes; none after it starts.
+    assert runs[3]["status"] in ("interrupted", "complete"), runs
+    assert all(runs[seed]["status"] == "interrupted" for seed in (4, 5, 6)), runs
     for r in runs.values():
         summary = tmp_path / "out" / r["folder"] / "summary.json"
         if r["status"] == "complete":
