@@ -410,30 +410,34 @@ class _LSTMLayer(torch.autograd.Function):
         hidden, width, reverse = gates // 4, ctx.width, ctx.reverse
         dh = d_h.clone() if d_h is not None else acts.new_zeros(k, b, hidden)
         dc = d_c.clone() if d_c is not None else acts.new_zeros(k, b, hidden)
-        d_gates = acts.new_empty(acts.shape)
+        # client-major (K, T, B, 4H), so that the weights' gradient reads each client's T x B rows as they lie
+        # (a time-major buffer is copied whole, 10 MB for the char-LSTM, into fresh pages, every call)
+        d_gates = acts.new_empty(k, steps, b, gates)
         d_xh = acts.new_empty(steps, k, b, width + hidden)  # at t: [dx_t, dh_prev]
         rows, three = k * b, 3 * hidden
         w0 = weights[0]
+        scratch = acts.new_empty(k, b, gates) if ctx.shared else None  # the one product reads rows end to end
         for t in range(steps) if reverse else range(steps - 1, -1, -1):
             if d_out is not None:
                 dh = dh + d_out[t]
             dc.addcmul_(dh, to_cell[t])
-            out, factors = d_gates[t], local[t]
+            out, factors = (scratch if ctx.shared else d_gates[:, t]), local[t]
             torch.mul(
                 dc.unsqueeze(2),
                 factors[..., :three].view(k, b, 3, hidden),
-                out=out[..., :three].view(k, b, 3, hidden),
+                out=out[..., :three].unflatten(-1, (3, hidden)),
             )
             torch.mul(dh, factors[..., three:], out=out[..., three:])
             dc.mul_(acts[t, :, :, hidden : 2 * hidden])
             if ctx.shared:
                 torch.mm(out.view(rows, gates), w0, out=d_xh[t].view(rows, -1))
+                d_gates[:, t] = out
             else:
                 torch.bmm(out, weights, out=d_xh[t])
             dh = d_xh[t, ..., width:]
         # the weights' gradient, all steps at once (T x B rows): sum over steps of d_gates_t^T [x_t, h_prev]
         flat = steps * b
-        d_rows = d_gates.transpose(0, 1).reshape(k, flat, gates)
+        d_rows = d_gates.view(k, flat, gates)
         read = (xh[1:] if reverse else xh[:-1]).transpose(0, 1).reshape(k, flat, -1)
         d_w = torch.bmm(d_rows.transpose(1, 2), read)
         d_bias = d_rows.sum(1) if ctx.has_bias else None
