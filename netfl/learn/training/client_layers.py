@@ -249,9 +249,10 @@ def add_rows(target: torch.Tensor, grad: torch.Tensor, alpha: float) -> None:
     """``target += alpha * grad`` for a sparse (client, row) gradient of the (K, rows, width) tables, in place
     (``target`` is a view into the chunk's rows): one ``index_add_`` of its rows as they come into
     :func:`client_tables` (``add_`` of a sparse tensor sorts and merges them first; ``index_add_`` with an
-    ``alpha`` is three times slower than scaling the rows first), else an accumulating ``index_put_``."""
+    ``alpha`` is three times slower than scaling the rows first), else an accumulating ``index_put_``. The
+    gradient is used up: its rows are scaled in place (no second copy of them, a few MB, per step)."""
     client, row = grad._indices()
-    values = grad._values() * alpha
+    values = grad._values().mul_(alpha)
     tables = client_tables(target)
     if tables is None:
         target.index_put_((client, row), values, accumulate=True)
