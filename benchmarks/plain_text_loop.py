@@ -1,6 +1,6 @@
 """A text workload as a plain per-client PyTorch loop: the baseline of benchmarks/speed.py's text section.
 
-    python benchmarks/plain_text_loop.py --workload char-lstm|gru|transformer|bag [--rounds R] [--threads 1]
+    python benchmarks/plain_text_loop.py --workload char-lstm|gru|transformer|bag|bag-10 [--rounds R] [--threads 1]
 
 The same per-client work as netfl's run of the workload (benchmarks/workloads.py, ``TEXT``): every client every
 round its local SGD steps from the global model, FedAvg weighted by samples, test accuracy at the end. Prints

@@ -25,7 +25,7 @@ not a test. Sections:
   the plain loop on a GPU and adds their peak GPU memory.
 * text -- the text workloads of benchmarks/workloads.py (``TEXT``: a
   character LSTM and GRU, a Transformer encoder, an embedding-bag
-  classifier, each a user's module of benchmarks/user_text.py; 50 clients,
+  classifier at 2 and at 10 local steps, each a user's module of benchmarks/user_text.py; 50 clients,
   30 rounds, every client every round): ``netfl simulate --threads 1``
   against the plain loop (benchmarks/plain_text_loop.py, 1 thread) as
   alternated pairs, each pair's ratio of wall times, and netfl at its

@@ -52,9 +52,9 @@ ALLOWED_PRIVATE = {
         for name in names
     },
     **{
-        ("netfl/learn/training/client_layers.py", name): "an embedding bag's sparse gradient comes uncoalesced, and "
-        "torch's sparse docs name _indices()/_values() as the way to read an uncoalesced tensor (indices() would "
-        "coalesce it: a sort and merge per step)"
+        ("netfl/learn/training/client_embeddings.py", name): "an embedding bag's sparse gradient comes uncoalesced, "
+        "and torch's sparse docs name _indices()/_values() as the way to read an uncoalesced tensor (indices() "
+        "would coalesce it: a sort and merge per step)"
         for name in ("grad._indices", "grad._values")
     },
     **{

@@ -211,6 +211,17 @@ def test_a_user_mlp_is_recognised_however_it_is_written() -> None:
     assert linear_relu_chain(vector, flat_input=False) is None
 
 
+def test_a_model_with_weights_outside_linear_layers_is_not_traced(monkeypatch) -> None:
+    import netfl.learn.training.fused_mlp as fused_mlp
+
+    traced = []
+    real = fused_mlp.fx.symbolic_trace
+    monkeypatch.setattr(fused_mlp.fx, "symbolic_trace", lambda m: traced.append(m) or real(m))
+    bag = nn.Sequential(nn.EmbeddingBag(50, 4), nn.Linear(4, 2))
+    assert linear_relu_chain(bag, flat_input=True) is None and traced == []
+    assert linear_relu_chain(nn.Sequential(nn.Linear(6, 4), nn.ReLU()), flat_input=True) is None and len(traced) == 1
+
+
 def test_a_path_the_module_does_not_allow_is_refused() -> None:
     module, x, y = _family("batchnorm")
     with pytest.raises(ValueError, match="fused kernel trains Linear/ReLU stacks"):

@@ -200,7 +200,7 @@ class _Copy:
 
 def table_row_multiple(module: nn.Module, plan: BatchPlan) -> int:
     """The multiple of a chunk's row length that lets every embedding bag's table of the plan be read in place as
-    rows of one matrix (:func:`~netfl.learn.training.client_layers.client_tables`): the least common multiple
+    rows of one matrix (:func:`~netfl.learn.training.client_embeddings.client_tables`): the least common multiple
     of their widths and 16 (a cache line of floats); 1 without embedding bags, or when that is large."""
     named = dict(module.named_modules())
     widths = [named[name].embedding_dim for name in plan.layers if isinstance(named[name], nn.EmbeddingBag)]

