@@ -249,17 +249,20 @@ DAY_S = 86_400.0
 
 
 def log_sets(scenario: Any) -> dict[Path, int | None]:
-    """Each log set a scenario replays (availability, charger, owners' use) and how many of its devices it needs."""
+    """Each log set a scenario replays (availability, charger, owners' use, the battery's levels) and how many of its
+    devices it needs."""
     base = scenario.source.parent if scenario.source is not None else Path.cwd()
     needed: dict[Path, int | None] = {}
     start = 0
     for group in scenario.devices:
         specs = [group.availability, group.battery.charging if group.battery is not None else None]
         specs.append(group.usage.sessions if group.usage is not None else None)
-        for spec in specs:
-            if spec is not None and spec.policy == "device_logs":
-                path = DeviceLogsModel.resolve(Path(spec.params["file"]), base)
-                if spec.params.get("unlisted") == "cycle" or needed.get(path, 0) is None:
+        levels = group.battery.levels if group.battery is not None else None  # the battery's logged levels
+        for spec in specs + [levels]:
+            if spec is not None and getattr(spec, "policy", "device_logs") == "device_logs":
+                params = spec.params if hasattr(spec, "params") else {"file": spec.file, "unlisted": spec.unlisted}
+                path = DeviceLogsModel.resolve(Path(params["file"]), base)
+                if params.get("unlisted") == "cycle" or needed.get(path, 0) is None:
                     needed[path] = None
                 else:
                     needed[path] = max(needed.get(path) or 0, start + group.count)

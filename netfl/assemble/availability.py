@@ -61,9 +61,23 @@ def group_models(
 
 
 def usage_setups(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray | None) -> list[UsageSetup | None]:
-    """Each device group's own use (``usage``), in either form of the engine; None where a group has none."""
+    """Each device group's own use (``usage``), in either form of the engine; None where a group has none. Where the
+    battery follows logged levels the use draws no power of its own (the log holds it)."""
     models = group_models(scenario, streams, label_mix, "usage")
-    return [None if g.usage is None else UsageSetup(model, g.usage) for g, model in zip(scenario.devices, models)]
+    return [
+        None if g.usage is None else UsageSetup(model, _logged(g.usage) if _follows_levels(g) else g.usage)
+        for g, model in zip(scenario.devices, models)
+    ]
+
+
+def _follows_levels(group) -> bool:
+    return group.battery is not None and group.battery.levels is not None
+
+
+def _logged(usage):
+    """The use of a device whose battery follows its logged levels: no power of its own (a copy past the spec's
+    bounds: power > 0 is the user's, not the engine's)."""
+    return usage.model_construct(**{**dict(usage), "power": 0.0})
 
 
 def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:

@@ -19,6 +19,7 @@ from netfl.config.schedule import check_buffer, check_schedule
 from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
+from netfl.fleet_logs.levels import levels_problem
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
 from netfl.policies.catalog import supports_population
 from netfl.policies.population import POPULATION_MODELS
@@ -60,6 +61,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
     problems += _check_usage(scenario, base_dir)
+    problems += _check_levels(scenario, base_dir)
     problems += check_engine(scenario)
     work = workload(scenario)  # the budget's problems, and the job costs the schedule's estimate uses
     problems += work.problems + check_buffer(scenario, work)
@@ -103,6 +105,22 @@ def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, s
             accepted = ", ".join(n for n in POPULATION_MODELS if not issubclass(BUILTIN_POLICIES[n], RoundPolicy))
             found.append((f"{where}.policy", f"{spec.policy!r} has no population form; use one of {accepted}"))
         problems += found
+    return problems
+
+
+def _check_levels(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, str]]:
+    """A battery that follows logged levels: its log set readable, a battery row for every device that follows it,
+    and enough devices (a sample would miss a device without levels: those that follow it are read)."""
+    problems = []
+    first = 0
+    for i, group in enumerate(scenario.devices):
+        spec = group.battery.levels if group.battery is not None else None
+        if spec is not None:
+            path = spec.file if spec.file.is_absolute() else (base_dir or Path.cwd()) / spec.file
+            problem = levels_problem(path, spec.unlisted, range(first, first + group.count))
+            if problem:
+                problems.append((f"devices[{i}].battery.levels.file", problem))
+        first += group.count
     return problems
 
 

@@ -1,0 +1,93 @@
+"""The logged battery levels (the ``battery`` rows, FLASH's ``NN%``) of a log set's first devices, for a battery
+driven by them (netfl/sim/logged_levels.py): each device's levels in time order, the last of those logged at
+one instant (as a rule reads them), as fractions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from netfl.fleet_logs.read import iter_log_blocks
+from netfl.fleet_logs.records import LogError
+from netfl.fleet_logs.states import BATTERY
+
+
+class BatteryLevels:
+    """The levels of a log set's first ``wanted`` devices (all of them if it holds fewer: ``count`` says how
+    many), CSR: device ``i``'s are ``times[offsets[i]:offsets[i + 1]]`` and ``fractions``. A device with no
+    battery row is refused (a LogError naming the file and the device)."""
+
+    def __init__(self, path: Path, wanted: int):
+        self.ids: list[str] = []
+        counts, times, fractions = [], [], []
+        for block in iter_log_blocks(path):
+            keep = min(len(block), wanted - len(self.ids))
+            end = int(block.offsets[keep])
+            owner = block.owner[:end]
+            rows = np.flatnonzero(block.kinds[:end] == BATTERY)
+            at, who = block.times[rows], owner[rows]
+            last = np.ones(len(rows), dtype=bool)  # the last level of its device at its instant
+            last[:-1] = (at[1:] != at[:-1]) | (who[1:] != who[:-1])
+            rows, who = rows[last], who[last]
+            count = np.bincount(who, minlength=keep)
+            if (count == 0).any():
+                i = int(np.argmin(count))
+                raise LogError(
+                    block.source,
+                    block.devices[i],
+                    0,
+                    "has no battery level; accepted for battery.levels: at least one battery row (FLASH's NN%) "
+                    "for every device that replays the logs",
+                )
+            counts.append(count)
+            times.append(block.times[rows])
+            fractions.append(block.values[rows] / 100.0)
+            self.ids.extend(block.devices[:keep])
+            if len(self.ids) >= wanted:
+                break
+        self.offsets = np.concatenate([[0], np.cumsum(np.concatenate(counts))]).astype(np.int64) if counts else None
+        self.times = np.concatenate(times) if times else np.empty(0)
+        self.fractions = np.concatenate(fractions) if fractions else np.empty(0)
+
+    @property
+    def count(self) -> int:
+        return len(self.ids)
+
+    def rows(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The levels of the set's devices ``devices`` (its indices, in the order given): (offsets, times,
+        fractions)."""
+        starts, ends = self.offsets[devices], self.offsets[devices + 1]
+        lengths = ends - starts
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        index = np.repeat(starts - offsets[:-1], lengths) + np.arange(int(offsets[-1]))
+        return offsets, self.times[index], self.fractions[index]
+
+
+_cache: dict[tuple[str, int, int], BatteryLevels] = {}
+
+
+def read_levels(path: Path, wanted: int) -> BatteryLevels:
+    """The levels of ``path``'s first ``wanted`` devices (read once per process; a LogError as it is)."""
+    key = (str(path.resolve()), path.stat().st_mtime_ns, wanted)
+    if key not in _cache:
+        _cache[key] = BatteryLevels(path, wanted)
+    return _cache[key]
+
+
+def levels_problem(path: Path, unlisted: str, devices: range) -> str | None:
+    """Why the devices ``devices`` (scenario indices) cannot follow ``path``'s logged levels (None: they can): the
+    file is missing or malformed, a device has no battery row, or the set holds too few devices."""
+    if not path.exists():
+        return f"{path}: file not found (a relative path starts at the topology file's folder)"
+    try:
+        levels = read_levels(path, devices.stop)
+    except LogError as exc:
+        return str(exc)
+    if levels.count < devices.stop and unlisted == "refuse":
+        return (
+            f"{path}: holds {levels.count:,} devices, fewer than the {devices.stop:,} whose batteries follow it "
+            f"(scenario devices {devices.start} to {devices.stop - 1} follow its devices in file order); give more "
+            "logs, or set unlisted: cycle to have device n follow the log's device n mod its count"
+        )
+    return None
