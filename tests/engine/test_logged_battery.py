@@ -11,7 +11,7 @@ from engine_support import FakeBackend, events, group, scenario
 
 from netfl.assemble import build_world, device_policies, group_models, population_models
 from netfl.errors import ScenarioError
-from netfl.fleet_logs import BATTERY, LOCK, DeviceLog, write_device_logs
+from netfl.fleet_logs import BATTERY, CHARGER, LOCK, NETWORK, DeviceLog, write_device_logs
 from netfl.rng import RandomStreams
 from netfl.sim.simulation import Simulation
 
@@ -126,3 +126,52 @@ def test_validate_refuses_devices_without_levels_and_too_few_logs(tmp_path):
         phones(bad)
     with pytest.raises(ScenarioError, match=r"initial: not with levels"):
         phones(path, initial=0.5)
+
+
+TINY = """\
+name: tiny-levels
+seed: 1
+stop: {sim_time: 1h}
+task:
+  dataset: {name: digits, partition: {kind: iid, samples_per_client: 20}}
+  model: {name: logistic}
+  local: {steps: 2, batch_size: 8, lr: 0.1}
+devices:
+  - group: phones
+    count: 4
+    compute: {flops_per_s: 1GFLOPS}
+    power: {compute: 2W, transmit: 0.2W, idle: 50mW}
+    battery: {capacity: 100J, levels: {file: fleet.csv}}
+    availability: {policy: device_logs, file: fleet.csv}
+    link: {uplink: 10Mbps}
+server:
+  round: {participants: 2, deadline: 1min, interval: 10min}
+engine: {devices: arrays}
+"""
+
+
+def test_simulate_a_fleet_whose_batteries_follow_their_logs(tmp_path, monkeypatch):
+    """`netfl simulate` end to end: four phones locked, charging and on Wi-Fi from 0 s, their levels logged every 10
+    minutes (49-50 %, 40, 45, 60, 70 %, then none): each ends at its last logged level less the energy its FL work
+    drew (no level is clipped on the way)."""
+    import pandas as pd
+    from cli_support import run as netfl
+
+    logs = []
+    for d in range(4):
+        times = [0, 0, 0, 0, 600, 1200, 1800, 2400]
+        kinds = [LOCK, CHARGER, NETWORK, BATTERY, BATTERY, BATTERY, BATTERY, BATTERY]
+        logs.append(log(f"p{d}", list(zip(times, kinds, [1, 1, 1, 50 - d, 40, 45, 60, 70]))))
+    write_device_logs(logs, tmp_path / "fleet.csv", "csv")
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    monkeypatch.chdir(tmp_path)
+    checked = netfl("validate", "tiny.yaml")
+    assert checked.exit_code == 0, checked.output
+    assert "logs       fleet.csv: 4 devices" in checked.output
+    ran = netfl("simulate", "tiny.yaml", "--out", "res")
+    assert ran.exit_code == 0, ran.output
+    devices = pd.read_parquet(tmp_path / "res" / "devices.parquet")
+    assert devices.tasks_started.sum() == 12 and (devices.work_energy_j > 0).all()
+    expected = 0.70 - devices.work_energy_j / 100.0
+    assert devices.battery_fraction.tolist() == pytest.approx(expected.tolist(), abs=1e-12)
+    assert devices.energy_idle_j.tolist() == [0.0] * 4
