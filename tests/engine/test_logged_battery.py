@@ -43,7 +43,7 @@ def phones(path: Path, count: int = 1, stop_s: float = 1500.0, **battery):
     )
 
 
-def run(sc, form: str):
+def run(sc, form: str, idle_events: bool = False):
     streams = RandomStreams(sc.seed)
     mix = np.full((sc.num_devices, 10), 0.1)
     backend = FakeBackend(model_bytes=0, flops=2.5e9, participants=sc.server.round.asked)
@@ -52,7 +52,7 @@ def run(sc, form: str):
         world = build_world(sc, streams, policies=policies, chargers=chargers)
     else:
         population, charging = population_models(sc, streams, mix), group_models(sc, streams, mix, "charging")
-        world = build_world(sc, streams, population=population, charging=charging)
+        world = build_world(sc, streams, population=population, charging=charging, idle_events=idle_events)
     sim = Simulation(world, backend)
     return sim, sim.run()
 
@@ -78,10 +78,9 @@ def test_a_logged_rise_revives_an_emptied_device(tmp_path, form):
     200 s and after."""
     levels = [(0, BATTERY, 10), (100, BATTERY, 0), (200, BATTERY, 50)]
     path = write_device_logs([log("a", levels)], tmp_path / "a.parquet", "parquet")
-    sim, result = run(phones(path, stop_s=300.0), form)
-    kinds = [(e.kind, e.time) for e in events(sim) if e.kind in ("battery_empty", "power_on")]
-    if form == "actors":  # the array form logs no idle device's events unless asked
-        assert kinds == [("battery_empty", pytest.approx(95.0)), ("power_on", 100.0)]
+    sim, result = run(phones(path, stop_s=300.0), form, idle_events=True)  # the rows log idle devices' events too
+    kinds = [(e.kind, e.time) for e in events(sim) if e.kind in ("battery_empty", "offline", "power_on", "online")]
+    assert kinds == [("online", 0), ("battery_empty", 95), ("offline", 95), ("power_on", 100), ("online", 100)]
     assert result.stats.battery_fraction == pytest.approx([0.5], abs=1e-12)
     assert not result.stats.battery_empty[0]
 
