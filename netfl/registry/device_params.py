@@ -126,8 +126,8 @@ class BatterySpec(Strict):
     charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
     levels: LoggedLevelsSpec | None = Field(
         None,
-        description="the level from device logs' battery rows, linear between them (the idle draw, the owner's use "
-        "and the charger's power are then 0: the log holds them); FL work drawn on top",
+        description="the level from device logs' battery rows, linear between them (its table; the idle draw, the "
+        "owner's use and the charger's power are then 0: the log holds them); FL work drawn on top",
     )
 
     @model_validator(mode="after")
