@@ -16,10 +16,11 @@ caller empties; a device whose next change might not fit stops before it, to be 
 The tuples: ``state`` (:data:`STATE`): level, since, alive, charging, using, energy idle, energy in use,
 charged, below min_level (events only), online, online since, online time, the battery's next mark, the next
 change, held by an actor -- per device; ``columns`` (:data:`COLUMNS`): idle, charger and use power, capacity,
-min_level, a finite battery, the logged battery's power (its slope between two logged levels: positive while
-the level falls, 0 without logged levels) and when its next logged level comes (inf: none) -- per device
-(broadcasts where a group shares them; the last two are changed by the caller at each logged level, a source of
-changes the step stops at as at an external model's); ``group`` (:data:`GROUP`):
+min_level, a finite battery -- per device (broadcasts where a group shares them) -- and the logged levels
+(:data:`LEVELS_T`, netfl/sim/logged_levels.py): each device's logged power (its battery's slope between two
+logged levels: positive while the level falls, 0 without) and when its next logged level comes (inf: none),
+which the step moves on at each logged level (a source of changes of its own), from the levels' points
+(``offsets``, ``times`` and the power from each, CSR, and each device's next point); ``group`` (:data:`GROUP`):
 its first device, whether its availability changes in continuous time, whether it asks for the charger,
 its cause code, whether events are logged; the three models (availability, charger, use), indexed by the
 device's row in its group; ``events`` (:data:`EVENTS`) and ``stops`` (:data:`STOPS`): buffers with a count.
@@ -50,7 +51,10 @@ NO_CAUSE, CAUSE_BATTERY_EMPTY, CAUSE_CHARGING = 0, 1, 2
 _START, _CONTINUOUS, _REQUIRES_CHARGING, _CAUSE, _EVENTS = 0, 1, 2, 3, 4
 
 STATE = types.Tuple((F8, F8, B1, B1, B1, F8, F8, F8, B1, B1, F8, F8, F8, F8, B1))
-COLUMNS = types.Tuple((PARAM, PARAM, PARAM, PARAM, PARAM, array(types.boolean, readonly=True), PARAM, PARAM))
+#: The logged levels: power now, next level's time, next point -- per device -- and the points (offsets, times,
+#: the power from each).
+LEVELS_T = types.Tuple((F8, F8, I8, array(types.int64, readonly=True), PARAM, PARAM))
+COLUMNS = types.Tuple((PARAM, PARAM, PARAM, PARAM, PARAM, array(types.boolean, readonly=True), LEVELS_T))
 GROUP = array(types.int64, readonly=True)
 EVENTS = types.Tuple((F8, I8, I8, I8, F8, I8))
 STOPS = types.Tuple((I8, I8, F8, I8))
@@ -75,7 +79,7 @@ def net_drain(state, columns, d):
     load = _mask(state[2][d]) * columns[0][d]
     load += _mask(state[4][d]) * columns[4][d]
     load -= _mask(state[3][d]) * columns[1][d]
-    logged = columns[6][d]
+    logged = columns[6][0][d]
     if logged != 0.0 and (state[2][d] or logged < 0.0):  # a dead device draws nothing; a logged rise still charges
         load += logged
     return load
@@ -165,7 +169,7 @@ def _set_online(state, group, events, d, online, t, emptied):
 def _boot(state, columns, group, events, availability, j, d, t):
     """A dead device on a charger that out-supplies its idle draw, or whose logged level rises, powers on (its
     availability asked again)."""
-    if not state[2][d] and ((state[3][d] and columns[1][d] > columns[0][d]) or columns[6][d] < 0.0):
+    if not state[2][d] and ((state[3][d] and columns[1][d] > columns[0][d]) or columns[6][0][d] < 0.0):
         state[2][d] = True
         if group[_EVENTS]:
             _log(events, POWER_ON, d, t, CAUSE_CHARGING, math.nan)
@@ -206,7 +210,7 @@ def _flipped(state, columns, group, events, availability, charger, usage, source
         _boot(state, columns, group, events, availability, j, d, t)
         if group[_REQUIRES_CHARGING] and group[_CONTINUOUS]:
             _set_online(state, group, events, d, _says_online(state, group, availability, j, d), t, False)
-    elif source == USAGE:
+    else:
         was = state[4][d]
         using = usage[2][j] and state[2][d]
         if group[_EVENTS]:
@@ -215,8 +219,17 @@ def _flipped(state, columns, group, events, availability, charger, usage, source
             elif was and not using:
                 _log(events, USE_END, d, t, NO_CAUSE, math.nan)
         state[4][d] = using
-    else:  # LEVELS: the caller set the logged power from this level on; a rise powers a dead device on
-        _boot(state, columns, group, events, availability, j, d, t)
+
+
+@njit(**_INLINE)
+def _next_level(levels, d):
+    """Device d is at its next logged level: the power from it on, and when the level after it comes."""
+    power, next_at, position, offsets, times, powers = levels
+    k = position[d]
+    power[d] = powers[k]
+    k += 1
+    position[d] = k
+    next_at[d] = times[k] if k < offsets[d + 1] else math.inf
 
 
 @njit(**_INLINE)
@@ -238,7 +251,7 @@ def _next_of(state, columns, group, availability, charger, usage, j, d):
     u = _change_of(usage, j)
     if u < t:
         t, source = u, USAGE
-    v = columns[7][d]
+    v = columns[6][1][d]
     if v < t:
         t, source = v, LEVELS
     return t, source
@@ -264,8 +277,9 @@ def _take(state, columns, group, availability, charger, usage, events, j, now, p
                 settle(state, columns, group, events, d, t)
             if source == BATTERY:
                 _battery_mark(state, columns, group, events, availability, j, d, t)
-            elif source == LEVELS:  # the caller sets the next logged power, as it flips an external model
-                return source
+            elif source == LEVELS:  # the logged power from this level on; a rise powers a dead device on
+                _next_level(columns[6], d)
+                _boot(state, columns, group, events, availability, j, d, t)
             else:  # each model by name: a tuple of arrays chosen at run time would count references each time
                 if source == AVAILABILITY:
                     if availability[0] == EXTERNAL:

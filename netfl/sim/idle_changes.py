@@ -53,10 +53,9 @@ class GroupRows:
 
 
 # the sources of a device's changes, in the order in which changes at the same instant are taken (netfl/kernels/
-# idle_step.py; _BATTERY: its battery empties, or, charging below its min_level, reaches it; _LEVELS: its next
-# logged battery level, netfl/sim/logged_levels.py)
+# idle_step.py; _BATTERY: its battery empties, or, charging below its min_level, reaches it; its next logged
+# battery level, netfl/sim/logged_levels.py, is the compiled step's own)
 _BATTERY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
-_LEVELS = 5
 
 
 def _step():
@@ -116,11 +115,7 @@ class IdleChanges(IdleBattery):
         self._columns_k = tuple(
             np.asarray(self._columns[name], dtype=bool if name == "finite" else np.float64)
             for name in ("idle_w", "charge_w", "capacity", "min_level", "use_w", "finite")
-        ) + (  # the logged batteries' power and next level, changed in place (none: read-only broadcasts)
-            (levels.power_w, levels.next_at)
-            if levels is not None
-            else (np.broadcast_to(0.0, (n,)), np.broadcast_to(_INF, (n,)))
-        )
+        ) + ((levels if levels is not None else LoggedPower.none(n)).kernel_tuple(),)
         self._buffer = tuple(np.empty(0, dtype=t) for t in (np.float64, np.int64, np.int64, np.int64, np.float64))
         self._stops = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0), np.zeros(1, np.int64))
         for g, sl in enumerate(self.slices):
@@ -273,10 +268,7 @@ class IdleChanges(IdleBattery):
             flips = np.flatnonzero(source == which)
             if flips.size:
                 model.flip(stopped[flips])
-        if self.levels is not None:
-            due = np.flatnonzero(source == _LEVELS)
-            if due.size:
-                self.levels.step(stopped[due] + self.slices[g].start)
+
         return stopped, np.ascontiguousarray(now[position], dtype=np.float64), source, at
 
     def _says_online(self, g: int, rows: np.ndarray, d: np.ndarray) -> np.ndarray:

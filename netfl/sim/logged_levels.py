@@ -11,7 +11,8 @@ as a charger does.
 
 :class:`LevelLog` holds one device group's levels as the scenario gives them; :class:`LoggedPower` every device's
 powers and, for the array form, each device's present power and its next logged level as columns of the compiled
-step (:mod:`netfl.kernels.idle_step`); the actor form reads a device's points (:meth:`LoggedPower.row`).
+step (:mod:`netfl.kernels.idle_step`), which moves them on at each logged level; the actor form reads a device's
+points (:meth:`LoggedPower.row`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class LevelLog:
 class LoggedPower:
     """Every device's logged power between its logged levels (see the module docstring): ``power_w`` and
     ``next_at``, per device, are the present power and when the next level comes; :meth:`step` moves devices on
-    at their next level, :meth:`seek` to any instant."""
+    in the compiled step at their next level, and :meth:`seek` to any instant (a device an actor gives back)."""
 
     def __init__(self, n: int, capacity_j: np.ndarray, slices: Sequence[slice], logs: Sequence[LevelLog | None]):
         counts = np.zeros(n, dtype=np.int64)
@@ -75,14 +76,20 @@ class LoggedPower:
         has = counts > 0
         self.next_at[has] = self.times[self.position[has]]
 
-    def step(self, d: np.ndarray) -> None:
-        """Devices ``d`` are at their next logged level: its power from now on, and the level after it."""
-        k = self.position[d]
-        self.power_w[d] = self.powers[k]
-        k = k + 1
-        self.position[d] = k
-        more = k < self.offsets[d + 1]
-        self.next_at[d] = np.where(more, self.times[np.minimum(k, len(self.times) - 1)], math.inf)
+    @classmethod
+    def none(cls, n: int) -> LoggedPower:
+        """No device's battery follows logged levels: every array a view of one value (no memory per device),
+        never written, as no logged level ever comes."""
+        empty = cls.__new__(cls)
+        empty.offsets, empty.times, empty.powers = np.zeros(2, dtype=np.int64), np.zeros(1), np.zeros(1)
+        empty.position = np.zeros(1, dtype=np.int64)
+        empty.power_w = np.lib.stride_tricks.as_strided(np.zeros(1), (n,), (0,), writeable=True)
+        empty.next_at = np.lib.stride_tricks.as_strided(np.full(1, math.inf), (n,), (0,), writeable=True)
+        return empty
+
+    def kernel_tuple(self) -> tuple:
+        """The arrays as the compiled step takes them (netfl/kernels/idle_step.py: LEVELS_T), moved on in place."""
+        return (self.power_w, self.next_at, self.position, self.offsets, self.times, self.powers)
 
     def seek(self, d: np.ndarray, now: float) -> None:
         """Devices ``d`` at ``now``: the power of the levels logged up to ``now`` (included), the next one after."""

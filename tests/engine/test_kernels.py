@@ -180,7 +180,8 @@ def test_the_compiled_eligibility_is_below_min_s() -> None:
     level[on_it] = threshold[on_it] + drain[on_it] * (now - since[on_it])
     f8 = np.zeros(n)
     state = (level, since, alive, charging, using, f8, f8, f8, busy, online, f8, f8, f8, f8, busy)
-    columns = (idle_w, charge_w, capacity, min_level, use_w, finite, logged, np.full(n, np.inf))
+    levels = (logged, np.full(n, np.inf), np.zeros(n, dtype=np.int64), np.zeros(n + 1, dtype=np.int64), f8, f8)
+    columns = (idle_w, charge_w, capacity, min_level, use_w, finite, levels)
     at = np.clip(level - drain * (now - since), 0.0, capacity)
     below = (min_level > 0) & finite & ((at < threshold) | ((at == threshold) & (drain > 0)))
     for exclude_using in (False, True):
