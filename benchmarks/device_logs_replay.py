@@ -159,10 +159,12 @@ def rows_once(world: str, devices: int, hours: int, trace: Path, logs: Path) -> 
     finding the round's eligible devices: (wall seconds, eligible device-rounds)."""
     from netfl.assemble import build_world, population_models
     from netfl.config import scenario_from_dict
+    from netfl.fleet_logs.levels import forget_levels
     from netfl.rng import RandomStreams
     from netfl.sim.idle_rows import GroupRows, IdleRows
     from netfl.sim.logged_levels import LoggedPower
 
+    forget_levels()  # as in a fresh run: the logs world keeps no battery rows that the levels world asked for
     for path in (trace, logs):  # a new modification time: each replay reads its file, as a fresh run does
         os.utime(path, ns=(time.time_ns(), time.time_ns()))
     if world == "trace":

@@ -35,6 +35,7 @@ from pydantic import Field, field_validator
 
 from netfl.errors import PolicyError
 from netfl.fleet_logs import DEFAULT_RULE, LogBlock, LogError, RuleError, iter_device_logs, iter_log_blocks, parse_rule
+from netfl.fleet_logs.levels import collector
 from netfl.policies.base import PolicyParams
 from netfl.policies.rows import SessionRow
 from netfl.policies.trace_arrays import Toggles, TraceModel, merge_intervals
@@ -55,6 +56,7 @@ class LogReplay:
         owners, starts, ends = [], [], []
         self.ids: list[str] = []
         self.complete = True
+        levels = collector(path)  # a battery follows the set's levels: kept on the way (read once)
         for block in iter_log_blocks(path):
             if len(self.ids) + len(block) > wanted:  # the rows wanted end inside this block
                 keep = wanted - len(self.ids)
@@ -65,6 +67,8 @@ class LogReplay:
                 )  # fmt: skip
                 self.complete = False
             if len(block):
+                if levels is not None:
+                    levels.add(block)
                 if period is not None:
                     _check_period(block, period)
                 owner, s, e = holds.block_intervals(block)
@@ -78,6 +82,8 @@ class LogReplay:
         rows = len(self.ids)
         if not rows:
             raise PolicyError(f"{path}: the log set holds no devices")
+        if levels is not None:
+            levels.done(wanted)
         offsets, bounds = merge_intervals(np.concatenate(owners), np.concatenate(starts), np.concatenate(ends), rows)
         self.toggles = Toggles(offsets, bounds, None if period is None else np.full(rows, float(period)))
 

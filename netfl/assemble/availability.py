@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netfl.assemble.levels import follow_levels
 from netfl.config.idle_estimate import policy_of
 from netfl.config.schema import Scenario
 from netfl.policies import AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy, policy_class
@@ -38,6 +39,7 @@ def group_models(
     models: list[PopulationModel | None] = []
     start = 0
     base_dir = scenario.source.parent if scenario.source is not None else None
+    follow_levels(scenario)  # a log set replayed here and followed by a battery is read once
     for group in scenario.devices:
         spec = policy_of(group, role)
         if spec is None or not supports_population(spec, base_dir):

@@ -12,13 +12,24 @@ import numpy as np
 
 from netfl.config.schema import Scenario
 from netfl.errors import PolicyError
-from netfl.fleet_logs.levels import levels_problem, read_levels
+from netfl.fleet_logs.levels import read_levels, too_few, want_levels
+from netfl.fleet_logs.records import LogError
 from netfl.sim.logged_levels import LevelLog
 
 
 def _path(scenario: Scenario, file: Path) -> Path:
     base = scenario.source.parent if scenario.source is not None else Path.cwd()
     return file if file.is_absolute() else base / file
+
+
+def follow_levels(scenario: Scenario) -> None:
+    """Say which log sets the scenario's batteries follow, before their rules are replayed: the replay keeps
+    their levels as it reads them (netfl.fleet_logs.levels), and the set is read once."""
+    for group in scenario.devices:
+        if group.battery is not None and group.battery.levels is not None:
+            path = _path(scenario, group.battery.levels.file)
+            if path.exists():
+                want_levels(path)
 
 
 def group_levels(scenario: Scenario) -> list[LevelLog | None]:
@@ -30,11 +41,13 @@ def group_levels(scenario: Scenario) -> list[LevelLog | None]:
         if spec is None:
             out.append(None)
         else:
-            path = _path(scenario, spec.file)
-            problem = levels_problem(path, spec.unlisted, range(first, first + group.count))
-            if problem:
-                raise PolicyError(problem)
-            levels = read_levels(path, first + group.count)
+            path, devices = _path(scenario, spec.file), range(first, first + group.count)
+            try:
+                levels = read_levels(path, devices.stop)  # kept by the replay of a rule over the set, if any
+            except (LogError, OSError) as exc:
+                raise PolicyError(str(exc)) from None
+            if levels.count < devices.stop and spec.unlisted == "refuse":
+                raise PolicyError(too_few(path, levels.count, devices))
             devices = (first + np.arange(group.count)) % levels.count
             out.append(LevelLog(*levels.rows(devices)))
         first += group.count

@@ -19,7 +19,8 @@ from netfl.config.schedule import check_buffer, check_schedule
 from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
-from netfl.fleet_logs.levels import levels_problem
+from netfl.fleet_logs.levels import read_levels, too_few
+from netfl.fleet_logs.records import LogError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
 from netfl.policies.catalog import supports_population
 from netfl.policies.population import POPULATION_MODELS
@@ -109,18 +110,32 @@ def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, s
 
 
 def _check_levels(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, str]]:
-    """A battery that follows logged levels: its log set readable, a battery row for every device that follows it,
-    and enough devices (a sample would miss a device without levels: those that follow it are read)."""
+    """A battery that follows logged levels: its log set there, its first devices (a sample, as device_logs reads
+    them) read in full with a battery row each, and enough devices (counted, not read); a device past the sample
+    without battery rows is refused, in the same line, when the run reads the set."""
+    from netfl.policies.device_logs import SAMPLE_DEVICES, count_devices
+
     problems = []
     first = 0
     for i, group in enumerate(scenario.devices):
         spec = group.battery.levels if group.battery is not None else None
-        if spec is not None:
-            path = spec.file if spec.file.is_absolute() else (base_dir or Path.cwd()) / spec.file
-            problem = levels_problem(path, spec.unlisted, range(first, first + group.count))
-            if problem:
-                problems.append((f"devices[{i}].battery.levels.file", problem))
+        devices = range(first, first + group.count)
         first += group.count
+        if spec is None:
+            continue
+        where = f"devices[{i}].battery.levels.file"
+        path = spec.file if spec.file.is_absolute() else (base_dir or Path.cwd()) / spec.file
+        if not path.exists():
+            problems.append((where, f"{path}: file not found (a relative path starts at the topology file's folder)"))
+            continue
+        try:
+            read_levels(path, min(devices.stop, SAMPLE_DEVICES))
+            count = count_devices(path, devices.stop) if spec.unlisted == "refuse" else devices.stop
+        except LogError as exc:
+            problems.append((where, str(exc)))
+            continue
+        if count < devices.stop:
+            problems.append((where, too_few(path, count, devices)))
     return problems
 
 

@@ -4,12 +4,13 @@ one instant (as a rule reads them), as fractions."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
 
 from netfl.fleet_logs.read import iter_log_blocks
-from netfl.fleet_logs.records import LogError
+from netfl.fleet_logs.records import LogBlock, LogError
 from netfl.fleet_logs.states import BATTERY
 
 
@@ -18,10 +19,11 @@ class BatteryLevels:
     many), CSR: device ``i``'s are ``times[offsets[i]:offsets[i + 1]]`` and ``fractions``. A device with no
     battery row is refused (a LogError naming the file and the device)."""
 
-    def __init__(self, path: Path, wanted: int):
+    def __init__(self, path: Path, wanted: int, blocks: Iterable[LogBlock] | None = None):
+        """``blocks``: the set's blocks, already read (their battery rows are enough); None: read from ``path``."""
         self.ids: list[str] = []
         counts, times, fractions = [], [], []
-        for block in iter_log_blocks(path):
+        for block in iter_log_blocks(path) if blocks is None else blocks:
             keep = min(len(block), wanted - len(self.ids))
             end = int(block.offsets[keep])
             owner = block.owner[:end]
@@ -65,29 +67,67 @@ class BatteryLevels:
 
 
 _cache: dict[tuple[str, int, int], BatteryLevels] = {}
+#: The log sets a scenario's batteries follow (resolved paths): a reader of such a set for another purpose (the
+#: replay of a rule) keeps their battery rows on the way (:func:`collector`), so that the set is read once.
+_wanted: set[str] = set()
+
+
+def _key(path: Path, wanted: int) -> tuple[str, int, int]:
+    return (str(path.resolve()), path.stat().st_mtime_ns, wanted)
+
+
+def want_levels(path: Path) -> None:
+    """A battery will follow ``path``'s levels: whoever reads the set first keeps them (:func:`collector`)."""
+    _wanted.add(str(path.resolve()))
+
+
+def forget_levels() -> None:
+    """Forget the levels read and the sets followed (a process that builds many worlds, as a benchmark does)."""
+    _wanted.clear()
+    _cache.clear()
+
+
+class Collector:
+    """The battery rows of blocks read for another purpose, kept (a few bytes a level) and made the set's levels
+    once the reading is done, as :func:`read_levels` would read them."""
+
+    def __init__(self, path: Path):
+        self.path, self.blocks = path, []
+
+    def add(self, block: LogBlock) -> None:
+        rows = np.flatnonzero(block.kinds == BATTERY)
+        offsets = np.searchsorted(rows, block.offsets)  # each device's battery rows before its first
+        self.blocks.append(
+            LogBlock(block.devices, offsets, block.times[rows], block.kinds[rows], block.values[rows], block.source)
+        )
+
+    def done(self, wanted: int) -> None:
+        """The set's first ``wanted`` devices were read (or all it holds): their levels, kept; a device without any
+        is left for :func:`read_levels` to refuse, naming it."""
+        try:
+            levels = BatteryLevels(self.path, wanted, self.blocks)
+        except LogError:
+            return
+        _cache[_key(self.path, wanted)] = levels
+
+
+def collector(path: Path) -> Collector | None:
+    """A :class:`Collector` for ``path`` if a battery follows its levels, else None (nothing kept)."""
+    return Collector(path) if str(path.resolve()) in _wanted else None
 
 
 def read_levels(path: Path, wanted: int) -> BatteryLevels:
     """The levels of ``path``'s first ``wanted`` devices (read once per process; a LogError as it is)."""
-    key = (str(path.resolve()), path.stat().st_mtime_ns, wanted)
+    key = _key(path, wanted)
     if key not in _cache:
         _cache[key] = BatteryLevels(path, wanted)
     return _cache[key]
 
 
-def levels_problem(path: Path, unlisted: str, devices: range) -> str | None:
-    """Why the devices ``devices`` (scenario indices) cannot follow ``path``'s logged levels (None: they can): the
-    file is missing or malformed, a device has no battery row, or the set holds too few devices."""
-    if not path.exists():
-        return f"{path}: file not found (a relative path starts at the topology file's folder)"
-    try:
-        levels = read_levels(path, devices.stop)
-    except LogError as exc:
-        return str(exc)
-    if levels.count < devices.stop and unlisted == "refuse":
-        return (
-            f"{path}: holds {levels.count:,} devices, fewer than the {devices.stop:,} whose batteries follow it "
-            f"(scenario devices {devices.start} to {devices.stop - 1} follow its devices in file order); give more "
-            "logs, or set unlisted: cycle to have device n follow the log's device n mod its count"
-        )
-    return None
+def too_few(path: Path, count: int, devices: range) -> str:
+    """The message for a log set of ``count`` devices that the scenario's ``devices`` cannot all follow."""
+    return (
+        f"{path}: holds {count:,} devices, fewer than the {devices.stop:,} whose batteries follow it "
+        f"(scenario devices {devices.start} to {devices.stop - 1} follow its devices in file order); give more "
+        "logs, or set unlisted: cycle to have device n follow the log's device n mod its count"
+    )

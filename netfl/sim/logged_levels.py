@@ -7,7 +7,7 @@ A device's logged levels ``(t_i, f_i)`` (fractions of its capacity) become the p
 before the first level (the battery starts at it) and none after the last (the level stays where it is). The idle
 draw, the owner's use and the charger are in the log already: a device driven by its levels draws none of them
 (netfl.assemble sets them to 0). A dead device draws nothing, but a logged rise still charges it and powers it on,
-as a charger does.
+as a charger does. A logged level on the straight line of the ones around it changes no power, and is no change.
 
 :class:`LevelLog` holds one device group's levels as the scenario gives them; :class:`LoggedPower` every device's
 powers and, for the array form, each device's present power and its next logged level as columns of the compiled
@@ -54,27 +54,50 @@ class LoggedPower:
         for sl, log in zip(slices, logs):
             if log is not None:
                 counts[sl] = np.diff(log.offsets)
-        self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=self.offsets[1:])
         self.times = np.empty(int(self.offsets[-1]))
-        self.powers = np.zeros(int(self.offsets[-1]))  # from each point to the next (the last: 0)
+        self.powers = np.empty(int(self.offsets[-1]))  # from each point to the next (the last: 0)
         for sl, log in zip(slices, logs):
             if log is None:
                 continue
             a, b = int(self.offsets[sl.start]), int(self.offsets[sl.stop])
-            self.times[a:b] = log.times
-            capacity = np.repeat(np.asarray(capacity_j[sl], dtype=float), np.diff(log.offsets))
-            rise = np.diff(log.fractions) * capacity[:-1]
-            dt = np.diff(log.times)
-            power = np.zeros(b - a)
+            times, power = self.times[a:b], self.powers[a:b]
+            times[:] = log.times
+            capacity = np.asarray(capacity_j[sl], dtype=float)
+            if capacity.size and (capacity.strides == (0,) or bool(np.all(capacity == capacity[0]))):
+                capacity = capacity[0]  # one capacity for the group: no array of it per level
+            else:
+                capacity = np.repeat(capacity, np.diff(log.offsets))[:-1]
             with np.errstate(divide="ignore", invalid="ignore"):
-                power[:-1] = -rise / dt
+                np.subtract(log.fractions[:-1], log.fractions[1:], out=power[:-1])  # the fall to the next point
+                power[:-1] *= capacity
+                power[:-1] /= np.diff(times)
             power[np.asarray(log.offsets[1:], dtype=np.int64) - 1] = 0.0  # each device's last point: flat after it
-            self.powers[a:b] = power
+        counts = self._merge_runs(n, counts)
         self.position = self.offsets[:-1].copy()  # each device's next point
         self.power_w = np.zeros(n)
         self.next_at = np.full(n, math.inf)
         has = counts > 0
         self.next_at[has] = self.times[self.position[has]]
+
+    def _merge_runs(self, n: int, counts: np.ndarray) -> np.ndarray:
+        """Points that do not change their device's power dropped (a level logged on a straight line, a flat
+        stretch): the same world with fewer changes. Each device's new count."""
+        total = len(self.powers)
+        if total < 2:
+            return counts
+        keep = np.empty(total, dtype=bool)
+        keep[0] = True
+        np.not_equal(self.powers[1:], self.powers[:-1], out=keep[1:])
+        keep[self.offsets[:-1][counts > 0]] = True  # each device's first point
+        if keep.all():
+            return counts
+        owner = np.repeat(np.arange(n), counts)[keep]
+        self.times, self.powers = self.times[keep], self.powers[keep]
+        counts = np.bincount(owner, minlength=n)
+        np.cumsum(counts, out=self.offsets[1:])
+        return counts
 
     @classmethod
     def none(cls, n: int) -> LoggedPower:

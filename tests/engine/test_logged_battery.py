@@ -174,3 +174,17 @@ def test_simulate_a_fleet_whose_batteries_follow_their_logs(tmp_path, monkeypatc
     expected = 0.70 - devices.work_energy_j / 100.0
     assert devices.battery_fraction.tolist() == pytest.approx(expected.tolist(), abs=1e-12)
     assert devices.energy_idle_j.tolist() == [0.0] * 4
+
+
+def test_a_device_past_validates_sample_without_levels_is_refused_as_the_run_reads_it(tmp_path, monkeypatch):
+    """validate reads the first devices in full (a sample) and counts the rest; the run reads them all, and names
+    a device without levels past the sample in the same line."""
+    from netfl.errors import PolicyError
+    from netfl.policies import device_logs
+
+    path = tmp_path / "fleet.csv"
+    path.write_text("device,time,state,value\na,0,battery,80\nb,0,lock,1\n")
+    monkeypatch.setattr(device_logs, "SAMPLE_DEVICES", 1)
+    sc = phones(path, count=2)  # valid: device a, the sample, has levels
+    with pytest.raises(PolicyError, match=r"fleet.csv:0: device b: has no battery level"):
+        run(sc, "arrays")
