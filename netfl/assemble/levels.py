@@ -43,7 +43,7 @@ def group_levels(scenario: Scenario) -> list[LevelLog | None]:
         else:
             path, devices = _path(scenario, spec.file), range(first, first + group.count)
             try:
-                levels = read_levels(path, devices.stop)  # kept by the replay of a rule over the set, if any
+                levels = read_levels(path, devices.stop, keep=False)  # kept by a rule's replay of the set, if any
             except (LogError, OSError) as exc:
                 raise PolicyError(str(exc)) from None
             if levels.count < devices.stop and spec.unlisted == "refuse":

@@ -58,7 +58,10 @@ class BatteryLevels:
 
     def rows(self, devices: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The levels of the set's devices ``devices`` (its indices, in the order given): (offsets, times,
-        fractions)."""
+        fractions); views, not copies, where they are consecutive (no cycling)."""
+        if len(devices) and np.array_equal(devices, np.arange(devices[0], devices[0] + len(devices))):
+            a, b = int(self.offsets[devices[0]]), int(self.offsets[devices[-1] + 1])
+            return self.offsets[devices[0] : devices[-1] + 2] - a, self.times[a:b], self.fractions[a:b]
         starts, ends = self.offsets[devices], self.offsets[devices + 1]
         lengths = ends - starts
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -116,12 +119,16 @@ def collector(path: Path) -> Collector | None:
     return Collector(path) if str(path.resolve()) in _wanted else None
 
 
-def read_levels(path: Path, wanted: int) -> BatteryLevels:
-    """The levels of ``path``'s first ``wanted`` devices (read once per process; a LogError as it is)."""
+def read_levels(path: Path, wanted: int, keep: bool = True) -> BatteryLevels:
+    """The levels of ``path``'s first ``wanted`` devices (read once per process; a LogError as it is); ``keep``:
+    False for the last reader (the run's, which holds them itself): 16 bytes a level not held twice."""
     key = _key(path, wanted)
-    if key not in _cache:
-        _cache[key] = BatteryLevels(path, wanted)
-    return _cache[key]
+    levels = _cache.get(key) or BatteryLevels(path, wanted)
+    if keep:
+        _cache[key] = levels
+    else:
+        _cache.pop(key, None)
+    return levels
 
 
 def too_few(path: Path, count: int, devices: range) -> str:
