@@ -130,10 +130,20 @@ class BatterySpec(Strict):
         "owner's use and the charger's power are then 0: the log holds them); FL work drawn on top",
     )
 
+    @property
+    def not_applicable(self) -> tuple[str, ...]:
+        """The keys that mean nothing with ``levels`` (refused where given, and not shown by ``netfl validate``):
+        the battery starts at its first logged level, and what a charger gave is in the log."""
+        return ("initial", "charge_power") if self.levels is not None else ()
+
     @model_validator(mode="after")
     def _levels_start_the_battery(self):
-        if self.levels is not None and "initial" in self.model_fields_set:
-            raise ValueError("initial: not with levels (the battery starts at its first logged level); remove one")
+        given = [key for key in self.not_applicable if key in self.model_fields_set]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: not with levels (the battery starts at its first logged level, and the "
+                "charge a charger gave is in the log); remove it"
+            )
         return self
 
     @field_validator("health")

@@ -134,8 +134,8 @@ def test_validate_refuses_devices_without_levels_and_too_few_logs(tmp_path):
     bad.write_text("device,time,state,value\na,0,battery,130\n")
     with pytest.raises(ScenarioError, match=r"bad.csv:2: device a: battery value 130% is out of range"):
         phones(bad)
-    with pytest.raises(ScenarioError, match=r"initial: not with levels"):
-        phones(path, initial=0.5)
+    with pytest.raises(ScenarioError, match=r"initial, charge_power: not with levels \(the battery starts at its"):
+        phones(path, initial=0.5, charge_power=5.0)
 
 
 TINY = """\
