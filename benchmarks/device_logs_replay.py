@@ -1,6 +1,7 @@
 """Replaying device-state logs at array scale against the FedScale-trace world of the same size.
 
     python benchmarks/device_logs_replay.py [--devices 20000] [--hours 24] [--pairs 3] [--repeat 1] [--format parquet]
+                                            [--battery]
 
 Not a test: run it by hand. It writes, for the same number of phones and days,
 
@@ -18,6 +19,13 @@ a small fleet's fraction of a second is not timer and scheduler noise), and prin
 trace's beside it (the median of the pairs) and the machine's load (``uptime``) before and after. Reading the
 file is included: a run pays it once. A whole ``netfl simulate`` of either world is dominated by training,
 whose amount follows how many phones are eligible, so it compares the worlds, not the replay.
+
+``--battery``: each world is the engine's idle rows with batteries instead of the availability model alone
+(:class:`~netfl.sim.idle_rows.IdleRows`, built as a run builds them: the files read, the device table drawn, the
+rows advanced to each round's start and the round's eligible devices found, min_level included) -- the trace
+and the logs with the simulated battery (55 kJ, 50 mW idle, from 30 to 100 %), and a third world, ``levels``:
+the logs with the battery following their logged levels (``battery.levels``: a level every 30 minutes, one more
+source of changes per phone). It prints levels / trace and levels / logs beside logs / trace.
 """
 
 from __future__ import annotations
@@ -146,6 +154,42 @@ def replay_once(world: str, devices: int, hours: int, trace: Path, logs: Path) -
     return time.perf_counter() - start, flips
 
 
+def rows_once(world: str, devices: int, hours: int, trace: Path, logs: Path) -> tuple[float, int]:
+    """Build the world's idle rows as a run does (files read, table drawn) and advance them to each round's start,
+    finding the round's eligible devices: (wall seconds, eligible device-rounds)."""
+    from netfl.assemble import build_world, population_models
+    from netfl.config import scenario_from_dict
+    from netfl.fleet_logs.levels import forget_levels
+    from netfl.rng import RandomStreams
+    from netfl.sim.idle_rows import GroupRows, IdleRows
+    from netfl.sim.logged_levels import LoggedPower
+
+    forget_levels()  # as in a fresh run: the logs world keeps no battery rows that the levels world asked for
+    for path in (trace, logs):  # a new modification time: each replay reads its file, as a fresh run does
+        os.utime(path, ns=(time.time_ns(), time.time_ns()))
+    if world == "trace":
+        availability = {"policy": "fedscale_trace", "file": str(trace), "trust_pickle": True}
+    else:
+        availability = {"policy": "device_logs", "file": str(logs)}
+    data = scenario(devices, hours, availability)
+    if world == "levels":
+        battery = data["devices"][0]["battery"]
+        del battery["initial"]
+        battery["levels"] = {"file": str(logs)}
+    start = time.perf_counter()
+    sc = scenario_from_dict(data, check_references=False)
+    streams = RandomStreams(sc.seed)
+    w = build_world(sc, streams, population=population_models(sc, streams, np.ones((devices, 1))))
+    table = w.devices
+    levels = LoggedPower(len(table), table.capacity_j, table.group_slices(), w.levels) if world == "levels" else None
+    rows = IdleRows(table, [GroupRows(m) for m in w.population], None, levels)
+    eligible = 0
+    for now in np.arange(0.0, hours * 3600.0 + 1, 180.0):
+        rows.advance(float(now))
+        eligible += len(rows.eligible(float(now)))
+    return time.perf_counter() - start, eligible
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--devices", type=int, default=20_000)
@@ -158,6 +202,10 @@ def main() -> None:
         help="trace: the trace's own stretches as logs (the same world); owners: phones with owners (more events)",
     )  # fmt: skip
     parser.add_argument("--simulate-hours", type=int, default=0, help="also time whole runs of this many hours")
+    parser.add_argument(
+        "--battery", action="store_true",
+        help="the engine's idle rows with batteries, and a third world whose batteries follow the logged levels",
+    )  # fmt: skip
     args = parser.parse_args()
     days = max(1, -(-args.hours // 24))
     with tempfile.TemporaryDirectory() as tmp:
@@ -175,21 +223,30 @@ def main() -> None:
             f"{args.format}) of {args.devices:,} phones x {days} day(s) in {time.perf_counter() - start:.0f} s"
         )
         print("load before:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-        walls: dict[str, list[float]] = {"trace": [], "logs": []}
+        worlds = ("trace", "logs", "levels") if args.battery else ("trace", "logs")
+        once, counted = (rows_once, "eligible device-rounds") if args.battery else (replay_once, "flips")
+        walls: dict[str, list[float]] = {world: [] for world in worlds}
+        if args.battery:  # numba's compiled step loaded, the imports done: not timed in any world's first pair
+            for world in worlds:
+                once(world, min(args.devices, 1000), 1, trace, logs)
         for pair in range(args.pairs):
-            order = ("trace", "logs") if pair % 2 == 0 else ("logs", "trace")  # alternated
+            order = worlds[pair % len(worlds) :] + worlds[: pair % len(worlds)]  # each world first in turn
+            order = order if pair % 2 == 0 else order[::-1]
             line = []
             for world in order:
                 wall, flips = 0.0, 0
                 for _ in range(args.repeat):
-                    one, flips = replay_once(world, args.devices, args.hours, trace, logs)
+                    one, flips = once(world, args.devices, args.hours, trace, logs)
                     wall += one
                 walls[world].append(wall)
-                line.append(f"{world} {wall:.2f} s ({flips:,} flips{f' x {args.repeat}' if args.repeat > 1 else ''})")
+                times = f" x {args.repeat}" if args.repeat > 1 else ""
+                line.append(f"{world} {wall:.2f} s ({flips:,} {counted}{times})")
             print(f"pair {pair + 1}: " + ", ".join(line))
         print("load after:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
-        ratios = [a / b for a, b in zip(walls["logs"], walls["trace"])]
-        print(f"replay, logs / trace: median {statistics.median(ratios):.2f}x (pairs: {_listed(ratios)})")
+        what = "rows with batteries" if args.battery else "replay"
+        for top, bottom in (("logs", "trace"), ("levels", "trace"), ("levels", "logs"))[: 3 if args.battery else 1]:
+            ratios = [a / b for a, b in zip(walls[top], walls[bottom])]
+            print(f"{what}, {top} / {bottom}: median {statistics.median(ratios):.2f}x (pairs: {_listed(ratios)})")
         if args.simulate_hours:
             replay = {"policy": "device_logs", "file": str(logs)}
             fedscale = {"policy": "fedscale_trace", "file": str(trace), "trust_pickle": True}

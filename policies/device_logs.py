@@ -35,6 +35,7 @@ from pydantic import Field, field_validator
 
 from netfl.errors import PolicyError
 from netfl.fleet_logs import DEFAULT_RULE, LogBlock, LogError, RuleError, iter_device_logs, iter_log_blocks, parse_rule
+from netfl.fleet_logs.levels import collector
 from netfl.policies.base import PolicyParams
 from netfl.policies.rows import SessionRow
 from netfl.policies.trace_arrays import Toggles, TraceModel, merge_intervals
@@ -55,6 +56,7 @@ class LogReplay:
         owners, starts, ends = [], [], []
         self.ids: list[str] = []
         self.complete = True
+        levels = collector(path)  # a battery follows the set's levels: kept on the way (read once)
         for block in iter_log_blocks(path):
             if len(self.ids) + len(block) > wanted:  # the rows wanted end inside this block
                 keep = wanted - len(self.ids)
@@ -65,6 +67,8 @@ class LogReplay:
                 )  # fmt: skip
                 self.complete = False
             if len(block):
+                if levels is not None:
+                    levels.add(block)
                 if period is not None:
                     _check_period(block, period)
                 owner, s, e = holds.block_intervals(block)
@@ -78,6 +82,8 @@ class LogReplay:
         rows = len(self.ids)
         if not rows:
             raise PolicyError(f"{path}: the log set holds no devices")
+        if levels is not None:
+            levels.done(wanted)
         offsets, bounds = merge_intervals(np.concatenate(owners), np.concatenate(starts), np.concatenate(ends), rows)
         self.toggles = Toggles(offsets, bounds, None if period is None else np.full(rows, float(period)))
 
@@ -249,17 +255,20 @@ DAY_S = 86_400.0
 
 
 def log_sets(scenario: Any) -> dict[Path, int | None]:
-    """Each log set a scenario replays (availability, charger, owners' use) and how many of its devices it needs."""
+    """Each log set a scenario replays (availability, charger, owners' use, the battery's levels) and how many of its
+    devices it needs."""
     base = scenario.source.parent if scenario.source is not None else Path.cwd()
     needed: dict[Path, int | None] = {}
     start = 0
     for group in scenario.devices:
         specs = [group.availability, group.battery.charging if group.battery is not None else None]
         specs.append(group.usage.sessions if group.usage is not None else None)
-        for spec in specs:
-            if spec is not None and spec.policy == "device_logs":
-                path = DeviceLogsModel.resolve(Path(spec.params["file"]), base)
-                if spec.params.get("unlisted") == "cycle" or needed.get(path, 0) is None:
+        levels = group.battery.levels if group.battery is not None else None  # the battery's logged levels
+        for spec in specs + [levels]:
+            if spec is not None and getattr(spec, "policy", "device_logs") == "device_logs":
+                params = spec.params if hasattr(spec, "params") else {"file": spec.file, "unlisted": spec.unlisted}
+                path = DeviceLogsModel.resolve(Path(params["file"]), base)
+                if params.get("unlisted") == "cycle" or needed.get(path, 0) is None:
                     needed[path] = None
                 else:
                     needed[path] = max(needed.get(path) or 0, start + group.count)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from netfl.assemble.levels import follow_levels
 from netfl.config.idle_estimate import policy_of
 from netfl.config.schema import Scenario
 from netfl.policies import AvailabilityPolicy, DeviceInfo, SessionPolicy, build_policy, policy_class
@@ -38,6 +39,7 @@ def group_models(
     models: list[PopulationModel | None] = []
     start = 0
     base_dir = scenario.source.parent if scenario.source is not None else None
+    follow_levels(scenario)  # a log set replayed here and followed by a battery is read once
     for group in scenario.devices:
         spec = policy_of(group, role)
         if spec is None or not supports_population(spec, base_dir):
@@ -61,9 +63,23 @@ def group_models(
 
 
 def usage_setups(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray | None) -> list[UsageSetup | None]:
-    """Each device group's own use (``usage``), in either form of the engine; None where a group has none."""
+    """Each device group's own use (``usage``), in either form of the engine; None where a group has none. Where the
+    battery follows logged levels the use draws no power of its own (the log holds it)."""
     models = group_models(scenario, streams, label_mix, "usage")
-    return [None if g.usage is None else UsageSetup(model, g.usage) for g, model in zip(scenario.devices, models)]
+    return [
+        None if g.usage is None else UsageSetup(model, _logged(g.usage) if _follows_levels(g) else g.usage)
+        for g, model in zip(scenario.devices, models)
+    ]
+
+
+def _follows_levels(group) -> bool:
+    return group.battery is not None and group.battery.levels is not None
+
+
+def _logged(usage):
+    """The use of a device whose battery follows its logged levels: no power of its own (a copy past the spec's
+    bounds: power > 0 is the user's, not the engine's)."""
+    return usage.model_construct(**{**dict(usage), "power": 0.0})
 
 
 def population_models(scenario: Scenario, streams: RandomStreams, label_mix: np.ndarray) -> list[PopulationModel]:

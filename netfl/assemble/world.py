@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from netfl.assemble.availability import usage_setups
+from netfl.assemble.levels import group_levels
 from netfl.config.schema import DeviceGroupSpec, Scenario
 from netfl.distributions import Distribution
 from netfl.policies.base import AvailabilityPolicy, SessionPolicy
@@ -21,6 +22,7 @@ from netfl.registry.device_params import DEVICE_COLUMNS, Column
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
+from netfl.sim.logged_levels import LevelLog
 from netfl.sim.world import HierarchySetup, World
 
 
@@ -41,8 +43,9 @@ def build_world(
     the array form). The devices' own use is the scenario's unless ``usage`` is given. ``idle_events``: the array
     form logs idle devices' events too (:func:`netfl.config.engine_form.engine_choice` says whether)."""
     server = scenario.server
+    levels = group_levels(scenario)
     return World(
-        devices=device_table(scenario, streams),
+        devices=device_table(scenario, streams, levels),
         links=[g.link for g in scenario.devices],
         streams=streams,
         stop=scenario.stop,
@@ -55,6 +58,7 @@ def build_world(
         population=population,
         charging=charging,
         usage=usage_setups(scenario, streams, None) if usage is None else usage,
+        levels=levels,
         hierarchy=_hierarchy(scenario, edge_policies or {}),
         idle_events=idle_events,
     )
@@ -68,16 +72,25 @@ def _hierarchy(scenario: Scenario, policies: dict[str, AvailabilityPolicy]) -> H
     return HierarchySetup(edges, policies)
 
 
-def device_table(scenario: Scenario, streams: RandomStreams) -> DeviceTable:
+def device_table(
+    scenario: Scenario, streams: RandomStreams, levels: Sequence[LevelLog | None] | None = None
+) -> DeviceTable:
     """Every device's quantities, as :data:`~netfl.registry.device_params.DEVICE_COLUMNS` declares them: one value
-    per group, or one drawn per device from a seeded stream per group and quantity."""
+    per group, or one drawn per device from a seeded stream per group and quantity. A group whose battery follows
+    its logged ``levels`` (:func:`~netfl.assemble.levels.group_levels`) starts at its first logged level and
+    draws no idle power and gets no charger's (the log holds them)."""
+    levels = group_levels(scenario) if levels is None else levels
     groups = scenario.devices
     code = np.uint8 if len(groups) <= 256 else np.int32
     index = [np.full(group.count, g, dtype=code) for g, group in enumerate(groups)]
     parts: dict[str, list[np.ndarray]] = {column.name: [] for column in DEVICE_COLUMNS}
-    for group in groups:
+    for group, logged in zip(groups, levels):
         for column in DEVICE_COLUMNS:
             parts[column.name].append(_values(column, group, streams, parts))
+        if logged is not None:
+            parts["initial_j"][-1] = logged.first * parts["capacity_j"][-1]
+            for name in ("idle_w", "charge_w"):
+                parts[name][-1] = np.broadcast_to(np.float64(0.0), (group.count,))
     columns = {name: _column(values) for name, values in parts.items()}
     return DeviceTable(_column(index), [group.group for group in groups], **columns)
 

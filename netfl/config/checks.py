@@ -19,6 +19,8 @@ from netfl.config.schedule import check_buffer, check_schedule
 from netfl.config.schema import Scenario
 from netfl.config.server_checks import check_server_options
 from netfl.errors import ScenarioError
+from netfl.fleet_logs.levels import read_levels, too_few
+from netfl.fleet_logs.records import LogError
 from netfl.policies import BUILTIN_POLICIES, RoundPolicy, check_spec, policy_class
 from netfl.policies.catalog import supports_population
 from netfl.policies.population import POPULATION_MODELS
@@ -60,6 +62,7 @@ def _check_references(scenario: Scenario) -> list[tuple[str, str]]:
     problems += _check_network(scenario)
     problems += _check_partitions(scenario)
     problems += _check_usage(scenario, base_dir)
+    problems += _check_levels(scenario, base_dir)
     problems += check_engine(scenario)
     work = workload(scenario)  # the budget's problems, and the job costs the schedule's estimate uses
     problems += work.problems + check_buffer(scenario, work)
@@ -103,6 +106,36 @@ def _check_usage(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, s
             accepted = ", ".join(n for n in POPULATION_MODELS if not issubclass(BUILTIN_POLICIES[n], RoundPolicy))
             found.append((f"{where}.policy", f"{spec.policy!r} has no population form; use one of {accepted}"))
         problems += found
+    return problems
+
+
+def _check_levels(scenario: Scenario, base_dir: Path | None) -> list[tuple[str, str]]:
+    """A battery that follows logged levels: its log set there, its first devices (a sample, as device_logs reads
+    them) read in full with a battery row each, and enough devices (counted, not read); a device past the sample
+    without battery rows is refused, in the same line, when the run reads the set."""
+    from netfl.policies.device_logs import SAMPLE_DEVICES, count_devices
+
+    problems = []
+    first = 0
+    for i, group in enumerate(scenario.devices):
+        spec = group.battery.levels if group.battery is not None else None
+        devices = range(first, first + group.count)
+        first += group.count
+        if spec is None:
+            continue
+        where = f"devices[{i}].battery.levels.file"
+        path = spec.file if spec.file.is_absolute() else (base_dir or Path.cwd()) / spec.file
+        if not path.exists():
+            problems.append((where, f"{path}: file not found (a relative path starts at the topology file's folder)"))
+            continue
+        try:
+            read_levels(path, min(devices.stop, SAMPLE_DEVICES))
+            count = count_devices(path, devices.stop) if spec.unlisted == "refuse" else devices.stop
+        except LogError as exc:
+            problems.append((where, str(exc)))
+            continue
+        if count < devices.stop:
+            problems.append((where, too_few(path, count, devices)))
     return problems
 
 

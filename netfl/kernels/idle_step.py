@@ -16,7 +16,11 @@ caller empties; a device whose next change might not fit stops before it, to be 
 The tuples: ``state`` (:data:`STATE`): level, since, alive, charging, using, energy idle, energy in use,
 charged, below min_level (events only), online, online since, online time, the battery's next mark, the next
 change, held by an actor -- per device; ``columns`` (:data:`COLUMNS`): idle, charger and use power, capacity,
-min_level, a finite battery -- per device (broadcasts where a group shares them); ``group`` (:data:`GROUP`):
+min_level, a finite battery -- per device (broadcasts where a group shares them) -- and the logged levels
+(:data:`LEVELS_T`, netfl/sim/logged_levels.py): each device's logged power (its battery's slope between two
+logged levels: positive while the level falls, 0 without) and when its next logged level comes (inf: none),
+which the step moves on at each logged level (a source of changes of its own), from the levels' points
+(``offsets``, ``times`` and the power from each, CSR, and each device's next point); ``group`` (:data:`GROUP`):
 its first device, whether its availability changes in continuous time, whether it asks for the charger,
 its cause code, whether events are logged; the three models (availability, charger, use), indexed by the
 device's row in its group; ``events`` (:data:`EVENTS`) and ``stops`` (:data:`STOPS`): buffers with a count.
@@ -32,10 +36,11 @@ from netfl.kernels.codes import ABSENT, EXTERNAL
 from netfl.kernels.keyed import _INLINE, _JIT
 from netfl.kernels.models import B1, F8, I8, MODEL, PARAM, array, flip
 
-# sources of a change, in the order changes at one instant are taken
+# sources of a change, in the order changes at one instant are taken (LEVELS: the logged battery's next level)
 BATTERY, AVAILABILITY, CHARGER, USAGE = 0, 1, 2, 3
 #: The device stopped before a change because the event buffer might not hold its events.
 FULL = 4
+LEVELS = 5
 #: At most this many events come of one change (a settle's two marks, an emptying's four).
 EVENTS_PER_CHANGE = 8
 # the idle events' codes (netfl/sim/idle_events.py: KINDS, and its fixed causes)
@@ -46,7 +51,10 @@ NO_CAUSE, CAUSE_BATTERY_EMPTY, CAUSE_CHARGING = 0, 1, 2
 _START, _CONTINUOUS, _REQUIRES_CHARGING, _CAUSE, _EVENTS = 0, 1, 2, 3, 4
 
 STATE = types.Tuple((F8, F8, B1, B1, B1, F8, F8, F8, B1, B1, F8, F8, F8, F8, B1))
-COLUMNS = types.Tuple((PARAM, PARAM, PARAM, PARAM, PARAM, array(types.boolean, readonly=True)))
+#: The logged levels: power now, next level's time, next point -- per device -- and the points (offsets, times,
+#: the power from each).
+LEVELS_T = types.Tuple((F8, F8, I8, array(types.int64, readonly=True), PARAM, PARAM))
+COLUMNS = types.Tuple((PARAM, PARAM, PARAM, PARAM, PARAM, array(types.boolean, readonly=True), LEVELS_T))
 GROUP = array(types.int64, readonly=True)
 EVENTS = types.Tuple((F8, I8, I8, I8, F8, I8))
 STOPS = types.Tuple((I8, I8, F8, I8))
@@ -71,6 +79,9 @@ def net_drain(state, columns, d):
     load = _mask(state[2][d]) * columns[0][d]
     load += _mask(state[4][d]) * columns[4][d]
     load -= _mask(state[3][d]) * columns[1][d]
+    logged = columns[6][0][d]
+    if logged != 0.0 and (state[2][d] or logged < 0.0):  # a dead device draws nothing; a logged rise still charges
+        load += logged
     return load
 
 
@@ -156,8 +167,9 @@ def _set_online(state, group, events, d, online, t, emptied):
 
 @njit(**_INLINE)
 def _boot(state, columns, group, events, availability, j, d, t):
-    """A dead device on a charger that out-supplies its idle draw powers on (its availability asked again)."""
-    if not state[2][d] and state[3][d] and columns[1][d] > columns[0][d]:
+    """A dead device on a charger that out-supplies its idle draw, or whose logged level rises, powers on (its
+    availability asked again)."""
+    if not state[2][d] and ((state[3][d] and columns[1][d] > columns[0][d]) or columns[6][0][d] < 0.0):
         state[2][d] = True
         if group[_EVENTS]:
             _log(events, POWER_ON, d, t, CAUSE_CHARGING, math.nan)
@@ -210,12 +222,23 @@ def _flipped(state, columns, group, events, availability, charger, usage, source
 
 
 @njit(**_INLINE)
+def _next_level(levels, d):
+    """Device d is at its next logged level: the power from it on, and when the level after it comes."""
+    power, next_at, position, offsets, times, powers = levels
+    k = position[d]
+    power[d] = powers[k]
+    k += 1
+    position[d] = k
+    next_at[d] = times[k] if k < offsets[d + 1] else math.inf
+
+
+@njit(**_INLINE)
 def _change_of(model, j):
     return math.inf if model[0] == ABSENT else model[3][j]
 
 
 @njit(**_INLINE)
-def _next_of(state, group, availability, charger, usage, j, d):
+def _next_of(state, columns, group, availability, charger, usage, j, d):
     """Device d's earliest change and its source (the first source holding it)."""
     t, source = state[12][d], BATTERY
     if group[_CONTINUOUS]:
@@ -228,6 +251,9 @@ def _next_of(state, group, availability, charger, usage, j, d):
     u = _change_of(usage, j)
     if u < t:
         t, source = u, USAGE
+    v = columns[6][1][d]
+    if v < t:
+        t, source = v, LEVELS
     return t, source
 
 
@@ -244,13 +270,16 @@ def _take(state, columns, group, availability, charger, usage, events, j, now, p
             source, t, pending = pending, pending_t, -1
             _flipped(state, columns, group, events, availability, charger, usage, source, j, d, t)
         else:
-            t, source = _next_of(state, group, availability, charger, usage, j, d)
+            t, source = _next_of(state, columns, group, availability, charger, usage, j, d)
             if t > now:
                 break
             if source != AVAILABILITY:  # availability alone changes no load: the battery stays linear
                 settle(state, columns, group, events, d, t)
             if source == BATTERY:
                 _battery_mark(state, columns, group, events, availability, j, d, t)
+            elif source == LEVELS:  # the logged power from this level on; a rise powers a dead device on
+                _next_level(columns[6], d)
+                _boot(state, columns, group, events, availability, j, d, t)
             else:  # each model by name: a tuple of arrays chosen at run time would count references each time
                 if source == AVAILABILITY:
                     if availability[0] == EXTERNAL:
@@ -295,7 +324,8 @@ def take_rows(state, columns, group, availability, charger, usage, events, rows,
         if stopped == FULL:
             return k
         if stopped >= 0:
-            _stop(stops, k, stopped, _next_of(state, group, availability, charger, usage, j, group[_START] + j)[0])
+            d = group[_START] + j
+            _stop(stops, k, stopped, _next_of(state, columns, group, availability, charger, usage, j, d)[0])
     return rows.size
 
 
@@ -314,14 +344,14 @@ def take_due(state, columns, group, availability, charger, usage, events, first,
             if stopped == FULL:
                 return j
             if stopped >= 0:
-                _stop(stops, j, stopped, _next_of(state, group, availability, charger, usage, j, start + j)[0])
+                _stop(stops, j, stopped, _next_of(state, columns, group, availability, charger, usage, j, start + j)[0])
     return last
 
 
 @njit(**_INLINE)
 def _schedule(state, columns, group, availability, charger, usage, j, d):
     state[12][d] = battery_at(state, columns, d)
-    state[13][d] = math.inf if state[14][d] else _next_of(state, group, availability, charger, usage, j, d)[0]
+    state[13][d] = math.inf if state[14][d] else _next_of(state, columns, group, availability, charger, usage, j, d)[0]
 
 
 @njit(types.void(STATE, COLUMNS, GROUP, MODEL, MODEL, MODEL, EVENTS, ROWS), **_JIT)

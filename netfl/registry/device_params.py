@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -44,6 +46,7 @@ __all__ = [
     "Column",
     "ComputeSpec",
     "LinkSpec",
+    "LoggedLevelsSpec",
     "PowerSpec",
     "UsageSpec",
 ]
@@ -86,6 +89,18 @@ class PowerSpec(Strict):
         return self.receive if self.receive is not None else self.transmit * RECEIVE_TO_TRANSMIT_POWER
 
 
+class LoggedLevelsSpec(Strict):
+    """The battery's level taken from device-state logs' battery rows (FLASH's ``NN%``): between two logged levels
+    it moves linearly (the log's slope is one more load, FL work's energy drawn on top); it starts at the first
+    logged level and stays at the last (docs/device-logs.md). Scenario device n follows the log set's device n in
+    file order, as ``device_logs`` replays it."""
+
+    file: Path = Field(description="the logs: a FLASH .json, a .csv or .parquet table, or a folder of them")
+    unlisted: Literal["refuse", "cycle"] = Field(
+        "refuse", description="more devices than the logs hold: refused, or device n follows log device n mod count"
+    )
+
+
 class BatterySpec(Strict):
     """A battery; a device without one is mains powered and never empties.
 
@@ -109,6 +124,27 @@ class BatterySpec(Strict):
     min_level: Fraction = Field(0.0, ge=0, le=1, description="at or below this fraction the device does not take part")
     charging: PolicySpec | None = Field(None, description="when the charger is plugged in: a continuous-time policy")
     charge_power: Watts = Field(10.0, gt=0, description="charger power; 10 W is a 5 V x 2 A USB charger")
+    levels: LoggedLevelsSpec | None = Field(
+        None,
+        description="the level from device logs' battery rows, linear between them (its table; the idle draw, the "
+        "owner's use and the charger's power are then 0: the log holds them); FL work drawn on top",
+    )
+
+    @property
+    def not_applicable(self) -> tuple[str, ...]:
+        """The keys that mean nothing with ``levels`` (refused where given, and not shown by ``netfl validate``):
+        the battery starts at its first logged level, and what a charger gave is in the log."""
+        return ("initial", "charge_power") if self.levels is not None else ()
+
+    @model_validator(mode="after")
+    def _levels_start_the_battery(self):
+        given = [key for key in self.not_applicable if key in self.model_fields_set]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: not with levels (the battery starts at its first logged level, and the "
+                "charge a charger gave is in the log); remove it"
+            )
+        return self
 
     @field_validator("health")
     @classmethod

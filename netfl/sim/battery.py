@@ -31,6 +31,7 @@ class Battery:
         self.loads: dict[str, float] = {}
         self.energy_j: dict[str, float] = {}  # consumed so far, by load name
         self.charged_j = 0.0  # energy that went into the battery from the charger
+        self.logged_w = 0.0  # the logged levels' power (netfl/sim/logged_levels.py): > 0 falling, < 0 rising
         self._t = now  # energy is accounted from here on
 
     @classmethod
@@ -50,8 +51,9 @@ class Battery:
 
     @property
     def net_drain_w(self) -> float:
-        """Rate at which the level falls (negative while the charger out-supplies the loads)."""
-        return self.power_w - (self.charge_w if self.charging else 0.0)
+        """Rate at which the level falls (negative while the charger, or a logged rise, out-supplies the loads)."""
+        drain = self.power_w - (self.charge_w if self.charging else 0.0)
+        return drain + self.logged_w if self.logged_w else drain
 
     def settle(self, now: float) -> None:
         """Account for the energy drawn and charged since the last call."""
@@ -83,6 +85,11 @@ class Battery:
             self.loads[name] = watts
         else:
             self.loads.pop(name, None)
+
+    def set_logged(self, now: float, watts: float) -> None:
+        """The logged levels' power from ``now`` on (not a load: no energy is accounted to it)."""
+        self.settle(now)
+        self.logged_w = watts
 
     def set_charging(self, now: float, charging: bool) -> None:
         self.settle(now)

@@ -15,6 +15,7 @@ from netfl.sim.fleet import EagerFleet, Fleet
 from netfl.sim.idle_events import IdleEvents
 from netfl.sim.idle_rows import GroupRows, IdleRows, UsageSetup
 from netfl.sim.lazy_fleet import Handover, LazyFleet
+from netfl.sim.logged_levels import LoggedPower
 from netfl.sim.network import Network, ram_weights
 from netfl.sim.recorder import EventRecorder
 from netfl.sim.relay import RamRelay
@@ -33,6 +34,11 @@ def build_fleet(
     form), else an actor each from the start."""
     table = world.devices
     usage = list(world.usage) if world.usage is not None else [None] * len(table.group_names)
+    levels = (
+        LoggedPower(len(table), table.capacity_j, table.group_slices(), world.levels)
+        if world.levels is not None and any(log is not None for log in world.levels)
+        else None
+    )
     if world.population is not None:
         charging = list(world.charging) if world.charging is not None else [None] * len(usage)
         groups = [GroupRows(*g) for g in zip(world.population, charging, usage)]
@@ -52,9 +58,10 @@ def build_fleet(
                 online=True,
                 usage=handover.usage,
                 using=handover.using,
+                levels=handover.levels,
             )
 
-        return LazyFleet(env, IdleRows(table, groups, idle_events), make_device)
+        return LazyFleet(env, IdleRows(table, groups, idle_events, levels), make_device)
 
     chargers = world.chargers if world.chargers is not None else [None] * len(table)
     return EagerFleet(
@@ -69,6 +76,7 @@ def build_fleet(
                 network,
                 charger,
                 usage=use,
+                levels=levels.row(i) if levels is not None else None,
             )
             for i, (policy, charger, use) in enumerate(zip(world.policies, chargers, _usage_views(usage, table)))
         ]

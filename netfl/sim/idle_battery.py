@@ -23,6 +23,7 @@ import numpy as np
 
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_events import IdleEvents
+from netfl.sim.logged_levels import LoggedPower
 
 _INF = math.inf
 
@@ -40,9 +41,11 @@ def _when(mask: np.ndarray, value: np.ndarray | float) -> np.ndarray:
 class IdleBattery:
     """Every device's battery and energy accounts between its changes (see the module docstring)."""
 
-    def __init__(self, table: DeviceTable, use_w: np.ndarray):
-        """``use_w``: each device's power while its owner uses it."""
+    def __init__(self, table: DeviceTable, use_w: np.ndarray, levels: LoggedPower | None = None):
+        """``use_w``: each device's power while its owner uses it; ``levels``: the batteries driven by their logged
+        levels (netfl/sim/logged_levels.py), if any."""
         self.table = table
+        self.levels = levels
         self.slices = table.group_slices()
         n = len(table)
         self.capacity = table.capacity_j
@@ -100,6 +103,9 @@ class IdleBattery:
         load = _when(self.alive[d], self._of("idle_w", d, g))
         load += _when(self.using[d], self._of("use_w", d, g))
         load -= _when(self.charging[d], self._of("charge_w", d, g))
+        if self.levels is not None:  # the compiled step's: a dead device draws nothing, a logged rise still charges
+            logged = self.levels.power_w[d]
+            load += np.where(self.alive[d] | (logged < 0), logged, 0.0)
         return load
 
     def level_at(

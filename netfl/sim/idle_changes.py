@@ -29,6 +29,7 @@ from netfl.policies.population import PopulationModel
 from netfl.registry.device_params import UsageSpec
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_battery import IdleBattery
+from netfl.sim.logged_levels import LoggedPower
 
 _INF = math.inf
 
@@ -52,7 +53,8 @@ class GroupRows:
 
 
 # the sources of a device's changes, in the order in which changes at the same instant are taken (netfl/kernels/
-# idle_step.py; _BATTERY: its battery empties, or, charging below its min_level, reaches it)
+# idle_step.py; _BATTERY: its battery empties, or, charging below its min_level, reaches it; its next logged
+# battery level, netfl/sim/logged_levels.py, is the compiled step's own)
 _BATTERY, _AVAILABILITY, _CHARGER, _USAGE = range(4)
 
 
@@ -95,13 +97,14 @@ class IdleChanges(IdleBattery):
     #: Idle devices' events the compiled step buffers before handing them over.
     EVENT_BUFFER = 1 << 16
 
-    def __init__(self, table: DeviceTable, groups: Sequence[GroupRows]):
+    def __init__(self, table: DeviceTable, groups: Sequence[GroupRows], levels: LoggedPower | None = None):
         self.groups = list(groups)
         slices = table.group_slices()
         if len(self.groups) != len(slices):
             raise ValueError(f"{len(self.groups)} availability models for {len(slices)} groups")
         n = len(table)
-        super().__init__(table, _per_group([g.usage.spec.power if g.usage else 0.0 for g in self.groups], slices))
+        use_w = _per_group([g.usage.spec.power if g.usage else 0.0 for g in self.groups], slices)
+        super().__init__(table, use_w, levels)
         self.online = np.zeros(n, dtype=bool)  # its availability says so and it is on
         self.online_since = np.zeros(n)
         self.online_time_s = np.zeros(n)
@@ -112,7 +115,7 @@ class IdleChanges(IdleBattery):
         self._columns_k = tuple(
             np.asarray(self._columns[name], dtype=bool if name == "finite" else np.float64)
             for name in ("idle_w", "charge_w", "capacity", "min_level", "use_w", "finite")
-        )
+        ) + ((levels if levels is not None else LoggedPower.none(n)).kernel_tuple(),)
         self._buffer = tuple(np.empty(0, dtype=t) for t in (np.float64, np.int64, np.int64, np.int64, np.float64))
         self._stops = (np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0), np.zeros(1, np.int64))
         for g, sl in enumerate(self.slices):
@@ -265,6 +268,7 @@ class IdleChanges(IdleBattery):
             flips = np.flatnonzero(source == which)
             if flips.size:
                 model.flip(stopped[flips])
+
         return stopped, np.ascontiguousarray(now[position], dtype=np.float64), source, at
 
     def _says_online(self, g: int, rows: np.ndarray, d: np.ndarray) -> np.ndarray:

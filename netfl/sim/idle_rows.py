@@ -31,6 +31,7 @@ import numpy as np
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_changes import GroupRows, IdleChanges, UsageSetup
 from netfl.sim.idle_events import CHARGING, NO_CAUSE, IdleEvents
+from netfl.sim.logged_levels import LoggedPower
 
 _INF = math.inf
 
@@ -39,10 +40,16 @@ class IdleRows(IdleChanges):
     """Every device's state between its tasks (see the module docstring); the fleet hands working devices to
     actors (:meth:`take`) and back (:meth:`give_back`)."""
 
-    def __init__(self, table: DeviceTable, groups: Sequence[GroupRows], events: IdleEvents | None = None):
+    def __init__(
+        self,
+        table: DeviceTable,
+        groups: Sequence[GroupRows],
+        events: IdleEvents | None = None,
+        levels: LoggedPower | None = None,
+    ):
         """``events``: where the idle devices' events go (:mod:`netfl.sim.idle_events`); None: nowhere, at no
-        cost."""
-        super().__init__(table, groups)
+        cost. ``levels``: the batteries driven by their logged levels (:mod:`netfl.sim.logged_levels`)."""
+        super().__init__(table, groups, levels)
         if events is not None:
             self._log_start(events)
 
@@ -177,6 +184,8 @@ class IdleRows(IdleChanges):
     ) -> None:
         """Devices ``d`` are idle again at ``now`` (their actors' accounts are added by the caller); their actors
         stepped their rows of the models while they worked, and leave them ``charging``, ``using``..."""
+        if self.levels is not None:  # the logged levels passed while they worked
+            self.levels.seek(d, now)
         self.level[d] = level_j
         self.alive[d] = alive
         self.charging[d] = charging

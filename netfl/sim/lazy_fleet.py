@@ -29,6 +29,7 @@ class Handover:
     charging: bool = False
     usage: Usage | None = None
     using: bool = False
+    levels: tuple | None = None  # its logged battery levels (netfl/sim/logged_levels.py), if its battery follows them
 
 
 MakeDevice = Callable[[int, Handover], Device]
@@ -118,6 +119,7 @@ class LazyFleet:
             bool(rows.charging[index]),
             usage,
             bool(rows.using[index]),
+            rows.levels.row(index) if rows.levels is not None else None,
         )
 
     def release(self, indices: Sequence[int]) -> None:

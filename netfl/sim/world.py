@@ -27,6 +27,7 @@ from netfl.registry.server_params import AsyncSpec, RoundSpec
 from netfl.rng import RandomStreams
 from netfl.sim.device_table import DeviceTable
 from netfl.sim.idle_rows import UsageSetup
+from netfl.sim.logged_levels import LevelLog
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,7 @@ class World:
     population: Sequence[PopulationModel] | None = None
     charging: Sequence[PopulationModel | None] | None = None  # the array form's chargers, one model per group
     usage: Sequence[UsageSetup | None] | None = None  # each group's own use, in either form
+    levels: Sequence[LevelLog | None] | None = None  # each group's logged battery levels, in either form
     hierarchy: HierarchySetup | None = None
     idle_events: bool = False  # the array form logs idle devices' events too (the actor form always does)
 
@@ -75,5 +77,7 @@ class World:
             raise ValueError(f"{len(self.policies)} policies for {len(self.devices)} devices")
         if self.usage is not None and len(self.usage) != len(self.devices.group_names):
             raise ValueError(f"{len(self.usage)} usage setups for {len(self.devices.group_names)} device groups")
+        if self.levels is not None and len(self.levels) != len(self.devices.group_names):
+            raise ValueError(f"{len(self.levels)} logged levels for {len(self.devices.group_names)} device groups")
         if self.hierarchy is not None and (self.population is not None or not isinstance(self.server, RoundSpec)):
             raise ValueError("edge servers aggregate synchronous rounds of the actor form")

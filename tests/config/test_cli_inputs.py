@@ -71,12 +71,24 @@ def test_summary_shows_every_declared_device_field_in_its_unit() -> None:
     flat = " ".join(text.split())  # a long line wraps between two values
     for label, spec in (("compute", ComputeSpec), ("power", PowerSpec), ("battery", BatterySpec)):
         values = flat.split(f" {label} ", 1)[1]
-        assert all(f" {key} " in f" {values}" for key in spec.model_fields), (label, values)
+        shown = [key for key in spec.model_fields if key != "levels"]  # levels: a mapping (the test below)
+        assert all(f" {key} " in f" {values}" for key in shown), (label, values)
     assert "power compute 2 W, transmit 0.2 W, receive 0.08 W, idle 0.05 W battery capacity 10 kJ, " in flat
     battery = "battery capacity 10 kJ, health 90%, initial 100%, min_level 0%, charging daily(start=22:00, end=6:00), "
     assert battery in flat
     assert "charge_power 10 W link uplink 2 Mbit/s, latency 0.5s" in flat
     assert f"\n  {data['devices'][0]['group']:<10} x4: availability always\n" in text
+
+
+def test_summary_shows_logged_levels_on_a_line_of_their_own(tmp_path) -> None:
+    """A battery that follows logged levels: battery.levels on its own line, and neither initial nor charge_power
+    (they do not apply)."""
+    data = yaml.safe_load(TINY)
+    levels = tmp_path / "levels.csv"
+    levels.write_text("device,time,state,value\n" + "".join(f"d{i},0,battery,50\n" for i in range(4)))
+    data["devices"][0]["battery"] = {"capacity": "10kJ", "levels": {"file": str(levels)}}
+    flat = " ".join(describe_scenario(scenario_from_dict(data)).split())
+    assert f"battery capacity 10 kJ, min_level 0% battery.levels file {levels}, unlisted refuse link" in flat
 
 
 # --------------------------------------------------------------- bad topologies

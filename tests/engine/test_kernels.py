@@ -159,7 +159,8 @@ if __name__ == "__main__":  # print the digests (run on the tree to compare with
 def test_the_compiled_eligibility_is_below_min_s() -> None:
     """The round's check of every device, compiled, against the battery's closed form written out here: idle,
     online, on, not in use (where use excludes training) and not below min_level -- at it exactly only while
-    charging or still -- over random states with levels placed on the threshold."""
+    charging or still -- over random states with levels placed on the threshold, some batteries following logged
+    levels (a dead one draws nothing, a logged rise still charges it)."""
     from netfl.kernels import idle_step
 
     rng = np.random.default_rng(5)
@@ -171,14 +172,16 @@ def test_the_compiled_eligibility_is_below_min_s() -> None:
     alive, charging, using = (rng.random(n) < p for p in (0.9, 0.3, 0.3))
     online, busy = rng.random(n) < 0.7, rng.random(n) < 0.1
     since = rng.uniform(0.0, now, n)
-    drain = alive * idle_w + using * use_w - charging * charge_w
+    logged = rng.choice([0.0, 0.4, -0.7], n)  # a battery's logged levels: falling, rising, or none
+    drain = alive * idle_w + using * use_w - charging * charge_w + np.where(alive | (logged < 0), logged, 0.0)
     threshold = min_level * np.where(finite, capacity, 0.0)
     level = rng.uniform(0.0, capacity)
     on_it = rng.random(n) < 0.3  # at the threshold at now exactly: the tie the actor's watch breaks by the drain
     level[on_it] = threshold[on_it] + drain[on_it] * (now - since[on_it])
     f8 = np.zeros(n)
     state = (level, since, alive, charging, using, f8, f8, f8, busy, online, f8, f8, f8, f8, busy)
-    columns = (idle_w, charge_w, capacity, min_level, use_w, finite)
+    levels = (logged, np.full(n, np.inf), np.zeros(n, dtype=np.int64), np.zeros(n + 1, dtype=np.int64), f8, f8)
+    columns = (idle_w, charge_w, capacity, min_level, use_w, finite, levels)
     at = np.clip(level - drain * (now - since), 0.0, capacity)
     below = (min_level > 0) & finite & ((at < threshold) | ((at == threshold) & (drain > 0)))
     for exclude_using in (False, True):

@@ -23,6 +23,7 @@ from netfl.config.schema.device_spec import (
     ComputeSpec,
     DeviceGroupSpec,
     LinkSpec,
+    LoggedLevelsSpec,
     PowerSpec,
 )
 from netfl.config.schema.network_spec import MediumSpec, NetworkSpec, NodeSpec, RamSpec, WiredLinkSpec
@@ -61,6 +62,7 @@ __all__ = [
     "AlgorithmSpec",
     "AsyncSpec",
     "BatterySpec",
+    "LoggedLevelsSpec",
     "ChannelSpec",
     "CompressionSpec",
     "CompressorSpec",

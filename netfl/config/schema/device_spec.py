@@ -11,13 +11,14 @@ from pydantic import BeforeValidator, Field
 from netfl.component_spec import PolicySpec
 from netfl.numbers import Strict
 from netfl.problems import one_of
-from netfl.registry.device_params import BatterySpec, ComputeSpec, LinkSpec, PowerSpec, UsageSpec
+from netfl.registry.device_params import BatterySpec, ComputeSpec, LinkSpec, LoggedLevelsSpec, PowerSpec, UsageSpec
 
 __all__ = [
     "BatterySpec",
     "ComputeSpec",
     "DeviceGroupSpec",
     "LinkSpec",
+    "LoggedLevelsSpec",
     "PowerSpec",
 ]
 

@@ -62,9 +62,12 @@ class Device(Availability, Power, TaskPipeline):
         online: bool = False,
         usage: Usage | None = None,
         using: bool = False,
+        levels: tuple | None = None,
     ):
         """``online``, ``using``: the state the device starts in, without an event (a device the array form
-        hands to an actor, already online and maybe in use); its policies are asked at once either way."""
+        hands to an actor, already online and maybe in use); its policies are asked at once either way.
+        ``levels``: its logged battery levels' points and the power from each (netfl/sim/logged_levels.py), if
+        its battery follows them."""
         self.env = env
         self.profile = profile
         self.battery = battery
@@ -80,6 +83,7 @@ class Device(Availability, Power, TaskPipeline):
         self.index = profile.index
         self.dead = False
         self.died_at = math.inf
+        self.logged_w = 0.0
         self.online = online
         self.online_time_s = 0.0
         self._online_since = env.now
@@ -115,6 +119,8 @@ class Device(Availability, Power, TaskPipeline):
             self._processes.append(env.process(self._charging()))
         if usage is not None:
             self._processes.append(env.process(self._use()))
+        if levels is not None:
+            self._processes.append(env.process(self._levels(*levels)))
 
     def stop(self) -> None:
         """End the device's own processes (availability, battery, charger, use): the array form is done with it."""
@@ -157,6 +163,11 @@ class Device(Availability, Power, TaskPipeline):
         with _until_stopped():
             yield from self._follow_usage(self.usage)
 
+    def _levels(self, times, powers):
+        """The logged battery levels' process."""
+        with _until_stopped():
+            yield from self._follow_levels(times, powers)
+
     def describe_process(self, name: str) -> str | None:
         """Which of this device's processes ``name`` is, for the watchdog's message (netfl/sim/watchdog.py)."""
         if name == "_sessions":
@@ -165,7 +176,11 @@ class Device(Availability, Power, TaskPipeline):
             return f"device {self.index}'s charging policy {policy_origin(self.charger)}"
         if name == "_use" and self.usage is not None:
             return f"device {self.index}'s usage policy {policy_origin(self.usage.policy)}"
-        return {"_watch_battery": f"device {self.index}'s battery", "_task": f"device {self.index}'s task"}.get(name)
+        return {
+            "_watch_battery": f"device {self.index}'s battery",
+            "_levels": f"device {self.index}'s logged battery levels",
+            "_task": f"device {self.index}'s task",
+        }.get(name)
 
 
 @contextmanager

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import simpy
 
 from netfl.policies.base import SessionPolicy
@@ -31,6 +32,7 @@ class Power:
 
     dead: bool  # battery empty and not charging: the device is off
     died_at: float
+    logged_w: float  # the logged levels' power now (0: none, or no logged levels), the dead device's included
     below_min: bool  # below the participation threshold (battery.min_level): not eligible
     _full: bool
     _power_changed: simpy.Event | None  # fires when a load or the charger changes: the watch plans again
@@ -61,7 +63,7 @@ class Power:
             self._check_level(threshold_j)
             marks = [  # (level, seconds until it is reached, the policy's own mark)
                 (0.0, math.inf if self.dead else b.time_to_empty(self.env.now), False),
-                (b.capacity_j, b.time_to_full(self.env.now) if b.charging else math.inf, False),
+                (b.capacity_j, b.time_to_full(self.env.now) if b.charging or b.logged_w < 0 else math.inf, False),
                 (threshold_j, b.time_to_level(self.env.now, threshold_j) if threshold_j > 0 else math.inf, False),
                 *(
                     (level, math.inf if self.dead else b.time_to_level(self.env.now, level), True)
@@ -110,6 +112,8 @@ class Power:
         self.log("battery_empty")
         for name in list(self.battery.loads):
             self.battery.set_load(self.env.now, name, 0.0)
+        if self.battery.logged_w > 0:  # a dead device draws nothing; a logged rise still charges it
+            self.battery.set_logged(self.env.now, 0.0)
         was_online = self.online
         self._set_online(False, "battery_empty")  # interrupts a running task
         if not was_online and self.task is not None:
@@ -121,10 +125,33 @@ class Power:
     def _can_boot(self) -> bool:
         """A dead phone powers on while plugged into a charger that out-supplies its idle load (else it would
         empty again at once); too weak a charger only charges it, switched off."""
-        return self.dead and self.battery.charging and self.battery.charge_w > self.profile.idle_w
+        charger = self.battery.charging and self.battery.charge_w > self.profile.idle_w
+        return self.dead and (charger or self.logged_w < 0)  # or its logged level rises
 
     def _revive(self) -> None:
         """A phone that died comes back on when it is plugged in."""
         self.dead = False
         self.battery.set_load(self.env.now, "idle", self.profile.idle_w)
+        if self.logged_w:
+            self.battery.set_logged(self.env.now, self.logged_w)
         self.log("power_on", cause="charging")
+
+    def _follow_levels(self, times, powers):
+        """The logged levels' power, set at each logged level (netfl/sim/logged_levels.py): the level logged up to
+        now (included) gives the power from now on; a rise powers a dead device on, as a charger does."""
+        k = int(np.searchsorted(times, self.env.now, side="right"))
+        self._set_logged(float(powers[k - 1]) if k else 0.0)
+        while k < len(times):
+            yield self.env.timeout(max(0.0, float(times[k]) - self.env.now))
+            self._set_logged(float(powers[k]))
+            k += 1
+
+    def _set_logged(self, watts: float) -> None:
+        if watts == self.logged_w:
+            return
+        self.logged_w = watts
+        if self._can_boot():
+            self._revive()
+        self.battery.set_logged(self.env.now, watts if not self.dead or watts < 0 else 0.0)
+        self._power_change()
+        self.state_changed()
