@@ -54,3 +54,17 @@ def one_forkserver_for_the_session() -> Iterator[None]:
     yield
     local._stop_helpers = stop_helpers
     stop_helpers()
+
+
+@pytest.fixture(autouse=True)
+def signal_handlers_left_as_found() -> Iterator[None]:
+    """A test, or the netfl code it calls in this process, leaves Ctrl-C's and SIGTERM's handlers as it found
+    them: a handler left behind (SIGINT ignored after an interrupted command) would make a later test in the
+    same worker -- or a user's notebook after a call into netfl -- deaf to Ctrl-C."""
+    import signal
+
+    found = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    left = {s: signal.getsignal(s) for s in found}
+    changed = [f"{signal.Signals(s).name}: {found[s]!r} -> {left[s]!r}" for s in found if left[s] is not found[s]]
+    assert not changed, "the test left signal handlers changed: " + "; ".join(changed)

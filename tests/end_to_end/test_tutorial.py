@@ -7,6 +7,7 @@ folder, where it writes its results. It is committed without outputs.
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -31,9 +32,14 @@ def test_the_tutorial_runs_at_a_small_size(tmp_path: Path) -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     sizes = next(cell for cell in notebook.cells if "parameters" in cell.metadata.get("tags", []))
     sizes.source = "ROUNDS = 4\nSEEDS = 2\n"
-    nbclient.NotebookClient(
-        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        nbclient.NotebookClient(
+            notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+        ).execute()
+    finally:  # the notebook client installs Ctrl-C's default handler in this process: the worker's is put back
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
     study = tmp_path / "results" / "tutorial" / "study"
     assert sorted(p.relative_to(study / "runs").as_posix() for p in study.glob("runs/*/seed*")) == [
         "fedau/seed0",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
 
 import pytest
 
@@ -13,6 +14,16 @@ from netfl.signals import signals_deferred
 
 def send(signum: int = signal.SIGINT) -> None:
     os.kill(os.getpid(), signum)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_as_at_a_terminal() -> Iterator[None]:
+    """Ctrl-C raising KeyboardInterrupt outside the sections, whatever this process inherited: a suite started
+    in the background by a shell without job control (as CI may be) starts with SIGINT ignored, and Python
+    then installs no handler for it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def test_a_signal_noted_inside_is_raised_as_the_section_ends() -> None:
