@@ -1,5 +1,5 @@
-"""Test-wide settings: one training thread with one torch thread, the compiled kernels built once, and one
-forkserver per test process.
+"""Test-wide settings: one training thread with one torch thread, the compiled kernels built once, one
+forkserver per test process, and every test checked to leave the signal handlers as it found them.
 
 A test suite sharing two cores with other processes collapses under torch's
 default pool (one spinning thread per core); tests that need several
