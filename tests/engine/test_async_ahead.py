@@ -88,7 +88,7 @@ def one_at_a_time(monkeypatch) -> None:
 CASES = {
     "tied instants, readings on a time grid": dict(availability=TIED, stop={"sim_time": 400.0}, every="30s"),
     "an evaluation at every aggregation, stop on rounds": dict(
-        availability=SCARCE, stop={"rounds": 40}, every="1 rounds", latency=0.02
+        availability=SCARCE, stop={"rounds": 20}, every="1 rounds", latency=0.02
     ),
     "an update at a time (buffer 1)": dict(availability=SCARCE, stop={"sim_time": 300.0}, every="20s", buffer=1),
 }
