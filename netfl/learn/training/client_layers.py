@@ -12,9 +12,10 @@ concept (``client_batch``: what they share and ``Linear``; ``client_embeddings``
 
 * ``Linear`` -- one ``baddbmm``; ``Embedding`` / ``EmbeddingBag`` -- one lookup in the clients' tables laid
   end to end (client k's ids offset by k x the vocabulary);
-* ``LSTM`` / ``GRU`` / ``RNN`` -- PyTorch's equations (gate order i, f, g, o and r, z, n), every layer and
-  direction: one batched product and a few element-wise operations per time step for all clients together
-  (LSTM and GRU with their backward written out; torch's fused recurrent kernel has no stacked form);
+* ``LSTM`` -- torch's fused kernel (oneDNN on a CPU) once per client, its weights views of the stacked ones;
+  ``GRU`` / ``RNN`` -- PyTorch's equations (gate order r, z, n), every layer and direction: one batched
+  product and a few element-wise operations per time step for all clients together (GRU with its backward
+  written out; torch has no fused GRU on a CPU);
 * ``MultiheadAttention`` -- the projections per client, attention over the K x B samples' heads;
 * ``LayerNorm`` and ``BatchNorm`` -- normalisation per sample (LayerNorm) or per client's minibatch
   (BatchNorm: the clients' channels side by side), each client's affine weights and running statistics;

@@ -1,5 +1,11 @@
-"""``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` for K clients (:mod:`netfl.learn.training.client_layers`): every layer and
-direction, LSTM and GRU with their backward pass written out."""
+"""``nn.LSTM``, ``nn.GRU`` and ``nn.RNN`` for K clients (:mod:`netfl.learn.training.client_layers`), every layer and
+direction: LSTM as K calls of torch's fused kernel, GRU with its backward pass written out.
+
+Why the two differ, measured (one thread, 25 clients of a batch of 10, 40 steps, embedding 8, hidden 64, forward
+and backward): torch's fused LSTM (oneDNN on a CPU) took 14.5 ms for the 25 clients one after another, a stacked
+LSTM of batched products per time step written in torch's operations 24.4 ms (22.4 ms where every client holds the
+same weights); torch has no fused GRU on a CPU, so there the stacked form wins (benchmarks/speed.py, section
+text: the GRU at a third of a plain loop's time)."""
 
 from __future__ import annotations
 
@@ -12,117 +18,9 @@ from netfl.learn.training.client_batch import Clients, Unbatchable, project
 __all__ = ["recurrent"]
 
 
-class _LSTMLayer(torch.autograd.Function):
-    """One LSTM layer and direction for K clients, backward written out (backpropagation through time).
-
-    Autograd through a loop over time steps would record a dozen small operations per step and compute the
-    recurrent weights' gradient one step at a time. Here each step is one product of ``[x_t, h_prev]`` with
-    the clients' ``[W_ih, W_hh]`` (the classic fused form: no separate input projection, and no (T, K, B, 4H)
-    tensor copied between layouts), in buffers allocated once; ``tanh(z)`` is computed as ``2 sigmoid(2z) - 1``
-    (one ``sigmoid`` over all four gates: torch's CPU ``tanh`` costs three of its ``sigmoid``); each step's
-    local derivatives are computed in the forward, while its gates are in the cache, so that the backward
-    walks the steps back with five element-wise operations and one product each; the weights' gradient is one
-    ``bmm`` over all steps (T x B rows). ``shared``: every client holds the same weights (the first step of a
-    chunk), so each step's product is one matrix product of K x B rows.
-
-    ``x``: (K, T, B, F); returns the outputs (T, K, B, H), h_n and c_n (K, B, H).
-    """
-
-    @staticmethod
-    def forward(ctx, x, w_ih, w_hh, bias, h0, c0, reverse, shared):
-        k, steps, b, width = x.shape
-        hidden = w_hh.shape[-1]
-        gates = 4 * hidden
-        i_, f_, g_, o_ = (slice(n * hidden, (n + 1) * hidden) for n in range(4))
-        # slot s holds [x_t, h_prev] for the step that reads it: forward t reads slot t and writes h_t into
-        # slot t + 1; reverse t reads slot t + 1 and writes into slot t
-        xh = x.new_empty(steps + 1, k, b, width + hidden)
-        (xh[1:] if reverse else xh[:-1])[..., :width].copy_(x.transpose(0, 1))
-        xh[steps if reverse else 0, ..., width:] = h0
-        weights = torch.cat([w_ih, w_hh], dim=2)  # (K, 4H, F + H)
-        doubled = weights.clone()
-        doubled[:, g_].mul_(2.0)  # tanh(z) = 2 sigmoid(2z) - 1: the g gate's pre-activation doubled
-        if bias is not None:
-            bias = bias.clone()
-            bias[:, g_].mul_(2.0)
-        acts = x.new_empty(steps, k, b, gates)
-        # local[t]: d gates / (dc, dc, dc, dh) -- (g i', c_prev f', i g', tanh(c) o'); to_cell[t]: o tanh'(c)
-        local = x.new_empty(steps, k, b, gates)
-        to_cell = x.new_empty(steps, k, b, hidden)
-        rows = k * b
-        w = doubled[0].t() if shared else doubled.transpose(1, 2)
-        c = c0
-        for t in range(steps - 1, -1, -1) if reverse else range(steps):
-            read, write = (t + 1, t) if reverse else (t, t + 1)
-            a, d = acts[t], local[t]
-            if shared and bias is None:
-                torch.mm(xh[read].view(rows, -1), w, out=a.view(rows, gates))
-            elif shared:
-                torch.addmm(bias[0], xh[read].view(rows, -1), w, out=a.view(rows, gates))
-            elif bias is None:
-                torch.bmm(xh[read], w, out=a)
-            else:
-                torch.baddbmm(bias.unsqueeze(1), xh[read], w, out=a)
-            a.sigmoid_()
-            torch.addcmul(a, a, a, value=-1.0, out=d)  # s (1 - s), each gate
-            g = a[..., g_].mul_(2.0).sub_(1.0)
-            d[..., i_].mul_(g)
-            d[..., f_].mul_(c)
-            c = torch.mul(a[..., f_], c).addcmul_(a[..., i_], g)
-            torch.addcmul(a[..., i_], a[..., i_] * g, g, value=-1.0, out=d[..., g_])  # i (1 - g^2)
-            tc = torch.mul(c, 2.0).sigmoid_().mul_(2.0).sub_(1.0)
-            h = torch.mul(a[..., o_], tc, out=xh[write, ..., width:])
-            d[..., o_].mul_(tc)
-            torch.addcmul(a[..., o_], h, tc, value=-1.0, out=to_cell[t])  # o (1 - tanh(c)^2)
-        ctx.save_for_backward(xh, acts, local, to_cell, weights)
-        ctx.reverse, ctx.shared, ctx.width, ctx.has_bias = reverse, shared, width, bias is not None
-        out = xh[:-1, ..., width:] if reverse else xh[1:, ..., width:]
-        return out, xh[0 if reverse else steps, ..., width:].clone(), c
-
-    @staticmethod
-    def backward(ctx, d_out, d_h, d_c):
-        xh, acts, local, to_cell, weights = ctx.saved_tensors
-        steps, k, b, gates = acts.shape
-        hidden, width, reverse = gates // 4, ctx.width, ctx.reverse
-        dh = d_h.clone() if d_h is not None else acts.new_zeros(k, b, hidden)
-        dc = d_c.clone() if d_c is not None else acts.new_zeros(k, b, hidden)
-        # client-major (K, T, B, 4H), so that the weights' gradient reads each client's T x B rows as they lie
-        # (a time-major buffer is copied whole, 10 MB for the char-LSTM, into fresh pages, every call)
-        d_gates = acts.new_empty(k, steps, b, gates)
-        d_xh = acts.new_empty(steps, k, b, width + hidden)  # at t: [dx_t, dh_prev]
-        rows, three = k * b, 3 * hidden
-        w0 = weights[0]
-        scratch = acts.new_empty(k, b, gates) if ctx.shared else None  # the one product reads rows end to end
-        for t in range(steps) if reverse else range(steps - 1, -1, -1):
-            if d_out is not None:
-                dh = dh + d_out[t]
-            dc.addcmul_(dh, to_cell[t])
-            out, factors = (scratch if ctx.shared else d_gates[:, t]), local[t]
-            torch.mul(
-                dc.unsqueeze(2),
-                factors[..., :three].view(k, b, 3, hidden),
-                out=out[..., :three].unflatten(-1, (3, hidden)),
-            )
-            torch.mul(dh, factors[..., three:], out=out[..., three:])
-            dc.mul_(acts[t, :, :, hidden : 2 * hidden])
-            if ctx.shared:
-                torch.mm(out.view(rows, gates), w0, out=d_xh[t].view(rows, -1))
-                d_gates[:, t] = out
-            else:
-                torch.bmm(out, weights, out=d_xh[t])
-            dh = d_xh[t, ..., width:]
-        # the weights' gradient, all steps at once (T x B rows): sum over steps of d_gates_t^T [x_t, h_prev]
-        flat = steps * b
-        d_rows = d_gates.view(k, flat, gates)
-        read = (xh[1:] if reverse else xh[:-1]).transpose(0, 1).reshape(k, flat, -1)
-        d_w = torch.bmm(d_rows.transpose(1, 2), read)
-        d_bias = d_rows.sum(1) if ctx.has_bias else None
-        d_x = d_xh[..., :width].transpose(0, 1)
-        return d_x, d_w[..., :width], d_w[..., width:], d_bias, dh.clone(), dc, None, None
-
-
 class _GRULayer(torch.autograd.Function):
-    """One GRU layer and direction for K clients, backward written out (as :class:`_LSTMLayer`); ``shared``:
+    """One GRU layer and direction for K clients, backward written out (backpropagation through time: autograd
+    through a loop over time steps would record a dozen small operations per step); ``shared``:
     every client holds the same weights (a chunk's first step), so each step's recurrent product is one matrix
     product of K x B rows."""
 
@@ -193,6 +91,33 @@ def _rnn_steps(xp, w_hh, h, order, activation):
     return out, h
 
 
+def _lstm_per_client(m: nn.LSTM, c: Clients, names: dict, input, hx):
+    """``nn.LSTM`` for K clients as K calls of torch's fused LSTM (oneDNN on a CPU, cuDNN on a GPU; what
+    ``nn.LSTM`` itself calls), each client with its own weights and initial states (the module docstring says
+    why). ``unbind`` hands each call its client's weights as views; their gradients are stacked once."""
+    k, layers, directions = c.k, m.num_layers, 2 if m.bidirectional else 1
+    batch = 0 if m.batch_first else 1
+    n = input.shape[batch]
+    b = n // k
+    xs = input.split(b, dim=batch)
+    stacked = [c.param(names[name]).unbind(0) for name in m._flat_weights_names]
+    if hx is None:
+        zeros = input.new_zeros(layers * directions, b, m.hidden_size)
+        hs = cs = [zeros] * k
+    else:
+        hs, cs = hx[0].split(b, dim=1), hx[1].split(b, dim=1)
+    outs, h_n, c_n = [], [], []
+    for j in range(k):
+        out, h, cell = torch._VF.lstm(
+            xs[j], (hs[j], cs[j]), [w[j] for w in stacked], m.bias, layers, 0.0, m.training, m.bidirectional,
+            m.batch_first,
+        )
+        outs.append(out)
+        h_n.append(h)
+        c_n.append(cell)
+    return torch.cat(outs, dim=batch), (torch.cat(h_n, dim=1), torch.cat(c_n, dim=1))
+
+
 def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
     """``nn.LSTM`` / ``nn.GRU`` / ``nn.RNN`` for K clients: the same outputs and final states, per client."""
     if isinstance(input, PackedSequence):
@@ -203,44 +128,31 @@ def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
         raise Unbatchable(f"{type(m).__name__} with dropout between layers (drawn inside torch's fused kernel)")
     if getattr(m, "proj_size", 0):
         raise Unbatchable("LSTM with proj_size")
+    if m.mode == "LSTM":
+        return _lstm_per_client(m, c, names, input, hx)
     k, hidden, layers = c.k, m.hidden_size, m.num_layers
     directions = 2 if m.bidirectional else 1
     batch_major = input if m.batch_first else input.transpose(0, 1)
     n, steps = batch_major.shape[0], batch_major.shape[1]
     b = n // k
-    seq = batch_major.reshape(k, b, steps, -1).transpose(1, 2)  # (K, T, B, F)
-    lstm = m.mode == "LSTM"
-    h0 = c0 = None
-    if hx is not None:
-        h0, c0 = hx if lstm else (hx, None)
-        h0 = h0.reshape(layers * directions, k, b, hidden)
-        c0 = c0.reshape(layers * directions, k, b, hidden) if c0 is not None else None
-    zeros = seq.new_zeros(k, b, hidden)
-    finals_h, finals_c = [], []
-    layer_in = seq
+    layer_in = batch_major.reshape(k, b, steps, -1).transpose(1, 2)  # (K, T, B, F)
+    h0 = hx.reshape(layers * directions, k, b, hidden) if hx is not None else None
+    zeros = layer_in.new_zeros(k, b, hidden)
+    finals_h = []
     for layer in range(layers):
         outs = []
         for direction in range(directions):
             suffix = f"_l{layer}" + ("_reverse" if direction else "")
             w_ih, w_hh = c.param(names["weight_ih" + suffix]), c.param(names["weight_hh" + suffix])
             b_ih, b_hh = c.param(names.get("bias_ih" + suffix)), c.param(names.get("bias_hh" + suffix))
-            index = layer * directions + direction
-            h = h0[index] if h0 is not None else zeros
-            t_in = layer_in.shape[1]
+            h = h0[layer * directions + direction] if h0 is not None else zeros
             # both biases in one, except GRU's b_hh, which r gates (PyTorch's equations)
             bias = b_ih if m.mode == "GRU" or b_ih is None else b_ih + b_hh
-            if lstm:
-                cell = c0[index] if c0 is not None else zeros
-                out, h, cell = _LSTMLayer.apply(layer_in, w_ih, w_hh, bias, h, cell, bool(direction), c.shared)
-                finals_c.append(cell)
-                finals_h.append(h)
-                outs.append(out.transpose(0, 1))  # (K, T, B, H)
-                continue
-            xp = project(layer_in.reshape(k, t_in * b, -1), w_ih, bias, c.shared).view(k, t_in, b, -1)
+            xp = project(layer_in.reshape(k, steps * b, -1), w_ih, bias, c.shared).view(k, steps, b, -1)
             if m.mode == "GRU":
                 out, h = _GRULayer.apply(xp, w_hh, b_hh, h, bool(direction), c.shared)
             else:
-                order = range(t_in - 1, -1, -1) if direction else range(t_in)
+                order = range(steps - 1, -1, -1) if direction else range(steps)
                 out, h = _rnn_steps(xp, w_hh, h, order, torch.tanh if m.mode == "RNN_TANH" else torch.relu)
                 out = torch.stack(out, 1)
             finals_h.append(h)
@@ -251,7 +163,4 @@ def recurrent(m: nn.RNNBase, c: Clients, names: dict, dim: int, input, hx=None):
         output = layer_in.transpose(1, 2).reshape(n, steps, width)
     else:
         output = layer_in.permute(1, 0, 2, 3).reshape(steps, n, width)
-    h_n = torch.stack(finals_h).reshape(layers * directions, n, hidden)
-    if lstm:
-        return output, (h_n, torch.stack(finals_c).reshape(layers * directions, n, hidden))
-    return output, h_n
+    return output, torch.stack(finals_h).reshape(layers * directions, n, hidden)
