@@ -69,6 +69,15 @@ DAY = 24 * HOUR
 FlipHook = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], None]
 
 
+def _same(kept: Any, now: Any) -> bool:
+    """An input of :meth:`PopulationModel._as_kernel` unchanged: the same array, or an equal number or tuple."""
+    if kept is now:
+        return True
+    if isinstance(kept, np.ndarray) or isinstance(now, np.ndarray):
+        return False
+    return type(kept) is type(now) and kept == now
+
+
 class PopulationModel(ABC):
     """n devices alternating on/off along one axis (seconds, or rounds for per-round policies).
 
@@ -152,7 +161,23 @@ class PopulationModel(ABC):
         day: np.ndarray | None = None,
     ) -> tuple:
         """The kernels' tuple: ``params`` (up to six) and ``profile`` (per device and hour) with one value per
-        device, a value all share given once (broadcast, no memory per device)."""
+        device, a value all share given once (broadcast, no memory per device). Made once and kept while every
+        input is the same object (or equal number): the engine asks for it at every call of its compiled step,
+        tens of thousands of times a run, and each broadcast costs microseconds."""
+        inputs = (kind, dist, profile, day, self.key, self.state, self.change, self.since, self.draws, *params)
+        kept = self.__dict__.get("_kernel_tuple")
+        if kept is not None and len(kept[0]) == len(inputs) and all(map(_same, kept[0], inputs)):
+            return kept[1]
+        made = self._make_kernel_tuple(kind, params, dist, profile, day)
+        self._kernel_tuple = (inputs, made)
+        return made
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state.pop("_kernel_tuple", None)  # its broadcasts would be pickled whole (one value per device)
+        return state
+
+    def _make_kernel_tuple(self, kind: int, params: tuple, dist: tuple, profile, day) -> tuple:
         n = self.n
         per_device = [np.broadcast_to(np.asarray(p, dtype=np.float64), (n,)) for p in params]
         per_device += [_NO_PARAM] * (6 - len(per_device))

@@ -32,7 +32,14 @@ from typing import Protocol
 import numpy as np
 
 from netfl.sim.device import Device
-from netfl.sim.fleet_readings import DeviceStats, FleetState, battery_fraction, energy_by_activity, group_indices
+from netfl.sim.fleet_readings import (
+    DeviceStats,
+    FleetState,
+    battery_fraction,
+    energy_by_activity,
+    fleet_energy_j,
+    group_indices,
+)
 
 
 class Fleet(Protocol):
@@ -53,9 +60,10 @@ class Fleet(Protocol):
     def stats(self) -> DeviceStats:
         """Per-device totals up to now."""
 
-    def energy_at(self, now: float) -> dict[str, np.ndarray]:
-        """Energy drawn by each device for each activity up to ``now`` (the present), equal to ``stats()``'s at
-        that instant but settling nothing (metrics.csv's cumulative energy, read at every evaluation)."""
+    def energy_spent_at(self, now: float) -> tuple[float, float]:
+        """The fleet's energy drawn up to ``now`` (the present), all of it and FL's work alone (as
+        :func:`~netfl.sim.fleet_readings.fleet_energy_j` sums ``stats()``'s at that instant, to the bit), settling
+        nothing: metrics.csv's cumulative energy, read at every evaluation."""
 
     def state_at(self, now: float) -> FleetState:
         """Every device at ``now`` (the present), settling and drawing nothing."""
@@ -108,8 +116,9 @@ class EagerFleet:
             battery_empty=np.array([d.dead for d in self.devices]),
         )
 
-    def energy_at(self, now: float) -> dict[str, np.ndarray]:
-        return energy_by_activity([d.battery.energy_at(now) for d in self.devices])
+    def energy_spent_at(self, now: float) -> tuple[float, float]:
+        energy = energy_by_activity([d.battery.energy_at(now) for d in self.devices])
+        return fleet_energy_j(energy), fleet_energy_j(energy, work_only=True)
 
     def state_at(self, now: float) -> FleetState:
         devices = self.devices

@@ -15,7 +15,7 @@ import simpy
 from netfl.policies.base import SessionPolicy
 from netfl.policies.rows import SessionRow
 from netfl.sim.device import Device, Usage
-from netfl.sim.fleet_readings import ACTIVITIES, DeviceStats, FleetState, battery_fractions
+from netfl.sim.fleet_readings import NOT_FL, ACTIVITIES, DeviceStats, FleetState, battery_fractions
 from netfl.sim.idle_rows import IdleRows
 
 
@@ -259,17 +259,60 @@ class LazyFleet:
             updates_delivered=delivered,
         )
 
-    def energy_at(self, now: float) -> dict[str, np.ndarray]:
-        """What :meth:`stats` would fold and settle, added up on copies: the idle devices' draw since they were
-        last settled, and the working devices' batteries."""
+    def energy_spent_at(self, now: float) -> tuple[float, float]:
+        """What :meth:`stats` would fold and settle, added up without its columns: the idle devices' draw since
+        they were last settled, and the working devices' batteries. Each device's sum is the one
+        :func:`~netfl.sim.fleet_readings.fleet_energy_j` takes of the columns (the same additions in the same
+        order), but an activity only the devices that have worked draw (training, the radio) is added at their
+        rows alone: at ten million devices each such column would be 80 MB of zeros at every evaluation."""
         self.rows.advance(now)
-        by_activity = self._energy(self.rows.energy_at(now))
+        idle_rows = self.rows.energy_at(now)
+        worked = np.fromiter(self.worked, dtype=np.int64, count=len(self.worked))
+        # activity -> a column (the idle draw, the owner's use) or (rows, values): zero elsewhere
+        columns: dict[str, np.ndarray | tuple[np.ndarray, np.ndarray]] = {
+            "idle": self._plus_worked(idle_rows["idle"], lambda a: a.idle_j)
+        }
+        activities = dict.fromkeys(a for a in ACTIVITIES if a != "idle")
+        for account in self.worked.values():
+            activities.update(dict.fromkeys(account.energy_j))
+        for activity in activities:
+            values = np.fromiter((a.energy_j.get(activity, 0.0) for a in self.worked.values()), np.float64, worked.size)
+            columns[activity] = (worked, values)
+        if self.rows.use_w.any():
+            columns["use"] = self._plus_worked(idle_rows["use"], lambda a: a.use_j)
+        if self.active:
+            self._add_working(columns, now, worked)
+        n = len(self)
+        total, work = np.zeros(n), np.zeros(n)
+        for activity, column in columns.items():
+            for into in (total,) if activity in NOT_FL else (total, work):
+                if isinstance(column, tuple):
+                    into[column[0]] += column[1]
+                else:
+                    into += column
+        return float(total.sum()), float(work.sum())
+
+    def _add_working(self, columns: dict, now: float, worked: np.ndarray) -> None:
+        """The working devices' batteries added into ``columns`` (:meth:`energy_spent_at`) at their rows: each
+        device's value in an activity's rows the sum its column would hold."""
+        position = {int(d): k for k, d in enumerate(worked)}
+        extra: dict[str, dict[int, float]] = {}  # activity -> row -> joules, for rows not among ``worked``
         for index, device in self.active.items():
             for activity, joules in device.battery.energy_at(now).items():
-                if activity not in by_activity:
-                    by_activity[activity] = np.zeros(len(self))
-                by_activity[activity][index] += joules
-        return by_activity
+                column = columns.setdefault(activity, (worked[:0], np.zeros(0)))
+                if not isinstance(column, tuple):
+                    column[index] += joules
+                elif index in position and column[0] is worked:
+                    column[1][position[index]] += joules
+                else:
+                    mine = extra.setdefault(activity, {})
+                    mine[index] = mine.get(index, 0.0) + joules
+        for activity, rows in extra.items():
+            index, values = columns[activity]
+            columns[activity] = (
+                np.concatenate([index, np.fromiter(rows, np.int64, len(rows))]),
+                np.concatenate([values, np.fromiter(rows.values(), np.float64, len(rows))]),
+            )
 
 
 class LazyPolicy(SessionPolicy):

@@ -148,9 +148,7 @@ class Simulation:
 
     def _evaluate(self, rounds_done: int) -> None:
         result: Evaluation = self.backend.evaluate()
-        energy = self.devices.energy_at(self.env.now)
-        spent = fleet_energy_j(energy), fleet_energy_j(energy, work_only=True)
-        del energy  # every device's energy by activity: not kept while the timeline reads the fleet
+        spent = self.devices.energy_spent_at(self.env.now)
         received = self.server.updates_received
         self.metrics.append(
             MetricRow(

@@ -171,7 +171,7 @@ def test_no_reading_sees_a_device_taken_ahead(case: str, monkeypatch) -> None:
         checked(fleet, now)
         readings.append(now)
 
-    for name in ("energy_at", "state_at"):
+    for name in ("energy_spent_at", "state_at"):
         original = getattr(LazyFleet, name)
         monkeypatch.setattr(LazyFleet, name, lambda self, now, f=original: (check_at(self, now), f(self, now))[1])
     stats = LazyFleet.stats

@@ -9,12 +9,18 @@ policy a row of its model), and a fleet whose devices differ (time zones drawn p
 chargers, light and heavy users' rate and length scales for diurnal and sessions, faded batteries). The draws
 are also compared element by element with :mod:`netfl.keyed_random`'s. Hashes of floats hold where numpy's
 float64 exp, log, log1p and cos call the C library, as the kernels do (x86 without AVX-512, as the machine
-they were recorded on; see netfl/kernels/__init__.py).
+they were recorded on; see netfl/kernels/__init__.py). Where numpy takes its own SIMD paths for them instead
+(AVX-512: other last bits), those two tests run in a child process with those paths disabled
+(``NPY_DISABLE_CPU_FEATURES``), so that they check the same arithmetic on every machine.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,21 @@ from test_one_world import CHARGERS, POLICIES, USE, asynchronous, fedscale_trace
 from netfl import keyed_random
 from netfl.sim.idle_events import KINDS
 from netfl.sim.idle_rows import IdleRows
+
+
+def _numpy_calls_the_c_library() -> bool:
+    """Whether numpy's float64 log1p, log, exp and cos give the C library's bits here (the kernels call it)."""
+    x = np.linspace(1e-3, 0.999, 2001)
+    return all(
+        (ufunc(x) == np.array([scalar(v) for v in x])).all()
+        for ufunc, scalar in ((np.log1p, math.log1p), (np.log, math.log), (np.exp, math.exp), (np.cos, math.cos))
+    )
+
+
+LIBM = _numpy_calls_the_c_library()
+#: numpy's dispatch targets whose float64 transcendental functions are its own (AVX-512), disabled in the child
+SIMD_PATHS = [f for f in np._core._multiarray_umath.__cpu_dispatch__ if "AVX512" in f or f == "X86_V4"]
+needs_libm = pytest.mark.skipif(not LIBM, reason="numpy's own SIMD paths here: run in a child process without them")
 
 
 def digest(sim, result) -> str:
@@ -109,6 +130,7 @@ BEFORE = {
 }
 
 
+@needs_libm
 @pytest.mark.parametrize("name", list(BEFORE))
 def test_the_compiled_step_gives_the_numpy_steps_results_to_the_bit(name: str, tmp_path: Path, monkeypatch) -> None:
     sc, form = worlds(tmp_path)[name]
@@ -120,6 +142,7 @@ def test_the_compiled_step_gives_the_numpy_steps_results_to_the_bit(name: str, t
     assert digest(sim, result) == BEFORE[name]
 
 
+@needs_libm
 def test_the_compiled_draws_are_keyed_randoms() -> None:
     from netfl.kernels import keyed
 
@@ -135,6 +158,16 @@ def test_the_compiled_draws_are_keyed_randoms() -> None:
             assert keyed.bits(*args) == bits[i]
             assert keyed.uniform(*args) == uniform[i]
             assert keyed.standard_normal(*args) == normal[i]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(LIBM, reason="numpy calls the C library here: the tests above ran in this process")
+def test_the_bits_hold_with_numpys_own_simd_paths_disabled() -> None:
+    env = {**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(SIMD_PATHS)}
+    args = ["-q", "-p", "no:cacheprovider", "-n", "0", "-k", "to_the_bit or keyed_randoms", __file__]
+    out = subprocess.run([sys.executable, "-m", "pytest", *args], env=env, capture_output=True, text=True)
+    expected = f"{len(BEFORE) + 1} passed"
+    assert out.returncode == 0 and expected in out.stdout, out.stdout[-4000:] + out.stderr[-2000:]
 
 
 def test_the_step_logs_the_event_codes_of_the_log() -> None:

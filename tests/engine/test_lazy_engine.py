@@ -260,7 +260,7 @@ def test_reading_the_energy_at_evaluations_settles_nothing(engine, monkeypatch) 
     sc = _on_a_grid(batteries_world(), 0.7)
     state, energy, result = _run(engine, sc)
     for fleet in (EagerFleet, LazyFleet):
-        monkeypatch.setattr(fleet, "energy_at", lambda self, now: {"idle": np.full(len(self), math.nan)})
+        monkeypatch.setattr(fleet, "energy_spent_at", lambda self, now: (math.nan, math.nan))
     unread, nothing, _ = _run(engine, sc)
     assert state == unread and all(math.isnan(e) for e in nothing)
     assert energy == sorted(energy) and energy[-1] == result.energy_j  # the last evaluation is at the stop
