@@ -15,7 +15,7 @@ import simpy
 from netfl.policies.base import SessionPolicy
 from netfl.policies.rows import SessionRow
 from netfl.sim.device import Device, Usage
-from netfl.sim.fleet_readings import NOT_FL, ACTIVITIES, DeviceStats, FleetState, battery_fractions
+from netfl.sim.fleet_readings import ACTIVITIES, NOT_FL, DeviceStats, FleetState, battery_fractions
 from netfl.sim.idle_rows import IdleRows
 
 

@@ -46,6 +46,24 @@ class LSTMWithEmbedding(nn.Module):
         return self.out(self.drop(self.bn(self.norm(last) + h_n[-1].repeat(1, 2))))
 
 
+class LSTMWithState(nn.Module):
+    """A time-major 2-layer LSTM without biases, its initial state (h0, c0) computed from the tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(V, 5)
+        self.lstm = nn.LSTM(5, 6, num_layers=2, bias=False)
+        self.h0, self.c0 = nn.Linear(5, 6), nn.Linear(5, 6)
+        self.out = nn.Linear(6, 4)
+
+    def forward(self, tokens):
+        e = self.embed(tokens.t())  # (T, B, 5)
+        start = e.mean(0)
+        h0, c0 = (torch.tanh(layer(start)).unsqueeze(0).repeat(2, 1, 1) for layer in (self.h0, self.c0))
+        states, _ = self.lstm(e, (h0, c0))
+        return self.out(states[-1])
+
+
 class GRUAndRNN(nn.Module):
     """Per-token scores: embedding, a 2-layer time-major GRU with an initial state, a bidirectional ReLU RNN."""
 
@@ -126,6 +144,7 @@ class Bag(nn.Module):
 MODULES = {
     "lstm": LSTMWithEmbedding,
     "lstm_time_major": lambda: LSTMWithEmbedding(batch_first=False),
+    "lstm_no_bias_with_state": LSTMWithState,
     "gru_rnn": GRUAndRNN,
     "transformer": Encoder,
     "transformer_time_major_norm_first": lambda: Encoder(batch_first=False, norm_first=True),

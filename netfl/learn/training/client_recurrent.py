@@ -91,16 +91,27 @@ def _rnn_steps(xp, w_hh, h, order, activation):
     return out, h
 
 
+def _lstm_weight_names(m: nn.LSTM) -> list[str]:
+    """The LSTM's parameters in the order its fused kernel takes them (layer by layer, each direction: the
+    input and hidden weights, then their biases), by the names ``nn.LSTM`` documents."""
+    names = []
+    for layer in range(m.num_layers):
+        for suffix in ("", "_reverse")[: 2 if m.bidirectional else 1]:
+            kinds = ("weight_ih", "weight_hh") + (("bias_ih", "bias_hh") if m.bias else ())
+            names += [f"{kind}_l{layer}{suffix}" for kind in kinds]
+    return names
+
+
 def _lstm_per_client(m: nn.LSTM, c: Clients, names: dict, input, hx):
-    """``nn.LSTM`` for K clients as K calls of torch's fused LSTM (oneDNN on a CPU, cuDNN on a GPU; what
-    ``nn.LSTM`` itself calls), each client with its own weights and initial states (the module docstring says
+    """``nn.LSTM`` for K clients as K calls of torch's fused LSTM (``torch.lstm``, what ``nn.LSTM`` itself calls:
+    oneDNN on a CPU, cuDNN on a GPU), each client with its own weights and initial states (the module docstring says
     why). ``unbind`` hands each call its client's weights as views; their gradients are stacked once."""
     k, layers, directions = c.k, m.num_layers, 2 if m.bidirectional else 1
     batch = 0 if m.batch_first else 1
     n = input.shape[batch]
     b = n // k
     xs = input.split(b, dim=batch)
-    stacked = [c.param(names[name]).unbind(0) for name in m._flat_weights_names]
+    stacked = [c.param(names[name]).unbind(0) for name in _lstm_weight_names(m)]
     if hx is None:
         zeros = input.new_zeros(layers * directions, b, m.hidden_size)
         hs = cs = [zeros] * k
@@ -108,8 +119,15 @@ def _lstm_per_client(m: nn.LSTM, c: Clients, names: dict, input, hx):
         hs, cs = hx[0].split(b, dim=1), hx[1].split(b, dim=1)
     outs, h_n, c_n = [], [], []
     for j in range(k):
-        out, h, cell = torch._VF.lstm(
-            xs[j], (hs[j], cs[j]), [w[j] for w in stacked], m.bias, layers, 0.0, m.training, m.bidirectional,
+        out, h, cell = torch.lstm(
+            xs[j],
+            (hs[j], cs[j]),
+            [w[j] for w in stacked],
+            m.bias,
+            layers,
+            0.0,
+            m.training,
+            m.bidirectional,
             m.batch_first,
         )
         outs.append(out)
