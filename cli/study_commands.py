@@ -160,7 +160,13 @@ def sweep(
         progress.close()
     if outcome.interrupted:
         ignore_further_signals()
-    _report_sweep(outcome)
+        _report_sweep(outcome)
+        return
+    try:  # every run is done and sweep.json written: a signal now cuts the report short, and says so
+        with terminate_as_interrupt():
+            _report_sweep(outcome)
+    except KeyboardInterrupt:
+        exit_interrupted(f"interrupted while reporting: every run is done (status in {study.out / 'sweep.json'})")
 
 
 def _report_sweep(outcome) -> None:

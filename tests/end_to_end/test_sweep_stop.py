@@ -325,3 +325,27 @@ def test_a_signal_at_any_step_of_starting_a_run_stops_the_sweep(
             assert json.loads(summary.read_text())["complete"] is True  # kept whole
         else:
             assert r["status"] == "interrupted" and not summary.exists()
+
+
+@pytest.mark.slow
+def test_a_signal_as_the_tally_is_printed_says_the_runs_are_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM once every run is done, as the sweep prints its tally: exit 130 saying so, no traceback, and
+    sweep.json as the sweep wrote it (every run complete, not interrupted)."""
+    from netfl.cli import study_commands
+
+    (tmp_path / "tiny.yaml").write_text(TINY)
+    (tmp_path / "study.yaml").write_text("base: tiny.yaml\nseeds: 2\n")
+    report = study_commands._report_sweep
+
+    def signalled(outcome) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        report(outcome)
+
+    monkeypatch.setattr(study_commands, "_report_sweep", signalled)
+    result = run_cli("sweep", tmp_path / "study.yaml", "--out", tmp_path / "out", "--jobs", "1", "--threads", "1")
+    assert result.exit_code == 130, (result.output, result.exception)
+    assert "interrupted while reporting: every run is done" in result.output and "Traceback" not in result.output
+    status = json.loads((tmp_path / "out" / "sweep.json").read_text())
+    assert status["interrupted"] is False and {r["status"] for r in status["runs"]} == {"complete"}
