@@ -43,9 +43,14 @@ def _numpy_calls_the_c_library() -> bool:
     )
 
 
+try:
+    from numpy._core._multiarray_umath import __cpu_dispatch__
+except ImportError:  # numpy 1.x
+    from numpy.core._multiarray_umath import __cpu_dispatch__
+
 LIBM = _numpy_calls_the_c_library()
 #: numpy's dispatch targets whose float64 transcendental functions are its own (AVX-512), disabled in the child
-SIMD_PATHS = [f for f in np._core._multiarray_umath.__cpu_dispatch__ if "AVX512" in f or f == "X86_V4"]
+SIMD_PATHS = [f for f in __cpu_dispatch__ if "AVX512" in f or f == "X86_V4"]
 needs_libm = pytest.mark.skipif(not LIBM, reason="numpy's own SIMD paths here: run in a child process without them")
 
 
