@@ -149,14 +149,14 @@ class TableDevices:
             column = pc.utf8_trim_whitespace(column)
         try:
             out = pc.cast(column, pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # the first cell Arrow cannot read, by its own rule
             for i, cell in enumerate(column.to_pylist()):
                 try:
-                    float(cell)
-                except (TypeError, ValueError):
+                    pc.cast(column.slice(i, 1), pa.float64())
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                     what = f"{name} is missing" if cell in (None, "") else f"{name} {cell!r} is not {accepted}"
                     raise LogError(self.source, devices[i], self.line(i), what) from None
-            raise
+            raise LogError(self.source, None, 0, f"column {name!r} ({column.type}) is not {accepted}") from None
         if out.null_count:
             i = int(np.argmax(out.is_null().to_numpy(zero_copy_only=False)))
             raise LogError(self.source, devices[i], self.line(i), f"{name} is missing; accepted: {accepted}")

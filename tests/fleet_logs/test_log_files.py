@@ -148,6 +148,7 @@ MALFORMED_CSV = [
     ("a,0,screen,2\n", 2, "a", "screen value 2 is out of range; accepted: 1 (on) or 0 (off)"),
     ("a,0,screen,1\na,x1,screen,1\n", 3, "a", "time 'x1' is not a time"),
     ("a,0,screen,on\n", 2, "a", "value 'on' is not a number"),
+    ("a,0,screen,1\na,1,screen,1_0\n", 3, "a", "value '1_0' is not a number"),  # Python's float reads it
     ("a,0,screen,1\nb,1,screen,1\na,2,screen,1\n", 4, "a", "rows are not together"),
     ("a,0,screen,\n", 2, "a", "value is missing"),
 ]
